@@ -1,0 +1,145 @@
+"""The archive's tables: runs, agents, genomes, evaluations and FM calls.
+
+Every column a researcher filters or sorts on is a real column (no JSON blobs
+standing in for columns); the only JSON text is the frozen run config, which is
+read whole.
+"""
+
+from __future__ import annotations
+
+import enum
+from datetime import datetime, timezone
+from typing import Optional
+
+from sqlmodel import Field, SQLModel
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+class RunStatus(str, enum.Enum):
+    running = "running"
+    stopped = "stopped"  # interrupted (Ctrl-C, kill); `cambrian resume` continues it
+    finished = "finished"  # a budget was reached
+    failed = "failed"  # stopped by an error that needs the user (bad seed, dead FM)
+
+
+class AgentStatus(str, enum.Enum):
+    proposed = "proposed"  # stored, not yet evaluated
+    evaluating = "evaluating"  # a sandbox is running it
+    evaluated = "evaluated"  # has a score; eligible as a parent
+    invalid = "invalid"  # the candidate's own fault: bad edit, crash, timeout, duplicate
+    failed = "failed"  # infrastructure fault: retried
+
+
+#: Statuses a resumed run puts back on the evaluation queue.
+REQUEUE_STATUSES = (AgentStatus.proposed, AgentStatus.evaluating)
+
+
+class Run(SQLModel, table=True):
+    id: Optional[int] = Field(default=None, primary_key=True)
+    name: str = Field(index=True, unique=True)
+    benchmark: str
+    seed: int
+    config_json: str  # the frozen RunConfig, read whole
+    status: RunStatus = Field(default=RunStatus.running)
+    error: Optional[str] = None
+    cambrian_version: str = ""
+    created_at: datetime = Field(default_factory=utcnow)
+    updated_at: datetime = Field(default_factory=utcnow)
+
+
+class Genome(SQLModel, table=True):
+    """An agent's code, content-addressed: sha256 over sorted (path, text) pairs."""
+
+    hash: str = Field(primary_key=True)
+    entry: str  # relative path of the entry file
+    n_files: int
+    n_bytes: int
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class GenomeFile(SQLModel, table=True):
+    genome_hash: str = Field(primary_key=True, foreign_key="genome.hash")
+    path: str = Field(primary_key=True)
+    text: str
+
+
+class Agent(SQLModel, table=True):
+    id: Optional[int] = Field(default=None, primary_key=True)
+    run_id: int = Field(foreign_key="run.id", index=True)
+    genome_hash: Optional[str] = Field(default=None, foreign_key="genome.hash", index=True)
+    parent_id: Optional[int] = Field(default=None, foreign_key="agent.id", index=True)
+    second_parent_id: Optional[int] = Field(default=None, foreign_key="agent.id")
+    iteration: int = Field(default=0, index=True)  # 0 for seeds
+    operator: str = "seed"
+    model: Optional[str] = None
+    status: AgentStatus = Field(default=AgentStatus.proposed, index=True)
+    score: Optional[float] = Field(default=None, index=True)  # search split; drives selection
+    holdout_score: Optional[float] = None  # never read by selection or prompts
+    stage_reached: int = 0
+    n_tasks: int = 0
+    invalid_reason: Optional[str] = None
+    feedback: Optional[str] = None  # public feedback shown to later prompts
+    eval_attempts: int = 0
+    eval_seconds: Optional[float] = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+    created_at: datetime = Field(default_factory=utcnow)
+    updated_at: datetime = Field(default_factory=utcnow)
+
+
+class Evaluation(SQLModel, table=True):
+    """One task run of one agent."""
+
+    id: Optional[int] = Field(default=None, primary_key=True)
+    agent_id: int = Field(foreign_key="agent.id", index=True)
+    task_id: str
+    split: str = "search"
+    stage: int = 0
+    score: float = 0.0
+    passed: bool = False
+    executed: bool = True  # False: crashed, timed out, OOM, output limit, no result
+    duration_s: float = 0.0
+    exit_code: Optional[int] = None
+    timed_out: bool = False
+    oom_killed: bool = False
+    output_truncated: bool = False
+    feedback: str = ""  # public: what the meta-agent may see
+    stdout_tail: str = ""
+    stderr_tail: str = ""
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class LLMCall(SQLModel, table=True):
+    """One foundation-model call: the ledger every cost figure is summed from."""
+
+    id: Optional[int] = Field(default=None, primary_key=True)
+    run_id: Optional[int] = Field(default=None, foreign_key="run.id", index=True)
+    agent_id: Optional[int] = Field(default=None, index=True)
+    iteration: Optional[int] = None
+    purpose: str = "mutate"  # mutate | diagnose | agent | judge
+    model: str
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+    latency_s: float = 0.0
+    request_hash: str = Field(index=True)
+    seed: Optional[int] = None
+    cache_hit: bool = False
+    error: Optional[str] = None
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class LLMResponse(SQLModel, table=True):
+    """Response cache keyed by request hash: a resumed or replayed run pays once."""
+
+    request_hash: str = Field(primary_key=True)
+    model: str
+    text: str
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+    created_at: datetime = Field(default_factory=utcnow)

@@ -1,0 +1,1 @@
+"""Benchmarks: tasks, agent contracts, host-side scoring."""

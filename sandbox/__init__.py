@@ -1,0 +1,1 @@
+"""Where untrusted code runs. Imports no other Cambrian package."""

@@ -1,0 +1,105 @@
+"""The sandbox protocol: where untrusted code (anything an FM wrote) runs.
+
+A backend takes a `RunSpec` (files to place, a command, limits) and returns a
+`RunResult`. Nothing here imports another Cambrian package.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping, Protocol, runtime_checkable
+
+
+class SandboxError(Exception):
+    """An infrastructure fault of a sandbox (not the candidate's fault).
+
+    `fix` tells the user what to do about it.
+    """
+
+    def __init__(self, message: str, *, fix: str = "") -> None:
+        super().__init__(message)
+        self.fix = fix
+
+
+@dataclass(frozen=True)
+class Mount:
+    """A host path made visible inside the sandbox (e.g. the FM gateway socket)."""
+
+    host_path: str
+    sandbox_path: str
+    read_only: bool = True
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """What to run in a sandbox and under which limits.
+
+    files: relative path -> text, written into a fresh work dir before the run.
+    command: argv, run with the work dir as current directory. The string
+        "{python}" in an argument is replaced by the backend's Python interpreter.
+    collect: relative paths read back after the run (missing ones are skipped).
+    """
+
+    files: Mapping[str, str]
+    command: tuple[str, ...]
+    timeout_s: float = 60.0  # wall clock; the process group is killed after it
+    memory_mb: int = 1024  # address space / container memory
+    cpus: float = 1.0
+    pids: int = 64  # process/thread limit
+    max_output_bytes: int = 1_000_000  # per stream; past it the run is killed
+    max_file_bytes: int = 50_000_000  # largest file the run may write
+    collect: tuple[str, ...] = ()
+    max_collect_bytes: int = 5_000_000  # per collected file
+    network: bool = False
+    env: Mapping[str, str] = field(default_factory=dict)  # added to a scrubbed env
+    mounts: tuple[Mount, ...] = ()
+
+
+@dataclass
+class RunResult:
+    exit_code: int | None  # None when killed before it exited
+    stdout: str
+    stderr: str
+    duration_s: float
+    timed_out: bool = False
+    oom_killed: bool = False
+    output_truncated: bool = False  # wrote more than max_output_bytes; run killed
+    files: dict[str, str] = field(default_factory=dict)  # the collected files
+
+    @property
+    def ok(self) -> bool:
+        return (
+            self.exit_code == 0
+            and not self.timed_out
+            and not self.oom_killed
+            and not self.output_truncated
+        )
+
+    def failure_reason(self) -> str | None:
+        """A short, public sentence saying why the run did not finish cleanly."""
+        if self.timed_out:
+            return f"timed out after {self.duration_s:.1f} s"
+        if self.oom_killed:
+            return "ran out of memory (killed)"
+        if self.output_truncated:
+            return "wrote more output than allowed (killed)"
+        if self.exit_code != 0:
+            return f"exited with code {self.exit_code}"
+        return None
+
+
+@runtime_checkable
+class Sandbox(Protocol):
+    """A place to run untrusted code. Backends: `local` (subprocess), `docker`."""
+
+    name: str
+    #: True when the backend isolates the filesystem, network and processes.
+    isolated: bool
+
+    def run(self, spec: RunSpec) -> RunResult:
+        """Run `spec` to completion (or its limits); raise SandboxError on infra faults."""
+        ...
+
+    def close(self) -> None:
+        """Release everything the backend holds (containers, temp dirs)."""
+        ...
