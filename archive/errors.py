@@ -1,0 +1,50 @@
+"""Errors a user can cause through the archive: each names the cause, and `fix` names the fix.
+
+The CLI catches `ArchiveError` once and prints `str(error)` and `error.fix`.
+"""
+
+from __future__ import annotations
+
+
+class ArchiveError(Exception):
+    """Base of every user-causable archive error; `fix` says what to do about it."""
+
+    def __init__(self, message: str, *, fix: str = "") -> None:
+        super().__init__(message)
+        self.fix = fix
+
+
+class RunNotFound(ArchiveError):
+    """No run has the given name or id."""
+
+
+class RunExists(ArchiveError):
+    """A run with the given name is already stored."""
+
+
+class AgentNotFound(ArchiveError):
+    """No agent has the given id (in the given run)."""
+
+
+class GenomeNotFound(ArchiveError):
+    """No genome has the given hash."""
+
+
+class InvalidGenome(ArchiveError):
+    """A genome's file paths or entry file cannot be stored or exported safely."""
+
+
+class InvalidTransition(ArchiveError):
+    """An agent status change that the lifecycle does not allow (or lacks what it needs)."""
+
+
+class DestinationNotEmpty(ArchiveError):
+    """An export would overwrite files in an existing, non-empty folder."""
+
+
+class EmptyView(ArchiveError, ValueError):
+    """Parent selection was asked to choose from an archive view with no evaluated agents."""
+
+
+class SelectorConfigError(ArchiveError, ValueError):
+    """An unknown selection strategy name or a bad parameter for one."""

@@ -1,0 +1,257 @@
+"""Parent selection: pure, seeded strategies over an `ArchiveView`.
+
+Every strategy answers two questions: `probabilities(view)` (the chance each view row is
+picked by one draw; sums to 1) and `select(view, k, rng)` (k agent ids, drawn independently
+with replacement). Nothing here does I/O; the same view and the same seeded
+`np.random.Generator` give the same parents. Everything is vectorised: at 100k agents one
+`select` costs about a millisecond.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import types
+from dataclasses import dataclass
+from typing import Any, Mapping, Protocol, runtime_checkable
+
+import numpy as np
+
+from archive.errors import EmptyView, SelectorConfigError
+from archive.view import ArchiveView
+
+
+@runtime_checkable
+class ParentSelector(Protocol):
+    """A parent-selection strategy. Implementations are pure and keep no per-call state."""
+
+    name: str
+
+    def probabilities(self, view: ArchiveView) -> np.ndarray:
+        """Probability (float64, >= 0, sums to 1) that one draw picks each view row."""
+        ...
+
+    def select(self, view: ArchiveView, k: int, rng: np.random.Generator) -> np.ndarray:
+        """`k` (>= 0) agent ids (int64), drawn independently with replacement."""
+        ...
+
+
+def _check_view(view: ArchiveView) -> int:
+    n = len(view)
+    if n == 0:
+        raise EmptyView(
+            "cannot select a parent: the archive has no evaluated agents",
+            fix="evaluate at least one agent (the seed) before selecting; "
+            "if the seed failed, see `cambrian status RUN` for its error",
+        )
+    return n
+
+
+def _check_k(k: int) -> int:
+    if int(k) != k or k < 0:
+        raise ValueError(f"k must be a non-negative integer, got {k!r}")
+    return int(k)
+
+
+def _draw(view: ArchiveView, probs: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:
+    """k ids drawn from `probs` by inverse CDF (O(n + k log n))."""
+    cdf = np.cumsum(probs)
+    rows = np.searchsorted(cdf, rng.random(k) * cdf[-1], side="right")
+    # Guard the float edge where a uniform draw equals the last cdf entry.
+    np.minimum(rows, len(cdf) - 1, out=rows)
+    return view.ids[rows]
+
+
+def _require(condition: bool, strategy: str, message: str, fix: str) -> None:
+    if not condition:
+        raise SelectorConfigError(f"{strategy}: {message}", fix=fix)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Uniform:
+    """Every evaluated agent equally likely: p = 1/n."""
+
+    name: str = dataclasses.field(default="uniform", init=False)
+
+    def probabilities(self, view: ArchiveView) -> np.ndarray:
+        n = _check_view(view)
+        return np.full(n, 1.0 / n)
+
+    def select(self, view: ArchiveView, k: int, rng: np.random.Generator) -> np.ndarray:
+        n = _check_view(view)
+        return view.ids[rng.integers(0, n, size=_check_k(k))]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Greedy:
+    """Always the best score; agents tied for best share the probability equally."""
+
+    name: str = dataclasses.field(default="greedy", init=False)
+
+    def probabilities(self, view: ArchiveView) -> np.ndarray:
+        _check_view(view)
+        best = view.scores == view.scores.max()
+        return best / np.count_nonzero(best)
+
+    def select(self, view: ArchiveView, k: int, rng: np.random.Generator) -> np.ndarray:
+        _check_view(view)
+        best_rows = np.flatnonzero(view.scores == view.scores.max())
+        return view.ids[best_rows[rng.integers(0, len(best_rows), size=_check_k(k))]]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Tournament:
+    """Draw `size` (>= 1) rows uniformly with replacement; the best score wins.
+
+    Ties are won by the lower row (the earlier-added agent). With rank r (1 = best) among n,
+    P(r) = ((n - r + 1)^size - (n - r)^size) / n^size.
+    """
+
+    size: int = 3
+    name: str = dataclasses.field(default="tournament", init=False)
+
+    def __post_init__(self) -> None:
+        _require(
+            isinstance(self.size, (int, np.integer)) and not isinstance(self.size, bool) and self.size >= 1,
+            self.name,
+            f"size must be an integer >= 1, got {self.size!r}",
+            "pass e.g. size=3 (larger sizes select more greedily)",
+        )
+
+    def probabilities(self, view: ArchiveView) -> np.ndarray:
+        n = _check_view(view)
+        ranks = np.arange(1, n + 1, dtype=np.float64)
+        # Fractions of n keep the powers in [0, 1]: no overflow for large n or size.
+        by_rank = ((n - ranks + 1) / n) ** self.size - ((n - ranks) / n) ** self.size
+        probs = np.empty(n)
+        probs[view.ranking()[0]] = by_rank
+        return probs
+
+    def select(self, view: ArchiveView, k: int, rng: np.random.Generator) -> np.ndarray:
+        n = _check_view(view)
+        k = _check_k(k)
+        entrants = rng.integers(0, n, size=(k, self.size))
+        entrant_scores = view.scores[entrants]
+        best = entrant_scores.max(axis=1, keepdims=True)
+        # Among entrants tied on the best score, the lowest row wins (as in `probabilities`).
+        winners = np.where(entrant_scores == best, entrants, n).min(axis=1)
+        return view.ids[winners]
+
+
+@dataclass(frozen=True, kw_only=True)
+class PowerLaw:
+    """p proportional to rank^-alpha, rank 1 = best; alpha >= 0 (0 is uniform).
+
+    Tied scores get the average of the ordinal ranks they span ("average" ranking, as in
+    `scipy.stats.rankdata`), so equal agents are equally likely.
+    """
+
+    alpha: float = 1.0
+    name: str = dataclasses.field(default="power_law", init=False)
+
+    def __post_init__(self) -> None:
+        _require(
+            isinstance(self.alpha, (int, float)) and math.isfinite(self.alpha) and self.alpha >= 0,
+            self.name,
+            f"alpha must be a finite number >= 0, got {self.alpha!r}",
+            "pass e.g. alpha=1.0 (0 = uniform; larger = greedier)",
+        )
+
+    def probabilities(self, view: ArchiveView) -> np.ndarray:
+        n = _check_view(view)
+        order, sorted_scores = view.ranking()
+        opens_group = np.r_[True, sorted_scores[1:] != sorted_scores[:-1]]
+        starts = np.flatnonzero(opens_group)
+        ends = np.r_[starts[1:], n] - 1
+        group = np.cumsum(opens_group) - 1
+        average_rank = (starts + ends)[group] / 2.0 + 1.0
+        weights = np.empty(n)
+        weights[order] = average_rank ** -float(self.alpha)
+        return weights / weights.sum()
+
+    def select(self, view: ArchiveView, k: int, rng: np.random.Generator) -> np.ndarray:
+        return _draw(view, self.probabilities(view), _check_k(k), rng)
+
+
+@dataclass(frozen=True, kw_only=True)
+class DGM:
+    """The Darwin Gödel Machine rule: p ∝ sigmoid(lambda_ * (score - alpha0)) / (1 + n_children).
+
+    `lambda_` (> 0) sets how sharply scores above `alpha0` are preferred; dividing by
+    1 + n_children (evaluated children) steers draws away from parents already explored.
+    """
+
+    lambda_: float = 10.0
+    alpha0: float = 0.5
+    name: str = dataclasses.field(default="dgm", init=False)
+
+    def __post_init__(self) -> None:
+        _require(
+            isinstance(self.lambda_, (int, float)) and math.isfinite(self.lambda_) and self.lambda_ > 0,
+            self.name,
+            f"lambda_ must be a finite number > 0, got {self.lambda_!r}",
+            "pass e.g. lambda_=10.0",
+        )
+        _require(
+            isinstance(self.alpha0, (int, float)) and math.isfinite(self.alpha0),
+            self.name,
+            f"alpha0 must be a finite number, got {self.alpha0!r}",
+            "pass the score around which parents become attractive, e.g. alpha0=0.5",
+        )
+
+    def probabilities(self, view: ArchiveView) -> np.ndarray:
+        _check_view(view)
+        x = view.scores - self.alpha0
+        x *= self.lambda_
+        # sigmoid(x) = exp(min(x, 0)) / (1 + exp(-|x|)), scaled by exp(-max(min(x, 0))): the
+        # scale cancels on normalising and keeps the best agent's weight from underflowing
+        # to 0 when every score is far below alpha0. In place: this runs per selection.
+        weights = np.minimum(x, 0.0)
+        weights -= weights.max()
+        np.exp(weights, out=weights)
+        np.abs(x, out=x)
+        np.negative(x, out=x)
+        np.exp(x, out=x)
+        x += 1.0
+        x *= view.n_children + 1
+        weights /= x
+        weights /= weights.sum()
+        return weights
+
+    def select(self, view: ArchiveView, k: int, rng: np.random.Generator) -> np.ndarray:
+        return _draw(view, self.probabilities(view), _check_k(k), rng)
+
+
+_SELECTORS: Mapping[str, type] = types.MappingProxyType(
+    {"uniform": Uniform, "greedy": Greedy, "tournament": Tournament, "power_law": PowerLaw, "dgm": DGM}
+)
+
+#: Names `make_selector` accepts, e.g. for a CLI `--strategy` choice.
+STRATEGY_NAMES: tuple[str, ...] = tuple(_SELECTORS)
+
+
+def _parameter_names(cls: type) -> list[str]:
+    return [f.name for f in dataclasses.fields(cls) if f.init]
+
+
+def make_selector(name: str, **params: Any) -> ParentSelector:
+    """The strategy called `name` (one of `STRATEGY_NAMES`) built with keyword `params`.
+
+    Raises SelectorConfigError (a ValueError) for an unknown name, an unknown parameter or
+    a bad parameter value; the message names the valid choices.
+    """
+    cls = _SELECTORS.get(name)
+    if cls is None:
+        raise SelectorConfigError(
+            f"unknown selection strategy {name!r}; valid strategies: {', '.join(STRATEGY_NAMES)}",
+            fix=f"use one of: {', '.join(STRATEGY_NAMES)}",
+        )
+    valid = _parameter_names(cls)
+    unknown = sorted(set(params) - set(valid))
+    if unknown:
+        accepted = ", ".join(valid) if valid else "none"
+        raise SelectorConfigError(
+            f"{name}: unknown parameter(s) {', '.join(unknown)}; {name} accepts: {accepted}",
+            fix=f"remove {', '.join(unknown)} or use one of: {accepted}",
+        )
+    return cls(**params)

@@ -1,0 +1,201 @@
+"""`RunConfig`: everything that defines a search, from a TOML file plus CLI overrides.
+
+The validated config is frozen into the Run row as JSON, so a run can be
+resumed, replayed and reported exactly as it was started. Unknown keys and bad
+values are rejected with the key named.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import tomllib
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Literal, Mapping
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from meta_agent.errors import ConfigError
+
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class BudgetConfig(_Section):
+    iterations: int = Field(default=20, ge=0, description="proposals (child agents) to make in all")
+    usd: float | None = Field(default=None, ge=0, description="stop proposing once FM spend reaches this")
+    wall_seconds: float | None = Field(default=None, gt=0, description="per invocation of run/resume")
+
+
+class FMConfig(_Section):
+    model: str = Field(
+        default="smollm2-135m",
+        description="a registry name (`cambrian models list`), a .gguf path, or a litellm model string",
+    )
+    api_base: str | None = None
+    api_key_env: str | None = Field(default=None, description="NAME of the env var holding the API key")
+    temperature: float = Field(default=0.8, ge=0, le=2)
+    max_tokens: int = Field(default=1024, ge=16, le=65536)
+    timeout_s: float = Field(default=300, gt=0)
+    retries: int = Field(default=3, ge=0, le=10)
+    concurrency: int = Field(default=2, ge=1, le=256)
+    n_ctx: int = Field(default=8192, ge=512, description="context of a locally served model")
+    threads: int | None = Field(default=None, ge=1, description="CPU threads of a locally served model")
+
+
+class SearchConfig(_Section):
+    strategy: str = "dgm"
+    params: dict[str, float] = Field(default_factory=dict, description="strategy parameters")
+    operators: dict[str, float] = Field(default_factory=lambda: {"diff": 0.6, "rewrite": 0.4})
+    inspirations: int = Field(default=2, ge=0, le=10, description="other good agents shown in prompts")
+    failed_attempts_shown: int = Field(default=3, ge=0, le=20)
+
+    @field_validator("operators")
+    @classmethod
+    def _weights_positive(cls, weights: dict[str, float]) -> dict[str, float]:
+        if not weights or any(w < 0 for w in weights.values()) or sum(weights.values()) <= 0:
+            raise ValueError("operator weights must be >= 0 with a positive sum, e.g. {diff = 1}")
+        return weights
+
+
+class EvaluationConfig(_Section):
+    sandbox: Literal["auto", "local"] = "auto"
+    concurrency: int = Field(default=2, ge=1, le=256)
+    timeout_s: float | None = Field(default=None, gt=0, description="per task; default: the benchmark's")
+    memory_mb: int | None = Field(default=None, ge=64)
+    max_output_bytes: int | None = Field(default=None, ge=1024)
+    max_attempts: int = Field(default=3, ge=1, le=20, description="tries after infrastructure faults")
+
+
+class RunConfig(_Section):
+    name: str | None = None
+    benchmark: str = "circle_packing"
+    seed: int = Field(default=0, ge=0)
+    runs_dir: Path = Path("runs")
+    budget: BudgetConfig = Field(default_factory=BudgetConfig)
+    fm: FMConfig = Field(default_factory=FMConfig)
+    search: SearchConfig = Field(default_factory=SearchConfig)
+    evaluation: EvaluationConfig = Field(default_factory=EvaluationConfig)
+    benchmark_options: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("name")
+    @classmethod
+    def _valid_name(cls, name: str | None) -> str | None:
+        if name is not None and not _NAME_RE.match(name):
+            raise ValueError("use letters, digits, '.', '_' and '-' (at most 100), starting with a letter or digit")
+        return name
+
+    def with_default_name(self) -> "RunConfig":
+        if self.name:
+            return self
+        stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+        return self.model_copy(update={"name": f"{self.benchmark}-{stamp}"})
+
+    def run_dir(self) -> Path:
+        assert self.name, "call with_default_name() first"
+        return self.runs_dir / self.name
+
+    def to_json(self) -> str:
+        return self.model_dump_json(indent=2)
+
+    @classmethod
+    def from_json(cls, text: str) -> "RunConfig":
+        return _validate(json.loads(text), source="the run's stored config")
+
+
+def load_config(
+    path: Path | None = None,
+    *,
+    overrides: Mapping[str, Any] | None = None,
+    sets: list[str] | None = None,
+) -> RunConfig:
+    """Read a TOML file (optional), apply `--set key.path=value` strings and named overrides.
+
+    `overrides` maps dotted keys to Python values (None values are ignored, so CLI
+    options left unset do not override the file).
+    """
+    data: dict[str, Any] = {}
+    source = "the command line"
+    if path is not None:
+        source = str(path)
+        try:
+            data = tomllib.loads(Path(path).read_text())
+        except FileNotFoundError:
+            raise ConfigError(f"config file {path} does not exist", fix="check the path given to --config") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{path} is not valid TOML: {exc}", fix="fix the TOML syntax at that line") from None
+    for item in sets or []:
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--set {item!r} is not KEY=VALUE", fix="write e.g. --set search.strategy=greedy")
+        _assign(data, key.strip(), _parse_value(raw.strip()))
+    for key, value in (overrides or {}).items():
+        if value is not None:
+            _assign(data, key, value)
+    return _validate(data, source=source)
+
+
+def _parse_value(raw: str) -> Any:
+    """A --set value as TOML would read it (numbers, booleans, inline tables), else a string."""
+    try:
+        return tomllib.loads(f"v = {raw}")["v"]
+    except tomllib.TOMLDecodeError:
+        return raw
+
+
+def _assign(data: dict[str, Any], dotted: str, value: Any) -> None:
+    parts = dotted.split(".")
+    node = data
+    for part in parts[:-1]:
+        child = node.setdefault(part, {})
+        if not isinstance(child, dict):
+            raise ConfigError(f"cannot set {dotted}: {part} is not a table", fix="check the key path")
+        node = child
+    node[parts[-1]] = value
+
+
+def _validate(data: Mapping[str, Any], *, source: str) -> RunConfig:
+    try:
+        config = RunConfig.model_validate(data)
+    except ValidationError as exc:
+        problems = []
+        for err in exc.errors():
+            key = ".".join(str(p) for p in err["loc"]) or "(top level)"
+            if err["type"] == "extra_forbidden":
+                problems.append(f"unknown key {key!r}")
+            else:
+                problems.append(f"{key}: {err['msg']} (got {err.get('input')!r})")
+        raise ConfigError(
+            f"bad config in {source}: " + "; ".join(problems),
+            fix="see the keys and defaults with `cambrian run --help` and README.md 'Configuration'",
+        ) from None
+    _check_names(config)
+    return config
+
+
+def _check_names(config: RunConfig) -> None:
+    """Names that live in other packages' registries, checked up front so a run never starts half-wrong."""
+    from archive.selection import STRATEGY_NAMES, make_selector
+    from meta_agent.operators import OPERATORS
+
+    if config.search.strategy not in STRATEGY_NAMES:
+        raise ConfigError(
+            f"search.strategy: unknown strategy {config.search.strategy!r}",
+            fix=f"use one of {', '.join(STRATEGY_NAMES)}",
+        )
+    try:
+        make_selector(config.search.strategy, **config.search.params)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(
+            f"search.params: {exc}", fix=f"check the parameters of the {config.search.strategy!r} strategy"
+        ) from None
+    unknown = sorted(set(config.search.operators) - set(OPERATORS))
+    if unknown:
+        raise ConfigError(
+            f"search.operators: unknown operator(s) {', '.join(unknown)}",
+            fix=f"use some of {', '.join(OPERATORS)}",
+        )

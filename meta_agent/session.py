@@ -1,0 +1,189 @@
+"""Wiring for `cambrian run` and `resume`: open the archive, start the FM and sandbox, run the loop.
+
+The CLI stays thin; this module owns the lifetimes (local inference server,
+sandbox, archive) and stops them in order whatever happens.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterator
+
+from archive.models import Run
+from archive.store import Archive
+from evaluators.base import Benchmark
+from evaluators.registry import get_benchmark
+from meta_agent import __version__
+from meta_agent.config import RunConfig
+from meta_agent.errors import ConfigError
+from meta_agent.llm.client import Endpoint, LLMClient
+from meta_agent.llm.ledger import ArchiveLedger
+from meta_agent.llm.models import is_local_model, resolve
+from meta_agent.llm.serve import LocalServer
+from meta_agent.loop import LoopEvent, LoopOutcome, SearchLoop
+from sandbox.base import Sandbox
+from sandbox.local import LocalSandbox
+
+ARCHIVE_FILE = "archive.db"
+
+
+def archive_path(runs_dir: Path, name: str) -> Path:
+    return Path(runs_dir) / name / ARCHIVE_FILE
+
+
+def open_run(runs_dir: Path, name: str) -> tuple[Archive, Run]:
+    """The archive and Run row of an existing run, by name."""
+    path = archive_path(runs_dir, name)
+    if not path.exists():
+        known = sorted(p.parent.name for p in Path(runs_dir).glob(f"*/{ARCHIVE_FILE}"))
+        hint = f"known runs in {runs_dir}: {', '.join(known)}" if known else f"no runs in {runs_dir} yet"
+        raise ConfigError(
+            f"no run named {name!r} in {runs_dir}",
+            fix=f"{hint}; `cambrian runs` lists them (use --runs-dir for another folder)",
+        )
+    archive = Archive.at(path)
+    return archive, archive.get_run(name)
+
+
+@dataclass
+class Reporter:
+    """Callbacks the CLI gives a session: messages for the user and loop events."""
+
+    info: Callable[[str], None]
+    warn: Callable[[str], None]
+    event: Callable[[LoopEvent], None]
+    progress: Callable[[int, int], contextlib.AbstractContextManager]  # (completed, total) -> context
+
+
+def choose_sandbox(config: RunConfig, warn: Callable[[str], None]) -> Sandbox:
+    """The sandbox backend the config asks for (`auto` picks the strongest available)."""
+    warn(
+        "agents run in the local sandbox (a subprocess with resource limits, scrubbed environment and its own "
+        "process group): isolation is weaker than a container; do not run untrusted FMs on a machine you care about"
+    )
+    return LocalSandbox()
+
+
+@contextlib.contextmanager
+def fm_endpoint(config: RunConfig, reporter: Reporter) -> Iterator[tuple[Endpoint, str]]:
+    """An endpoint for the configured model, starting (and finally stopping) a local server if needed."""
+    spec = config.fm.model
+    if is_local_model(spec):
+        path = resolve(spec, progress=reporter.info)
+        label = Path(spec).stem if spec.endswith(".gguf") else spec
+        reporter.info(f"starting a local inference server for {label} ({path})")
+        server = LocalServer(
+            path,
+            alias=label,
+            n_ctx=config.fm.n_ctx,
+            n_parallel=config.fm.concurrency,
+            threads=config.fm.threads,
+            log_path=config.run_dir() / "server.log",
+        )
+        with server:
+            reporter.info(f"model server ready at {server.base_url}")
+            yield server.endpoint(), label
+        return
+    if "/" not in spec and config.fm.api_base is None:
+        raise ConfigError(
+            f"fm.model {spec!r} is neither a local model nor a litellm model string",
+            fix="use a name from `cambrian models list`, a .gguf path, or a provider/model string such as "
+            "openai/gpt-4o-mini (with --api-base for an OpenAI-compatible server)",
+        )
+    yield Endpoint(model=spec, api_base=config.fm.api_base, api_key_env=config.fm.api_key_env, label=spec), spec
+
+
+def start_run(config: RunConfig, reporter: Reporter) -> tuple[str, LoopOutcome]:
+    """Create a new run from `config` and search until its budget is spent."""
+    config = config.with_default_name()
+    assert config.name is not None
+    benchmark = get_benchmark(config.benchmark, config.benchmark_options)
+    path = archive_path(config.runs_dir, config.name)
+    if path.exists():
+        raise ConfigError(
+            f"a run named {config.name!r} already exists in {config.runs_dir}",
+            fix=f"continue it with `cambrian resume {config.name}`, or choose another --name",
+        )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    (path.parent / "config.json").write_text(config.to_json())
+    with Archive.at(path) as archive:
+        run = archive.create_run(
+            name=config.name,
+            benchmark=config.benchmark,
+            seed=config.seed,
+            config_json=config.to_json(),
+            cambrian_version=__version__,
+        )
+        return config.name, _search(archive, run, config, benchmark, reporter)
+
+
+def resume_run(runs_dir: Path, name: str, budget: dict[str, float | int | None], reporter: Reporter) -> LoopOutcome:
+    """Continue a stopped, failed or finished run (optionally with a larger budget)."""
+    archive, run = open_run(runs_dir, name)
+    with archive:
+        config = RunConfig.from_json(run.config_json)
+        changes = {k: v for k, v in budget.items() if v is not None}
+        if changes:
+            config = config.model_copy(update={"budget": config.budget.model_copy(update=changes)})
+            archive.update_run_config(int(run.id), config.to_json())
+        config = config.model_copy(update={"runs_dir": Path(runs_dir)})
+        benchmark = get_benchmark(config.benchmark, config.benchmark_options)
+        return _search(archive, run, config, benchmark, reporter)
+
+
+def _search(archive: Archive, run: Run, config: RunConfig, benchmark: Benchmark, reporter: Reporter) -> LoopOutcome:
+    sandbox = choose_sandbox(config, reporter.warn)
+    try:
+        with fm_endpoint(config, reporter) as (endpoint, label):
+            llm = LLMClient(
+                endpoint,
+                ledger=ArchiveLedger(archive, int(run.id)),
+                concurrency=config.fm.concurrency,
+                timeout_s=config.fm.timeout_s,
+                retries=config.fm.retries,
+                temperature=config.fm.temperature,
+                max_tokens=config.fm.max_tokens,
+            )
+            loop = SearchLoop(
+                archive=archive,
+                run=run,
+                config=config,
+                benchmark=benchmark,
+                sandbox=sandbox,
+                llm=llm,
+                model_label=label,
+                on_event=reporter.event,
+            )
+            done = archive.iterations_done(int(run.id))
+            with reporter.progress(done, config.budget.iterations):
+                return asyncio.run(_run_with_signals(loop, sandbox))
+    finally:
+        sandbox.close()
+
+
+async def _run_with_signals(loop: SearchLoop, sandbox: Sandbox) -> LoopOutcome:
+    """First Ctrl-C: stop proposing, let running evaluations finish. Second: kill them too."""
+    event_loop = asyncio.get_running_loop()
+    presses = 0
+
+    def on_interrupt() -> None:
+        nonlocal presses
+        presses += 1
+        if presses == 1:
+            loop.request_stop("interrupted (Ctrl-C); running evaluations finish first, Ctrl-C again to kill them")
+        else:
+            sandbox.close()  # kills running sandboxed processes; their agents stay queued for resume
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            event_loop.add_signal_handler(sig, on_interrupt)
+    try:
+        return await loop.run_until_done()
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                event_loop.remove_signal_handler(sig)

@@ -1,0 +1,402 @@
+"""The subprocess sandbox: for machines without Docker.
+
+ISOLATION IS WEAK. The program runs under the same kernel and the same user as
+Cambrian itself; it can read (and, with that user's rights, write) any file the
+user can, open network connections, and start processes that leave their
+process group. What this backend does give:
+
+- a fresh temporary work dir (cwd, HOME and TMPDIR), removed after the run;
+- a scrubbed environment: PATH, HOME, TMPDIR, LANG, two PYTHON* flags and the
+  spec's own `env`, nothing from the host (no API keys);
+- rlimits: address space (`memory_mb`), CPU seconds (ceil(timeout) + 1),
+  largest file written (`max_file_bytes`), processes (`pids`; RLIMIT_NPROC is
+  counted per user, not per run, and is not enforced at all for root), no core
+  dumps;
+- its own session / process group, SIGKILLed as a whole on timeout, on too much
+  output, and always once the program exits, so background processes left
+  behind in the group do not survive the run (a process that calls setsid()
+  itself escapes this);
+- capped stdout/stderr.
+
+Not enforced here: `network`, `cpus`, read-only mounts. Use the Docker backend
+for anything you would not run on your own account.
+
+Python: "{python}" as a whole argument becomes `<sys.executable> -S`. `-S`
+skips site-packages so a program sees the standard library only, as in the
+Docker image; the script's own directory stays on sys.path (unlike `-I`), which
+the harness needs to import the agent's files. Inside a longer argument
+"{python}" becomes the bare interpreter path.
+
+Limits are set by a tiny launcher (`python -S -c LAUNCHER`) that calls
+setrlimit and then execs the command, rather than by `preexec_fn`: the loop
+runs sandboxes from several threads, and `preexec_fn` is documented as unsafe
+in the presence of threads.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import selectors
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path, PurePosixPath
+from typing import Any, Callable
+
+from sandbox.base import Mount, RunResult, RunSpec, SandboxError
+
+#: Runs inside the child: lower the rlimits (never above the current hard
+#: limit, which an unprivileged user may not raise), then exec the command.
+_LAUNCHER = """\
+import json, os, resource, sys
+for name, value in json.loads(sys.argv[1]):
+    kind = getattr(resource, name)
+    _soft, hard = resource.getrlimit(kind)
+    if hard != resource.RLIM_INFINITY:
+        value = min(value, hard)
+    resource.setrlimit(kind, (value, value))
+try:
+    os.execvp(sys.argv[2], sys.argv[2:])
+except OSError as exc:
+    sys.stderr.write("cambrian sandbox: cannot run %r: %s\\n" % (sys.argv[2], exc))
+    os._exit(127)
+"""
+
+_READ_CHUNK = 65536  # bytes per os.read; bounds the memory one read can take
+_POLL_S = 0.05  # how often the wait loop checks the deadline and the leader
+_DRAIN_GRACE_S = 0.5  # after the group is killed: how long to wait for pipes to close
+_MEMORY_ERROR_LINE = re.compile(r"^(\w+\.)*MemoryError\b", re.MULTILINE)
+_OOM_SIGNALS = (-signal.SIGKILL, -signal.SIGSEGV)
+#: PATH inside the sandbox; the interpreter is always given by absolute path.
+_SANDBOX_PATH = "/usr/bin:/bin"
+
+
+class UnsafePathError(SandboxError):
+    """A spec path that is absolute or climbs out of the work dir with `..`."""
+
+
+def check_relative_path(path: str) -> PurePosixPath:
+    """Return `path` as a relative POSIX path, or raise UnsafePathError.
+
+    Refuses empty paths, absolute paths, backslashes and any `..` part: a file
+    the spec places or collects must stay inside the work dir.
+    """
+    pure = PurePosixPath(path)
+    if (
+        not path
+        or "\\" in path
+        or "\x00" in path
+        or pure.is_absolute()
+        or ".." in pure.parts
+        or pure == PurePosixPath(".")
+    ):
+        raise UnsafePathError(
+            f"sandbox path {path!r} is not a plain relative path inside the work dir",
+            fix="use relative paths without '..', such as 'pkg/module.py'",
+        )
+    return pure
+
+
+class _CappedBuffer:
+    """Keeps the first `cap` bytes of a stream and counts the rest."""
+
+    def __init__(self, cap: int) -> None:
+        self.cap = cap
+        self.data = bytearray()
+        self.total = 0  # bytes seen, kept or not
+
+    def add(self, chunk: bytes) -> None:
+        room = self.cap - len(self.data)
+        if room > 0:
+            self.data += chunk[:room]
+        self.total += len(chunk)
+
+    @property
+    def overflowed(self) -> bool:
+        return self.total > self.cap
+
+    def text(self) -> str:
+        return self.data.decode("utf-8", errors="replace")
+
+
+class LocalSandbox:
+    """Runs each spec as a subprocess in a fresh temp dir (weak isolation: see the module doc).
+
+    python: the interpreter that "{python}" stands for (default: the one running Cambrian).
+    root: where work dirs are created (default: the system temp dir).
+    """
+
+    name = "local"
+    isolated = False
+
+    def __init__(self, *, python: str | None = None, root: str | os.PathLike[str] | None = None) -> None:
+        self.python = python or sys.executable
+        self.root = None if root is None else str(root)
+        self._closed = False
+
+    def run(self, spec: RunSpec) -> RunResult:
+        """Run `spec` to completion or to its limits; SandboxError only for faults of this backend."""
+        if self._closed:
+            raise SandboxError(
+                "this LocalSandbox was closed", fix="create a new LocalSandbox for further runs"
+            )
+        for path in [*spec.files, *spec.collect]:
+            check_relative_path(path)
+        argv = self._expand_command(spec.command)
+        try:
+            workdir = Path(tempfile.mkdtemp(prefix="cambrian-local-", dir=self.root))
+        except OSError as exc:
+            raise SandboxError(
+                f"cannot create a work dir for the local sandbox: {exc}",
+                fix="check that the temp dir (TMPDIR or the sandbox root) exists, is writable and has free space",
+            ) from exc
+        try:
+            self._place_files(workdir, spec)
+            return self._execute(workdir, argv, spec)
+        finally:
+            _remove_tree(workdir)
+
+    def close(self) -> None:
+        """Nothing is held between runs; later `run` calls are refused. Idempotent."""
+        self._closed = True
+
+    def _expand_command(self, command: tuple[str, ...]) -> list[str]:
+        if not command:
+            raise SandboxError("the run spec has an empty command", fix="give the command to run as argv")
+        argv: list[str] = []
+        for arg in command:
+            if arg == "{python}":
+                argv += [self.python, "-S"]
+            else:
+                argv.append(arg.replace("{python}", self.python))
+        if os.sep not in argv[0] and shutil.which(argv[0], path=_SANDBOX_PATH) is None:
+            raise SandboxError(
+                f"the sandbox command {argv[0]!r} is not on the sandbox PATH ({_SANDBOX_PATH})",
+                fix="give an absolute path or '{python}' as the first argument",
+            )
+        return argv
+
+    def _place_files(self, workdir: Path, spec: RunSpec) -> None:
+        for rel, text in spec.files.items():
+            target = workdir / check_relative_path(rel)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(text, encoding="utf-8")
+        for mount in spec.mounts:
+            self._place_mount(workdir, mount)
+
+    def _place_mount(self, workdir: Path, mount: Mount) -> None:
+        # Everything on the host is visible anyway; a mount only needs a name
+        # inside the work dir when its sandbox path is relative.
+        if PurePosixPath(mount.sandbox_path).is_absolute():
+            if os.path.abspath(mount.sandbox_path) != os.path.abspath(mount.host_path):
+                raise SandboxError(
+                    f"the local sandbox cannot show {mount.host_path!r} at the absolute path "
+                    f"{mount.sandbox_path!r}",
+                    fix="give the mount a relative sandbox_path (placed in the work dir) or the host path itself",
+                )
+            return
+        link = workdir / check_relative_path(mount.sandbox_path)
+        link.parent.mkdir(parents=True, exist_ok=True)
+        link.symlink_to(os.path.abspath(mount.host_path))
+
+    def _execute(self, workdir: Path, argv: list[str], spec: RunSpec) -> RunResult:
+        env = {
+            "PATH": _SANDBOX_PATH,
+            "HOME": str(workdir),
+            "TMPDIR": str(workdir),
+            "LANG": "C.UTF-8",
+            "PYTHONDONTWRITEBYTECODE": "1",
+            "PYTHONUNBUFFERED": "1",
+            **spec.env,
+        }
+        limits = _rlimits(spec)
+        launcher = [self.python, "-S", "-c", _LAUNCHER, json.dumps(limits), *argv]
+        started = time.monotonic()
+        try:
+            proc = subprocess.Popen(
+                launcher,
+                cwd=workdir,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,
+                close_fds=True,
+            )
+        except OSError as exc:
+            raise SandboxError(
+                f"cannot start the sandbox interpreter {self.python!r}: {exc}",
+                fix="point LocalSandbox(python=...) at a working Python 3.10+ interpreter",
+            ) from exc
+        try:
+            watch = _watch(proc, spec, deadline=started + spec.timeout_s)
+        finally:
+            _kill_group(proc.pid)
+            proc.wait()
+        duration = time.monotonic() - started
+        stderr = watch.stderr.text()
+        returncode = proc.returncode
+        killed_by_us = watch.timed_out or watch.truncated
+        # SIGXCPU: RLIMIT_CPU (just above the wall limit) ran out, a timeout by another clock.
+        timed_out = watch.timed_out or returncode == -signal.SIGXCPU
+        oom = not killed_by_us and (
+            returncode in _OOM_SIGNALS or bool(_MEMORY_ERROR_LINE.search(stderr[-4000:]))
+        )
+        files, notes = _collect(workdir, spec)
+        if notes:
+            stderr = stderr + ("\n" if stderr and not stderr.endswith("\n") else "") + "\n".join(notes) + "\n"
+        return RunResult(
+            exit_code=None if killed_by_us else returncode,
+            stdout=watch.stdout.text(),
+            stderr=stderr,
+            duration_s=duration,
+            timed_out=timed_out,
+            oom_killed=oom,
+            output_truncated=watch.truncated,
+            files=files,
+        )
+
+
+
+def _rlimits(spec: RunSpec) -> list[tuple[str, int]]:
+    """(resource name, value) pairs for the launcher; values in bytes, seconds or processes."""
+    return [
+        ("RLIMIT_AS", int(spec.memory_mb) * 1024 * 1024),
+        ("RLIMIT_CPU", math.ceil(spec.timeout_s) + 1),
+        ("RLIMIT_FSIZE", int(spec.max_file_bytes)),
+        ("RLIMIT_NPROC", int(spec.pids)),
+        ("RLIMIT_CORE", 0),
+    ]
+
+
+class _Watch:
+    """What the wait loop saw: the two capped streams and why it stopped, if it had to."""
+
+    def __init__(self, cap: int) -> None:
+        self.stdout = _CappedBuffer(cap)
+        self.stderr = _CappedBuffer(cap)
+        self.timed_out = False
+        self.truncated = False
+
+
+def _watch(proc: subprocess.Popen[bytes], spec: RunSpec, *, deadline: float) -> _Watch:
+    """Drain both pipes until the program exits, times out or writes too much.
+
+    One selector loop in the calling thread (not reader threads) so that a
+    grandchild holding a pipe open can never leave a reader blocked forever.
+    The leader is never reaped here: its pid, and so the group id, stays ours
+    until the caller has killed the group.
+    """
+    watch = _Watch(spec.max_output_bytes)
+    assert proc.stdout is not None and proc.stderr is not None
+    streams = {proc.stdout.fileno(): watch.stdout, proc.stderr.fileno(): watch.stderr}
+    selector = selectors.DefaultSelector()
+    for fd in streams:
+        selector.register(fd, selectors.EVENT_READ)
+    try:
+        drain_until: float | None = None  # set once the group is killed
+        while selector.get_map():
+            now = time.monotonic()
+            if drain_until is not None:
+                if now >= drain_until:
+                    break  # something outside the group still holds a pipe: stop reading
+                _read_ready(selector, streams, min(_POLL_S, drain_until - now))
+                continue
+            if now >= deadline:
+                watch.timed_out = True
+            elif not _has_exited(proc.pid):
+                _read_ready(selector, streams, min(_POLL_S, deadline - now))
+                if not (watch.stdout.overflowed or watch.stderr.overflowed):
+                    continue
+                watch.truncated = True
+            # Timed out, too much output, or the leader is done: whatever it
+            # left running in the group goes too; then read what is buffered.
+            _kill_group(proc.pid)
+            drain_until = time.monotonic() + _DRAIN_GRACE_S
+        if not watch.timed_out and not watch.truncated:
+            _wait_for_exit(proc.pid, deadline)
+            if not _has_exited(proc.pid):
+                watch.timed_out = True
+        watch.truncated = watch.truncated or watch.stdout.overflowed or watch.stderr.overflowed
+    finally:
+        selector.close()
+        proc.stdout.close()
+        proc.stderr.close()
+    return watch
+
+
+def _read_ready(selector: selectors.BaseSelector, streams: dict[int, _CappedBuffer], timeout: float) -> None:
+    for key, _events in selector.select(timeout):
+        chunk = os.read(key.fd, _READ_CHUNK)
+        if chunk:
+            streams[key.fd].add(chunk)
+        else:
+            selector.unregister(key.fd)
+
+
+def _has_exited(pid: int) -> bool:
+    """True once `pid` has exited; WNOWAIT leaves it unreaped (its pid stays reserved)."""
+    try:
+        return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    except ChildProcessError:
+        return True
+
+
+def _wait_for_exit(pid: int, deadline: float) -> None:
+    while not _has_exited(pid) and time.monotonic() < deadline:
+        time.sleep(_POLL_S / 5)
+
+
+def _kill_group(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass  # the group is already empty
+
+
+def _collect(workdir: Path, spec: RunSpec) -> tuple[dict[str, str], list[str]]:
+    """Read back the collected files; notes say which were skipped and why."""
+    files: dict[str, str] = {}
+    notes: list[str] = []
+    root = workdir.resolve()
+    for rel in spec.collect:
+        path = workdir / check_relative_path(rel)
+        try:
+            real = path.resolve()
+            if not real.is_relative_to(root):
+                notes.append(f"[cambrian sandbox] {rel} skipped: it points outside the work dir")
+                continue
+            info = real.stat()
+        except (OSError, RuntimeError):
+            continue  # missing (or a symlink loop): the spec says missing files are skipped
+        if not stat.S_ISREG(info.st_mode):
+            notes.append(f"[cambrian sandbox] {rel} skipped: not a regular file")
+        elif info.st_size > spec.max_collect_bytes:
+            notes.append(
+                f"[cambrian sandbox] {rel} skipped: {info.st_size} bytes is over the "
+                f"{spec.max_collect_bytes}-byte limit"
+            )
+        else:
+            files[rel] = real.read_bytes()[: spec.max_collect_bytes].decode("utf-8", errors="replace")
+    return files, notes
+
+
+def _remove_tree(path: Path) -> None:
+    """Remove the work dir even where the program made parts of it read-only."""
+
+    def make_writable_and_retry(func: Callable[..., Any], failed: str, _exc: Any) -> None:
+        try:
+            os.chmod(os.path.dirname(failed), stat.S_IRWXU)
+            os.chmod(failed, stat.S_IRWXU)
+            func(failed)
+        except OSError:
+            pass  # leave it; the temp dir cleaner will get it
+
+    shutil.rmtree(path, onerror=make_writable_and_retry)
