@@ -1,0 +1,181 @@
+"""Cambrian's own cost per candidate, with the FM and the sandbox taken out.
+
+Two measurements, at archives of 1k, 10k and 100k evaluated agents:
+
+1. select+insert: one parent selection (`dgm`, numpy over the in-memory view)
+   plus the archive writes one candidate costs (insert `proposed`, mark
+   `evaluating`, store its evaluation and `evaluated`), plus the view update.
+2. loop: the whole SearchLoop per candidate — prompt building, edit parsing,
+   duplicate gate, archive writes, host-side scoring — with an instant scripted
+   FM and a sandbox that replays one real result of the seed program.
+
+Usage: .venv/bin/python bench/loop_overhead.py [--sizes 1000 10000 100000] [--candidates 200]
+Prints one table; never asserts on time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+from sqlalchemy import insert
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from archive.models import Agent, AgentStatus, Evaluation, Genome as GenomeRow, GenomeFile  # noqa: E402
+from archive.selection import make_selector  # noqa: E402
+from archive.store import Archive  # noqa: E402
+from evaluators.registry import get_benchmark  # noqa: E402
+from meta_agent.config import RunConfig  # noqa: E402
+from meta_agent.llm.client import Completion  # noqa: E402
+from meta_agent.loop import SearchLoop  # noqa: E402
+from sandbox.base import RunResult, RunSpec  # noqa: E402
+from sandbox.local import LocalSandbox  # noqa: E402
+
+
+class ReplaySandbox:
+    """Returns one recorded RunResult instantly: the sandbox's time taken out of the measurement."""
+
+    name = "replay"
+    isolated = False
+
+    def __init__(self, result: RunResult) -> None:
+        self.result = result
+
+    def run(self, spec: RunSpec) -> RunResult:
+        return self.result
+
+    def close(self) -> None:
+        pass
+
+
+class ScriptedFM:
+    """A fake FM (scripted, instant): returns the seed with one new comment inside the evolve block."""
+
+    def __init__(self, code: str) -> None:
+        self.code = code
+
+    async def complete(self, messages, *, seed, purpose="mutate", agent_id=None, iteration=None, **_):
+        marker = "# EVOLVE-BLOCK-START\n"
+        code = self.code.replace(marker, f"{marker}# variant {iteration}-{seed}\n", 1)
+        text = f"```python\n{code}```"
+        digest = hashlib.sha256(text.encode()).hexdigest()
+        return Completion(text, "scripted", 100, 100, 0.0, 0.0, False, digest, seed)
+
+
+def populate(archive: Archive, run_id: int, n: int, files: dict[str, str], entry: str) -> None:
+    """Bulk-insert n evaluated agents (a random tree) sharing the seed's genome."""
+    h = archive.put_genome(files, entry)
+    rng = np.random.default_rng(0)
+    scores = rng.uniform(0.5, 2.5, size=n)
+    rows = []
+    for i in range(n):
+        parent = None if i == 0 else int(rng.integers(1, i + 1))
+        rows.append(
+            dict(
+                id=i + 1, run_id=run_id, genome_hash=h, parent_id=parent, iteration=i, operator="diff",
+                status=AgentStatus.evaluated, score=float(scores[i]), n_tasks=1,
+            )
+        )
+    with archive.engine.begin() as conn:
+        conn.execute(insert(Agent), rows)
+
+
+def bench_select_insert(size: int, repeats: int, files: dict[str, str], entry: str) -> dict[str, float]:
+    with tempfile.TemporaryDirectory() as tmp, Archive.at(Path(tmp) / "archive.db") as archive:
+        run = archive.create_run(name="bench", benchmark="circle_packing", seed=0, config_json="{}")
+        populate(archive, int(run.id), size, files, entry)
+        t0 = time.perf_counter()
+        view = archive.view(int(run.id))
+        view_s = time.perf_counter() - t0
+        selector = make_selector("dgm", alpha0=1.5)
+        rng = np.random.default_rng(0)
+        select_ms, insert_ms = [], []
+        for i in range(repeats):
+            t0 = time.perf_counter()
+            parent = int(selector.select(view, 1, rng)[0])
+            t1 = time.perf_counter()
+            text = dict(files)
+            text[entry] += f"\n# {i}\n"
+            agent = archive.add_agent(int(run.id), files=text, entry=entry, parent_id=parent, operator="diff",
+                                      iteration=size + i)
+            archive.mark_evaluating(int(agent.id))
+            archive.finish_evaluation(
+                int(agent.id), status=AgentStatus.evaluated, score=1.0, feedback="ok", eval_seconds=0.0,
+                evaluations=[Evaluation(agent_id=0, task_id="n26", score=1.0, passed=True)],
+            )
+            view.add(int(agent.id), 1.0, parent)
+            t2 = time.perf_counter()
+            select_ms.append((t1 - t0) * 1e3)
+            insert_ms.append((t2 - t1) * 1e3)
+        return {
+            "view_build_s": view_s,
+            "select_ms": statistics.median(select_ms),
+            "insert_ms": statistics.median(insert_ms),
+        }
+
+
+def bench_loop(size: int, candidates: int, files: dict[str, str], entry: str, seed_result: RunResult) -> float:
+    """Steady-state SearchLoop milliseconds per candidate (proposal + evaluation), start-up excluded."""
+    with tempfile.TemporaryDirectory() as tmp, Archive.at(Path(tmp) / "archive.db") as archive:
+        config = RunConfig.model_validate(
+            {
+                "name": "bench",
+                "runs_dir": tmp,
+                "budget": {"iterations": size + candidates},
+                "search": {"strategy": "dgm", "params": {"alpha0": 1.5}, "operators": {"rewrite": 1.0}},
+                "fm": {"concurrency": 4},
+                "evaluation": {"concurrency": 4},
+            }
+        )
+        run = archive.create_run(name="bench", benchmark="circle_packing", seed=0, config_json=config.to_json())
+        populate(archive, int(run.id), size, files, entry)
+        loop = SearchLoop(
+            archive=archive, run=run, config=config, benchmark=get_benchmark("circle_packing"),
+            sandbox=ReplaySandbox(seed_result), llm=ScriptedFM(files[entry]), model_label="scripted",
+            on_event=lambda event: stamps.append(time.perf_counter()),
+        )
+        stamps: list[float] = []
+        outcome = asyncio.run(loop.run_until_done())
+        assert outcome.proposals == candidates, outcome
+        # From the first event to the last: excludes start-up (loading the archive once).
+        return (stamps[-1] - stamps[0]) / (candidates - 1) * 1e3
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", type=int, nargs="+", default=[1_000, 10_000, 100_000])
+    parser.add_argument("--candidates", type=int, default=200)
+    args = parser.parse_args()
+
+    benchmark = get_benchmark("circle_packing")
+    seed = benchmark.seed()
+    files, entry = dict(seed.files), seed.entry
+    # One real sandbox run of the seed, replayed afterwards so only Cambrian's own time is measured.
+    sandbox = LocalSandbox()
+    seed_result = sandbox.run(benchmark.run_spec(seed, benchmark.tasks("search")[0]))
+    sandbox.close()
+    assert seed_result.ok, seed_result.stderr
+
+    print(f"{'agents':>8} | {'view build':>10} | {'select':>9} | {'insert+eval':>11} | {'select+insert':>13} | "
+          f"{'loop/candidate':>14}")
+    print("-" * 82)
+    for size in args.sizes:
+        r = bench_select_insert(size, args.candidates, files, entry)
+        loop_ms = bench_loop(size, args.candidates, files, entry, seed_result)
+        print(f"{size:>8} | {r['view_build_s'] * 1e3:>8.0f}ms | {r['select_ms']:>7.3f}ms | {r['insert_ms']:>9.3f}ms"
+              f" | {r['select_ms'] + r['insert_ms']:>11.3f}ms | {loop_ms:>12.3f}ms")
+    print("\nselect: median of one dgm selection over the in-memory view; insert+eval: median of the three")
+    print("archive transactions one candidate costs (proposed, evaluating, evaluated with its evaluation row);")
+    print("loop/candidate: SearchLoop wall time per candidate with an instant scripted FM and a replaying sandbox.")
+
+
+if __name__ == "__main__":
+    main()

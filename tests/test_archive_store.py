@@ -1,0 +1,383 @@
+"""The lineage store on real SQLite files: transactions, transitions, lineage queries, ledger."""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+import pytest
+from sqlalchemy.exc import IntegrityError
+
+from archive.errors import (
+    AgentNotFound,
+    ArchiveError,
+    GenomeNotFound,
+    InvalidGenome,
+    InvalidTransition,
+    RunExists,
+    RunNotFound,
+)
+from archive.models import AgentStatus, Evaluation, LLMCall, LLMResponse, Run, RunStatus
+from archive.store import Archive, genome_hash
+from archive.view import ArchiveView
+
+SEED_FILES = {"main.py": "def solve():\n    return 1\n"}
+
+
+@pytest.fixture
+def db_path(tmp_path: Path) -> Path:
+    return tmp_path / "runs" / "demo" / "archive.db"
+
+
+@pytest.fixture
+def archive(db_path: Path) -> Iterator[Archive]:
+    with Archive.at(db_path) as store:
+        yield store
+
+
+@pytest.fixture
+def run(archive: Archive) -> Run:
+    return archive.create_run(name="demo", benchmark="circle_packing", seed=7, config_json='{"iterations": 3}')
+
+
+def files_with(value: int) -> dict[str, str]:
+    return {"main.py": f"def solve():\n    return {value}\n"}
+
+
+def evaluate(archive: Archive, agent_id: int, score: float) -> None:
+    archive.mark_evaluating(agent_id)
+    archive.finish_evaluation(
+        agent_id,
+        status=AgentStatus.evaluated,
+        score=score,
+        stage_reached=1,
+        evaluations=[Evaluation(task_id="t0", score=score, passed=score > 0.5)],
+    )
+
+
+def test_sqlite_file_created_with_wal_and_connection_pragmas(archive: Archive, db_path: Path) -> None:
+    assert db_path.is_file()
+    with sqlite3.connect(db_path) as raw:
+        assert raw.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    with archive._engine.connect() as connection:
+        pragma = lambda name: connection.exec_driver_sql(f"PRAGMA {name}").scalar()  # noqa: E731
+        assert pragma("foreign_keys") == 1
+        assert pragma("busy_timeout") == 10000
+        assert pragma("synchronous") == 1  # NORMAL
+
+
+def test_in_memory_url_keeps_one_database(tmp_path: Path) -> None:
+    with Archive("sqlite://") as store:
+        created = store.create_run(name="mem", benchmark="b", seed=0, config_json="{}")
+        assert store.get_run("mem").id == created.id
+
+
+def test_runs_create_get_list_and_status(archive: Archive, run: Run) -> None:
+    assert archive.get_run("demo").id == run.id
+    assert archive.get_run(run.id).name == "demo"
+    assert archive.get_run(str(run.id)).name == "demo"
+    with pytest.raises(RunExists) as exists:
+        archive.create_run(name="demo", benchmark="x", seed=0, config_json="{}")
+    assert "cambrian resume demo" in exists.value.fix
+    with pytest.raises(RunNotFound) as missing:
+        archive.get_run("nope")
+    assert "cambrian runs" in missing.value.fix and isinstance(missing.value, ArchiveError)
+    other = archive.create_run(name="second", benchmark="humaneval", seed=1, config_json="{}")
+    assert [r.name for r in archive.list_runs()] == ["demo", "second"]
+    assert archive.update_run_config(other.id, '{"iterations": 9}').config_json == '{"iterations": 9}'
+    assert archive.get_run("second").config_json == '{"iterations": 9}'
+    stopped = archive.set_run_status(other.id, RunStatus.failed, error="seed crashed")
+    assert (stopped.status, stopped.error) == (RunStatus.failed, "seed crashed")
+    assert archive.get_run("second").error == "seed crashed"
+
+
+def test_genome_hash_is_order_independent_and_unambiguous() -> None:
+    assert genome_hash({"a.py": "x", "b.py": "y"}) == genome_hash({"b.py": "y", "a.py": "x"})
+    assert genome_hash({"a": "bc"}) != genome_hash({"ab": "c"})
+    assert genome_hash({"a": "b", "c": "d"}) != genome_hash({"a": "b\nc", "": "d"})
+    assert len(genome_hash(SEED_FILES)) == 64
+
+
+def test_genome_dedup_across_agents(archive: Archive, run: Run, db_path: Path) -> None:
+    files = {"main.py": "import util\n", "lib/util.py": "X = 1\n"}
+    first = archive.add_agent(run.id, files=files, entry="main.py")
+    second = archive.add_agent(run.id, files=dict(reversed(files.items())), entry="main.py", parent_id=first.id)
+    assert first.genome_hash == second.genome_hash == archive.put_genome(files, "main.py") == genome_hash(files)
+    with sqlite3.connect(db_path) as raw:
+        assert raw.execute("SELECT count(*) FROM genome").fetchone()[0] == 1
+        assert raw.execute("SELECT count(*) FROM genomefile").fetchone()[0] == 2
+    stored, entry = archive.get_genome(first.genome_hash)
+    assert (stored, entry) == (files, "main.py")
+    assert archive.find_genome(run.id, first.genome_hash).id == first.id
+    assert archive.find_genome(run.id, genome_hash(SEED_FILES)) is None
+    with pytest.raises(GenomeNotFound):
+        archive.get_genome("0" * 64)
+
+
+@pytest.mark.parametrize(
+    ("files", "entry"),
+    [({"../escape.py": "x"}, "../escape.py"), ({"/abs.py": "x"}, "/abs.py"), ({"main.py": "x"}, "other.py"), ({}, "")],
+)
+def test_unsafe_or_inconsistent_genomes_are_refused(archive: Archive, run: Run, files: dict, entry: str) -> None:
+    with pytest.raises(InvalidGenome) as error:
+        archive.add_agent(run.id, files=files, entry=entry)
+    assert error.value.fix
+    assert archive.agents(run.id) == []
+
+
+def test_invalid_proposal_stored_without_files(archive: Archive, run: Run) -> None:
+    seed = archive.add_agent(run.id, files=SEED_FILES, entry="main.py")
+    bad = archive.add_agent(
+        run.id, parent_id=seed.id, iteration=1, operator="diff", model="qwen", status=AgentStatus.invalid,
+        invalid_reason="SEARCH block not found", prompt_tokens=120, completion_tokens=40,
+    )  # fmt: skip
+    stored = archive.get_agent(bad.id)
+    assert (stored.status, stored.genome_hash, stored.invalid_reason) == (
+        AgentStatus.invalid,
+        None,
+        "SEARCH block not found",
+    )
+    assert stored.prompt_tokens == 120
+    with pytest.raises(InvalidTransition):
+        archive.add_agent(run.id, files=SEED_FILES, entry="main.py", status=AgentStatus.evaluated)
+
+
+def test_full_lifecycle_with_retry_and_resume(archive: Archive, run: Run) -> None:
+    agent = archive.add_agent(run.id, files=SEED_FILES, entry="main.py")
+    assert archive.mark_evaluating(agent.id).eval_attempts == 1
+    resumed = archive.mark_evaluating(agent.id)  # a killed run starts the evaluation again
+    assert (resumed.status, resumed.eval_attempts) == (AgentStatus.evaluating, 2)
+    failed = archive.finish_evaluation(
+        agent.id, status=AgentStatus.failed, invalid_reason="sandbox died",
+        evaluations=[Evaluation(task_id="t0", executed=False)],
+    )  # fmt: skip
+    assert failed.status is AgentStatus.failed
+    archive.set_holdout_score(agent.id, 0.1, evaluations=[Evaluation(task_id="h0", score=0.1)])
+    archive.mark_evaluating(agent.id)  # retry after the infrastructure fault
+    done = archive.finish_evaluation(
+        agent.id, status=AgentStatus.evaluated, score=0.75, stage_reached=2, feedback="2/3 tasks",
+        eval_seconds=1.5, evaluations=[Evaluation(task_id="t0", score=1.0), Evaluation(task_id="t1", score=0.5)],
+    )  # fmt: skip
+    assert (done.status, done.score, done.n_tasks, done.eval_attempts) == (AgentStatus.evaluated, 0.75, 2, 3)
+    assert done.invalid_reason is None
+    rows = archive.evaluations(agent.id)
+    # The failed attempt's rows are replaced; holdout rows stay.
+    assert sorted((r.split, r.task_id) for r in rows) == [("holdout", "h0"), ("search", "t0"), ("search", "t1")]
+    assert {r.agent_id for r in rows} == {agent.id}
+    assert archive.get_agent(agent.id).holdout_score == 0.1
+
+
+@pytest.mark.parametrize(
+    ("setup", "step"),
+    [
+        ([], "finish"),  # proposed -> evaluated
+        ([], "fail"),  # proposed -> failed
+        (["start", "finish"], "start"),  # evaluated -> evaluating
+        (["start", "finish"], "fail"),  # evaluated -> failed
+        (["start", "invalid"], "start"),  # invalid -> evaluating
+        (["start", "fail"], "finish"),  # failed -> evaluated
+        (["start", "fail"], "fail"),  # failed -> failed
+    ],
+)
+def test_transitions_outside_the_lifecycle_raise(archive: Archive, run: Run, setup: list[str], step: str) -> None:
+    agent = archive.add_agent(run.id, files=SEED_FILES, entry="main.py")
+    steps = {
+        "start": lambda: archive.mark_evaluating(agent.id),
+        "finish": lambda: archive.finish_evaluation(agent.id, status=AgentStatus.evaluated, score=1.0),
+        "invalid": lambda: archive.finish_evaluation(agent.id, status=AgentStatus.invalid, invalid_reason="crash"),
+        "fail": lambda: archive.mark_failed(agent.id, "docker gone"),
+    }
+    for name in setup:
+        steps[name]()
+    before = archive.get_agent(agent.id)
+    with pytest.raises(InvalidTransition) as error:
+        steps[step]()
+    assert error.value.fix
+    after = archive.get_agent(agent.id)
+    assert (after.status, after.eval_attempts, after.score) == (before.status, before.eval_attempts, before.score)
+
+
+def test_proposed_can_become_invalid_directly(archive: Archive, run: Run) -> None:
+    agent = archive.add_agent(run.id, files=SEED_FILES, entry="main.py")
+    archive.mark_evaluating(agent.id)
+    dup = archive.add_agent(run.id, files=SEED_FILES, entry="main.py", parent_id=agent.id, iteration=1)
+    archive.mark_evaluating(dup.id)
+    finished = archive.finish_evaluation(dup.id, status=AgentStatus.invalid, invalid_reason="duplicate")
+    assert finished.status is AgentStatus.invalid
+
+
+def test_evaluated_needs_a_finite_score(archive: Archive, run: Run) -> None:
+    agent = archive.add_agent(run.id, files=SEED_FILES, entry="main.py")
+    archive.mark_evaluating(agent.id)
+    for score in (None, float("nan"), float("inf")):
+        with pytest.raises(InvalidTransition):
+            archive.finish_evaluation(agent.id, status=AgentStatus.evaluated, score=score)
+    with pytest.raises(InvalidTransition):
+        archive.finish_evaluation(agent.id, status=AgentStatus.proposed)
+    assert archive.get_agent(agent.id).status is AgentStatus.evaluating
+
+
+def test_failed_finish_leaves_nothing_half_written(archive: Archive, run: Run) -> None:
+    agent = archive.add_agent(run.id, files=SEED_FILES, entry="main.py")
+    archive.mark_evaluating(agent.id)
+    good = Evaluation(task_id="t0", score=1.0)
+    broken = Evaluation(task_id=None, score=0.0)  # NOT NULL violation inside the transaction
+    with pytest.raises(IntegrityError):
+        archive.finish_evaluation(agent.id, status=AgentStatus.evaluated, score=1.0, evaluations=[good, broken])
+    after = archive.get_agent(agent.id)
+    assert (after.status, after.score, after.n_tasks) == (AgentStatus.evaluating, None, 0)
+    assert archive.evaluations(agent.id) == []
+    assert good.agent_id is None and good.id is None  # the caller's rows are copied, never mutated
+
+
+def test_add_agent_rolls_back_its_genome_when_the_agent_is_refused(archive: Archive, run: Run) -> None:
+    files = files_with(99)
+    with pytest.raises(AgentNotFound):
+        archive.add_agent(run.id, files=files, entry="main.py", parent_id=12345)
+    with pytest.raises(GenomeNotFound):
+        archive.get_genome(genome_hash(files))
+    with pytest.raises(RunNotFound):
+        archive.add_agent(run.id + 1, files=files, entry="main.py")
+    with pytest.raises(GenomeNotFound):
+        archive.get_genome(genome_hash(files))
+
+
+def test_parent_must_belong_to_the_same_run(archive: Archive, run: Run) -> None:
+    other = archive.create_run(name="other", benchmark="b", seed=0, config_json="{}")
+    foreign = archive.add_agent(other.id, files=SEED_FILES, entry="main.py")
+    with pytest.raises(AgentNotFound):
+        archive.add_agent(run.id, files=files_with(2), entry="main.py", parent_id=foreign.id)
+
+
+@pytest.fixture
+def tree(archive: Archive, run: Run) -> dict[str, int]:
+    """seed(0.2) -> a(0.5) -> c(0.9) -> e(invalid); seed -> b(0.4) -> d(0.9); f proposed; g failed."""
+    ids: dict[str, int] = {}
+
+    def grow(name: str, value: int, parent: str | None, iteration: int) -> int:
+        agent = archive.add_agent(
+            run.id, files=files_with(value), entry="main.py", parent_id=ids.get(parent) if parent else None,
+            iteration=iteration, operator="seed" if parent is None else "diff", model=None if parent is None else "m",
+        )  # fmt: skip
+        ids[name] = agent.id
+        return agent.id
+
+    evaluate(archive, grow("seed", 0, None, 0), 0.2)
+    evaluate(archive, grow("a", 1, "seed", 1), 0.5)
+    evaluate(archive, grow("b", 2, "seed", 2), 0.4)
+    evaluate(archive, grow("c", 3, "a", 3), 0.9)
+    evaluate(archive, grow("d", 4, "b", 4), 0.9)  # ties c; c has the lower id
+    ids["e"] = archive.add_agent(
+        run.id, parent_id=ids["c"], iteration=5, operator="diff", status=AgentStatus.invalid, invalid_reason="bad edit"
+    ).id
+    grow("f", 6, "d", 6)
+    archive.mark_evaluating(grow("g", 7, "a", 7))
+    archive.mark_failed(ids["g"], "sandbox died")
+    return ids
+
+
+def test_lineage_queries_on_a_hand_built_tree(archive: Archive, run: Run, tree: dict[str, int]) -> None:
+    name_of = {agent_id: name for name, agent_id in tree.items()}
+    names = lambda agents: [name_of[a.id] for a in agents]  # noqa: E731
+    assert names(archive.children(tree["seed"])) == ["a", "b"]
+    assert names(archive.children(tree["a"])) == ["c", "g"]
+    assert names(archive.ancestors(tree["e"])) == ["c", "a", "seed"]
+    assert archive.ancestors(tree["seed"]) == []
+    assert names(archive.subtree(tree["a"])) == ["a", "c", "e", "g"]
+    assert names(archive.subtree(tree["seed"])) == ["seed", "a", "b", "c", "d", "e", "f", "g"]
+    assert names(archive.subtree(tree["e"])) == ["e"]
+    assert names(archive.best(run.id, n=3)) == ["c", "d", "a"]
+    assert names(archive.best_path(run.id)) == ["seed", "a", "c"]
+    assert names(archive.recent_invalid_children(tree["c"], 5)) == ["e"]
+    assert names(archive.agents(run.id, status=AgentStatus.evaluated)) == ["seed", "a", "b", "c", "d"]
+    assert names(archive.agents(run.id, status=[AgentStatus.invalid, AgentStatus.failed])) == ["e", "g"]
+    assert names(archive.pending(run.id, max_attempts=2)) == ["f", "g"]
+    assert names(archive.pending(run.id, max_attempts=1)) == ["f"]
+    assert archive.iterations_done(run.id) == 7
+    assert archive.max_iteration(run.id) == 7
+    with pytest.raises(AgentNotFound):
+        archive.ancestors(10_000)
+
+
+def test_queries_on_an_empty_run(archive: Archive, run: Run) -> None:
+    assert archive.best(run.id) == [] and archive.best_path(run.id) == []
+    assert archive.iterations_done(run.id) == 0 and archive.max_iteration(run.id) == 0
+    assert len(archive.view(run.id)) == 0
+
+
+def test_view_has_evaluated_agents_and_children_counts(archive: Archive, run: Run, tree: dict[str, int]) -> None:
+    view = archive.view(run.id)
+    assert view.ids.tolist() == [tree[name] for name in ("seed", "a", "b", "c", "d")]
+    assert view.scores.tolist() == [0.2, 0.5, 0.4, 0.9, 0.9]
+    assert view.parent_ids.tolist() == [-1, tree["seed"], tree["seed"], tree["a"], tree["b"]]
+    # Only evaluated children count: e (invalid), f (proposed) and g (failed) do not.
+    assert view.n_children.tolist() == [2, 1, 1, 0, 0]
+    incremental = ArchiveView()
+    for agent in archive.agents(run.id, status=AgentStatus.evaluated):
+        incremental.add(agent.id, agent.score, agent.parent_id)
+    for column in ("ids", "scores", "parent_ids", "n_children"):
+        assert np.array_equal(getattr(view, column), getattr(incremental, column))
+
+
+def test_a_second_archive_on_the_same_file_sees_committed_rows(archive: Archive, run: Run, db_path: Path) -> None:
+    seed = archive.add_agent(run.id, files=SEED_FILES, entry="main.py")
+    with Archive.at(db_path) as other:
+        assert other.get_agent(seed.id).genome_hash == seed.genome_hash
+        evaluate(other, seed.id, 0.3)
+    assert archive.get_agent(seed.id).score == 0.3
+    # A real second process writes; this one reads what it committed.
+    script = textwrap.dedent(
+        f"""
+        from pathlib import Path
+        from archive.store import Archive
+        with Archive.at(Path({str(db_path)!r})) as store:
+            child = store.add_agent({run.id}, files={{"main.py": "x = 2\\n"}}, entry="main.py",
+                                    parent_id={seed.id}, iteration=1, operator="diff")
+            store.mark_evaluating(child.id)
+            print(child.id)
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True)
+    child = archive.get_agent(int(done.stdout.strip()))
+    assert (child.parent_id, child.status, child.eval_attempts) == (seed.id, AgentStatus.evaluating, 1)
+    assert [a.id for a in archive.pending(run.id, max_attempts=3)] == [child.id]
+
+
+def test_llm_ledger_and_cost_summary(archive: Archive, run: Run) -> None:
+    calls = [
+        LLMCall(run_id=run.id, model="gpt", prompt_tokens=100, completion_tokens=20, cost_usd=0.01, request_hash="r1"),
+        LLMCall(run_id=run.id, model="gpt", prompt_tokens=50, completion_tokens=10, cost_usd=0.005, request_hash="r2"),
+        LLMCall(run_id=run.id, model="qwen", prompt_tokens=70, completion_tokens=30, request_hash="r3"),
+        LLMCall(run_id=run.id, model="qwen", prompt_tokens=70, completion_tokens=30, request_hash="r3", cache_hit=True),
+    ]
+    stored = [archive.record_llm_call(call) for call in calls]
+    assert [c.id for c in stored] == sorted(c.id for c in stored) and calls[0].id is None
+    other = archive.create_run(name="other", benchmark="b", seed=0, config_json="{}")
+    archive.record_llm_call(LLMCall(run_id=other.id, model="gpt", cost_usd=9.0, request_hash="x"))
+    assert [c.request_hash for c in archive.llm_calls(run.id)] == ["r1", "r2", "r3", "r3"]
+    summary = archive.cost_summary(run.id)
+    assert (summary.calls, summary.cache_hits, summary.prompt_tokens, summary.completion_tokens) == (4, 1, 290, 90)
+    assert summary.cost_usd == pytest.approx(0.015)
+    assert set(summary.by_model) == {"gpt", "qwen"}
+    assert (summary.by_model["gpt"].calls, summary.by_model["gpt"].cost_usd) == (2, pytest.approx(0.015))
+    assert (summary.by_model["qwen"].cache_hits, summary.by_model["qwen"].prompt_tokens) == (1, 140)
+    for call in (LLMCall(run_id=run.id, model="qwen", request_hash="r4", iteration=2),
+                 LLMCall(run_id=run.id, model="qwen", request_hash="r5", iteration=2, agent_id=77)):
+        archive.record_llm_call(call)
+    assert archive.link_llm_calls(run.id, iteration=2, agent_id=5) == 1
+    assert [(c.request_hash, c.agent_id) for c in archive.llm_calls(run.id)][-2:] == [("r4", 5), ("r5", 77)]
+    empty = archive.cost_summary(other.id + 1)
+    assert (empty.calls, empty.cost_usd, empty.by_model) == (0, 0.0, {})
+
+
+def test_response_cache_is_idempotent(archive: Archive) -> None:
+    assert archive.cached_response("h1") is None
+    archive.store_response(LLMResponse(request_hash="h1", model="qwen", text="first", prompt_tokens=5))
+    archive.store_response(LLMResponse(request_hash="h1", model="qwen", text="second"))
+    cached = archive.cached_response("h1")
+    assert (cached.text, cached.prompt_tokens) == ("first", 5)

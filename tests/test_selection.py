@@ -1,0 +1,232 @@
+"""Parent selection: each strategy against its formula (computed independently here) and by sampling."""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable
+
+import numpy as np
+import pytest
+
+from archive.errors import AgentNotFound, EmptyView, SelectorConfigError
+from archive.selection import STRATEGY_NAMES, ParentSelector, make_selector
+from archive.view import ArchiveView
+
+N_SAMPLES = 100_000
+
+
+def make_view(n: int = 40, *, seed: int = 3) -> ArchiveView:
+    """A view with tied scores (one decimal) and a random tree, so n_children varies."""
+    rng = np.random.default_rng(seed)
+    view = ArchiveView(capacity=4)  # small, so building it exercises growth
+    for row in range(n):
+        agent_id = 100 + 3 * row  # ids unlike row numbers, to catch row/id mix-ups
+        parent = None if row == 0 else 100 + 3 * int(rng.integers(0, row))
+        view.add(agent_id, float(np.round(rng.random(), 1)), parent)
+    return view
+
+
+# --- the formulas, written out plainly (loops, math) rather than reusing the library's code ---
+
+
+def ordinal_ranks(scores: list[float]) -> list[int]:
+    """Rank 1 = best; equal scores: lower row ranks better."""
+    order = sorted(range(len(scores)), key=lambda row: (-scores[row], row))
+    ranks = [0] * len(scores)
+    for rank, row in enumerate(order, start=1):
+        ranks[row] = rank
+    return ranks
+
+
+def expected_uniform(view: ArchiveView) -> list[float]:
+    return [1 / len(view)] * len(view)
+
+
+def expected_greedy(view: ArchiveView) -> list[float]:
+    scores = view.scores.tolist()
+    best = [s == max(scores) for s in scores]
+    return [b / sum(best) for b in best]
+
+
+def expected_tournament(view: ArchiveView, size: int) -> list[float]:
+    n = len(view)
+    return [((n - r + 1) ** size - (n - r) ** size) / n**size for r in ordinal_ranks(view.scores.tolist())]
+
+
+def expected_power_law(view: ArchiveView, alpha: float) -> list[float]:
+    scores = view.scores.tolist()
+    average_rank = []
+    for s in scores:
+        better = sum(other > s for other in scores)
+        tied = sum(other == s for other in scores)
+        average_rank.append(better + (tied + 1) / 2)  # mean of ranks better+1 .. better+tied
+    weights = [r**-alpha for r in average_rank]
+    return [w / sum(weights) for w in weights]
+
+
+def expected_dgm(view: ArchiveView, lambda_: float, alpha0: float) -> list[float]:
+    weights = [
+        1 / (1 + math.exp(-lambda_ * (s - alpha0))) / (1 + c)
+        for s, c in zip(view.scores.tolist(), view.n_children.tolist())
+    ]
+    return [w / sum(weights) for w in weights]
+
+
+CASES: list[tuple[str, dict[str, Any], Callable[..., list[float]]]] = [
+    ("uniform", {}, expected_uniform),
+    ("greedy", {}, expected_greedy),
+    ("tournament", {"size": 3}, expected_tournament),
+    ("tournament", {"size": 1}, expected_tournament),
+    ("tournament", {"size": 7}, expected_tournament),
+    ("power_law", {"alpha": 1.0}, expected_power_law),
+    ("power_law", {"alpha": 2.5}, expected_power_law),
+    ("dgm", {"lambda_": 10.0, "alpha0": 0.5}, expected_dgm),
+    ("dgm", {"lambda_": 3.0, "alpha0": 0.2}, expected_dgm),
+]
+CASE_IDS = [f"{name}-{'-'.join(f'{k}{v}' for k, v in params.items())}" for name, params, _ in CASES]
+
+
+def test_every_strategy_has_a_case() -> None:
+    assert {name for name, _, _ in CASES} == set(STRATEGY_NAMES)
+
+
+@pytest.mark.parametrize(("name", "params", "expected"), CASES, ids=CASE_IDS)
+def test_probabilities_match_the_formula(name: str, params: dict, expected: Callable[..., list[float]]) -> None:
+    view = make_view()
+    selector = make_selector(name, **params)
+    assert isinstance(selector, ParentSelector) and selector.name == name
+    probs = selector.probabilities(view)
+    assert probs.shape == (len(view),) and np.all(probs >= 0)
+    assert probs.sum() == pytest.approx(1.0)
+    np.testing.assert_allclose(probs, expected(view, **params), rtol=1e-9, atol=1e-15)
+
+
+@pytest.mark.parametrize(("name", "params", "expected"), CASES, ids=CASE_IDS)
+def test_sampled_frequencies_match_probabilities(name: str, params: dict, expected: Callable) -> None:
+    view = make_view()
+    selector = make_selector(name, **params)
+    picks = selector.select(view, N_SAMPLES, np.random.default_rng(0))
+    assert picks.shape == (N_SAMPLES,) and set(picks.tolist()) <= set(view.ids.tolist())
+    rows = np.array([view.index_of(agent_id) for agent_id in picks.tolist()])
+    frequencies = np.bincount(rows, minlength=len(view)) / N_SAMPLES
+    probs = selector.probabilities(view)
+    # Five binomial standard deviations per row, plus a floor for rows with p near 0.
+    tolerance = 5 * np.sqrt(probs * (1 - probs) / N_SAMPLES) + 1e-4
+    assert np.all(np.abs(frequencies - probs) <= tolerance), np.abs(frequencies - probs).max()
+
+
+@pytest.mark.parametrize("name", STRATEGY_NAMES)
+def test_same_seed_same_parents(name: str) -> None:
+    view = make_view()
+    selector = make_selector(name)
+    first = selector.select(view, 50, np.random.default_rng(42))
+    again = selector.select(view, 50, np.random.default_rng(42))
+    assert np.array_equal(first, again)
+    assert first.dtype == np.int64
+    assert selector.select(view, 0, np.random.default_rng(0)).shape == (0,)
+    if name != "greedy":
+        assert not np.array_equal(first, selector.select(view, 50, np.random.default_rng(43)))
+
+
+@pytest.mark.parametrize("name", STRATEGY_NAMES)
+def test_empty_view_raises_a_clear_error(name: str) -> None:
+    selector = make_selector(name)
+    calls = (
+        lambda: selector.probabilities(ArchiveView()),
+        lambda: selector.select(ArchiveView(), 1, np.random.default_rng(0)),
+    )
+    for call in calls:
+        with pytest.raises(EmptyView) as error:
+            call()
+        assert "no evaluated agents" in str(error.value) and error.value.fix
+        assert isinstance(error.value, ValueError)
+
+
+@pytest.mark.parametrize("name", STRATEGY_NAMES)
+def test_single_agent_is_always_chosen(name: str) -> None:
+    view = ArchiveView()
+    view.add(7, 0.0, None)
+    assert make_selector(name).probabilities(view).tolist() == [1.0]
+    assert make_selector(name).select(view, 3, np.random.default_rng(0)).tolist() == [7, 7, 7]
+
+
+def test_unknown_strategy_and_bad_params_name_the_choices() -> None:
+    with pytest.raises(SelectorConfigError) as unknown:
+        make_selector("simulated_annealing")
+    assert all(name in str(unknown.value) for name in STRATEGY_NAMES) and isinstance(unknown.value, ValueError)
+    with pytest.raises(SelectorConfigError) as bad_param:
+        make_selector("tournament", k=3)
+    assert "size" in str(bad_param.value)
+    with pytest.raises(SelectorConfigError) as no_params:
+        make_selector("uniform", alpha=1)
+    assert "accepts: none" in str(no_params.value)
+    for name, params in [
+        ("tournament", {"size": 0}),
+        ("tournament", {"size": 2.5}),
+        ("power_law", {"alpha": -1.0}),
+        ("power_law", {"alpha": float("nan")}),
+        ("dgm", {"lambda_": 0.0}),
+        ("dgm", {"alpha0": float("inf")}),
+    ]:
+        with pytest.raises(SelectorConfigError):
+            make_selector(name, **params)
+    with pytest.raises(ValueError):
+        make_selector("uniform").select(make_view(), -1, np.random.default_rng(0))
+
+
+def test_dgm_stays_a_distribution_when_every_sigmoid_underflows() -> None:
+    view = ArchiveView.from_arrays(np.array([1, 2, 3]), np.array([0.0, 0.1, 0.2]), parent_ids=np.array([-1, 1, 1]))
+    probs = make_selector("dgm", lambda_=1e4, alpha0=0.9).probabilities(view)
+    assert probs.sum() == pytest.approx(1.0) and probs.argmax() == 2
+    mild = make_selector("dgm", lambda_=2.0, alpha0=100.0).probabilities(view)
+    expected = np.array([math.exp(0.0) / 3, math.exp(0.2), math.exp(0.4)])  # sigmoid ~ exp far below alpha0
+    np.testing.assert_allclose(mild, expected / expected.sum(), rtol=1e-6)
+
+
+def test_dgm_prefers_parents_with_fewer_children() -> None:
+    view = ArchiveView()
+    view.add(1, 0.8, None)
+    view.add(2, 0.8, None)
+    before = make_selector("dgm").probabilities(view)
+    view.add(3, 0.1, 1)
+    view.add(4, 0.1, 1)
+    after = make_selector("dgm").probabilities(view)
+    assert before[0] == pytest.approx(before[1])
+    assert after[0] == pytest.approx(after[1] / 3)
+
+
+def test_view_add_updates_children_and_grows() -> None:
+    view = ArchiveView(capacity=1)
+    assert view.add(10, 0.5, None) == 0
+    view.add(11, 0.7, 10)
+    view.add(12, 0.6, 10)
+    view.add(13, 0.9, 11)
+    view.add(14, 0.1, 999)  # parent not in the view (e.g. not evaluated): nothing to count
+    assert len(view) == 5 and view.index_of(13) == 3 and 13 in view and 99 not in view
+    assert view.n_children.tolist() == [2, 1, 0, 0, 0]
+    assert view.parent_ids.tolist() == [-1, 10, 10, 11, 999]
+    with pytest.raises(ValueError):
+        view.add(12, 0.3, None)
+    with pytest.raises(ValueError):
+        view.add(15, float("nan"), None)
+    with pytest.raises(AgentNotFound):
+        view.index_of(99)
+    rebuilt = ArchiveView.from_arrays(view.ids, view.scores, parent_ids=view.parent_ids)
+    assert rebuilt.n_children.tolist() == view.n_children.tolist()
+    from_rows = ArchiveView.from_rows([(1, 0.5, None, 3), (2, 0.25, 1, 0)])
+    assert from_rows.n_children.tolist() == [3, 0] and from_rows.parent_ids.tolist() == [-1, 1]
+
+
+def test_ranking_stays_correct_across_adds() -> None:
+    rng = np.random.default_rng(5)
+    view = ArchiveView()
+    for step in range(300):
+        view.add(step, float(rng.integers(0, 20)), None)  # many ties
+        if step % 37 == 0:
+            order, ranked_scores = view.ranking()
+            expected = np.argsort(-view.scores, kind="stable")
+            assert np.array_equal(order, expected) and np.array_equal(ranked_scores, view.scores[expected])
+    order, _ = view.ranking()
+    assert np.array_equal(order, np.argsort(-view.scores, kind="stable"))
+    with pytest.raises(ValueError):
+        order[0] = 1  # read-only: selection must not corrupt the cache
