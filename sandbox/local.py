@@ -184,10 +184,16 @@ class LocalSandbox:
         return argv
 
     def _place_files(self, workdir: Path, spec: RunSpec) -> None:
-        for rel, text in spec.files.items():
-            target = workdir / check_relative_path(rel)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(text, encoding="utf-8")
+        try:
+            for rel, text in spec.files.items():
+                target = workdir / check_relative_path(rel)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_text(text, encoding="utf-8")
+        except OSError as exc:
+            raise SandboxError(
+                f"cannot write the run's files into {workdir}: {exc}",
+                fix="check free space in the temp dir, and that no file path is also used as a folder",
+            ) from exc
         for mount in spec.mounts:
             self._place_mount(workdir, mount)
 
@@ -262,7 +268,6 @@ class LocalSandbox:
             output_truncated=watch.truncated,
             files=files,
         )
-
 
 
 def _rlimits(spec: RunSpec) -> list[tuple[str, int]]:

@@ -1,0 +1,239 @@
+"""Circle packing (program search): n circles in the unit square, maximise the sum of radii.
+
+The agent is a program with `pack_circles(n) -> [(x, y, r), ...]`. It runs in
+the sandbox through the stdlib harness; the packing it returns is checked and
+scored here on the host with numpy. Published best for n = 26: about 2.635
+(AlphaEvolve 2.635, ShinkaEvolve 2.63598, OpenEvolve 2.634).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from evaluators.base import BenchmarkError, Genome, Stage, Task, TaskScore
+from evaluators.harness.run_program import HARNESS_FILE, RESULT_FILE, harness_files, read_outcome
+from sandbox.base import RunResult, RunSpec
+
+TOLERANCE = 1e-9  # slack allowed on the square's edges and between circles (unit-square units)
+BEST_KNOWN = {26: 2.635}  # published sums of radii, quoted in feedback and the contract
+FUNCTION = "pack_circles"
+SEED_ENTRY = "packing.py"
+_MAX_EXAMPLES = 3  # violations of one kind named in feedback; the rest are counted
+_TRACEBACK_LINES = 12  # last traceback lines shown to the meta-agent
+
+
+class CirclePackingOptions(BaseModel):
+    """Options of the circle packing benchmark (unknown keys are refused)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    n: int = Field(26, ge=2, le=200, description="number of circles")
+    timeout_s: float = Field(60.0, gt=0, le=3600, description="wall-clock limit per run, seconds")
+    memory_mb: int = Field(1024, ge=64, le=65536, description="memory limit per run, MiB")
+
+
+def parse_options(options: Mapping[str, Any] | None) -> CirclePackingOptions:
+    """Validate `options`; BenchmarkError names the bad key or value."""
+    try:
+        return CirclePackingOptions.model_validate(dict(options or {}))
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc']) or 'options'}: {err['msg']}" for err in exc.errors()
+        )
+        valid = ", ".join(CirclePackingOptions.model_fields)
+        raise BenchmarkError(
+            f"bad circle_packing options: {problems}",
+            fix=f"use only these options: {valid} (n in 2..200, timeout_s > 0, memory_mb >= 64)",
+        ) from exc
+
+
+@dataclass(frozen=True)
+class PackingCheck:
+    """The verdict on one returned packing."""
+
+    valid: bool
+    sum_of_radii: float  # 0.0 unless valid
+    violations: tuple[str, ...]  # public sentences, worst first within each kind
+    radii: tuple[float, ...] = ()
+
+
+def check_packing(value: Any, n: int, *, tolerance: float = TOLERANCE) -> PackingCheck:
+    """Check that `value` is n non-overlapping (x, y, r) circles inside the unit square."""
+    if not isinstance(value, list):
+        return _invalid(f"returned a {type(value).__name__}, expected a list of {n} (x, y, r) triples")
+    if len(value) != n:
+        return _invalid(f"returned {len(value)} circles, expected {n}")
+    for index, circle in enumerate(value):
+        if not (
+            isinstance(circle, list)
+            and len(circle) == 3
+            and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in circle)
+        ):
+            return _invalid(f"circle {index} is {_short(circle)}, expected three numbers (x, y, r)")
+    try:
+        circles = np.asarray(value, dtype=float)
+    except OverflowError:
+        return _invalid("a coordinate or radius is too large to be a float")
+    bad_rows = np.flatnonzero(~np.isfinite(circles).all(axis=1))
+    if bad_rows.size:
+        return _invalid(f"circle {bad_rows[0]} is {_short(value[bad_rows[0]])}: not finite")
+    x, y, r = circles[:, 0], circles[:, 1], circles[:, 2]
+    violations = _named(
+        [f"circle {i} has a negative radius {r[i]:.4g}" for i in np.flatnonzero(r < 0)], noun="negative radii"
+    )
+    for axis, centre in (("x", x), ("y", y)):
+        for edge, outside in (("0", centre - r < -tolerance), ("1", centre + r > 1 + tolerance)):
+            violations += _named(
+                [
+                    f"circle {i} ({axis}={centre[i]:.4g}, r={r[i]:.4g}) extends past {axis}={edge}"
+                    for i in np.flatnonzero(outside)
+                ],
+                noun=f"circles past {axis}={edge}",
+            )
+    violations += _overlaps(x, y, r, tolerance)
+    if violations:
+        return PackingCheck(valid=False, sum_of_radii=0.0, violations=tuple(violations))
+    return PackingCheck(valid=True, sum_of_radii=float(r.sum()), violations=(), radii=tuple(r.tolist()))
+
+
+def _overlaps(x: np.ndarray, y: np.ndarray, r: np.ndarray, tolerance: float) -> list[str]:
+    """Overlapping pairs, deepest first (vectorised over all n(n-1)/2 pairs)."""
+    centres = np.stack([x, y], axis=1)
+    distance = np.linalg.norm(centres[:, None, :] - centres[None, :, :], axis=-1)
+    first, second = np.triu_indices(len(r), k=1)
+    depth = (r[:, None] + r[None, :] - distance)[first, second]
+    deepest = [k for k in np.argsort(-depth) if depth[k] > tolerance]
+    return _named(
+        [f"circles {first[k]} and {second[k]} overlap by {depth[k]:.3g}" for k in deepest],
+        noun="overlapping pairs",
+    )
+
+
+def _named(sentences: list[str], *, noun: str) -> list[str]:
+    """The first few sentences of one kind of violation, plus a count of the rest."""
+    if len(sentences) <= _MAX_EXAMPLES:
+        return sentences
+    return sentences[:_MAX_EXAMPLES] + [f"... and {len(sentences) - _MAX_EXAMPLES} more {noun}"]
+
+
+def _invalid(reason: str) -> PackingCheck:
+    return PackingCheck(valid=False, sum_of_radii=0.0, violations=(reason,))
+
+
+def _short(value: Any, limit: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _tail_lines(text: str, count: int) -> str:
+    return "\n".join(text.strip().splitlines()[-count:])
+
+
+class CirclePacking:
+    """Pack n circles in the unit square; the score is the sum of radii of a valid packing.
+
+    n: number of circles, 2..200 (default 26, the published reference case).
+    timeout_s: wall-clock limit of one run, seconds. memory_mb: memory limit, MiB.
+    """
+
+    name = "circle_packing"
+    description = "Pack n circles in the unit square to maximise the sum of their radii (program search)."
+
+    def __init__(self, n: int = 26, *, timeout_s: float = 60.0, memory_mb: int = 1024) -> None:
+        self.options = parse_options({"n": n, "timeout_s": timeout_s, "memory_mb": memory_mb})
+        self.contract = self._contract()
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, Any] | None = None) -> CirclePacking:
+        """Build from a user's option mapping; BenchmarkError names an unknown key or bad value."""
+        parsed = parse_options(options)
+        return cls(parsed.n, timeout_s=parsed.timeout_s, memory_mb=parsed.memory_mb)
+
+    @property
+    def n(self) -> int:
+        return self.options.n
+
+    def seed(self) -> Genome:
+        text = resources.files("evaluators.circle_packing").joinpath("seed", SEED_ENTRY).read_text(encoding="utf-8")
+        return Genome(files={SEED_ENTRY: text}, entry=SEED_ENTRY)
+
+    def tasks(self, split: str) -> Sequence[Task]:
+        if split == "search":
+            return [Task(id=f"n{self.n}", split="search", inputs={"n": self.n})]
+        if split == "holdout":
+            return []  # one deterministic instance: nothing held out yet
+        raise BenchmarkError(f"unknown split {split!r}", fix="use 'search' or 'holdout'")
+
+    def stages(self) -> Sequence[Stage]:
+        return [Stage(task_ids=(f"n{self.n}",), threshold=None)]
+
+    def run_spec(self, genome: Genome, task: Task) -> RunSpec:
+        files = dict(genome.files)
+        # Added last: the genome cannot replace the harness or the task.
+        files.update(harness_files(entry=genome.entry, function=FUNCTION, kwargs=task.inputs))
+        return RunSpec(
+            files=files,
+            command=("{python}", HARNESS_FILE),
+            collect=(RESULT_FILE,),
+            timeout_s=self.options.timeout_s,
+            memory_mb=self.options.memory_mb,
+        )
+
+    def score(self, task: Task, result: RunResult) -> TaskScore:
+        n = int(task.inputs["n"])
+        outcome = read_outcome(result.files)
+        reason = result.failure_reason()
+        if result.timed_out or result.oom_killed or result.output_truncated:
+            return _not_executed(str(reason))
+        if outcome is None:
+            how = f"the program {reason}" if reason else "the program exited"
+            stderr = _tail_lines(result.stderr, _TRACEBACK_LINES)
+            return _not_executed(f"no result: {how} without writing {RESULT_FILE}" + (f"\n{stderr}" if stderr else ""))
+        if not outcome.ok:
+            trace = _tail_lines(outcome.traceback, _TRACEBACK_LINES)
+            return _not_executed(f"crashed: {outcome.error_summary()}" + (f"\n{trace}" if trace else ""))
+        check = check_packing(outcome.value, n)
+        if not check.valid:
+            return TaskScore(
+                score=0.0, passed=False, executed=True, feedback="invalid packing: " + "; ".join(check.violations)
+            )
+        feedback = (
+            f"valid packing of {n} circles; sum of radii {check.sum_of_radii:.6f}; "
+            f"radii from {min(check.radii):.4f} to {max(check.radii):.4f}"
+        )
+        if outcome.seconds is not None:
+            feedback += f"; pack_circles took {outcome.seconds:.2f} s"
+        if n in BEST_KNOWN:
+            feedback += f" (best published for n={n}: about {BEST_KNOWN[n]})"
+        return TaskScore(score=check.sum_of_radii, passed=True, executed=True, feedback=feedback)
+
+    def aggregate(self, scores: Sequence[TaskScore]) -> float:
+        """Mean task score; 0.0 for no tasks."""
+        return float(np.mean([s.score for s in scores])) if scores else 0.0
+
+    def _contract(self) -> str:
+        n = self.n
+        best = f" The best published sum for n=26 is about {BEST_KNOWN[26]} (AlphaEvolve)." if 26 in BEST_KNOWN else ""
+        return (
+            f"Write `def {FUNCTION}(n: int) -> list[tuple[float, float, float]]` in the entry file. "
+            f"It is called once, with n = {n}, and returns one (x, y, r) triple per circle: centre (x, y) "
+            "and radius r in unit-square coordinates.\n"
+            "Rules (tolerance 1e-9): exactly n triples of finite numbers; r >= 0; every circle inside the "
+            "unit square (r <= x <= 1 - r and r <= y <= 1 - r); no two circles overlap (the distance between "
+            "centres is at least r_i + r_j).\n"
+            "Score: the sum of the radii of a valid packing; 0 for an invalid packing, a crash or a timeout. "
+            f"Higher is better.{best}\n"
+            "Environment: Python 3 with only the standard library guaranteed (numpy and scipy may be missing); "
+            f"no network; {self.options.timeout_s:g} s wall clock and {self.options.memory_mb} MiB of memory "
+            "per run. Printed output is kept only as a log. If you use randomness, fix the seed so runs repeat.\n"
+            "Edit only between the EVOLVE-BLOCK-START and EVOLVE-BLOCK-END markers."
+        )
+
+
+def _not_executed(feedback: str) -> TaskScore:
+    return TaskScore(score=0.0, passed=False, executed=False, feedback=feedback)

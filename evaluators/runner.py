@@ -1,0 +1,215 @@
+"""Staged evaluation of one agent: run its tasks in a sandbox, score them, say what happened.
+
+Blocking; the search loop calls `evaluate_agent` from a worker thread. On the
+search split the benchmark's stages run in order, each only if the previous
+one's mean score reached its threshold; a stage in which no task executed at
+all also stops the evaluation (a program that cannot run once will not run
+later). On the holdout split every holdout task runs, without stages.
+
+SandboxError propagates: it is an infrastructure fault, and the loop marks the
+agent failed and retries. Everything the candidate causes (crash, timeout,
+too much output, no result, unsafe file paths) comes back as a result.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import PurePosixPath
+from typing import Sequence
+
+from evaluators.base import SPLITS, Benchmark, BenchmarkError, Genome, Stage, Task, TaskScore
+from evaluators.harness.run_program import read_outcome
+from sandbox.base import RunResult, RunSpec, Sandbox
+
+TAIL_CHARS = 2000  # kept of each task's stdout/stderr, and of the joined feedback
+_EXCEPTION_SUFFIXES = ("Error", "Exception", "Interrupt", "Exit")
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Overrides of a benchmark's run limits; None keeps the benchmark's value.
+
+    timeout_s: wall clock per task run, seconds (> 0). memory_mb: MiB.
+    max_output_bytes: per stream, bytes.
+    """
+
+    timeout_s: float | None = None
+    memory_mb: int | None = None
+    max_output_bytes: int | None = None
+
+    def apply(self, spec: RunSpec) -> RunSpec:
+        """`spec` with every limit set here replaced."""
+        changes = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        changes = {name: value for name, value in changes.items() if value is not None}
+        return dataclasses.replace(spec, **changes) if changes else spec
+
+
+@dataclass(frozen=True)
+class TaskResult:
+    """One task run of one agent: what the archive stores as an Evaluation row."""
+
+    task_id: str
+    split: str
+    stage: int  # 0-based stage index; 0 on the holdout split
+    score: float
+    passed: bool
+    executed: bool  # False: crashed, timed out, OOM, output limit, no usable result
+    feedback: str  # public
+    duration_s: float  # wall clock of the sandbox run, seconds
+    exit_code: int | None
+    timed_out: bool
+    oom_killed: bool
+    output_truncated: bool
+    stdout_tail: str  # last TAIL_CHARS characters
+    stderr_tail: str
+
+
+@dataclass
+class AgentResult:
+    """The evaluation of one agent on one split."""
+
+    score: float  # benchmark.aggregate over the tasks that ran
+    stage_reached: int  # index of the last stage run, 0-based
+    task_results: list[TaskResult] = field(default_factory=list)
+    valid: bool = True  # False when no task executed: the candidate's own fault
+    invalid_reason: str | None = None  # public sentence when not valid
+    feedback: str = ""  # public per-task feedback for the next prompt, <= ~TAIL_CHARS
+
+    @property
+    def duration_s(self) -> float:
+        """Total sandbox wall clock over all task runs, seconds."""
+        return sum(t.duration_s for t in self.task_results)
+
+
+def evaluate_agent(
+    benchmark: Benchmark,
+    genome: Genome,
+    sandbox: Sandbox,
+    *,
+    split: str = "search",
+    limits: Limits | None = None,
+) -> AgentResult:
+    """Evaluate `genome` on `split` ("search": staged; "holdout": every task, no stages)."""
+    if split not in SPLITS:
+        raise BenchmarkError(f"unknown split {split!r}", fix=f"use one of {', '.join(SPLITS)}")
+    unsafe = _unsafe_path(genome)
+    if unsafe is not None:
+        reason = f"genome file path {unsafe!r} is not a plain relative path (absolute or with '..')"
+        return AgentResult(score=0.0, stage_reached=0, valid=False, invalid_reason=reason, feedback=reason)
+    tasks = list(benchmark.tasks(split))
+    if not tasks:
+        raise BenchmarkError(
+            f"benchmark {benchmark.name!r} has no {split} tasks",
+            fix="evaluate on a split the benchmark provides" + (" (search)" if split == "holdout" else ""),
+        )
+    plan = _plan(benchmark, tasks) if split == "search" else [Stage(task_ids=tuple(t.id for t in tasks))]
+    by_id = {t.id: t for t in tasks}
+    limits = limits or Limits()
+    runs: list[tuple[TaskResult, TaskScore, RunSpec, RunResult]] = []
+    stage_reached = 0
+    for index, stage in enumerate(plan):
+        stage_reached = index
+        stage_runs = [
+            _run_task(benchmark, genome, sandbox, by_id[tid], stage=index, limits=limits) for tid in stage.task_ids
+        ]
+        runs += stage_runs
+        stage_scores = [score for _, score, _, _ in stage_runs]
+        if not any(score.executed for score in stage_scores):
+            break
+        mean = sum(score.score for score in stage_scores) / len(stage_scores) if stage_scores else 0.0
+        if stage.threshold is not None and mean < stage.threshold:
+            break
+    task_results = [run[0] for run in runs]
+    valid = any(t.executed for t in task_results)
+    return AgentResult(
+        score=float(benchmark.aggregate([run[1] for run in runs])),
+        stage_reached=stage_reached,
+        task_results=task_results,
+        valid=valid,
+        invalid_reason=None if valid else _invalid_reason(*runs[0][1:]),
+        feedback=_joined_feedback(task_results),
+    )
+
+
+def _plan(benchmark: Benchmark, tasks: Sequence[Task]) -> list[Stage]:
+    """The benchmark's stages, checked against its search tasks; no stages = one stage of all tasks."""
+    stages = list(benchmark.stages())
+    if not stages:
+        return [Stage(task_ids=tuple(t.id for t in tasks))]
+    known = {t.id for t in tasks}
+    for index, stage in enumerate(stages):
+        missing = [tid for tid in stage.task_ids if tid not in known]
+        if missing:
+            raise BenchmarkError(
+                f"stage {index} of benchmark {benchmark.name!r} names unknown search tasks: {', '.join(missing)}",
+                fix="make every stage list ids of tasks that tasks('search') returns",
+            )
+    return stages
+
+
+def _run_task(
+    benchmark: Benchmark, genome: Genome, sandbox: Sandbox, task: Task, *, stage: int, limits: Limits
+) -> tuple[TaskResult, TaskScore, RunSpec, RunResult]:
+    spec = limits.apply(benchmark.run_spec(genome, task))
+    result = sandbox.run(spec)
+    score = benchmark.score(task, result)
+    task_result = TaskResult(
+        task_id=task.id,
+        split=task.split,
+        stage=stage,
+        score=float(score.score),
+        passed=score.passed,
+        executed=score.executed,
+        feedback=score.feedback,
+        duration_s=result.duration_s,
+        exit_code=result.exit_code,
+        timed_out=result.timed_out,
+        oom_killed=result.oom_killed,
+        output_truncated=result.output_truncated,
+        stdout_tail=result.stdout[-TAIL_CHARS:],
+        stderr_tail=result.stderr[-TAIL_CHARS:],
+    )
+    return task_result, score, spec, result
+
+
+def _invalid_reason(score: TaskScore, spec: RunSpec, result: RunResult) -> str:
+    """One public sentence for why the first task did not execute."""
+    if result.timed_out:
+        return f"timed out after {spec.timeout_s:.1f} s"
+    if result.output_truncated:
+        return f"wrote more than {spec.max_output_bytes} bytes of output"
+    if result.oom_killed:
+        return f"ran out of memory (limit {spec.memory_mb} MiB)"
+    outcome = read_outcome(result.files)
+    if outcome is not None and not outcome.ok:
+        return f"crashed: {outcome.error_summary()}"
+    if result.exit_code not in (0, None):
+        last = _last_error_line(result.stderr)
+        return f"crashed: {last}" if last else f"exited with code {result.exit_code}"
+    first_line = score.feedback.strip().splitlines()[0] if score.feedback.strip() else "no usable result"
+    return f"did not produce a usable result: {first_line}"
+
+
+def _last_error_line(stderr: str) -> str:
+    """The 'SomeError: message' line a Python traceback ends with, if there is one."""
+    for line in reversed(stderr.strip().splitlines()[-20:]):
+        head = line.split(":", 1)[0]
+        is_exception_name = head.replace(".", "").isidentifier() and head.endswith(_EXCEPTION_SUFFIXES)
+        if is_exception_name and not line.startswith(" "):
+            return line.strip()[:300]
+    return ""
+
+
+def _joined_feedback(task_results: Sequence[TaskResult]) -> str:
+    text = "\n".join(f"[{t.task_id}] {t.feedback}" for t in task_results)
+    return text if len(text) <= TAIL_CHARS else text[: TAIL_CHARS - 3] + "..."
+
+
+def _unsafe_path(genome: Genome) -> str | None:
+    """The first genome path that is absolute or climbs out with '..', if any."""
+    for path in genome.files:
+        pure = PurePosixPath(path)
+        if not path or "\\" in path or pure.is_absolute() or ".." in pure.parts:
+            return path
+    return None

@@ -1,0 +1,210 @@
+"""Circle packing: the seed runs in the real local sandbox; packings are checked and scored on the host."""
+
+from __future__ import annotations
+
+import json
+import math
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from evaluators.base import Benchmark, BenchmarkError, Genome, Task
+from evaluators.circle_packing import CirclePacking, check_packing
+from evaluators.harness.run_program import (
+    HARNESS_FILE,
+    RESULT_FILE,
+    TASK_FILE,
+    UnsafeResultError,
+    to_json_safe,
+)
+from evaluators.registry import benchmark_names, describe_benchmarks, get_benchmark
+from sandbox.base import RunResult
+from sandbox.local import LocalSandbox
+
+
+def harness_result(value: object) -> RunResult:
+    """A finished run whose harness returned `value` (for scoring without a sandbox)."""
+    payload = json.dumps({"ok": True, "value": value, "seconds": 0.01})
+    return RunResult(exit_code=0, stdout="", stderr="", duration_s=0.1, files={RESULT_FILE: payload})
+
+
+def grid(n: int) -> list[list[float]]:
+    columns = math.ceil(math.sqrt(n))
+    r = 0.5 / columns
+    return [[(2 * (i % columns) + 1) * r, (2 * (i // columns) + 1) * r, r] for i in range(n)]
+
+
+def run_program(bench: CirclePacking, code: str) -> tuple[RunResult, object]:
+    genome = Genome(files={"packing.py": textwrap.dedent(code)}, entry="packing.py")
+    task = bench.tasks("search")[0]
+    result = LocalSandbox().run(bench.run_spec(genome, task))
+    return result, bench.score(task, result)
+
+
+def test_is_a_benchmark() -> None:
+    bench = CirclePacking()
+    assert isinstance(bench, Benchmark)
+    assert bench.name == "circle_packing"
+    assert [t.id for t in bench.tasks("search")] == ["n26"]
+    assert bench.tasks("holdout") == []
+    assert [s.task_ids for s in bench.stages()] == [("n26",)]
+    assert "pack_circles(n: int)" in bench.contract and "2.635" in bench.contract
+    assert "standard library" in bench.contract
+
+
+def test_seed_runs_valid_in_sandbox() -> None:
+    bench = CirclePacking()
+    seed = bench.seed()
+    assert seed.entry == "packing.py"
+    text = seed.files["packing.py"]
+    assert text.index("# EVOLVE-BLOCK-START") < text.index("def pack_circles") < text.index("# EVOLVE-BLOCK-END")
+    task = bench.tasks("search")[0]
+    spec = bench.run_spec(seed, task)
+    assert spec.command == ("{python}", HARNESS_FILE)
+    assert spec.collect == (RESULT_FILE,)
+    assert json.loads(spec.files[TASK_FILE]) == {"module": "packing", "function": "pack_circles", "kwargs": {"n": 26}}
+    result = LocalSandbox().run(spec)
+    score = bench.score(task, result)
+    assert score.executed and score.passed
+    assert score.score == pytest.approx(26 / 12)
+    assert "sum of radii 2.166667" in score.feedback
+    assert bench.aggregate([score]) == pytest.approx(score.score)
+
+
+def test_hand_made_valid_packing() -> None:
+    bench = CirclePacking(n=4)
+    packing = [[0.25, 0.25, 0.25], [0.75, 0.25, 0.25], [0.25, 0.75, 0.25], [0.75, 0.75, 0.25]]
+    score = bench.score(bench.tasks("search")[0], harness_result(packing))
+    assert score.passed and score.executed
+    assert score.score == pytest.approx(1.0)
+
+
+def test_overlap_is_named() -> None:
+    bench = CirclePacking(n=4)
+    packing = [[0.25, 0.25, 0.25], [0.75, 0.25, 0.25], [0.25, 0.75, 0.25], [0.75, 0.7, 0.25]]
+    score = bench.score(bench.tasks("search")[0], harness_result(packing))
+    assert score.executed and not score.passed and score.score == 0.0
+    assert "circles 1 and 3 overlap by 0.05" in score.feedback
+    assert "circles 2 and 3" not in score.feedback
+
+
+def test_out_of_square_is_named() -> None:
+    bench = CirclePacking(n=2)
+    packing = [[0.2, 0.2, 0.1], [0.98, 0.5, 0.05]]
+    score = bench.score(bench.tasks("search")[0], harness_result(packing))
+    assert not score.passed and score.score == 0.0
+    assert "circle 1 (x=0.98, r=0.05) extends past x=1" in score.feedback
+
+
+def test_wrong_count_and_shape() -> None:
+    bench = CirclePacking()
+    task = bench.tasks("search")[0]
+    score = bench.score(task, harness_result(grid(25)))
+    assert not score.passed and score.executed
+    assert "returned 25 circles, expected 26" in score.feedback
+    assert "expected three numbers" in bench.score(task, harness_result([[0.5, 0.5]] * 26)).feedback
+    assert "negative radius" in check_packing([[0.5, 0.5, -0.1], [0.1, 0.1, 0.05]], 2).violations[0]
+
+
+def test_many_overlaps_are_counted_not_listed() -> None:
+    check = check_packing([[0.5, 0.5, 0.1]] * 6, 6)
+    assert not check.valid
+    assert sum("overlap by" in v for v in check.violations) == 3
+    assert "... and 12 more overlapping pairs" in check.violations
+
+
+def test_crash_feedback_names_the_error() -> None:
+    result, score = run_program(CirclePacking(), "def pack_circles(n):\n    return 1 / 0\n")
+    assert result.exit_code == 0  # the harness reports the agent's error; it does not crash
+    assert not score.executed and score.score == 0.0
+    assert score.feedback.startswith("crashed: ZeroDivisionError: division by zero")
+    assert "return 1 / 0" in score.feedback
+
+
+def test_nan_result_is_refused() -> None:
+    _, score = run_program(CirclePacking(n=2), "def pack_circles(n):\n    return [(0.5, 0.5, float('nan'))] * n\n")
+    assert not score.executed
+    assert "result contains NaN" in score.feedback
+
+
+def test_timeout_feedback() -> None:
+    _, score = run_program(CirclePacking(timeout_s=1.0), "import time\ndef pack_circles(n):\n    time.sleep(60)\n")
+    assert not score.executed
+    assert score.feedback.startswith("timed out")
+
+
+def test_options_are_validated() -> None:
+    with pytest.raises(BenchmarkError) as info:
+        CirclePacking(n=1)
+    assert "n" in str(info.value) and info.value.fix
+    with pytest.raises(BenchmarkError) as info:
+        CirclePacking.from_options({"n": 10, "radius": 2})
+    assert "radius" in str(info.value)
+    assert CirclePacking.from_options({"n": 10}).tasks("search")[0] == Task(id="n10", split="search", inputs={"n": 10})
+    with pytest.raises(BenchmarkError):
+        CirclePacking().tasks("train")
+
+
+def test_registry() -> None:
+    assert "circle_packing" in benchmark_names()
+    assert dict(describe_benchmarks())["circle_packing"] == CirclePacking.description
+    bench = get_benchmark("circle_packing", {"n": 30, "timeout_s": 5})
+    assert isinstance(bench, CirclePacking) and bench.n == 30
+    assert bench.run_spec(bench.seed(), bench.tasks("search")[0]).timeout_s == 5
+    with pytest.raises(BenchmarkError) as info:
+        get_benchmark("circle_pack")
+    assert "circle_packing" in str(info.value) and "circle_packing" in info.value.fix
+    with pytest.raises(BenchmarkError) as info:
+        get_benchmark("circle_packing", {"nn": 3})
+    assert "nn" in str(info.value)
+
+
+def test_registry_entry_point_plugin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A real installed-distribution layout on sys.path, found by importlib.metadata.
+    (tmp_path / "toy_bench.py").write_text(
+        textwrap.dedent(
+            '''
+            from evaluators.circle_packing import CirclePacking
+
+            def make(n=5):
+                """Toy circle packing with few circles."""
+                return CirclePacking(n)
+
+            def broken():
+                return object()
+            '''
+        )
+    )
+    dist = tmp_path / "toy_bench-0.1.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: toy-bench\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text(
+        "[cambrian.benchmarks]\ntoy = toy_bench:make\nbroken = toy_bench:broken\nmissing = no_such_module:make\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert {"toy", "broken", "missing"} <= set(benchmark_names())
+    descriptions = dict(describe_benchmarks())
+    assert descriptions["toy"] == "Toy circle packing with few circles."
+    assert "cannot be loaded" in descriptions["missing"]
+    toy = get_benchmark("toy", {"n": 7})
+    assert isinstance(toy, CirclePacking) and toy.n == 7
+    with pytest.raises(BenchmarkError) as info:
+        get_benchmark("toy", {"size": 7})
+    assert "size" in str(info.value)
+    with pytest.raises(BenchmarkError) as info:
+        get_benchmark("broken")
+    assert "did not return a Benchmark" in str(info.value)
+    with pytest.raises(BenchmarkError) as info:
+        get_benchmark("missing")
+    assert "cannot be loaded" in str(info.value) and info.value.fix
+
+
+def test_harness_value_conversion() -> None:
+    assert to_json_safe((1, (2.5, "a"), {"k": (None, True)})) == [1, [2.5, "a"], {"k": [None, True]}]
+    assert to_json_safe({3: np.float32(0.5)}) == {"3": 0.5}
+    assert to_json_safe(np.arange(3).reshape(1, 3)) == [[0, 1, 2]]
+    for bad, message in [(float("nan"), "NaN"), ([1.0, float("-inf")], "infinity"), ({1, 2}, "set object")]:
+        with pytest.raises(UnsafeResultError, match=message):
+            to_json_safe(bad)

@@ -1,0 +1,169 @@
+"""Staged evaluation with the real local sandbox: hostile programs, limits, stage thresholds."""
+
+from __future__ import annotations
+
+import textwrap
+from dataclasses import dataclass
+from typing import Sequence
+
+import pytest
+
+from evaluators.base import BenchmarkError, Genome, Stage, Task, TaskScore
+from evaluators.circle_packing import CirclePacking
+from evaluators.harness.run_program import HARNESS_FILE, RESULT_FILE, harness_files, read_outcome
+from evaluators.runner import AgentResult, Limits, evaluate_agent
+from sandbox.base import RunResult, RunSpec
+from sandbox.local import LocalSandbox
+
+
+def packing_genome(code: str) -> Genome:
+    return Genome(files={"packing.py": textwrap.dedent(code)}, entry="packing.py")
+
+
+def evaluate_packing(code: str, *, limits: Limits | None = None) -> AgentResult:
+    return evaluate_agent(CirclePacking(), packing_genome(code), LocalSandbox(), limits=limits)
+
+
+def test_seed_is_valid() -> None:
+    bench = CirclePacking()
+    result = evaluate_agent(bench, bench.seed(), LocalSandbox())
+    assert result.valid and result.invalid_reason is None
+    assert result.score == pytest.approx(26 / 12)
+    assert result.stage_reached == 0
+    [task] = result.task_results
+    assert (task.task_id, task.split, task.stage, task.exit_code) == ("n26", "search", 0, 0)
+    assert task.passed and task.executed
+    assert result.feedback.startswith("[n26] valid packing")
+
+
+def test_hanging_program_times_out() -> None:
+    result = evaluate_packing("def pack_circles(n):\n    while True:\n        pass\n", limits=Limits(timeout_s=1.0))
+    assert not result.valid
+    assert result.invalid_reason == "timed out after 1.0 s"
+    assert result.score == 0.0
+    assert result.task_results[0].timed_out
+
+
+def test_crashing_program() -> None:
+    result = evaluate_packing("def pack_circles(n):\n    return n / 0\n")
+    assert not result.valid
+    assert result.invalid_reason == "crashed: ZeroDivisionError: division by zero"
+    assert "ZeroDivisionError" in result.feedback
+
+
+def test_program_that_does_not_parse() -> None:
+    result = evaluate_packing("def pack_circles(n)\n    return []\n")
+    assert not result.valid
+    assert result.invalid_reason is not None and result.invalid_reason.startswith("crashed: SyntaxError")
+
+
+def test_flooding_program_is_cut_off() -> None:
+    code = """
+        import sys
+        def pack_circles(n):
+            for _ in range(100):
+                sys.stdout.write("x" * 1_000_000)
+    """
+    result = evaluate_packing(code, limits=Limits(max_output_bytes=1_000_000))
+    assert not result.valid
+    assert result.invalid_reason == "wrote more than 1000000 bytes of output"
+    task = result.task_results[0]
+    assert task.output_truncated
+    assert len(task.stdout_tail) <= 2000
+
+
+def test_memory_hog() -> None:
+    code = "def pack_circles(n):\n    return bytearray(4 * 1024 ** 3)\n"
+    result = evaluate_packing(code, limits=Limits(memory_mb=256))
+    assert not result.valid
+    assert result.invalid_reason == "ran out of memory (limit 256 MiB)"
+
+
+def test_unsafe_genome_path_is_the_candidates_fault() -> None:
+    genome = Genome(files={"packing.py": "x = 1\n", "../escape.py": "y = 2\n"}, entry="packing.py")
+    result = evaluate_agent(CirclePacking(), genome, LocalSandbox())
+    assert not result.valid
+    assert result.invalid_reason is not None and "../escape.py" in result.invalid_reason
+    assert result.task_results == []
+
+
+def test_invalid_packing_is_valid_but_scores_zero() -> None:
+    result = evaluate_packing("def pack_circles(n):\n    return [(0.5, 0.5, 0.1)] * n\n")
+    assert result.valid  # it ran; the packing is wrong, which is a score, not a crash
+    assert result.score == 0.0
+    assert "overlap by" in result.feedback
+
+
+@dataclass
+class TwoStageBenchmark:
+    """A tiny benchmark: `solve(x)` must return x; stage 0 needs a mean score of 1 to continue."""
+
+    name: str = "two_stage"
+    description: str = "solve(x) returns x; two stages"
+    contract: str = "def solve(x: int) -> int"
+
+    def seed(self) -> Genome:
+        return Genome(files={"solver.py": "def solve(x):\n    return x\n"}, entry="solver.py")
+
+    def tasks(self, split: str) -> Sequence[Task]:
+        if split == "holdout":
+            return [Task(id="h1", split="holdout", inputs={"x": 100})]
+        return [Task(id=f"t{x}", split="search", inputs={"x": x}) for x in (1, 2, 3)]
+
+    def stages(self) -> Sequence[Stage]:
+        return [Stage(task_ids=("t1",), threshold=1.0), Stage(task_ids=("t2", "t3"))]
+
+    def run_spec(self, genome: Genome, task: Task) -> RunSpec:
+        files = {**genome.files, **harness_files(entry=genome.entry, function="solve", kwargs=task.inputs)}
+        return RunSpec(files=files, command=("{python}", HARNESS_FILE), collect=(RESULT_FILE,), timeout_s=20.0)
+
+    def score(self, task: Task, result: RunResult) -> TaskScore:
+        outcome = read_outcome(result.files)
+        if outcome is None or not outcome.ok:
+            return TaskScore(score=0.0, passed=False, executed=False, feedback="no result")
+        right = outcome.value == task.inputs["x"]
+        return TaskScore(score=float(right), passed=right, executed=True, feedback="right" if right else "wrong")
+
+    def aggregate(self, scores: Sequence[TaskScore]) -> float:
+        return sum(s.score for s in scores) / len(scores) if scores else 0.0
+
+
+def test_threshold_stops_after_first_stage() -> None:
+    bench = TwoStageBenchmark()
+    wrong = Genome(files={"solver.py": "def solve(x):\n    return -x\n"}, entry="solver.py")
+    result = evaluate_agent(bench, wrong, LocalSandbox())
+    assert result.valid
+    assert result.stage_reached == 0
+    assert [t.task_id for t in result.task_results] == ["t1"]
+    assert result.score == 0.0
+
+
+def test_passing_first_stage_runs_the_second() -> None:
+    bench = TwoStageBenchmark()
+    result = evaluate_agent(bench, bench.seed(), LocalSandbox())
+    assert result.stage_reached == 1
+    assert [(t.task_id, t.stage) for t in result.task_results] == [("t1", 0), ("t2", 1), ("t3", 1)]
+    assert result.score == 1.0
+    assert result.feedback == "[t1] right\n[t2] right\n[t3] right"
+
+
+def test_holdout_runs_all_holdout_tasks_without_stages() -> None:
+    bench = TwoStageBenchmark()
+    result = evaluate_agent(bench, bench.seed(), LocalSandbox(), split="holdout")
+    assert [(t.task_id, t.split, t.stage) for t in result.task_results] == [("h1", "holdout", 0)]
+    assert result.score == 1.0
+
+
+def test_empty_split_and_unknown_split_are_errors() -> None:
+    bench = CirclePacking()
+    with pytest.raises(BenchmarkError):
+        evaluate_agent(bench, bench.seed(), LocalSandbox(), split="holdout")
+    with pytest.raises(BenchmarkError):
+        evaluate_agent(bench, bench.seed(), LocalSandbox(), split="train")
+
+
+def test_limits_override_the_spec() -> None:
+    spec = RunSpec(files={}, command=("x",), timeout_s=60.0, memory_mb=1024)
+    changed = Limits(timeout_s=2.5).apply(spec)
+    assert (changed.timeout_s, changed.memory_mb) == (2.5, 1024)
+    assert Limits().apply(spec) is spec

@@ -1,0 +1,220 @@
+"""The subprocess sandbox, run for real: limits, kills, output caps, the scrubbed environment."""
+
+from __future__ import annotations
+
+import json
+import resource
+import textwrap
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from sandbox.base import RunSpec, Sandbox, SandboxError
+from sandbox.local import LocalSandbox, UnsafePathError
+
+
+@pytest.fixture
+def sandbox() -> Iterator[LocalSandbox]:
+    box = LocalSandbox()
+    yield box
+    box.close()
+
+
+def python_spec(code: str, **overrides: object) -> RunSpec:
+    return RunSpec(files={"main.py": textwrap.dedent(code)}, command=("{python}", "main.py"), **overrides)
+
+
+def is_running(pid: int) -> bool:
+    """True while `pid` exists and is not a zombie (an unreaped corpse runs nothing)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return state not in ("Z", "X")
+
+
+def wait_gone(pid: int, within_s: float = 3.0) -> bool:
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        if not is_running(pid):
+            return True
+        time.sleep(0.05)
+    return not is_running(pid)
+
+
+def test_implements_protocol(sandbox: LocalSandbox) -> None:
+    assert isinstance(sandbox, Sandbox)
+    assert sandbox.name == "local" and sandbox.isolated is False
+
+
+def test_normal_run(sandbox: LocalSandbox) -> None:
+    result = sandbox.run(python_spec("print('hello from the sandbox')"))
+    assert result.ok
+    assert result.exit_code == 0
+    assert result.stdout == "hello from the sandbox\n"
+    assert not (result.timed_out or result.oom_killed or result.output_truncated)
+
+
+def test_site_packages_hidden_stdlib_works(sandbox: LocalSandbox) -> None:
+    code = """
+        import importlib.util, json, math
+        print(json.dumps([math.pi, importlib.util.find_spec("numpy") is None]))
+    """
+    result = sandbox.run(python_spec(code))
+    assert result.ok, result.stderr
+    assert result.stdout.strip().endswith("true]")
+
+
+def test_crash_reports_exit_code_and_stderr(sandbox: LocalSandbox) -> None:
+    result = sandbox.run(python_spec("import sys\nprint('before')\nsys.exit(3)"))
+    assert result.exit_code == 3
+    assert result.stdout == "before\n"
+    result = sandbox.run(python_spec("1 / 0"))
+    assert result.exit_code == 1
+    assert "ZeroDivisionError: division by zero" in result.stderr
+    assert result.failure_reason() == "exited with code 1"
+
+
+def test_timeout_kills_program_and_its_child(sandbox: LocalSandbox, tmp_path: Path) -> None:
+    pid_file = tmp_path / "child.pid"
+    code = f"""
+        import subprocess, sys, time
+        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+        open({str(pid_file)!r}, "w").write(str(child.pid))
+        time.sleep(120)
+    """
+    started = time.monotonic()
+    result = sandbox.run(python_spec(code, timeout_s=1.0))
+    assert time.monotonic() - started < 1.0 + 2.0
+    assert result.timed_out
+    assert result.exit_code is None
+    assert result.failure_reason() is not None and result.failure_reason().startswith("timed out")
+    assert wait_gone(int(pid_file.read_text()))
+
+
+def test_background_child_does_not_outlive_a_finished_run(sandbox: LocalSandbox, tmp_path: Path) -> None:
+    heartbeat = tmp_path / "heartbeat"
+    code = f"""
+        import subprocess, sys
+        beat = "import time\\nwhile True:\\n    open({str(heartbeat)!r}, 'a').write('.')\\n    time.sleep(0.05)"
+        child = subprocess.Popen([sys.executable, "-c", beat])
+        print(child.pid)
+    """
+    result = sandbox.run(python_spec(code, timeout_s=20.0))
+    assert result.exit_code == 0 and not result.timed_out
+    assert wait_gone(int(result.stdout.strip()))
+    size = heartbeat.stat().st_size if heartbeat.exists() else 0
+    time.sleep(0.3)
+    assert (heartbeat.stat().st_size if heartbeat.exists() else 0) == size
+
+
+def test_huge_output_is_capped_and_killed(sandbox: LocalSandbox) -> None:
+    code = """
+        import sys
+        block = "x" * 1_000_000
+        for _ in range(100):
+            sys.stdout.write(block)
+    """
+    peak_before_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    result = sandbox.run(python_spec(code, max_output_bytes=1_000_000, timeout_s=30.0))
+    peak_after_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    assert result.output_truncated
+    assert result.exit_code is None
+    assert len(result.stdout) == 1_000_000
+    # Buffering the 100 MB would raise this process's peak by about that much.
+    assert peak_after_kib - peak_before_kib < 50 * 1024
+
+
+def test_huge_allocation_is_an_oom(sandbox: LocalSandbox) -> None:
+    result = sandbox.run(python_spec("buffer = bytearray(4 * 1024 ** 3)", memory_mb=256))
+    assert result.oom_killed
+    assert not result.ok
+    assert "MemoryError" in result.stderr
+
+
+def test_host_environment_does_not_leak(sandbox: LocalSandbox, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CAMBRIAN_CANARY_SECRET", "canary-7f3a9c")
+    code = """
+        import json, os
+        print(json.dumps(dict(os.environ)))
+    """
+    result = sandbox.run(python_spec(code, env={"TASK_SEED": "7"}))
+    assert result.ok, result.stderr
+    assert "canary-7f3a9c" not in result.stdout
+    assert "CAMBRIAN_CANARY_SECRET" not in result.stdout
+    env = json.loads(result.stdout)
+    assert env["TASK_SEED"] == "7"
+    assert env["PATH"] == "/usr/bin:/bin"
+    assert env["HOME"] == env["TMPDIR"]
+    assert set(env) <= {"PATH", "HOME", "TMPDIR", "LANG", "PYTHONDONTWRITEBYTECODE", "PYTHONUNBUFFERED",
+                        "TASK_SEED", "LC_CTYPE"}
+
+
+def test_files_placed_and_collected(sandbox: LocalSandbox) -> None:
+    code = """
+        from pkg.helper import VALUE
+        open("out/result.txt", "w").write(VALUE * 2)
+        open("big.txt", "w").write("y" * 5000)
+    """
+    spec = RunSpec(
+        files={"main.py": textwrap.dedent(code), "pkg/__init__.py": "", "pkg/helper.py": "VALUE = 'ab'\n",
+               "out/.keep": ""},
+        command=("{python}", "main.py"),
+        collect=("out/result.txt", "missing.txt", "big.txt"),
+        max_collect_bytes=1000,
+    )
+    result = sandbox.run(spec)
+    assert result.ok, result.stderr
+    assert result.files == {"out/result.txt": "abab"}
+    assert "big.txt skipped" in result.stderr
+
+
+def test_work_dir_is_removed(sandbox: LocalSandbox) -> None:
+    result = sandbox.run(python_spec("import os; print(os.getcwd())"))
+    assert not Path(result.stdout.strip()).exists()
+
+
+@pytest.mark.parametrize("bad_path", ["/etc/evil.py", "../escape.py", "pkg/../../escape.py", ""])
+def test_path_escape_rejected(sandbox: LocalSandbox, bad_path: str) -> None:
+    with pytest.raises(UnsafePathError) as info:
+        sandbox.run(RunSpec(files={bad_path: "x = 1"}, command=("{python}", "-c", "pass")))
+    assert info.value.fix
+    with pytest.raises(UnsafePathError):
+        sandbox.run(RunSpec(files={}, command=("{python}", "-c", "pass"), collect=(bad_path,)))
+
+
+def test_symlink_out_of_work_dir_is_not_collected(sandbox: LocalSandbox, tmp_path: Path) -> None:
+    secret = tmp_path / "host_secret.txt"
+    secret.write_text("host secret")
+    code = f"import os; os.symlink({str(secret)!r}, 'result.json')"
+    result = sandbox.run(python_spec(code, collect=("result.json",)))
+    assert result.files == {}
+    assert "outside the work dir" in result.stderr
+
+
+def test_infrastructure_faults_raise_sandbox_error(tmp_path: Path) -> None:
+    with pytest.raises(SandboxError) as info:
+        LocalSandbox(python=str(tmp_path / "no-such-python")).run(python_spec("pass"))
+    assert info.value.fix
+    with pytest.raises(SandboxError):
+        LocalSandbox(root=tmp_path / "missing" / "dir").run(python_spec("pass"))
+    with pytest.raises(SandboxError):
+        LocalSandbox().run(RunSpec(files={}, command=("no-such-program-xyz",)))
+
+
+def test_close_is_idempotent() -> None:
+    box = LocalSandbox()
+    box.close()
+    box.close()
+    with pytest.raises(SandboxError):
+        box.run(python_spec("pass"))
+
+
+def test_concurrent_runs_from_threads(sandbox: LocalSandbox) -> None:
+    # The search loop runs sandboxes from worker threads at the same time.
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        results = list(pool.map(lambda i: sandbox.run(python_spec(f"print({i} * {i})")), range(8)))
+    assert [r.stdout.strip() for r in results] == [str(i * i) for i in range(8)]
