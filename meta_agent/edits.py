@@ -218,6 +218,10 @@ def _outside_lines(lines: Sequence[str], regions: Sequence[tuple[int, int]]) -> 
     return kept
 
 
+def _first_non_blank(lines: Sequence[tuple[int, str]]) -> tuple[int, str]:
+    return next((item for item in lines if item[1].strip()), lines[0])
+
+
 def check_outside_unchanged(old: str, new: str, *, path: str = "the entry file") -> None:
     """Refuse a whole-file rewrite that changed text outside the EVOLVE-BLOCK regions of `old`.
 
@@ -249,19 +253,58 @@ def check_outside_unchanged(old: str, new: str, *, path: str = "the entry file")
                 fix=fix,
             )
     if len(old_outside) > len(new_outside):
-        number, line = old_outside[len(new_outside)]
+        number, line = _first_non_blank(old_outside[len(new_outside) :])
         raise EditError(
             f"the rewrite removed line {number} ({line!r}) of {path}, outside the EVOLVE-BLOCK "
             f"markers; {rule}",
             fix=fix,
         )
     if len(new_outside) > len(old_outside):
-        number, line = new_outside[len(old_outside)]
+        number, line = _first_non_blank(new_outside[len(old_outside) :])
         raise EditError(
             f"the rewrite added line {number} ({line!r}) to {path}, outside the EVOLVE-BLOCK "
             f"markers; {rule}",
             fix=fix,
         )
+
+
+def splice_into_region(old: str, code: str, *, path: str = "the entry file") -> str:
+    """`old` with its single EVOLVE-BLOCK region replaced by `code`, a reply written without markers.
+
+    Small models often return the file without its marker comments. The reply's
+    leading lines that also occur before the region in `old` (imports, docstring)
+    and its trailing lines that also occur after it are dropped (compared without
+    trailing whitespace; blank lines too); the rest becomes the region's content.
+    The text outside the region is therefore unchanged by construction. Raises
+    EditError when `old` has no region or several, or nothing is left to splice.
+    """
+    regions = evolve_regions(old, path=path)
+    if len(regions) != 1:
+        raise EditError(
+            f"the rewritten {path} has no EVOLVE-BLOCK markers, and the original has "
+            f"{len(regions)} regions, so the new code cannot be placed",
+            fix="copy the whole file, EVOLVE-BLOCK marker comments included, and change only the "
+            "code between them",
+        )
+    (start, end), = regions
+    lines = old.splitlines()
+    before = {line.rstrip() for line in lines[: start - 1]} | {""}
+    after = {line.rstrip() for line in lines[end + 1 :]} | {""}
+    body = code.splitlines()
+    first = 0
+    while first < len(body) and body[first].rstrip() in before:
+        first += 1
+    last = len(body)
+    while last > first and body[last - 1].rstrip() in after:
+        last -= 1
+    if first == last:
+        raise EditError(
+            f"the rewritten {path} has no code for the EVOLVE-BLOCK region: every line of the reply "
+            f"already occurs outside the markers",
+            fix="write the improved code that belongs between the EVOLVE-BLOCK markers",
+        )
+    spliced = lines[:start] + body[first:last] + lines[end:]
+    return "\n".join(spliced) + "\n"
 
 
 # ---------------------------------------------------------------- applying blocks
@@ -406,12 +449,6 @@ def _apply_one(text: str, block: EditBlock, *, path: str) -> str:
             f"identical",
             fix="write the changed lines in the REPLACE section",
         )
-    if any(_MARKER_RE.match(line) for line in replace):
-        raise EditError(
-            f"SEARCH/REPLACE block {index} writes an EVOLVE-BLOCK marker; markers may not be "
-            f"added or moved",
-            fix="leave the EVOLVE-BLOCK marker lines out of SEARCH and REPLACE",
-        )
     lines = text.splitlines()
     regions = evolve_regions(text, path=path)
 
@@ -439,6 +476,12 @@ def _apply_one(text: str, block: EditBlock, *, path: str) -> str:
         )
     stop = match.start + len(search)
     _check_inside_regions(regions, match.start, stop, lines=lines, path=path, index=index)
+    if any(_MARKER_RE.match(line) for line in match.replacement):
+        raise EditError(
+            f"SEARCH/REPLACE block {index} writes an EVOLVE-BLOCK marker; markers may not be "
+            f"added or moved",
+            fix="leave the EVOLVE-BLOCK marker lines out of SEARCH and REPLACE",
+        )
     new_lines = lines[: match.start] + match.replacement + lines[stop:]
     ends_with_newline = text.endswith("\n") or not text
     return "\n".join(new_lines) + ("\n" if ends_with_newline and new_lines else "")
@@ -453,7 +496,9 @@ def _trim_blank_edges(lines: Sequence[str]) -> list[str]:
     return out
 
 
-def apply_blocks(files: Mapping[str, str], blocks: Sequence[EditBlock], *, default_path: str) -> dict[str, str]:
+def apply_blocks(
+    files: Mapping[str, str], blocks: Sequence[EditBlock], *, default_path: str
+) -> dict[str, str]:
     """Apply SEARCH/REPLACE blocks in order; each block sees the result of the ones before.
 
     A block without a path edits `default_path`. Matching is exact first, then

@@ -27,6 +27,7 @@ from meta_agent.edits import (
     evolve_regions,
     extract_code,
     parse_search_replace,
+    splice_into_region,
 )
 from meta_agent.prompting import code_language, format_files, format_score, render, truncate
 
@@ -158,6 +159,12 @@ def _task_values(ctx: PromptContext, limits: PromptLimits) -> dict[str, str]:
         "context": _context_sections(ctx, limits),
         "entry": genome.entry,
         "language": code_language(genome.entry),
+        # A comment, so a small model that copies the format line verbatim still writes valid code.
+        "placeholder": (
+            f"# the complete, improved {genome.entry}"
+            if genome.entry.endswith(".py")
+            else f"the complete, improved {genome.entry}"
+        ),
         "evolve_note": render("evolve_note", {}) if _has_markers(genome) else "",
     }
 
@@ -180,8 +187,13 @@ def _check_python(path: str, text: str) -> None:
         ) from None
 
 
+def _normalised(text: str) -> str:
+    return "\n".join(line.rstrip() for line in text.splitlines()).rstrip()
+
+
 def _check_changed(parent: Genome, files: Mapping[str, str]) -> None:
-    if all(files[path].rstrip() == text.rstrip() for path, text in parent.files.items()):
+    # A whitespace-only change cannot change a score; evaluating it would waste a sandbox run.
+    if all(_normalised(files[path]) == _normalised(text) for path, text in parent.files.items()):
         raise EditError(
             "the edit left the program unchanged",
             fix="change the code in a way that could raise the score",
@@ -203,12 +215,18 @@ class RewriteOperator:
     def apply(self, parent: Genome, reply: str) -> Genome:
         """The parent with its entry file replaced by the reply's code.
 
-        Raises EditError when the reply has no code block, changes text outside the
-        EVOLVE-BLOCK markers, does not parse (Python entry files) or changes nothing.
+        A reply without the EVOLVE-BLOCK markers of a file that has one region is
+        spliced into that region (see `edits.splice_into_region`). Raises EditError
+        when the reply has no code block, changes text outside the markers, does
+        not parse (Python entry files) or changes nothing.
         """
         language = code_language(parent.entry) or "python"
         code = extract_code(reply, language=language)
-        check_outside_unchanged(parent.files[parent.entry], code, path=parent.entry)
+        original = parent.files[parent.entry]
+        rewritten = evolve_regions(code, path=f"the rewritten {parent.entry}")
+        if evolve_regions(original, path=parent.entry) and not rewritten:
+            code = splice_into_region(original, code, path=parent.entry)
+        check_outside_unchanged(original, code, path=parent.entry)
         _check_python(parent.entry, code)
         files = {**parent.files, parent.entry: code}
         _check_changed(parent, files)
