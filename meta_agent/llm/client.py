@@ -1,0 +1,478 @@
+"""The FM client: any litellm provider or OpenAI-compatible server, with retries, a cache and a ledger.
+
+Every call carries a seed derived from (run seed, iteration, attempt), and the
+response cache is keyed by a hash of everything that determines the response,
+seed included: a replayed run reproduces its FM answers exactly (and pays
+nothing), while two proposals from the same parent still differ. Every call,
+cache hits and failed attempts included, is recorded in a `Ledger`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import hashlib
+import importlib
+import json
+import logging
+import os
+import random
+import time
+from dataclasses import dataclass, field
+from types import MappingProxyType, ModuleType
+from typing import Any, Literal, Mapping, Protocol, Sequence
+
+from meta_agent.llm.errors import FMAuthError, FMBadRequest, FMUnavailable, LLMError
+
+Messages = Sequence[Mapping[str, Any]]
+_Failure = Literal["transient", "auth", "bad_request"]
+
+_SEED_RANGE = 2**31  # llama.cpp and most providers take a signed 32-bit seed
+_UNUSED_KEY = "sk-unused"  # local OpenAI-compatible servers ignore the key, but the SDK wants one
+
+
+def derive_seed(run_seed: int, iteration: int, attempt: int) -> int:
+    """The FM seed of one call: sha256 of (run seed, iteration, attempt), in [0, 2**31)."""
+    digest = hashlib.sha256(f"{run_seed}:{iteration}:{attempt}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") % _SEED_RANGE
+
+
+def request_hash(model: str, messages: Messages, params: Mapping[str, Any]) -> str:
+    """sha256 (hex) of canonical JSON of the model, the messages and every sampling parameter.
+
+    `params` holds everything else that shapes the answer (temperature,
+    max_tokens, top_p, seed, extra body...). Key order does not matter.
+    """
+    canonical = json.dumps(
+        {"model": model, "messages": [dict(m) for m in messages], "params": dict(params)},
+        sort_keys=True,
+        separators=(",", ":"),
+        ensure_ascii=False,
+        default=str,
+    )
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """Where and how to reach one FM.
+
+    model: a litellm model string: "openai/<alias>" for an OpenAI-compatible
+        server at `api_base`, "openai/gpt-4o-mini", "anthropic/...", ...
+    api_base: the server's API root (e.g. http://127.0.0.1:8080/v1), None for
+        a provider's default.
+    api_key_env: the NAME of the environment variable that holds the key (the
+        key itself never goes into configs or the archive); None: no key for a
+        server at `api_base`, the provider's usual variable otherwise.
+    extra_body: extra JSON fields sent as they are ({"cache_prompt": False}
+        makes llama.cpp repeat exactly for a fixed seed).
+    label: the short model name the ledger records; defaults to `model`.
+    """
+
+    model: str
+    api_base: str | None = None
+    api_key_env: str | None = None
+    extra_body: Mapping[str, Any] = field(default_factory=dict)
+    label: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.label:
+            object.__setattr__(self, "label", self.model)
+        # Frozen means frozen: a caller's dict must not change the endpoint later.
+        object.__setattr__(self, "extra_body", MappingProxyType(dict(self.extra_body)))
+
+    def where(self) -> str:
+        """The endpoint in words, for error messages."""
+        return f"{self.model} at {self.api_base}" if self.api_base else self.model
+
+
+@dataclass
+class Completion:
+    """One FM answer and what it cost.
+
+    cost_usd: 0.0 for local models, unknown prices and cache hits.
+    latency_s: wall seconds of the call that produced this object.
+    """
+
+    text: str
+    model: str
+    prompt_tokens: int
+    completion_tokens: int
+    cost_usd: float
+    latency_s: float
+    cache_hit: bool
+    request_hash: str
+    seed: int | None
+
+
+class Ledger(Protocol):
+    """Where responses are cached and every FM call is recorded (the archive implements it)."""
+
+    def cached(self, request_hash: str) -> Completion | None:
+        """The stored response for this request, or None."""
+        ...
+
+    def store(self, completion: Completion) -> None:
+        """Cache a fresh response under its request hash."""
+        ...
+
+    def record(
+        self,
+        completion: Completion | None,
+        *,
+        request_hash: str,
+        seed: int | None,
+        purpose: str,
+        agent_id: int | None,
+        iteration: int | None,
+        error: str | None,
+        model: str | None = None,
+    ) -> None:
+        """Record one call: a completion (fresh or cache hit), or a failed attempt with its error.
+
+        model: the endpoint's label, so a failed attempt (no completion) still names its model.
+        """
+        ...
+
+
+@dataclass(frozen=True)
+class LedgerEntry:
+    """One row of a MemoryLedger: what the archive's LLMCall table holds."""
+
+    model: str | None
+    request_hash: str
+    seed: int | None
+    purpose: str
+    agent_id: int | None
+    iteration: int | None
+    prompt_tokens: int
+    completion_tokens: int
+    cost_usd: float
+    latency_s: float
+    cache_hit: bool
+    error: str | None
+
+
+class MemoryLedger:
+    """A Ledger in memory, for tests and one-off CLI tools. Not shared between processes."""
+
+    def __init__(self) -> None:
+        self.responses: dict[str, Completion] = {}
+        self.entries: list[LedgerEntry] = []
+
+    def cached(self, request_hash: str) -> Completion | None:
+        return self.responses.get(request_hash)
+
+    def store(self, completion: Completion) -> None:
+        self.responses[completion.request_hash] = completion
+
+    def record(
+        self,
+        completion: Completion | None,
+        *,
+        request_hash: str,
+        seed: int | None,
+        purpose: str,
+        agent_id: int | None,
+        iteration: int | None,
+        error: str | None,
+        model: str | None = None,
+    ) -> None:
+        self.entries.append(
+            LedgerEntry(
+                model=completion.model if completion else model,
+                request_hash=request_hash,
+                seed=seed,
+                purpose=purpose,
+                agent_id=agent_id,
+                iteration=iteration,
+                prompt_tokens=completion.prompt_tokens if completion else 0,
+                completion_tokens=completion.completion_tokens if completion else 0,
+                cost_usd=completion.cost_usd if completion else 0.0,
+                latency_s=completion.latency_s if completion else 0.0,
+                cache_hit=completion.cache_hit if completion else False,
+                error=error,
+            )
+        )
+
+    @property
+    def total_cost_usd(self) -> float:
+        """Sum of the recorded costs (cache hits and failures add 0)."""
+        return sum(entry.cost_usd for entry in self.entries)
+
+
+class LLMClient:
+    """Calls one FM endpoint with bounded concurrency, retries, a response cache and a ledger.
+
+    concurrency: calls in flight at once (>= 1). timeout_s: per attempt, seconds.
+    retries: extra attempts after a transient failure (0 = try once).
+    backoff_s: the first retry's wait, doubled each time, with jitter in
+    [0.5x, 1.5x). temperature (0..2) and max_tokens are the defaults of
+    `complete`.
+    """
+
+    def __init__(
+        self,
+        endpoint: Endpoint,
+        *,
+        ledger: Ledger,
+        concurrency: int = 2,
+        timeout_s: float = 300.0,
+        retries: int = 3,
+        backoff_s: float = 2.0,
+        temperature: float = 0.8,
+        max_tokens: int = 2048,
+    ) -> None:
+        if concurrency < 1:
+            raise ValueError(f"concurrency must be >= 1, got {concurrency}")
+        self.endpoint = endpoint
+        self.ledger = ledger
+        self.concurrency = concurrency
+        self.timeout_s = timeout_s
+        self.retries = max(0, retries)
+        self.backoff_s = backoff_s
+        self.temperature = temperature
+        self.max_tokens = max_tokens
+        self._jitter = random.Random()  # jitter only spreads retries; it need not be reproducible
+        # A semaphore belongs to the event loop it first waits on; complete_sync makes a new loop per call.
+        self._semaphore: tuple[asyncio.AbstractEventLoop, asyncio.Semaphore] | None = None
+
+    def params(
+        self, *, seed: int, temperature: float | None = None, max_tokens: int | None = None
+    ) -> dict[str, Any]:
+        """The sampling parameters of one request: what the request hash covers besides the messages."""
+        return {
+            "temperature": self.temperature if temperature is None else temperature,
+            "max_tokens": self.max_tokens if max_tokens is None else max_tokens,
+            "seed": seed,
+            "extra_body": dict(self.endpoint.extra_body),
+        }
+
+    async def complete(
+        self,
+        messages: Messages,
+        *,
+        seed: int,
+        purpose: str = "mutate",
+        agent_id: int | None = None,
+        iteration: int | None = None,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
+    ) -> Completion:
+        """One chat completion: from the cache when this exact request was answered before.
+
+        seed: the per-call seed (see `derive_seed`). purpose: mutate | diagnose
+        | agent | judge, recorded in the ledger. Raises FMUnavailable (no answer
+        after every retry), FMAuthError or FMBadRequest (never retried).
+        """
+        params = self.params(seed=seed, temperature=temperature, max_tokens=max_tokens)
+        key = request_hash(self.endpoint.model, messages, params)
+
+        def note(completion: Completion | None, error: str | None) -> None:
+            self.ledger.record(
+                completion, request_hash=key, seed=seed, purpose=purpose,
+                agent_id=agent_id, iteration=iteration, error=error, model=self.endpoint.label,
+            )  # fmt: skip
+
+        started = time.monotonic()
+        cached = self.ledger.cached(key)
+        if cached is not None:
+            hit = dataclasses.replace(
+                cached, cost_usd=0.0, cache_hit=True, latency_s=time.monotonic() - started, seed=seed
+            )
+            note(hit, None)
+            return hit
+
+        api_key = self._api_key()  # a missing key is a config error, not an attempt
+        last_error: BaseException | None = None
+        for attempt in range(self.retries + 1):
+            if attempt:
+                await asyncio.sleep(self._backoff(attempt))
+            try:
+                async with self._limit():
+                    started = time.monotonic()  # latency excludes the wait for a free slot
+                    response = await asyncio.wait_for(
+                        self._call(messages, params, api_key=api_key), timeout=self.timeout_s + 5.0
+                    )
+                    latency_s = time.monotonic() - started
+            except Exception as exc:  # classified below; anything unknown is re-raised
+                note(None, _describe(exc))
+                failure = _classify(exc)
+                if failure is None:
+                    raise
+                if failure == "auth":
+                    raise self._auth_error(exc) from exc
+                if failure == "bad_request":
+                    raise self._bad_request(exc) from exc
+                last_error = exc
+                continue
+            completion = self._completion(response, key=key, seed=seed, latency_s=latency_s)
+            self.ledger.store(completion)
+            note(completion, None)
+            return completion
+
+        raise FMUnavailable(
+            f"FM endpoint {self.endpoint.where()} did not answer after {self.retries + 1} attempts; "
+            f"last error: {_describe(last_error)}",
+            fix=self._unavailable_fix(),
+        ) from last_error
+
+    def complete_sync(
+        self,
+        messages: Messages,
+        *,
+        seed: int,
+        purpose: str = "mutate",
+        agent_id: int | None = None,
+        iteration: int | None = None,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
+    ) -> Completion:
+        """`complete` for code without an event loop (CLI tools); not callable from inside one."""
+        return asyncio.run(
+            self.complete(
+                messages, seed=seed, purpose=purpose, agent_id=agent_id, iteration=iteration,
+                temperature=temperature, max_tokens=max_tokens,
+            )  # fmt: skip
+        )
+
+    def _limit(self) -> asyncio.Semaphore:
+        loop = asyncio.get_running_loop()
+        if self._semaphore is None or self._semaphore[0] is not loop:
+            self._semaphore = (loop, asyncio.Semaphore(self.concurrency))
+        return self._semaphore[1]
+
+    def _backoff(self, attempt: int) -> float:
+        """Seconds to wait before retry `attempt` (1-based): exponential with jitter."""
+        return float(self.backoff_s * 2 ** (attempt - 1) * self._jitter.uniform(0.5, 1.5))
+
+    async def _call(self, messages: Messages, params: Mapping[str, Any], *, api_key: str | None) -> Any:
+        litellm = _litellm()
+        kwargs: dict[str, Any] = {
+            "model": self.endpoint.model,
+            "messages": [dict(m) for m in messages],
+            "temperature": params["temperature"],
+            "max_tokens": params["max_tokens"],
+            "seed": params["seed"],
+            "timeout": self.timeout_s,
+            "max_retries": 0,  # the SDK's own retries would hide attempts from the ledger
+            "num_retries": 0,
+        }
+        if params["extra_body"]:
+            kwargs["extra_body"] = dict(params["extra_body"])
+        if self.endpoint.api_base:
+            kwargs["api_base"] = self.endpoint.api_base
+        if api_key is not None:
+            kwargs["api_key"] = api_key
+        return await litellm.acompletion(**kwargs)
+
+    def _api_key(self) -> str | None:
+        name = self.endpoint.api_key_env
+        if name:
+            key = os.environ.get(name)
+            if not key:
+                raise FMAuthError(
+                    f"environment variable {name} (the API key of {self.endpoint.where()}) is not set",
+                    fix=f"export {name}=<your key> before starting cambrian",
+                )
+            return key
+        return _UNUSED_KEY if self.endpoint.api_base else None
+
+    def _completion(self, response: Any, *, key: str, seed: int, latency_s: float) -> Completion:
+        usage = getattr(response, "usage", None)
+        text = response.choices[0].message.content or ""
+        return Completion(
+            text=text,
+            model=self.endpoint.label,
+            prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
+            completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
+            cost_usd=_cost_usd(response),
+            latency_s=latency_s,
+            cache_hit=False,
+            request_hash=key,
+            seed=seed,
+        )
+
+    def _auth_error(self, exc: BaseException) -> LLMError:
+        where = self.endpoint.where()
+        if self.endpoint.api_key_env:
+            fix = f"check the key in ${self.endpoint.api_key_env} is valid for {where}"
+        else:
+            fix = f"set api_key_env in the model config to the variable that holds the key for {where}"
+        return FMAuthError(f"FM endpoint {where} refused the credentials: {_describe(exc)}", fix=fix)
+
+    def _bad_request(self, exc: BaseException) -> LLMError:
+        where = self.endpoint.where()
+        return FMBadRequest(
+            f"FM endpoint {where} rejected the request: {_describe(exc)}",
+            fix=f"check that the model name {self.endpoint.model!r} exists at that endpoint "
+            "(for a local server: openai/<alias>) and that the prompt plus max_tokens fits its context",
+        )
+
+    def _unavailable_fix(self) -> str:
+        if self.endpoint.api_base:
+            return (
+                f"check that the server at {self.endpoint.api_base} is running "
+                f"(`curl {self.endpoint.api_base.rstrip('/')}/models`; start one with `cambrian serve`), "
+                "or raise timeout_s/retries if it is just slow"
+            )
+        return (
+            f"check network access and the provider's status for {self.endpoint.model}; "
+            "on 429s lower the FM concurrency"
+        )
+
+
+def _litellm() -> ModuleType:
+    """litellm, imported on first use (it takes seconds) with its console chatter off."""
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    module = importlib.import_module("litellm")
+    module.suppress_debug_info = True
+    for name in ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+    return module
+
+
+def _status_code(exc: BaseException) -> int | None:
+    for holder in (exc, getattr(exc, "response", None)):
+        code = getattr(holder, "status_code", None)
+        if isinstance(code, int):
+            return code
+    return None
+
+
+def _classify(exc: BaseException) -> _Failure | None:
+    """transient (retry), auth or bad_request (do not retry); None for errors that are not the FM's."""
+    import openai  # litellm's exceptions subclass openai's
+
+    if isinstance(exc, (asyncio.TimeoutError, TimeoutError, ConnectionError)):
+        return "transient"
+    if isinstance(exc, openai.APIConnectionError):
+        return "transient"  # refused, reset, DNS, timeouts (APITimeoutError is a subclass)
+    code = _status_code(exc)
+    if code is None:
+        return "transient" if isinstance(exc, openai.APIError) else None
+    if code in (401, 403):
+        return "auth"
+    if code in (408, 409, 425, 429) or code >= 500:
+        return "transient"
+    if 400 <= code < 500:
+        return "bad_request"
+    return "transient"
+
+
+def _describe(exc: BaseException | None) -> str:
+    if exc is None:
+        return "none"
+    code = _status_code(exc)
+    text = " ".join(str(exc).split())[:500]
+    prefix = f"{type(exc).__name__}" + (f" (HTTP {code})" if code is not None else "")
+    return f"{prefix}: {text}" if text else prefix
+
+
+def _cost_usd(response: Any) -> float:
+    """The call's price from litellm's price map; 0.0 when unknown (local models)."""
+    try:
+        cost = _litellm().completion_cost(completion_response=response)
+    except Exception:  # litellm raises for any model missing from its price map
+        return 0.0
+    return float(cost or 0.0)

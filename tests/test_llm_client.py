@@ -1,0 +1,283 @@
+"""The FM client: real calls to a local SmolLM2 server, and scripted HTTP stubs for failure modes.
+
+The `_fake_fm` tests talk to a tiny OpenAI-shaped HTTP server in a thread, so
+the real litellm/openai stack runs and exact status codes can be scripted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Iterator
+
+import pytest
+
+from meta_agent.llm.client import (
+    Endpoint,
+    LLMClient,
+    MemoryLedger,
+    derive_seed,
+    request_hash,
+)
+from meta_agent.llm.errors import FMAuthError, FMBadRequest, FMUnavailable
+from meta_agent.llm.serve import LocalServer, free_port
+
+MESSAGES = [
+    {"role": "system", "content": "You are a terse assistant."},
+    {"role": "user", "content": "Name one prime number."},
+]
+
+
+# ----- real model -------------------------------------------------------------------------------
+
+
+def test_completion_has_text_tokens_and_zero_cost(local_fm: LocalServer) -> None:
+    ledger = MemoryLedger()
+    client = LLMClient(local_fm.endpoint(), ledger=ledger, max_tokens=24)
+
+    completion = client.complete_sync(MESSAGES, seed=derive_seed(7, 1, 0), purpose="judge", agent_id=3)
+
+    assert completion.text.strip()
+    assert completion.prompt_tokens > 0 and completion.completion_tokens > 0
+    assert completion.cost_usd == 0.0 and not completion.cache_hit
+    assert completion.model == "smollm2-135m"
+    [entry] = ledger.entries
+    assert entry.error is None and entry.purpose == "judge" and entry.agent_id == 3
+    assert entry.cost_usd == 0.0 and entry.completion_tokens == completion.completion_tokens
+    assert ledger.cached(completion.request_hash) == completion
+
+
+def test_same_seed_twice_is_a_cache_hit_with_no_new_spend(local_fm: LocalServer) -> None:
+    ledger = MemoryLedger()
+    client = LLMClient(local_fm.endpoint(), ledger=ledger, max_tokens=24)
+
+    first = client.complete_sync(MESSAGES, seed=11)
+    second = client.complete_sync(MESSAGES, seed=11)
+
+    assert second.cache_hit and not first.cache_hit
+    assert second.text == first.text and second.request_hash == first.request_hash
+    assert second.cost_usd == 0.0
+    assert [e.cache_hit for e in ledger.entries] == [False, True]
+    assert len(ledger.responses) == 1  # nothing new stored
+
+
+def test_fixed_seed_replays_exactly_without_the_cache(local_fm: LocalServer) -> None:
+    # A replayed run on a fresh archive must get the same answers: cache_prompt=False makes that hold.
+    client_a = LLMClient(local_fm.endpoint(), ledger=MemoryLedger(), max_tokens=24)
+    client_b = LLMClient(local_fm.endpoint(), ledger=MemoryLedger(), max_tokens=24)
+
+    a = client_a.complete_sync(MESSAGES, seed=12345)
+    b = client_b.complete_sync(MESSAGES, seed=12345)
+
+    assert not b.cache_hit and b.text == a.text
+
+
+def test_different_seed_gives_a_different_request_hash(local_fm: LocalServer) -> None:
+    ledger = MemoryLedger()
+    client = LLMClient(local_fm.endpoint(), ledger=ledger, max_tokens=16)
+
+    a = client.complete_sync(MESSAGES, seed=derive_seed(1, 5, 0))
+    b = client.complete_sync(MESSAGES, seed=derive_seed(1, 5, 1))
+
+    assert a.request_hash != b.request_hash
+    assert not a.cache_hit and not b.cache_hit
+    assert len(ledger.responses) == 2
+
+
+# ----- pure functions ---------------------------------------------------------------------------
+
+
+def test_derive_seed_is_stable_in_range_and_distinct() -> None:
+    seeds = {derive_seed(run, it, att) for run in range(3) for it in range(20) for att in range(3)}
+    assert len(seeds) == 3 * 20 * 3
+    assert all(0 <= s < 2**31 for s in seeds)
+    assert derive_seed(42, 3, 1) == derive_seed(42, 3, 1)
+
+
+def test_request_hash_covers_what_shapes_the_answer() -> None:
+    params = {"temperature": 0.8, "max_tokens": 100, "seed": 1, "extra_body": {"cache_prompt": False}}
+    base = request_hash("openai/m", MESSAGES, params)
+
+    assert request_hash("openai/m", MESSAGES, dict(reversed(list(params.items())))) == base
+    assert request_hash("openai/other", MESSAGES, params) != base
+    assert request_hash("openai/m", MESSAGES[1:], params) != base
+    for key, value in [("temperature", 0.2), ("max_tokens", 50), ("seed", 2), ("top_p", 0.9)]:
+        assert request_hash("openai/m", MESSAGES, {**params, key: value}) != base, key
+
+
+# ----- scripted HTTP stub -----------------------------------------------------------------------
+
+
+@dataclass
+class StubFM:
+    """An OpenAI-shaped chat endpoint answering with scripted HTTP statuses (then 200s)."""
+
+    statuses: list[int] = field(default_factory=list)
+    delay_s: float = 0.0
+    requests: int = 0
+    in_flight: int = 0
+    max_in_flight: int = 0
+    bodies: list[dict] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    api_base: str = ""
+
+    def endpoint(self) -> Endpoint:
+        return Endpoint(model="openai/stub-model", api_base=self.api_base, label="stub")
+
+
+def _handler_for(stub: StubFM) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, format: str, *args: object) -> None:  # keep pytest output clean
+            pass
+
+        def do_POST(self) -> None:
+            body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+            with stub.lock:
+                stub.requests += 1
+                stub.in_flight += 1
+                stub.max_in_flight = max(stub.max_in_flight, stub.in_flight)
+                stub.bodies.append(body)
+                status = stub.statuses.pop(0) if stub.statuses else 200
+            try:
+                time.sleep(stub.delay_s)
+                if status == 200:
+                    payload = {
+                        "id": "chatcmpl-stub", "object": "chat.completion", "created": 0,
+                        "model": "stub-model",
+                        "choices": [{"index": 0, "finish_reason": "stop",
+                                     "message": {"role": "assistant", "content": "2"}}],
+                        "usage": {"prompt_tokens": 9, "completion_tokens": 1, "total_tokens": 10},
+                    }  # fmt: skip
+                else:
+                    payload = {"error": {"message": f"scripted {status}", "type": "stub", "code": status}}
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+            finally:
+                with stub.lock:
+                    stub.in_flight -= 1
+
+    return Handler
+
+
+@pytest.fixture
+def stub_fm() -> Iterator[StubFM]:
+    stub = StubFM()
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(stub))
+    stub.api_base = f"http://127.0.0.1:{server.server_address[1]}/v1"
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield stub
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_retries_503_then_succeeds_fake_fm(stub_fm: StubFM) -> None:
+    stub_fm.statuses = [503, 503]
+    ledger = MemoryLedger()
+    client = LLMClient(stub_fm.endpoint(), ledger=ledger, retries=3, backoff_s=0.01)
+
+    completion = client.complete_sync(MESSAGES, seed=5, iteration=2)
+
+    assert completion.text == "2" and completion.prompt_tokens == 9
+    assert stub_fm.requests == 3  # no hidden SDK retries on top of ours
+    errors = [e.error for e in ledger.entries]
+    assert errors[2] is None and all(e and "503" in e for e in errors[:2])
+    assert all(e.iteration == 2 and e.seed == 5 and e.model == "stub" for e in ledger.entries)
+    # The request carries the seed and the endpoint's extra body.
+    assert stub_fm.bodies[-1]["seed"] == 5
+
+
+def test_extra_body_reaches_the_server_fake_fm(stub_fm: StubFM) -> None:
+    endpoint = Endpoint(
+        model="openai/stub-model", api_base=stub_fm.api_base, extra_body={"cache_prompt": False}
+    )
+    LLMClient(endpoint, ledger=MemoryLedger()).complete_sync(MESSAGES, seed=1)
+    assert stub_fm.bodies[0]["cache_prompt"] is False
+
+
+def test_no_retry_on_401_fake_fm(stub_fm: StubFM) -> None:
+    stub_fm.statuses = [401]
+    ledger = MemoryLedger()
+    client = LLMClient(stub_fm.endpoint(), ledger=ledger, retries=3, backoff_s=0.01)
+
+    with pytest.raises(FMAuthError) as info:
+        client.complete_sync(MESSAGES, seed=5)
+
+    assert stub_fm.requests == 1
+    assert "refused the credentials" in str(info.value) and "api_key_env" in info.value.fix
+    [entry] = ledger.entries
+    assert entry.error and "401" in entry.error
+
+
+def test_no_retry_on_400_fake_fm(stub_fm: StubFM) -> None:
+    stub_fm.statuses = [400]
+    client = LLMClient(stub_fm.endpoint(), ledger=MemoryLedger(), retries=3, backoff_s=0.01)
+
+    with pytest.raises(FMBadRequest) as info:
+        client.complete_sync(MESSAGES, seed=5)
+
+    assert stub_fm.requests == 1
+    assert "openai/stub-model" in info.value.fix
+
+
+def test_gives_up_after_retries_on_persistent_429_fake_fm(stub_fm: StubFM) -> None:
+    stub_fm.statuses = [429, 429, 429]
+    ledger = MemoryLedger()
+    client = LLMClient(stub_fm.endpoint(), ledger=ledger, retries=2, backoff_s=0.01)
+
+    with pytest.raises(FMUnavailable):
+        client.complete_sync(MESSAGES, seed=5)
+
+    assert stub_fm.requests == 3 and len(ledger.entries) == 3
+
+
+def test_unreachable_server_raises_fm_unavailable_with_fix_fake_fm() -> None:
+    api_base = f"http://127.0.0.1:{free_port()}/v1"  # nothing listens there
+    ledger = MemoryLedger()
+    endpoint = Endpoint(model="openai/none", api_base=api_base)
+    client = LLMClient(endpoint, ledger=ledger, retries=1, backoff_s=0.01)
+
+    with pytest.raises(FMUnavailable) as info:
+        client.complete_sync(MESSAGES, seed=5)
+
+    assert "after 2 attempts" in str(info.value)
+    assert api_base in info.value.fix and "cambrian serve" in info.value.fix
+    assert len(ledger.entries) == 2 and all(e.error for e in ledger.entries)
+
+
+def test_missing_api_key_variable_names_it_fake_fm(
+    stub_fm: StubFM, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("CAMBRIAN_TEST_UNSET_KEY", raising=False)
+    endpoint = Endpoint(
+        model="openai/stub-model", api_base=stub_fm.api_base, api_key_env="CAMBRIAN_TEST_UNSET_KEY"
+    )
+
+    with pytest.raises(FMAuthError) as info:
+        LLMClient(endpoint, ledger=MemoryLedger()).complete_sync(MESSAGES, seed=1)
+
+    assert "CAMBRIAN_TEST_UNSET_KEY" in str(info.value) and "export CAMBRIAN_TEST_UNSET_KEY" in info.value.fix
+    assert stub_fm.requests == 0
+
+
+def test_concurrency_limit_honoured_fake_fm(stub_fm: StubFM) -> None:
+    stub_fm.delay_s = 0.3
+    client = LLMClient(stub_fm.endpoint(), ledger=MemoryLedger(), concurrency=2)
+
+    async def many() -> list[str]:
+        done = await asyncio.gather(*(client.complete(MESSAGES, seed=s) for s in range(6)))
+        return [c.text for c in done]
+
+    assert asyncio.run(many()) == ["2"] * 6
+    assert stub_fm.requests == 6
+    assert stub_fm.max_in_flight == 2
