@@ -119,7 +119,7 @@ class LLMCall(SQLModel, table=True):
     id: Optional[int] = Field(default=None, primary_key=True)
     run_id: Optional[int] = Field(default=None, foreign_key="run.id", index=True)
     agent_id: Optional[int] = Field(default=None, index=True)
-    iteration: Optional[int] = None
+    iteration: Optional[int] = Field(default=None, index=True)
     purpose: str = "mutate"  # mutate | diagnose | agent | judge
     model: str
     prompt_tokens: int = 0

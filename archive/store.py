@@ -185,6 +185,11 @@ class Archive:
         """Open the SQLite archive file at `path` (e.g. runs/<name>/archive.db)."""
         return cls(f"sqlite:///{Path(path).expanduser().resolve()}")
 
+    @property
+    def engine(self) -> Engine:
+        """The SQLAlchemy engine, for bulk tools (benchmarks, migrations); everything else uses the methods."""
+        return self._engine
+
     def close(self) -> None:
         """Close every pooled connection (a later call would open new ones)."""
         self._engine.dispose()

@@ -129,7 +129,7 @@ def bench_loop(size: int, candidates: int, files: dict[str, str], entry: str, se
             {
                 "name": "bench",
                 "runs_dir": tmp,
-                "budget": {"iterations": size + candidates},
+                "budget": {"iterations": size - 1 + candidates},  # populate used iterations 1..size-1
                 "search": {"strategy": "dgm", "params": {"alpha0": 1.5}, "operators": {"rewrite": 1.0}},
                 "fm": {"concurrency": 4},
                 "evaluation": {"concurrency": 4},

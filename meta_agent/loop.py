@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Generic, TypeVar
 
 import numpy as np
 
@@ -29,6 +30,9 @@ from meta_agent.llm.client import LLMClient, derive_seed
 from meta_agent.llm.errors import FMAuthError, FMBadRequest, FMUnavailable
 from meta_agent.operators import ParentInfo, PromptContext, choose_operator, make_operator
 from sandbox.base import Sandbox, SandboxError
+
+K = TypeVar("K")
+V = TypeVar("V")
 
 #: Consecutive infrastructure faults (sandbox or FM) after which the run stops for the user.
 MAX_CONSECUTIVE_FAULTS = 5
@@ -110,6 +114,11 @@ class SearchLoop:
         self._has_parent = asyncio.Event()
         self._counters = _Counters()
         self._best: tuple[float, int] | None = None
+        # Genomes are immutable and evaluated agents never change what a prompt shows of them,
+        # so the hot path reads both from memory after the first time.
+        self._genomes = _LRU[str, Genome](capacity=4096)
+        self._parents = _LRU[int, ParentInfo](capacity=4096)
+        self._genome_owner: dict[str, int] = {}  # genome hash -> first agent with it: the duplicate gate
 
     # ----- control -------------------------------------------------------------------------
 
@@ -135,9 +144,13 @@ class SearchLoop:
             if best:
                 self._best = (float(best[0].score), int(best[0].id))
         agents = self.archive.agents(self.run_id)
+        for agent in reversed(agents):
+            if agent.genome_hash is not None:
+                self._genome_owner[agent.genome_hash] = int(agent.id)
         if not agents:
             seed = self.benchmark.seed()
             agent = self.archive.add_agent(self.run_id, files=dict(seed.files), entry=seed.entry, operator="seed")
+            self._genome_owner[str(agent.genome_hash)] = int(agent.id)
             agents = [agent]
             self.on_event(LoopEvent("seed", int(agent.id), 0, None, None, "seed program stored"))
         pending = self.archive.pending(self.run_id, max_attempts=self.config.evaluation.max_attempts)
@@ -247,8 +260,7 @@ class SearchLoop:
         parent_id = int(self.selector.select(self.view, 1, rng)[0])
         operator_name = choose_operator(self.config.search.operators, rng)
         operator = self.operators[operator_name]
-        parent = self.archive.get_agent(parent_id)
-        parent_info = self._parent_info(parent)
+        parent_info = self._parent_info(parent_id)
         ctx = PromptContext(
             contract=self.benchmark.contract,
             benchmark=self.benchmark.name,
@@ -267,7 +279,7 @@ class SearchLoop:
             )
         except FMBadRequest as exc:
             # The prompt itself was refused (e.g. longer than the context): the parent's fault, not the FM's.
-            self._store_invalid(iteration, parent, operator_name, f"the FM refused the prompt: {exc}", None)
+            self._store_invalid(iteration, parent_id, operator_name, f"the FM refused the prompt: {exc}", None)
             return
         self._counters.spent_usd += completion.cost_usd
         usage = dict(
@@ -278,34 +290,36 @@ class SearchLoop:
         try:
             child = operator.apply(parent_info.genome, completion.text)
         except EditError as exc:
-            self._store_invalid(iteration, parent, operator_name, str(exc), usage)
+            self._store_invalid(iteration, parent_id, operator_name, str(exc), usage)
             return
-        duplicate = self.archive.find_genome(self.run_id, genome_hash(child.files))
+        child_hash = genome_hash(child.files)
+        duplicate = self._genome_owner.get(child_hash)
         if duplicate is not None:
-            reason = f"the edit produced code identical to agent {duplicate.id}; make a change that differs"
-            self._store_invalid(iteration, parent, operator_name, reason, usage)
+            reason = f"the edit produced code identical to agent {duplicate}; make a change that differs"
+            self._store_invalid(iteration, parent_id, operator_name, reason, usage)
             return
         agent = self.archive.add_agent(
             self.run_id,
             files=dict(child.files),
             entry=child.entry,
-            parent_id=parent.id,
+            parent_id=parent_id,
             operator=operator_name,
             model=self.model_label,
             iteration=iteration,
             **usage,
         )
+        self._genome_owner[child_hash] = int(agent.id)
         self.archive.link_llm_calls(self.run_id, iteration=iteration, agent_id=int(agent.id))
         self._counters.proposals += 1
         self.on_event(LoopEvent("proposed", int(agent.id), iteration, None, self._best_score()))
         self._queue.put_nowait(int(agent.id))
 
     def _store_invalid(
-        self, iteration: int, parent: Agent, operator_name: str, reason: str, usage: dict | None
+        self, iteration: int, parent_id: int, operator_name: str, reason: str, usage: dict | None
     ) -> None:
         agent = self.archive.add_agent(
             self.run_id,
-            parent_id=parent.id,
+            parent_id=parent_id,
             operator=operator_name,
             model=self.model_label,
             iteration=iteration,
@@ -318,12 +332,25 @@ class SearchLoop:
         self._counters.invalid += 1
         self.on_event(LoopEvent("rejected", int(agent.id), iteration, None, self._best_score(), reason))
 
-    def _parent_info(self, agent: Agent) -> ParentInfo:
-        assert agent.genome_hash is not None, "only evaluated agents are selected"
-        files, entry = self.archive.get_genome(agent.genome_hash)
-        return ParentInfo(
-            agent_id=int(agent.id), genome=Genome(files=files, entry=entry), score=agent.score, feedback=agent.feedback
-        )
+    def _parent_info(self, agent_id: int) -> ParentInfo:
+        """What prompts show of an evaluated agent (cached: it never changes once evaluated)."""
+        info = self._parents.get(agent_id)
+        if info is None:
+            agent = self.archive.get_agent(agent_id)
+            assert agent.genome_hash is not None, "only evaluated agents are selected"
+            info = ParentInfo(
+                agent_id=agent_id, genome=self._genome(agent.genome_hash), score=agent.score, feedback=agent.feedback
+            )
+            self._parents.put(agent_id, info)
+        return info
+
+    def _genome(self, hash_: str) -> Genome:
+        genome = self._genomes.get(hash_)
+        if genome is None:
+            files, entry = self.archive.get_genome(hash_)
+            genome = Genome(files=files, entry=entry)
+            self._genomes.put(hash_, genome)
+        return genome
 
     def _inspirations(self, *, exclude: int) -> list[ParentInfo]:
         k = self.config.search.inspirations
@@ -336,7 +363,7 @@ class SearchLoop:
         top = np.argpartition(-scores, m - 1)[:m]
         top = top[np.argsort(-scores[top], kind="stable")]
         chosen = [int(ids[i]) for i in top if int(ids[i]) != exclude][:k]
-        return [self._parent_info(self.archive.get_agent(agent_id)) for agent_id in chosen]
+        return [self._parent_info(agent_id) for agent_id in chosen]
 
     # ----- evaluating ----------------------------------------------------------------------
 
@@ -355,8 +382,7 @@ class SearchLoop:
 
     async def _evaluate(self, agent_id: int) -> None:
         agent = self.archive.mark_evaluating(agent_id)
-        files, entry = self.archive.get_genome(agent.genome_hash)
-        genome = Genome(files=files, entry=entry)
+        genome = self._genome(str(agent.genome_hash))
         started = time.perf_counter()
         try:
             result: AgentResult = await asyncio.to_thread(
@@ -425,6 +451,26 @@ class SearchLoop:
 
     def _best_score(self) -> float | None:
         return self._best[0] if self._best else None
+
+
+class _LRU(Generic[K, V]):
+    """A bounded mapping that forgets the least recently used entry."""
+
+    def __init__(self, *, capacity: int) -> None:
+        self.capacity = capacity
+        self._items: OrderedDict[K, V] = OrderedDict()
+
+    def get(self, key: K) -> V | None:
+        value = self._items.get(key)
+        if value is not None:
+            self._items.move_to_end(key)
+        return value
+
+    def put(self, key: K, value: V) -> None:
+        self._items[key] = value
+        self._items.move_to_end(key)
+        if len(self._items) > self.capacity:
+            self._items.popitem(last=False)
 
 
 def _evaluation_row(task: TaskResult) -> Evaluation:

@@ -1,0 +1,143 @@
+"""The search loop with a scripted FM (exact replies needed) and the real local sandbox and archive."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from pathlib import Path
+
+import pytest
+
+from archive.models import AgentStatus, RunStatus
+from archive.store import Archive
+from evaluators.base import Genome
+from evaluators.circle_packing import CirclePacking
+from meta_agent.config import RunConfig
+from meta_agent.errors import SeedFailed
+from meta_agent.llm.client import Completion
+from meta_agent.loop import SearchLoop
+from sandbox.local import LocalSandbox
+
+VALID = """import math
+
+
+def pack_circles(n):
+    columns = math.ceil(math.sqrt(n))
+    rows = math.ceil(n / columns)
+    radius = 0.5 / max(columns, rows) * 0.999
+    return [((2 * (i % columns) + 1) * radius, (2 * (i // columns) + 1) * radius, radius) for i in range(n)]
+"""
+HANG = "def pack_circles(n):\n    while True:\n        pass\n"
+CRASH = "def pack_circles(n):\n    return 1 / 0\n"
+FLOOD = "def pack_circles(n):\n    while True:\n        print('x' * 100000)\n"
+
+
+class ScriptedFM:
+    """A fake FM: replies with the given texts in order, each at a fixed cost."""
+
+    def __init__(self, replies: list[str], *, cost_usd: float = 0.0) -> None:
+        self.replies = list(replies)
+        self.cost_usd = cost_usd
+        self.calls = 0
+
+    async def complete(self, messages, *, seed, purpose="mutate", agent_id=None, iteration=None, **_):
+        text = self.replies[self.calls % len(self.replies)]
+        self.calls += 1
+        digest = hashlib.sha256(f"{self.calls}{text}".encode()).hexdigest()
+        return Completion(text, "scripted", 10, 10, self.cost_usd, 0.0, False, digest, seed)
+
+
+def fenced(code: str) -> str:
+    return f"Here is the program.\n```python\n{code}```\n"
+
+
+def make_loop(tmp_path: Path, fm: ScriptedFM, *, benchmark=None, **config) -> tuple[SearchLoop, Archive]:
+    cfg = RunConfig.model_validate(
+        {
+            "name": "t",
+            "runs_dir": str(tmp_path),
+            "search": {"strategy": "greedy", "operators": {"rewrite": 1.0}},
+            "fm": {"concurrency": 1},
+            "evaluation": {"concurrency": 2, "timeout_s": 3},
+            **config,
+        }
+    )
+    archive = Archive.at(tmp_path / "archive.db")
+    run = archive.create_run(name="t", benchmark="circle_packing", seed=0, config_json=cfg.to_json())
+    loop = SearchLoop(
+        archive=archive, run=run, config=cfg, benchmark=benchmark or CirclePacking(), sandbox=LocalSandbox(),
+        llm=fm, model_label="scripted",
+    )
+    return loop, archive
+
+
+def test_hostile_children_end_invalid_and_the_loop_goes_on_fake_fm(tmp_path: Path) -> None:
+    fm = ScriptedFM([fenced(HANG), fenced(CRASH), fenced(FLOOD), "no code at all", fenced(VALID)])
+    loop, archive = make_loop(tmp_path, fm, budget={"iterations": 5})
+    outcome = asyncio.run(loop.run_until_done())
+    assert outcome.status == RunStatus.finished
+    children = {a.iteration: a for a in archive.agents(1) if a.iteration > 0}
+    reasons = {i: (children[i].status, children[i].invalid_reason or "") for i in children}
+    assert reasons[1][0] == AgentStatus.invalid and "timed out" in reasons[1][1]
+    assert reasons[2][0] == AgentStatus.invalid and "ZeroDivisionError" in reasons[2][1]
+    assert reasons[3][0] == AgentStatus.invalid and "output" in reasons[3][1]
+    assert reasons[4][0] == AgentStatus.invalid and "python" in reasons[4][1].lower()
+    assert reasons[5][0] == AgentStatus.evaluated and children[5].score > 2.0
+    # The invalid edits' reasons reach later prompts of the same parent as feedback.
+    assert [a.invalid_reason for a in archive.recent_invalid_children(1, 3)][0] == reasons[4][1]
+
+
+def test_duplicate_child_is_rejected_fake_fm(tmp_path: Path) -> None:
+    fm = ScriptedFM([fenced(VALID)])  # the same edit twice, from the same parent
+    loop, archive = make_loop(tmp_path, fm, budget={"iterations": 2})
+    asyncio.run(loop.run_until_done())
+    first, second = archive.agents(1)[1:]
+    assert first.status == AgentStatus.evaluated
+    assert second.status == AgentStatus.invalid
+    assert f"identical to agent {first.id}" in (second.invalid_reason or "")
+
+
+def test_usd_budget_stops_proposing_fake_fm(tmp_path: Path) -> None:
+    fm = ScriptedFM([fenced(VALID.replace("0.999", f"0.99{i}")) for i in range(9)], cost_usd=0.01)
+    loop, archive = make_loop(tmp_path, fm, budget={"iterations": 50, "usd": 0.025})
+    outcome = asyncio.run(loop.run_until_done())
+    assert outcome.status == RunStatus.finished and "USD budget" in outcome.reason
+    assert fm.calls == 3  # 0.00, 0.01, 0.02 spent before each call; stops at 0.03
+    assert archive.iterations_done(1) == 3
+
+
+class _CrashingSeed(CirclePacking):
+    def seed(self) -> Genome:
+        return Genome(files={"packing.py": CRASH}, entry="packing.py")
+
+
+def test_failing_seed_stops_the_run_with_cause_fake_fm(tmp_path: Path) -> None:
+    loop, archive = make_loop(tmp_path, ScriptedFM([fenced(VALID)]), benchmark=_CrashingSeed())
+    with pytest.raises(SeedFailed, match="ZeroDivisionError"):
+        asyncio.run(loop.run_until_done())
+    assert archive.get_run("t").status == RunStatus.failed
+
+
+def test_stop_request_leaves_a_resumable_run_fake_fm(tmp_path: Path) -> None:
+    fm = ScriptedFM([fenced(VALID.replace("0.999", f"0.99{i}")) for i in range(9)])
+    loop, archive = make_loop(tmp_path, fm, budget={"iterations": 6})
+
+    def stop_after_two(event) -> None:
+        if event.kind == "proposed" and event.iteration == 2:
+            loop.request_stop("test stop")
+
+    loop.on_event = stop_after_two
+    outcome = asyncio.run(loop.run_until_done())
+    assert outcome.status == RunStatus.stopped and outcome.reason == "test stop"
+    done = archive.iterations_done(1)
+    assert 2 <= done < 6
+    # Resume: a fresh loop over the same archive finishes the budget.
+    run = archive.get_run("t")
+    again = SearchLoop(
+        archive=archive, run=run, config=loop.config, benchmark=CirclePacking(), sandbox=LocalSandbox(),
+        llm=fm, model_label="scripted",
+    )
+    outcome = asyncio.run(again.run_until_done())
+    assert outcome.status == RunStatus.finished
+    assert sorted(a.iteration for a in archive.agents(1) if a.iteration > 0) == [1, 2, 3, 4, 5, 6]
+    assert not archive.pending(1, max_attempts=3)
