@@ -52,7 +52,16 @@ class ReplaySandbox:
     def run(self, spec: RunSpec) -> RunResult:
         return self.result
 
+    def session(self) -> "ReplaySandbox":
+        return self
+
     def close(self) -> None:
+        pass
+
+    def __enter__(self) -> "ReplaySandbox":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
         pass
 
 

@@ -20,7 +20,7 @@ from typing import Sequence
 
 from evaluators.base import SPLITS, Benchmark, BenchmarkError, Genome, Stage, Task, TaskScore
 from evaluators.harness.run_program import read_outcome
-from sandbox.base import RunResult, RunSpec, Sandbox
+from sandbox.base import RunResult, RunSpec, Sandbox, SandboxSession
 
 TAIL_CHARS = 2000  # kept of each task's stdout/stderr, and of the joined feedback
 _EXCEPTION_SUFFIXES = ("Error", "Exception", "Interrupt", "Exit")
@@ -108,18 +108,20 @@ def evaluate_agent(
     limits = limits or Limits()
     runs: list[tuple[TaskResult, TaskScore, RunSpec, RunResult]] = []
     stage_reached = 0
-    for index, stage in enumerate(plan):
-        stage_reached = index
-        stage_runs = [
-            _run_task(benchmark, genome, sandbox, by_id[tid], stage=index, limits=limits) for tid in stage.task_ids
-        ]
-        runs += stage_runs
-        stage_scores = [score for _, score, _, _ in stage_runs]
-        if not any(score.executed for score in stage_scores):
-            break
-        mean = sum(score.score for score in stage_scores) / len(stage_scores) if stage_scores else 0.0
-        if stage.threshold is not None and mean < stage.threshold:
-            break
+    with sandbox.session() as session:  # one agent's tasks share a session (a container), nobody else's
+        for index, stage in enumerate(plan):
+            stage_reached = index
+            stage_runs = [
+                _run_task(benchmark, genome, session, by_id[tid], stage=index, limits=limits)
+                for tid in stage.task_ids
+            ]
+            runs += stage_runs
+            stage_scores = [score for _, score, _, _ in stage_runs]
+            if not any(score.executed for score in stage_scores):
+                break
+            mean = sum(score.score for score in stage_scores) / len(stage_scores) if stage_scores else 0.0
+            if stage.threshold is not None and mean < stage.threshold:
+                break
     task_results = [run[0] for run in runs]
     valid = any(t.executed for t in task_results)
     return AgentResult(
@@ -149,10 +151,10 @@ def _plan(benchmark: Benchmark, tasks: Sequence[Task]) -> list[Stage]:
 
 
 def _run_task(
-    benchmark: Benchmark, genome: Genome, sandbox: Sandbox, task: Task, *, stage: int, limits: Limits
+    benchmark: Benchmark, genome: Genome, session: SandboxSession, task: Task, *, stage: int, limits: Limits
 ) -> tuple[TaskResult, TaskScore, RunSpec, RunResult]:
     spec = limits.apply(benchmark.run_spec(genome, task))
-    result = sandbox.run(spec)
+    result = session.run(spec)
     score = benchmark.score(task, result)
     task_result = TaskResult(
         task_id=task.id,

@@ -89,6 +89,20 @@ class RunResult:
 
 
 @runtime_checkable
+class SandboxSession(Protocol):
+    """The runs of ONE agent. A backend may keep state between them (a container), never across agents;
+    between two runs the work dir is wiped and every process the previous run left is killed."""
+
+    def run(self, spec: RunSpec) -> RunResult: ...
+
+    def close(self) -> None: ...
+
+    def __enter__(self) -> "SandboxSession": ...
+
+    def __exit__(self, *exc: object) -> None: ...
+
+
+@runtime_checkable
 class Sandbox(Protocol):
     """A place to run untrusted code. Backends: `local` (subprocess), `docker`."""
 
@@ -96,8 +110,12 @@ class Sandbox(Protocol):
     #: True when the backend isolates the filesystem, network and processes.
     isolated: bool
 
+    def session(self) -> SandboxSession:
+        """A session for the runs of one agent (use as a context manager)."""
+        ...
+
     def run(self, spec: RunSpec) -> RunResult:
-        """Run `spec` to completion (or its limits); raise SandboxError on infra faults."""
+        """Run `spec` to completion (or its limits) in a one-run session; raise SandboxError on infra faults."""
         ...
 
     def close(self) -> None:

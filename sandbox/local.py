@@ -163,9 +163,14 @@ class LocalSandbox:
         finally:
             _remove_tree(workdir)
 
+    def session(self) -> "_LocalSession":
+        """Every local run already starts in a fresh work dir with its process group killed at the end."""
+        return _LocalSession(self)
+
     def close(self) -> None:
         """Nothing is held between runs; later `run` calls are refused. Idempotent."""
         self._closed = True
+
 
     def _expand_command(self, command: tuple[str, ...]) -> list[str]:
         if not command:
@@ -405,3 +410,22 @@ def _remove_tree(path: Path) -> None:
             pass  # leave it; the temp dir cleaner will get it
 
     shutil.rmtree(path, onerror=make_writable_and_retry)
+
+
+class _LocalSession:
+    """The runs of one agent on the local backend: each run is already isolated from the last."""
+
+    def __init__(self, sandbox: LocalSandbox) -> None:
+        self._sandbox = sandbox
+
+    def run(self, spec: RunSpec) -> RunResult:
+        return self._sandbox.run(spec)
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self) -> "_LocalSession":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
