@@ -232,8 +232,12 @@ def status(run_name: str = typer.Argument(..., metavar="RUN"), runs_dir: Path = 
             f"FM: {cost.calls} calls ({cost.cache_hits} cache hits), {cost.prompt_tokens} prompt + "
             f"{cost.completion_tokens} completion tokens, ${cost.cost_usd:.4f}"
         )
-        for model_name, row in cost.by_model.items():
-            console.print(f"  {model_name}: {row}")
+        if len(cost.by_model) > 1:
+            for model_name, row in cost.by_model.items():
+                console.print(
+                    f"  {model_name}: {row.calls} calls ({row.cache_hits} cached), "
+                    f"{row.prompt_tokens} + {row.completion_tokens} tokens, ${row.cost_usd:.4f}"
+                )
         console.print(f"model {config['fm']['model']}, strategy {config['search']['strategy']}, seed {r.seed}")
 
 

@@ -1,0 +1,465 @@
+"""The host side of the sandbox FM socket: agents call the FM without a key or a network.
+
+Each agent under evaluation gets its own Unix socket, `<socket_dir>/agent-<id>.sock`,
+mounted into its sandbox. The socket's identity IS the agent, so nothing secret
+goes inside: the program speaks a small OpenAI-shaped HTTP/1.1 subset over it
+(`_cambrian_llm.llm(...)` in the sandbox does this) and the gateway forwards
+each call through the run's `LLMClient`, which records it in the ledger with
+purpose "agent" and the agent id. Budgets (calls, and prompt + completion
+tokens) are per agent; a refused call answers 429 and is recorded too.
+
+The gateway runs on the caller's event loop (the search loop's), so every
+archive write happens on that one thread while sandboxes run in worker threads
+and reach it over the socket. Endpoints:
+
+    POST /v1/chat/completions   messages, temperature, max_tokens, seed (the rest is ignored)
+    GET  /v1/models             the run's one model
+    GET  /health                {"status": "ok", "calls_left": .., "tokens_left": ..}
+
+No response ever carries a key, the FM's address or anything of the host's environment.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+from meta_agent.llm.client import LLMClient, derive_seed, request_hash
+from meta_agent.llm.errors import LLMError
+from sandbox.base import Mount
+
+log = logging.getLogger(__name__)
+
+SOCKET_ENV = "CAMBRIAN_FM_SOCKET"  # the variable naming the socket inside the sandbox
+DEFAULT_SANDBOX_SOCKET = "/run/cambrian/fm.sock"
+MAX_BODY_BYTES = 1_000_000  # a larger request body is refused with 413
+AGENT_CALL_SEED_BASE = 1000  # agent call k gets derive_seed(run seed, iteration, 1000 + k): apart from mutations
+_MAX_LINE_BYTES = 8192  # one request or header line
+_MAX_HEADERS = 100
+_MAX_SOCKET_PATH_BYTES = 107  # Linux sun_path is 108 bytes with the trailing NUL
+_SEED_LIMIT = 2**31  # llama.cpp and most providers take a signed 32-bit seed
+_ROLES = ("system", "user", "assistant")
+_REASONS = {
+    200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed", 408: "Request Timeout",
+    411: "Length Required", 413: "Content Too Large", 429: "Too Many Requests",
+    431: "Request Header Fields Too Large", 500: "Internal Server Error", 502: "Bad Gateway",
+}  # fmt: skip
+_ROUTES = {"/v1/chat/completions": "POST", "/v1/models": "GET", "/health": "GET"}
+
+
+class GatewayError(LLMError):
+    """The gateway cannot serve an agent (socket dir unusable, socket path too long)."""
+
+
+class _HTTPError(Exception):
+    """A request the gateway refuses: its status, a JSON error type and a message for the agent."""
+
+    def __init__(self, status: int, kind: str, message: str, *, headers: Mapping[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.kind = kind
+        self.headers = dict(headers or {})
+
+
+@dataclass(frozen=True)
+class _Request:
+    method: str
+    path: str  # without the query string
+    body: bytes
+
+
+@dataclass(frozen=True)
+class _ChatRequest:
+    """A validated chat request, before the budget caps max_tokens and picks the default seed."""
+
+    messages: list[dict[str, str]]
+    temperature: float | None
+    max_tokens: int | None
+    seed: int | None
+
+
+class AgentChannel:
+    """One agent's socket, budget and counters. Made by `FMGateway.open_agent`; serves until `close()`.
+
+    max_calls: FM calls the agent may make (>= 0). max_tokens: prompt + completion
+    tokens it may use in total (>= 0); a call's max_tokens is capped by what is
+    left, so the last call may overshoot by its prompt tokens, and the next is refused.
+    """
+
+    def __init__(
+        self, gateway: FMGateway, agent_id: int, *, socket_path: Path, max_calls: int, max_tokens: int,
+        run_seed: int, iteration: int,
+    ) -> None:  # fmt: skip
+        self.agent_id = agent_id
+        self.socket_path = socket_path
+        self.max_calls = max_calls
+        self.max_tokens = max_tokens
+        self.run_seed = run_seed
+        self.iteration = iteration
+        self.calls_used = 0  # calls forwarded to the FM (cache hits included)
+        self.tokens_used = 0  # prompt + completion tokens of those calls
+        self.refusals = 0  # calls refused with 429
+        self._gateway = gateway
+        self._calls_started = 0  # forwarded or in flight: the next call's index
+        self._tokens_reserved = 0  # max_tokens of the calls in flight
+        self._server: asyncio.Server | None = None
+        self._connections: set[asyncio.Task[Any]] = set()
+        self.closed = False
+
+    @property
+    def calls_left(self) -> int:
+        return max(0, self.max_calls - self._calls_started)
+
+    @property
+    def tokens_left(self) -> int:
+        return max(0, self.max_tokens - self.tokens_used - self._tokens_reserved)
+
+    def mount(self, sandbox_path: str = DEFAULT_SANDBOX_SOCKET) -> Mount:
+        """The socket as a RunSpec mount (read-only is fine: connecting to a socket is not a write to the mount)."""
+        return Mount(host_path=str(self.socket_path), sandbox_path=sandbox_path, read_only=True)
+
+    def env(self, sandbox_path: str = DEFAULT_SANDBOX_SOCKET) -> dict[str, str]:
+        """The RunSpec env entry that tells `_cambrian_llm` where the socket is inside the sandbox."""
+        return {SOCKET_ENV: sandbox_path}
+
+    async def start(self) -> None:
+        """Bind the socket and make it connectable by the sandbox's non-root user."""
+        if self.socket_path.exists() or self.socket_path.is_symlink():
+            self.socket_path.unlink()  # left by a crashed run; binding would fail on it
+        self._server = await asyncio.start_unix_server(
+            self._serve_connection, path=str(self.socket_path), limit=_MAX_LINE_BYTES
+        )
+        os.chmod(self.socket_path, 0o666)
+
+    async def close(self) -> None:
+        """Stop serving, cut calls in flight and remove the socket file. Idempotent; counters stay readable."""
+        if self.closed:
+            return
+        self.closed = True
+        if self._server is not None:
+            self._server.close()
+        for task in list(self._connections):
+            task.cancel()
+        if self._connections:
+            await asyncio.gather(*self._connections, return_exceptions=True)
+        if self._server is not None:
+            await self._server.wait_closed()
+        try:
+            self.socket_path.unlink()
+        except FileNotFoundError:
+            pass
+
+    # ----- one connection: one request, one response (no keep-alive) -----
+
+    async def _serve_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        if task is not None:
+            self._connections.add(task)
+        try:
+            status, payload, headers = await self._respond(reader, writer)
+            body = json.dumps(payload, ensure_ascii=False).encode("utf-8")
+            head = [f"HTTP/1.1 {status} {_REASONS.get(status, 'Error')}", "Content-Type: application/json",
+                    f"Content-Length: {len(body)}", "Connection: close",
+                    *(f"{name}: {value}" for name, value in headers.items())]  # fmt: skip
+            writer.write(("\r\n".join(head) + "\r\n\r\n").encode("ascii") + body)
+            await writer.drain()
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass  # the agent hung up: nobody is left to answer
+        finally:
+            writer.close()
+            try:
+                await writer.wait_closed()
+            except (ConnectionError, asyncio.CancelledError):
+                pass
+            if task is not None:
+                self._connections.discard(task)
+
+    async def _respond(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> tuple[int, dict[str, Any], dict[str, str]]:
+        try:
+            try:
+                request = await asyncio.wait_for(
+                    _read_request(reader, writer), timeout=self._gateway.read_timeout_s
+                )
+            except asyncio.TimeoutError:
+                return 408, _error_body("timeout", "the request did not arrive in time"), {}
+            return 200, await self._route(request), {}
+        except _HTTPError as exc:
+            return exc.status, _error_body(exc.kind, str(exc)), exc.headers
+        except LLMError as exc:
+            return 502, _error_body("fm_error", self._gateway.public_message(exc)), {}
+        except (ConnectionError, asyncio.IncompleteReadError):
+            raise  # the agent hung up mid-request: nothing to answer
+        except Exception:  # one broken request must not take the gateway (and the run) down
+            log.exception("FM gateway: unexpected error serving agent %s", self.agent_id)
+            return 500, _error_body("internal_error", "the gateway failed on this request"), {}
+
+    async def _route(self, request: _Request) -> dict[str, Any]:
+        allowed = _ROUTES.get(request.path)
+        if allowed is None:
+            raise _HTTPError(404, "not_found", f"no endpoint {request.path!r}; try POST /v1/chat/completions")
+        if request.method != allowed:
+            raise _HTTPError(
+                405, "method_not_allowed", f"{request.path} takes {allowed}, not {request.method}",
+                headers={"Allow": allowed},
+            )  # fmt: skip
+        if request.path == "/health":
+            return {"status": "ok", "calls_left": self.calls_left, "tokens_left": self.tokens_left}
+        label = self._gateway.llm.endpoint.label
+        if request.path == "/v1/models":
+            return {"object": "list", "data": [{"id": label, "object": "model", "owned_by": "cambrian"}]}
+        return await self._chat(_parse_chat(request.body))
+
+    async def _chat(self, chat: _ChatRequest) -> dict[str, Any]:
+        llm = self._gateway.llm
+        call_index = self._calls_started
+        seed = chat.seed if chat.seed is not None else derive_seed(
+            self.run_seed, self.iteration, AGENT_CALL_SEED_BASE + call_index
+        )
+        wanted = chat.max_tokens if chat.max_tokens is not None else llm.max_tokens
+        cap = min(wanted, self._gateway.max_tokens_per_call, self.tokens_left)
+        refusal = self._refusal()
+        if refusal is not None:
+            self.refusals += 1
+            params = llm.params(seed=seed, temperature=chat.temperature, max_tokens=max(cap, 0))
+            llm.ledger.record(
+                None, request_hash=request_hash(llm.endpoint.model, chat.messages, params), seed=seed,
+                purpose="agent", agent_id=self.agent_id, iteration=self.iteration,
+                error=f"budget_exceeded: {refusal}", model=llm.endpoint.label,
+            )  # fmt: skip
+            raise _HTTPError(429, "budget_exceeded", refusal)
+        # Reserve before the first await: concurrent calls of one agent must not overspend together.
+        self._calls_started += 1
+        self._tokens_reserved += cap
+        try:
+            completion = await llm.complete(
+                chat.messages, seed=seed, purpose="agent", agent_id=self.agent_id, iteration=self.iteration,
+                temperature=chat.temperature, max_tokens=cap,
+            )  # fmt: skip
+        except BaseException:
+            self._calls_started -= 1  # a failed call spends nothing of the agent's budget
+            raise
+        finally:
+            self._tokens_reserved -= cap
+        self.calls_used += 1
+        self.tokens_used += completion.prompt_tokens + completion.completion_tokens
+        return {
+            "id": f"chatcmpl-{completion.request_hash[:24]}",
+            "object": "chat.completion",
+            "created": 0,  # a replay must produce byte-identical responses
+            "model": completion.model,
+            "choices": [{
+                "index": 0,
+                "message": {"role": "assistant", "content": completion.text},
+                "finish_reason": "length" if completion.completion_tokens >= cap else "stop",
+            }],
+            "usage": {
+                "prompt_tokens": completion.prompt_tokens,
+                "completion_tokens": completion.completion_tokens,
+                "total_tokens": completion.prompt_tokens + completion.completion_tokens,
+            },
+        }  # fmt: skip
+
+    def _refusal(self) -> str | None:
+        """Why the next call is over budget, or None when it may go ahead."""
+        if self.calls_left <= 0:
+            return f"agent {self.agent_id} has used all {self.max_calls} FM calls of its budget"
+        if self.tokens_left <= 0:
+            return f"agent {self.agent_id} has used all {self.max_tokens} FM tokens of its budget"
+        return None
+
+
+class FMGateway:
+    """Serves one Unix socket per agent on the running event loop, forwarding calls through `llm`.
+
+    socket_dir: where the sockets live; created (mode 0o711) when missing. Keep
+        its path short: a socket path may be at most 107 bytes.
+    max_tokens_per_call: the gateway's cap on one call's completion tokens (>= 1).
+    read_timeout_s: seconds a connection may take to send its request.
+    """
+
+    def __init__(
+        self, llm: LLMClient, *, socket_dir: Path, max_tokens_per_call: int = 4096, read_timeout_s: float = 30.0
+    ) -> None:
+        if max_tokens_per_call < 1:
+            raise ValueError(f"max_tokens_per_call must be >= 1, got {max_tokens_per_call}")
+        self.llm = llm
+        self.socket_dir = Path(socket_dir)
+        self.max_tokens_per_call = max_tokens_per_call
+        self.read_timeout_s = read_timeout_s
+        self._channels: dict[int, AgentChannel] = {}
+
+    async def open_agent(
+        self, agent_id: int, *, max_calls: int, max_tokens: int, run_seed: int, iteration: int
+    ) -> AgentChannel:
+        """Start serving `agent_id` on `<socket_dir>/agent-<id>.sock` with a fresh budget.
+
+        max_calls / max_tokens: the agent's budget (>= 0; 0 refuses every call).
+        run_seed, iteration: derive the default seed of each call, so a replay repeats it.
+        """
+        if max_calls < 0 or max_tokens < 0:
+            raise ValueError(f"budgets must be >= 0, got max_calls={max_calls}, max_tokens={max_tokens}")
+        current = self._channels.get(agent_id)
+        if current is not None and not current.closed:
+            raise ValueError(f"agent {agent_id} already has an open FM channel; close it first")
+        self._prepare_dir()
+        path = self.socket_dir / f"agent-{agent_id}.sock"
+        if len(os.fsencode(str(path))) > _MAX_SOCKET_PATH_BYTES:
+            raise GatewayError(
+                f"the FM socket path {str(path)!r} is longer than the {_MAX_SOCKET_PATH_BYTES} bytes "
+                "a Unix socket path may have",
+                fix="give the gateway a shorter socket_dir, such as /tmp/cambrian-<run name>",
+            )
+        channel = AgentChannel(
+            self, agent_id, socket_path=path, max_calls=max_calls, max_tokens=max_tokens,
+            run_seed=run_seed, iteration=iteration,
+        )  # fmt: skip
+        try:
+            await channel.start()
+        except OSError as exc:
+            raise GatewayError(
+                f"cannot open the FM socket {path}: {exc}",
+                fix=f"check that {self.socket_dir} is a writable local folder (not a network file system)",
+            ) from exc
+        self._channels[agent_id] = channel
+        return channel
+
+    def channel(self, agent_id: int) -> AgentChannel | None:
+        """The open channel of `agent_id`, or None."""
+        current = self._channels.get(agent_id)
+        return current if current is not None and not current.closed else None
+
+    async def close(self) -> None:
+        """Close every agent's channel (their socket files are removed). Idempotent."""
+        channels = list(self._channels.values())
+        self._channels.clear()
+        await asyncio.gather(*(channel.close() for channel in channels))
+
+    async def __aenter__(self) -> FMGateway:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    def public_message(self, exc: LLMError) -> str:
+        """An FM error as the agent may see it: the FM's address, the key and host env values blanked out."""
+        text = f"the foundation model call failed: {exc}"
+        endpoint = self.llm.endpoint
+        secrets = [endpoint.api_base or ""]
+        if endpoint.api_key_env:
+            secrets.append(os.environ.get(endpoint.api_key_env, ""))
+        # Any host env value long enough to be specific (a key, a path, a canary) could name the host.
+        secrets += [value for value in os.environ.values() if len(value) >= 6]
+        for secret in sorted({s for s in secrets if s}, key=len, reverse=True):
+            text = text.replace(secret, "<redacted>")
+        return text
+
+    def _prepare_dir(self) -> None:
+        try:
+            if not self.socket_dir.is_dir():
+                self.socket_dir.mkdir(parents=True, exist_ok=True)
+                # Non-root sandbox users must be able to traverse to the socket (not list the dir).
+                os.chmod(self.socket_dir, 0o711)
+            elif not os.access(self.socket_dir, os.W_OK | os.X_OK):
+                raise OSError(f"{self.socket_dir} is not writable")
+        except OSError as exc:
+            raise GatewayError(
+                f"cannot use {self.socket_dir} as the FM socket folder: {exc}",
+                fix="pass a socket_dir on a local disk that the cambrian user can write",
+            ) from exc
+
+
+def _error_body(kind: str, message: str) -> dict[str, Any]:
+    return {"error": {"type": kind, "message": message}}
+
+
+async def _read_request(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> _Request:
+    """Parse one HTTP/1.1 request: request line, headers, a Content-Length body of at most 1 MB."""
+    parts = (await _read_line(reader)).split()
+    if len(parts) != 3 or not parts[2].startswith("HTTP/1."):
+        raise _HTTPError(400, "bad_request", "malformed HTTP request line; expected 'METHOD /path HTTP/1.1'")
+    method, target, _version = parts
+    headers: dict[str, str] = {}
+    while True:
+        line = await _read_line(reader)
+        if not line:
+            break
+        if len(headers) >= _MAX_HEADERS:
+            raise _HTTPError(431, "bad_request", f"more than {_MAX_HEADERS} request headers")
+        name, sep, value = line.partition(":")
+        if not sep or not name.strip():
+            raise _HTTPError(400, "bad_request", f"malformed header line {line[:80]!r}")
+        headers[name.strip().lower()] = value.strip()
+    if "transfer-encoding" in headers:
+        raise _HTTPError(400, "bad_request", "chunked request bodies are not supported; send Content-Length")
+    body = b""
+    if "content-length" in headers:
+        try:
+            length = int(headers["content-length"])
+        except ValueError:
+            raise _HTTPError(400, "bad_request", "Content-Length is not a number") from None
+        if length < 0:
+            raise _HTTPError(400, "bad_request", "Content-Length is negative")
+        if length > MAX_BODY_BYTES:
+            raise _HTTPError(413, "request_too_large", f"request body of {length} bytes is over {MAX_BODY_BYTES}")
+        if headers.get("expect", "").lower() == "100-continue":
+            writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")  # curl waits for this before sending a body
+            await writer.drain()
+        body = await reader.readexactly(length)
+    elif method == "POST":
+        raise _HTTPError(411, "bad_request", "a POST needs a Content-Length header")
+    return _Request(method=method, path=target.split("?", 1)[0], body=body)
+
+
+async def _read_line(reader: asyncio.StreamReader) -> str:
+    try:
+        raw = await reader.readuntil(b"\n")
+    except asyncio.LimitOverrunError:
+        raise _HTTPError(431, "bad_request", f"a request line or header is over {_MAX_LINE_BYTES} bytes") from None
+    return raw.decode("latin-1").rstrip("\r\n")
+
+
+def _parse_chat(body: bytes) -> _ChatRequest:
+    """Validate an OpenAI chat body; every problem is a 400 naming the field. Unknown fields are ignored."""
+    try:
+        data = json.loads(body.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise _HTTPError(400, "invalid_request", f"the request body is not valid JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise _HTTPError(400, "invalid_request", "the request body must be a JSON object")
+    raw_messages = data.get("messages")
+    if not isinstance(raw_messages, list) or not raw_messages:
+        raise _HTTPError(400, "invalid_request", "'messages' is missing or not a non-empty list")
+    messages: list[dict[str, str]] = []
+    for i, message in enumerate(raw_messages):
+        if not isinstance(message, dict):
+            raise _HTTPError(400, "invalid_request", f"messages[{i}] must be an object with 'role' and 'content'")
+        role, content = message.get("role"), message.get("content")
+        if role not in _ROLES:
+            raise _HTTPError(400, "invalid_request", f"messages[{i}].role must be one of {', '.join(_ROLES)}")
+        if not isinstance(content, str):
+            raise _HTTPError(400, "invalid_request", f"messages[{i}].content must be a string")
+        messages.append({"role": role, "content": content})  # other keys dropped: they must not change the hash
+    temperature = data.get("temperature")
+    if temperature is not None and (
+        isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not 0 <= temperature <= 2
+    ):
+        raise _HTTPError(400, "invalid_request", "'temperature' must be a number from 0 to 2")
+    max_tokens = data.get("max_tokens")
+    if max_tokens is not None and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1):
+        raise _HTTPError(400, "invalid_request", "'max_tokens' must be a positive integer")
+    seed = data.get("seed")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < _SEED_LIMIT):
+        raise _HTTPError(400, "invalid_request", f"'seed' must be an integer from 0 to {_SEED_LIMIT - 1}")
+    return _ChatRequest(
+        messages=messages,
+        temperature=None if temperature is None else float(temperature),
+        max_tokens=max_tokens,
+        seed=seed,
+    )
