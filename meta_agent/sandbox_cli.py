@@ -1,0 +1,72 @@
+"""`cambrian sandbox build|check`: make the sandbox image, and prove the Docker sandbox is hardened.
+
+Errors raise SandboxError; the main CLI prints its cause and fix.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from sandbox.image import DEFAULT_IMAGE, build_image
+
+sandbox_app = typer.Typer(help="The Docker sandbox: build its image, check its hardening.", no_args_is_help=True)
+
+_METHODS = ("auto", "dockerfile", "debootstrap")
+
+
+@sandbox_app.command("build")
+def build(
+    method: str = typer.Option("auto", "--method", help="auto | dockerfile (needs a registry) | debootstrap (offline)"),
+    rootfs: Optional[Path] = typer.Option(
+        None, "--rootfs", help="debootstrap: reuse this root fs, or debootstrap into it and keep it"
+    ),
+    force: bool = typer.Option(False, "--force", help="rebuild even if the image exists"),
+    tag: str = typer.Option(DEFAULT_IMAGE, "--tag", help="image name"),
+) -> None:
+    """Build the sandbox image once (reused from the engine's cache afterwards)."""
+    console = Console()
+    if method not in _METHODS:
+        raise typer.BadParameter(f"--method must be one of {', '.join(_METHODS)}")
+    info = build_image(
+        tag=tag,
+        method=method,  # type: ignore[arg-type]  (checked against _METHODS above)
+        rootfs_dir=rootfs,
+        force=force,
+        progress=lambda line: console.print(f"[dim]{line}[/dim]"),
+    )
+    verb = "built" if info.built else "already present"
+    console.print(
+        f"[green]{info.tag}[/green] {verb} ({info.method}, {info.size_bytes / 1e6:.0f} MB, "
+        f"{info.image_id[:19]}, {info.duration_s:.1f} s)"
+    )
+
+
+@sandbox_app.command("check")
+def check(
+    image: str = typer.Option(DEFAULT_IMAGE, "--image", help="image to check"),
+) -> None:
+    """Show the engine, image and limits, and run a live hardening self-test (exit 1 if any item fails)."""
+    from sandbox.docker import DockerSandbox  # needs the engine: imported only when checking
+
+    console = Console()
+    with DockerSandbox(image=image, pool_size=0, run_label="check") as sandbox:
+        report = sandbox.check()
+    console.print(f"Docker engine {report.engine_version}; image [bold]{report.image}[/bold] present")
+    limits = Table(title="Container limits", show_header=False)
+    for name, value in report.limits.items():
+        limits.add_row(name, value)
+    console.print(limits)
+    table = Table(title="Hardening self-test")
+    table.add_column("check")
+    table.add_column("result")
+    table.add_column("seen")
+    for item in report.items:
+        table.add_row(item.name, "[green]pass[/green]" if item.passed else "[bold red]FAIL[/bold red]", item.detail)
+    console.print(table)
+    if not report.ok:
+        raise typer.Exit(code=1)

@@ -1,0 +1,223 @@
+"""`cambrian sandbox check`: the Docker backend's facts and a live hardening self-test.
+
+The self-test runs hostile probes in a real sandbox container and reports
+pass/fail per item: the network is unreachable, nothing outside /work is
+writable, the user is not root, every capability is dropped, the host's
+environment and files are not visible, the PID limit holds, and nothing a run
+leaves running survives into the next run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import tempfile
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from sandbox.base import RunSpec
+
+if TYPE_CHECKING:
+    from sandbox.docker import DockerSandbox
+
+#: The only variables a task may see (the runner's scrubbed env).
+SCRUBBED_ENV = frozenset({"PATH", "HOME", "TMPDIR", "LANG", "PYTHONDONTWRITEBYTECODE", "PYTHONUNBUFFERED"})
+_SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "CANARY")
+_PROBE_TIMEOUT_S = 30.0
+
+_PROBE = r"""
+import json, os, socket, sys
+report = {}
+try:
+    socket.create_connection(("1.1.1.1", 53), timeout=3).close()
+    report["network"] = "connected to 1.1.1.1:53"
+except OSError as exc:
+    report["network"] = None
+    report["network_error"] = str(exc)
+written = []
+for path in ("/etc/cambrian-probe", "/usr/cambrian-probe", "/cambrian-probe", "/var/tmp/cambrian-probe"):
+    try:
+        with open(path, "w") as handle:
+            handle.write("x")
+        written.append(path)
+    except OSError:
+        pass
+report["written_outside_work"] = written
+with open("/work/probe-ok", "w") as handle:
+    handle.write("ok")
+report["uid"] = os.getuid()
+report["euid"] = os.geteuid()
+caps = {}
+with open("/proc/self/status") as handle:
+    for line in handle:
+        if line.startswith(("CapEff", "CapPrm", "CapBnd", "CapAmb")):
+            name, value = line.split(":")
+            caps[name] = int(value.strip(), 16)
+report["caps"] = caps
+report["env"] = dict(os.environ)
+host_file = sys.argv[1]
+report["host_file_visible"] = os.path.exists(host_file)
+try:
+    report["hostname_file"] = open("/etc/hostname").read().strip()
+except OSError:
+    report["hostname_file"] = ""
+print(json.dumps(report))
+"""
+
+_FORK_PROBE = r"""
+import os, time
+children = 0
+while children < 10000:
+    try:
+        pid = os.fork()
+    except OSError:
+        break
+    if pid == 0:
+        time.sleep(60)
+        os._exit(0)
+    children += 1
+print(children)
+"""
+
+_PROC_PROBE = r"""
+import os
+print(len([p for p in os.listdir("/proc") if p.isdigit()]))
+"""
+
+
+@dataclass(frozen=True)
+class CheckItem:
+    """One hardening property: whether it held, and what was seen."""
+
+    name: str
+    passed: bool
+    detail: str
+
+
+@dataclass(frozen=True)
+class CheckReport:
+    """What `DockerSandbox.check()` found. limits: name -> human-readable value."""
+
+    engine_version: str
+    image: str
+    image_present: bool
+    limits: dict[str, str] = field(default_factory=dict)
+    items: tuple[CheckItem, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        """True when every hardening item passed."""
+        return self.image_present and all(item.passed for item in self.items)
+
+
+def run_check(sandbox: "DockerSandbox") -> CheckReport:
+    """Inspect the engine and run the hostile probes in one fresh session of `sandbox`."""
+    version = str(sandbox.client.version().get("Version", "unknown"))
+    limits = sandbox.limits
+    described = {
+        "memory (container, no swap)": f"{limits.memory_mb} MiB",
+        "cpus (container)": f"{limits.cpus:g}",
+        "pids (container)": str(limits.pids),
+        "tmpfs /work and /tmp": f"{limits.tmpfs_mb} MiB each",
+        "user": "10001:10001 (non-root)",
+        "network": "none",
+    }
+    with tempfile.NamedTemporaryFile("w", prefix="cambrian-canary-", suffix=".txt", delete=False) as handle:
+        handle.write(uuid.uuid4().hex)  # a unique host file the probe must not find
+    try:
+        items = _probe_items(sandbox, host_file=handle.name)
+    finally:
+        os.unlink(handle.name)
+    return CheckReport(engine_version=version, image=sandbox.image, image_present=True, limits=described, items=items)
+
+
+def _probe_items(sandbox: "DockerSandbox", *, host_file: str) -> tuple[CheckItem, ...]:
+    items: list[CheckItem] = []
+    with sandbox.session() as session:
+        result = session.run(
+            RunSpec(files={"probe.py": _PROBE}, command=("{python}", "probe.py", host_file), timeout_s=_PROBE_TIMEOUT_S)
+        )
+        try:
+            report = json.loads(result.stdout.strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            detail = f"the probe failed: exit {result.exit_code}, {result.stderr.strip()[-300:]}"
+            return (CheckItem("probe ran", False, detail),)
+        items.append(
+            CheckItem(
+                "network unreachable",
+                report["network"] is None,
+                report.get("network_error", "") if report["network"] is None else str(report["network"]),
+            )
+        )
+        written = report["written_outside_work"]
+        items.append(
+            CheckItem(
+                "cannot write outside /work",
+                not written,
+                "read-only root fs" if not written else f"wrote {', '.join(written)}",
+            )
+        )
+        items.append(
+            CheckItem("runs as non-root", report["uid"] != 0 and report["euid"] != 0, f"uid {report['uid']}")
+        )
+        caps = report["caps"]
+        items.append(
+            CheckItem(
+                "capabilities dropped",
+                caps.get("CapEff", 1) == 0 and caps.get("CapPrm", 1) == 0,
+                ", ".join(f"{k}={v:#x}" for k, v in sorted(caps.items())),
+            )
+        )
+        items.append(_env_item(report["env"]))
+        host_name = _host_hostname()
+        hidden = not report["host_file_visible"] and (not host_name or host_name != report["hostname_file"])
+        items.append(
+            CheckItem(
+                "host files not visible",
+                hidden,
+                f"host temp file {'visible' if report['host_file_visible'] else 'absent'}; "
+                f"/etc/hostname reads {report['hostname_file']!r}",
+            )
+        )
+        bomb = session.run(RunSpec(files={"fork.py": _FORK_PROBE}, command=("{python}", "fork.py"), timeout_s=30))
+        forked = int(bomb.stdout.strip() or "0") if bomb.stdout.strip().isdigit() else -1
+        items.append(
+            CheckItem(
+                "pids limit holds",
+                0 <= forked < sandbox.limits.pids,
+                f"a fork loop stopped after {forked} children (limit {sandbox.limits.pids})",
+            )
+        )
+        after = session.run(RunSpec(files={"ps.py": _PROC_PROBE}, command=("{python}", "ps.py"), timeout_s=30))
+        count = after.stdout.strip()
+        items.append(
+            CheckItem(
+                "no process survives a run",
+                count == "2",
+                f"the next run sees {count or '?'} processes (the runner and itself)",
+            )
+        )
+    return tuple(items)
+
+
+def _env_item(env: dict[str, str]) -> CheckItem:
+    extra = sorted(set(env) - SCRUBBED_ENV)
+    secret_values = {
+        value
+        for name, value in os.environ.items()
+        if any(word in name.upper() for word in _SECRET_WORDS) and len(value) >= 6
+    }
+    leaked = sorted(name for name, value in env.items() if value in secret_values)
+    passed = not extra and not leaked
+    detail = "the task sees only " + ", ".join(sorted(env)) if passed else f"extra: {extra}, leaked: {leaked}"
+    return CheckItem("host environment absent", passed, detail)
+
+
+def _host_hostname() -> str:
+    try:
+        return Path("/etc/hostname").read_text(encoding="utf-8").strip()
+    except OSError:
+        return socket.gethostname()
