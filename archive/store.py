@@ -1,8 +1,13 @@
 """`Archive`: the lineage store over any SQLAlchemy URL (SQLite in WAL mode by default).
 
-Every public method opens one short-lived session; every state change is one transaction,
-so a kill at any instant loses only what was not yet committed and never leaves half a
-change. Returned rows are detached copies: read their attributes freely after the call.
+Every state change is one transaction, so a kill at any instant loses only what was not
+yet committed and never leaves half a change. Returned rows are detached copies: read
+their attributes freely after the call.
+
+The per-candidate path (add_agent, mark_evaluating, finish_evaluation, get_agent, the FM
+ledger) runs prebuilt SQLAlchemy Core statements on the archive's own connection: the
+ORM's session and unit of work cost several times what SQLite does, and the loop pays
+them for every candidate. Rarely called queries keep the ORM for readability.
 """
 
 from __future__ import annotations
@@ -10,14 +15,14 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import threading
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType, TracebackType
 from typing import Any, Iterator, Mapping, Sequence
 
-from sqlalchemy import Engine, case, event, func, insert, literal, or_
-from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy import Connection, Engine, bindparam, delete, event, func, insert, literal, or_, update
+from sqlalchemy import select as core_select
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import aliased
 from sqlalchemy.pool import StaticPool
@@ -25,25 +30,28 @@ from sqlmodel import Session, SQLModel, create_engine, select
 
 from archive.errors import (
     AgentNotFound,
+    ArchiveError,
     GenomeNotFound,
     InvalidGenome,
     InvalidTransition,
     RunExists,
     RunNotFound,
 )
+from archive.ledger import CostSummary, LedgerMixin, ModelCost, detached, insert_ignore, insert_ignore_statement
 from archive.models import (
     Agent,
     AgentStatus,
     Evaluation,
     Genome,
     GenomeFile,
-    LLMCall,
     LLMResponse,
     Run,
     RunStatus,
     utcnow,
 )
 from archive.view import ArchiveView
+
+__all__ = ["TRANSITIONS", "Archive", "CostSummary", "ModelCost", "check_genome_paths", "genome_hash"]
 
 #: Allowed agent status changes; anything else raises InvalidTransition.
 TRANSITIONS: Mapping[AgentStatus, frozenset[AgentStatus]] = MappingProxyType({
@@ -59,6 +67,100 @@ TRANSITIONS: Mapping[AgentStatus, frozenset[AgentStatus]] = MappingProxyType({
 
 _NEW_AGENT_STATUSES = (AgentStatus.proposed, AgentStatus.invalid)
 _FINISHED_STATUSES = (AgentStatus.evaluated, AgentStatus.invalid, AgentStatus.failed)
+
+_AGENT = Agent.__table__  # type: ignore[attr-defined]
+_EVALUATION = Evaluation.__table__  # type: ignore[attr-defined]
+_GENOME = Genome.__table__  # type: ignore[attr-defined]
+_GENOME_FILE = GenomeFile.__table__  # type: ignore[attr-defined]
+_RUN = Run.__table__  # type: ignore[attr-defined]
+_AGENT_VALUE_COLUMNS = tuple(column.name for column in _AGENT.c if column.name != "id")
+_EVALUATION_VALUE_COLUMNS = tuple(column.name for column in _EVALUATION.c if column.name not in ("id", "agent_id"))
+
+
+def _guarded_update(new: AgentStatus, **values: Any) -> Any:
+    """UPDATE agent ... WHERE id = :agent_id AND status may go to `new`, RETURNING the row.
+
+    The status guard inside the UPDATE is the transition check: no separate read, and
+    nothing can change the status between a check and the write.
+    """
+    sources = [status for status, targets in TRANSITIONS.items() if new in targets]
+    return (
+        update(_AGENT)
+        .where(_AGENT.c.id == bindparam("agent_id"), or_(*(_AGENT.c.status == source for source in sources)))
+        .values(status=new, updated_at=bindparam("now"), **values)
+        .returning(*_AGENT.c)
+    )
+
+
+_MARK_EVALUATING = _guarded_update(AgentStatus.evaluating, eval_attempts=_AGENT.c.eval_attempts + 1)
+_MARK_FAILED = _guarded_update(AgentStatus.failed, invalid_reason=bindparam("reason"))
+# One statement per final status: the target status is part of each statement's guard.
+_FINISH = {
+    status: _guarded_update(
+        status,
+        score=bindparam("score"),
+        stage_reached=bindparam("stage_reached"),
+        invalid_reason=bindparam("invalid_reason"),
+        eval_seconds=bindparam("eval_seconds"),
+        n_tasks=bindparam("n_tasks"),
+        feedback=func.coalesce(bindparam("feedback", type_=_AGENT.c.feedback.type), _AGENT.c.feedback),
+    )
+    for status in _FINISHED_STATUSES
+}
+_SET_HOLDOUT = (
+    update(_AGENT)
+    .where(_AGENT.c.id == bindparam("agent_id"))
+    .values(holdout_score=bindparam("holdout_score"), updated_at=bindparam("now"))
+    .returning(*_AGENT.c)
+)
+_DELETE_STALE_EVALUATIONS = delete(_EVALUATION).where(
+    _EVALUATION.c.agent_id == bindparam("agent_id"), _EVALUATION.c.split != "holdout"
+)
+_INSERT_EVALUATION = insert(_EVALUATION)
+_INSERT_GENOME_FILE = insert(_GENOME_FILE)
+
+
+def _parent_in_run(name: str) -> Any:
+    parent = bindparam(name, type_=_AGENT.c.parent_id.type)
+    same_run = core_select(_AGENT.c.id).where(_AGENT.c.id == parent, _AGENT.c.run_id == bindparam("run_id"))
+    return or_(parent.is_(None), same_run.exists())
+
+
+# INSERT ... SELECT ... WHERE run and parents check out: the checks cost no extra statement;
+# when it inserts nothing, `_explain_refused_agent` reads why.
+_INSERT_AGENT = (
+    insert(_AGENT)
+    .from_select(
+        list(_AGENT_VALUE_COLUMNS),
+        core_select(*(bindparam(name, type_=_AGENT.c[name].type) for name in _AGENT_VALUE_COLUMNS)).where(
+            core_select(_RUN.c.id).where(_RUN.c.id == bindparam("run_id")).exists(),
+            _parent_in_run("parent_id"),
+            _parent_in_run("second_parent_id"),
+        ),
+    )
+    .returning(_AGENT.c.id)
+)
+_SELECT_AGENT = core_select(_AGENT).where(_AGENT.c.id == bindparam("agent_id"))
+_SELECT_STATUS = core_select(_AGENT.c.status).where(_AGENT.c.id == bindparam("agent_id"))
+_SELECT_RUN_ID = core_select(_RUN.c.id).where(_RUN.c.id == bindparam("run_id"))
+_FIND_GENOME = (
+    core_select(_AGENT)
+    .where(_AGENT.c.run_id == bindparam("run_id"), _AGENT.c.genome_hash == bindparam("genome_hash"))
+    .order_by(_AGENT.c.id)
+    .limit(1)
+)
+_RECENT_INVALID_CHILDREN = (
+    core_select(_AGENT)
+    .where(_AGENT.c.parent_id == bindparam("agent_id"), _AGENT.c.status == AgentStatus.invalid)
+    .order_by(_AGENT.c.id.desc())
+    .limit(bindparam("n"))
+)
+_SELECT_GENOME = (
+    core_select(_GENOME.c.entry, _GENOME_FILE.c.path, _GENOME_FILE.c.text)
+    .select_from(_GENOME.outerjoin(_GENOME_FILE, _GENOME_FILE.c.genome_hash == _GENOME.c.hash))
+    .where(_GENOME.c.hash == bindparam("hash"))
+    .order_by(_GENOME_FILE.c.path)
+)
 
 
 def genome_hash(files: Mapping[str, str]) -> str:
@@ -90,24 +192,6 @@ def check_genome_paths(files: Mapping[str, str], entry: str) -> None:
         )
 
 
-@dataclass(frozen=True)
-class ModelCost:
-    """FM usage of one model (or all models): calls, cache hits, tokens and USD."""
-
-    calls: int = 0
-    cache_hits: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    cost_usd: float = 0.0
-
-
-@dataclass(frozen=True)
-class CostSummary(ModelCost):
-    """A run's FM ledger summed, with `by_model` holding the same sums per model name."""
-
-    by_model: dict[str, ModelCost] = field(default_factory=dict)
-
-
 def _configure_sqlite(engine: Engine) -> None:
     """Per-connection pragmas, and BEGIN issued by us so writers can take the lock up front."""
 
@@ -124,33 +208,42 @@ def _configure_sqlite(engine: Engine) -> None:
     @event.listens_for(engine, "begin")
     def _on_begin(connection: Any) -> None:
         write = connection.get_execution_options().get("cambrian_write", False)
-        connection.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+        # Straight to the driver: SQLAlchemy's statement machinery would double the cost
+        # of a short transaction, and BEGIN needs none of it.
+        connection.connection.driver_connection.execute("BEGIN IMMEDIATE" if write else "BEGIN")
 
 
-def _insert_ignore(session: Session, model: type[SQLModel], row: dict[str, Any]) -> bool:
-    """Insert `row` unless its primary key exists; True if it was inserted."""
-    dialect = session.get_bind().dialect.name
-    if dialect in ("sqlite", "postgresql"):
-        insert_for = sqlite.insert if dialect == "sqlite" else postgresql.insert
-        statement = insert_for(model).values(**row).on_conflict_do_nothing()
-        return session.connection().execute(statement).rowcount == 1
-    key = tuple(row[column.name] for column in model.__table__.primary_key.columns)  # type: ignore[attr-defined]
-    if session.get(model, key if len(key) > 1 else key[0]) is not None:
-        return False
-    session.connection().execute(insert(model).values(**row))
-    return True
+def _no_agent(agent_id: int) -> AgentNotFound:
+    return AgentNotFound(f"no agent with id {agent_id}", fix="list a run's agents with `cambrian tree RUN`")
 
 
-def _check_transition(agent: Agent, new: AgentStatus) -> None:
-    if new not in TRANSITIONS[agent.status]:
-        allowed = ", ".join(sorted(s.value for s in TRANSITIONS[agent.status])) or "none (final)"
-        raise InvalidTransition(
-            f"agent {agent.id}: cannot go from {agent.status.value} to {new.value} (allowed: {allowed})",
-            fix="re-read the agent (`cambrian show RUN AGENT`); another worker may have changed it",
-        )
+def _explain_refused_transition(connection: Connection, agent_id: int, new: AgentStatus) -> ArchiveError:
+    """Why a guarded UPDATE changed no row: the agent is missing, or its status forbids `new`."""
+    current = connection.execute(_SELECT_STATUS, {"agent_id": agent_id}).scalar()
+    if current is None:
+        return _no_agent(agent_id)
+    allowed = ", ".join(sorted(s.value for s in TRANSITIONS[current])) or "none (final)"
+    return InvalidTransition(
+        f"agent {agent_id}: cannot go from {current.value} to {new.value} (allowed: {allowed})",
+        fix="re-read the agent (`cambrian show RUN AGENT`); another worker may have changed it",
+    )
 
 
-class Archive:
+def _explain_refused_agent(connection: Connection, run_id: int, parents: Sequence[int | None]) -> ArchiveError:
+    """Why the guarded agent INSERT inserted nothing: the run is missing, or a parent is not in it."""
+    if connection.execute(_SELECT_RUN_ID, {"run_id": run_id}).first() is None:
+        return RunNotFound(f"no run with id {run_id}", fix="list the stored runs with `cambrian runs`")
+    for parent in parents:
+        row = connection.execute(_SELECT_AGENT, {"agent_id": parent}).first() if parent is not None else None
+        if parent is not None and (row is None or row.run_id != run_id):
+            return AgentNotFound(
+                f"parent agent {parent} is not an agent of run {run_id}", fix="choose parents from this run's archive"
+            )
+    # Unreachable while the write lock is held: the INSERT's guard checks exactly these rows.
+    return AgentNotFound(f"parents {list(parents)} of run {run_id} changed while storing an agent", fix="retry")
+
+
+class Archive(LedgerMixin):
     """The lineage store of runs, agents, genomes, evaluations and the FM ledger."""
 
     def __init__(self, url: str) -> None:
@@ -179,6 +272,13 @@ class Archive:
         # read-check-write such as a status transition cannot interleave with another process.
         self._write_engine = self._engine.execution_options(cambrian_write=True)
         SQLModel.metadata.create_all(self._engine)
+        dialect = self._engine.dialect.name
+        self._insert_genome = insert_ignore_statement(_GENOME, dialect)
+        self._insert_response = insert_ignore_statement(LLMResponse.__table__, dialect)  # type: ignore[attr-defined]
+        # The Core path's own connection, kept open (a pool checkout per call costs as much
+        # as the statement). The lock lets any thread use it, one transaction at a time.
+        self._connection: Connection | None = None
+        self._connection_lock = threading.RLock()
 
     @classmethod
     def at(cls, path: Path) -> Archive:
@@ -191,7 +291,11 @@ class Archive:
         return self._engine
 
     def close(self) -> None:
-        """Close every pooled connection (a later call would open new ones)."""
+        """Close every connection (a later call would open new ones)."""
+        with self._connection_lock:
+            if self._connection is not None:
+                self._connection.close()
+                self._connection = None
         self._engine.dispose()
 
     def __enter__(self) -> Archive:
@@ -206,13 +310,28 @@ class Archive:
         return f"Archive({self._engine.url.render_as_string(hide_password=True)!r})"
 
     @contextmanager
+    def _transaction(self, *, write: bool) -> Iterator[Connection]:
+        """One Core transaction on the archive's connection: commits on success, rolls back on any exception.
+
+        `write=True` begins with the write lock taken (BEGIN IMMEDIATE on SQLite). Not
+        re-entrant: a method inside a transaction must not call another that opens one.
+        """
+        with self._connection_lock:
+            connection = self._connection
+            if connection is None or connection.closed or connection.invalidated:
+                connection = self._connection = self._engine.connect()
+            connection.execution_options(cambrian_write=write)
+            with connection.begin():
+                yield connection
+
+    @contextmanager
     def _read(self) -> Iterator[Session]:
         with Session(self._engine, expire_on_commit=False) as session:
             yield session
 
     @contextmanager
     def _write(self) -> Iterator[Session]:
-        """One transaction: commits on success, rolls everything back on any exception."""
+        """One ORM transaction: commits on success, rolls everything back on any exception."""
         with Session(self._write_engine, expire_on_commit=False) as session, session.begin():
             yield session
 
@@ -273,7 +392,7 @@ class Archive:
 
     # ----- genomes -----
 
-    def _put_genome(self, session: Session, files: Mapping[str, str], entry: str) -> str:
+    def _put_genome(self, connection: Connection, files: Mapping[str, str], entry: str) -> str:
         check_genome_paths(files, entry)
         digest = genome_hash(files)
         n_bytes = sum(len(text.encode("utf-8")) for text in files.values())
@@ -282,34 +401,27 @@ class Archive:
         }
         # The files go in with the genome row, in the same transaction, so a stored genome
         # row always has all its files: an existing row means nothing more to write.
-        if _insert_ignore(session, Genome, genome_row):
+        if insert_ignore(connection, self._insert_genome, _GENOME, genome_row):
             file_rows = [{"genome_hash": digest, "path": path, "text": text} for path, text in files.items()]
-            session.connection().execute(insert(GenomeFile), file_rows)
+            connection.execute(_INSERT_GENOME_FILE, file_rows if len(file_rows) > 1 else file_rows[0])
         return digest
 
     def put_genome(self, files: Mapping[str, str], entry: str) -> str:
         """Store a genome and return its hash; storing an existing genome changes nothing."""
-        with self._write() as session:
-            return self._put_genome(session, files, entry)
+        with self._transaction(write=True) as connection:
+            return self._put_genome(connection, files, entry)
 
     def get_genome(self, hash: str) -> tuple[dict[str, str], str]:
         """(files: path -> text, entry path) of the genome with this hash."""
-        with self._read() as session:
-            genome = session.get(Genome, hash)
-            if genome is None:
-                raise GenomeNotFound(
-                    f"no genome with hash {hash!r}", fix="check the agent's genome_hash (`cambrian show RUN AGENT`)"
-                )
-            rows = session.exec(select(GenomeFile).where(GenomeFile.genome_hash == hash).order_by(GenomeFile.path))
-            return {row.path: row.text for row in rows}, genome.entry
+        with self._transaction(write=False) as connection:
+            rows = connection.execute(_SELECT_GENOME, {"hash": hash}).all()
+        if not rows:
+            raise GenomeNotFound(
+                f"no genome with hash {hash!r}", fix="check the agent's genome_hash (`cambrian show RUN AGENT`)"
+            )
+        return {row.path: row.text for row in rows if row.path is not None}, rows[0].entry
 
     # ----- agents: lifecycle (one transaction per status change) -----
-
-    def _agent_for_update(self, session: Session, agent_id: int) -> Agent:
-        agent = session.exec(select(Agent).where(Agent.id == agent_id).with_for_update()).first()
-        if agent is None:
-            raise AgentNotFound(f"no agent with id {agent_id}", fix="list a run's agents with `cambrian tree RUN`")
-        return agent
 
     def add_agent(
         self,
@@ -342,35 +454,29 @@ class Archive:
             )
         if files is not None and entry is None:
             raise InvalidGenome("files were given without an entry file", fix="pass entry=<relative path>")
-        with self._write() as session:
-            digest = self._put_genome(session, files, entry) if files is not None else None
-            if session.get(Run, run_id) is None:
-                raise RunNotFound(f"no run with id {run_id}", fix="list the stored runs with `cambrian runs`")
-            for parent in (parent_id, second_parent_id):
-                found = session.get(Agent, parent) if parent is not None else None
-                if parent is not None and (found is None or found.run_id != run_id):
-                    raise AgentNotFound(
-                        f"parent agent {parent} is not an agent of run {run_id}",
-                        fix="choose parents from this run's archive",
-                    )
-            agent = Agent(
-                run_id=run_id, genome_hash=digest, parent_id=parent_id, second_parent_id=second_parent_id,
-                operator=operator, model=model, iteration=iteration, status=status,
-                invalid_reason=invalid_reason, feedback=feedback, prompt_tokens=prompt_tokens,
-                completion_tokens=completion_tokens, cost_usd=cost_usd,
-            )  # fmt: skip
-            session.add(agent)
-        return agent
+        now = utcnow()
+        values: dict[str, Any] = {
+            "run_id": run_id, "genome_hash": None, "parent_id": parent_id, "second_parent_id": second_parent_id,
+            "iteration": iteration, "operator": operator, "model": model, "status": status, "score": None,
+            "holdout_score": None, "stage_reached": 0, "n_tasks": 0, "invalid_reason": invalid_reason,
+            "feedback": feedback, "eval_attempts": 0, "eval_seconds": None, "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens, "cost_usd": cost_usd, "created_at": now, "updated_at": now,
+        }  # fmt: skip
+        with self._transaction(write=True) as connection:
+            if files is not None:
+                values["genome_hash"] = self._put_genome(connection, files, entry)  # type: ignore[arg-type]
+            agent_id = connection.execute(_INSERT_AGENT, values).scalar()
+            if agent_id is None:
+                raise _explain_refused_agent(connection, run_id, (parent_id, second_parent_id))
+        return detached(Agent, {"id": agent_id, **values})
 
     def mark_evaluating(self, agent_id: int) -> Agent:
         """proposed/failed/evaluating -> evaluating; counts one more evaluation attempt."""
-        with self._write() as session:
-            agent = self._agent_for_update(session, agent_id)
-            _check_transition(agent, AgentStatus.evaluating)
-            agent.status, agent.updated_at = AgentStatus.evaluating, utcnow()
-            agent.eval_attempts += 1
-            session.add(agent)
-        return agent
+        with self._transaction(write=True) as connection:
+            row = connection.execute(_MARK_EVALUATING, {"agent_id": agent_id, "now": utcnow()}).first()
+            if row is None:
+                raise _explain_refused_transition(connection, agent_id, AgentStatus.evaluating)
+        return detached(Agent, row._mapping)
 
     def finish_evaluation(
         self,
@@ -401,52 +507,64 @@ class Archive:
                 f"agent {agent_id}: evaluated needs a finite score, got {score!r}",
                 fix="finish as invalid (with the reason) when the benchmark produced no usable score",
             )
-        with self._write() as session:
-            agent = self._agent_for_update(session, agent_id)
-            _check_transition(agent, status)
-            stale = select(Evaluation).where(Evaluation.agent_id == agent_id, Evaluation.split != "holdout")
-            for row in session.exec(stale):
-                session.delete(row)
-            for evaluation in evaluations:
-                values = evaluation.model_dump(exclude={"id", "agent_id"})
-                session.add(Evaluation(**values, agent_id=agent_id))
-            agent.status, agent.score, agent.stage_reached = status, score, stage_reached
-            agent.invalid_reason, agent.eval_seconds, agent.n_tasks = invalid_reason, eval_seconds, len(evaluations)
-            if feedback is not None:
-                agent.feedback = feedback
-            agent.updated_at = utcnow()
-            session.add(agent)
-        return agent
+        params = {
+            "agent_id": agent_id, "now": utcnow(), "score": score, "stage_reached": stage_reached,
+            "invalid_reason": invalid_reason, "eval_seconds": eval_seconds, "n_tasks": len(evaluations),
+            "feedback": feedback,
+        }  # fmt: skip
+        with self._transaction(write=True) as connection:
+            row = connection.execute(_FINISH[status], params).first()
+            if row is None:
+                raise _explain_refused_transition(connection, agent_id, status)
+            # Only a finished earlier attempt left task rows, and every attempt after the
+            # first passed mark_evaluating again: on the first attempt there is nothing to delete.
+            if row.eval_attempts > 1:
+                connection.execute(_DELETE_STALE_EVALUATIONS, {"agent_id": agent_id})
+            self._insert_evaluations(connection, agent_id, evaluations)
+        return detached(Agent, row._mapping)
 
     def mark_failed(self, agent_id: int, reason: str) -> Agent:
         """evaluating -> failed (an infrastructure fault; retried). `reason` goes to invalid_reason."""
-        with self._write() as session:
-            agent = self._agent_for_update(session, agent_id)
-            _check_transition(agent, AgentStatus.failed)
-            agent.status, agent.invalid_reason, agent.updated_at = AgentStatus.failed, reason, utcnow()
-            session.add(agent)
-        return agent
+        with self._transaction(write=True) as connection:
+            row = connection.execute(_MARK_FAILED, {"agent_id": agent_id, "now": utcnow(), "reason": reason}).first()
+            if row is None:
+                raise _explain_refused_transition(connection, agent_id, AgentStatus.failed)
+        return detached(Agent, row._mapping)
 
     def set_holdout_score(self, agent_id: int, score: float, *, evaluations: Sequence[Evaluation] = ()) -> Agent:
         """Record an agent's holdout score (never read by selection), with its holdout task rows."""
-        with self._write() as session:
-            agent = self._agent_for_update(session, agent_id)
-            for evaluation in evaluations:
-                values = evaluation.model_dump(exclude={"id", "agent_id", "split"})
-                session.add(Evaluation(**values, split="holdout", agent_id=agent_id))
-            agent.holdout_score, agent.updated_at = score, utcnow()
-            session.add(agent)
-        return agent
+        with self._transaction(write=True) as connection:
+            params = {"agent_id": agent_id, "now": utcnow(), "holdout_score": score}
+            row = connection.execute(_SET_HOLDOUT, params).first()
+            if row is None:
+                raise _no_agent(agent_id)
+            self._insert_evaluations(connection, agent_id, evaluations, split="holdout")
+        return detached(Agent, row._mapping)
+
+    @staticmethod
+    def _insert_evaluations(
+        connection: Connection, agent_id: int, evaluations: Sequence[Evaluation], *, split: str | None = None
+    ) -> None:
+        """Copies of `evaluations` for `agent_id` (and `split`, if given); the caller's objects stay as they are."""
+        rows = [{name: getattr(e, name) for name in _EVALUATION_VALUE_COLUMNS} for e in evaluations]
+        for row in rows:
+            row["agent_id"] = agent_id
+            if split is not None:
+                row["split"] = split
+        if rows:
+            # A list runs as one executemany; a single row skips that machinery.
+            connection.execute(_INSERT_EVALUATION, rows if len(rows) > 1 else rows[0])
+
 
     # ----- agents: queries -----
 
     def get_agent(self, agent_id: int) -> Agent:
         """The agent with this id; AgentNotFound otherwise."""
-        with self._read() as session:
-            agent = session.get(Agent, agent_id)
-        if agent is None:
-            raise AgentNotFound(f"no agent with id {agent_id}", fix="list a run's agents with `cambrian tree RUN`")
-        return agent
+        with self._transaction(write=False) as connection:
+            row = connection.execute(_SELECT_AGENT, {"agent_id": agent_id}).first()
+        if row is None:
+            raise _no_agent(agent_id)
+        return detached(Agent, row._mapping)
 
     def agents(self, run_id: int, *, status: AgentStatus | Sequence[AgentStatus] | None = None) -> list[Agent]:
         """The run's agents ordered by id, optionally only those with `status` (one or several)."""
@@ -525,9 +643,9 @@ class Archive:
 
     def find_genome(self, run_id: int, genome_hash: str) -> Agent | None:
         """The earliest agent of the run with this genome, or None (the duplicate gate)."""
-        query = select(Agent).where(Agent.run_id == run_id, Agent.genome_hash == genome_hash).order_by(Agent.id)
-        with self._read() as session:
-            return session.exec(query.limit(1)).first()
+        with self._transaction(write=False) as connection:
+            row = connection.execute(_FIND_GENOME, {"run_id": run_id, "genome_hash": genome_hash}).first()
+        return None if row is None else detached(Agent, row._mapping)
 
     def evaluations(self, agent_id: int) -> list[Evaluation]:
         """The agent's task rows, in the order they were written."""
@@ -536,14 +654,9 @@ class Archive:
 
     def recent_invalid_children(self, agent_id: int, n: int) -> list[Agent]:
         """Up to `n` invalid children of the agent, newest first (what recent edits got wrong)."""
-        query = (
-            select(Agent)
-            .where(Agent.parent_id == agent_id, Agent.status == AgentStatus.invalid)
-            .order_by(Agent.id.desc())  # type: ignore[union-attr]
-            .limit(n)
-        )
-        with self._read() as session:
-            return list(session.exec(query))
+        with self._transaction(write=False) as connection:
+            rows = connection.execute(_RECENT_INVALID_CHILDREN, {"agent_id": agent_id, "n": n}).all()
+        return [detached(Agent, row._mapping) for row in rows]
 
     def view(self, run_id: int) -> ArchiveView:
         """The run's evaluated agents as numpy columns, with evaluated-children counts (one query)."""
@@ -557,73 +670,3 @@ class Archive:
         )
         with self._read() as session:
             return ArchiveView.from_rows(session.exec(query).all())
-
-    # ----- the FM ledger -----
-
-    def record_llm_call(self, call: LLMCall) -> LLMCall:
-        """Append one FM call to the ledger; returns the stored copy (with its id)."""
-        stored = LLMCall(**call.model_dump(exclude={"id"}))
-        with self._write() as session:
-            session.add(stored)
-        return stored
-
-    def link_llm_calls(self, run_id: int, *, iteration: int, agent_id: int) -> int:
-        """Attribute the run's unattributed FM calls of `iteration` to `agent_id`; returns how many.
-
-        The proposer calls the FM before the agent row (and its id) exists.
-        """
-        with self._write() as session:
-            unlinked = LLMCall.agent_id.is_(None)  # type: ignore[union-attr]
-            calls = select(LLMCall).where(LLMCall.run_id == run_id, LLMCall.iteration == iteration, unlinked)
-            linked = 0
-            for call in session.exec(calls):
-                call.agent_id = agent_id
-                session.add(call)
-                linked += 1
-        return linked
-
-    def cached_response(self, request_hash: str) -> LLMResponse | None:
-        """The cached FM response for this request hash, or None."""
-        with self._read() as session:
-            return session.get(LLMResponse, request_hash)
-
-    def store_response(self, response: LLMResponse) -> None:
-        """Cache an FM response under its request hash; a hash already cached is left as is."""
-        with self._write() as session:
-            _insert_ignore(session, LLMResponse, response.model_dump())
-
-    def llm_calls(self, run_id: int) -> list[LLMCall]:
-        """The run's ledger, oldest call first."""
-        with self._read() as session:
-            return list(session.exec(select(LLMCall).where(LLMCall.run_id == run_id).order_by(LLMCall.id)))
-
-    def cost_summary(self, run_id: int) -> CostSummary:
-        """The run's FM calls, cache hits, tokens and USD, in total and per model."""
-        query = (
-            select(
-                LLMCall.model,
-                func.count(),
-                func.coalesce(func.sum(case((LLMCall.cache_hit, 1), else_=0)), 0),
-                func.coalesce(func.sum(LLMCall.prompt_tokens), 0),
-                func.coalesce(func.sum(LLMCall.completion_tokens), 0),
-                func.coalesce(func.sum(LLMCall.cost_usd), 0.0),
-            )
-            .where(LLMCall.run_id == run_id)
-            .group_by(LLMCall.model)
-            .order_by(LLMCall.model)
-        )
-        with self._read() as session:
-            rows = session.exec(query).all()
-        by_model = {
-            model: ModelCost(int(calls), int(hits), int(prompt), int(completion), float(cost))
-            for model, calls, hits, prompt, completion, cost in rows
-        }
-        models = by_model.values()
-        return CostSummary(
-            calls=sum(m.calls for m in models),
-            cache_hits=sum(m.cache_hits for m in models),
-            prompt_tokens=sum(m.prompt_tokens for m in models),
-            completion_tokens=sum(m.completion_tokens for m in models),
-            cost_usd=float(sum(m.cost_usd for m in models)),
-            by_model=by_model,
-        )

@@ -6,11 +6,14 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
 from pathlib import Path
 from typing import Iterator
 
 import numpy as np
 import pytest
+from sqlalchemy import inspect as sa_inspect
 from sqlalchemy.exc import IntegrityError
 
 from archive.errors import (
@@ -381,3 +384,87 @@ def test_response_cache_is_idempotent(archive: Archive) -> None:
     archive.store_response(LLMResponse(request_hash="h1", model="qwen", text="second"))
     cached = archive.cached_response("h1")
     assert (cached.text, cached.prompt_tokens) == ("first", 5)
+
+
+def test_status_changes_on_a_missing_agent_raise_agent_not_found(archive: Archive, run: Run) -> None:
+    missing = 10_000
+    for change in (
+        lambda: archive.mark_evaluating(missing),
+        lambda: archive.finish_evaluation(missing, status=AgentStatus.evaluated, score=1.0),
+        lambda: archive.mark_failed(missing, "docker gone"),
+        lambda: archive.set_holdout_score(missing, 0.5),
+        lambda: archive.get_agent(missing),
+    ):
+        with pytest.raises(AgentNotFound) as error:
+            change()
+        assert str(missing) in str(error.value) and error.value.fix
+    agent = archive.add_agent(run.id, files=SEED_FILES, entry="main.py")
+    evaluate(archive, agent.id, 0.5)
+    with pytest.raises(InvalidTransition, match="cannot go from evaluated to evaluating"):
+        archive.mark_evaluating(agent.id)
+
+
+def test_returned_agents_are_detached_typed_copies(archive: Archive, run: Run) -> None:
+    added = archive.add_agent(run.id, files=SEED_FILES, entry="main.py", feedback="seed notes")
+    started = archive.mark_evaluating(added.id)
+    done = archive.finish_evaluation(added.id, status=AgentStatus.evaluated, score=0.5, eval_seconds=2.0)
+    fetched = archive.get_agent(added.id)
+    for agent in (added, started, done, fetched, archive.find_genome(run.id, added.genome_hash)):
+        assert sa_inspect(agent).detached
+        assert isinstance(agent.status, AgentStatus)
+        assert isinstance(agent.created_at, datetime) and agent.created_at.tzinfo is not None
+        assert agent.id == added.id and agent.run_id == run.id
+    assert (added.status, started.status, done.status) == (
+        AgentStatus.proposed,
+        AgentStatus.evaluating,
+        AgentStatus.evaluated,
+    )
+    assert (done.score, done.eval_seconds, done.eval_attempts, done.feedback) == (0.5, 2.0, 1, "seed notes")
+    assert fetched.model_dump() == done.model_dump()
+    fetched.score = 99.0  # a detached copy: changing it writes nothing
+    assert archive.get_agent(added.id).score == 0.5
+
+
+def test_record_llm_exchange_stores_call_and_response_together(archive: Archive, run: Run) -> None:
+    response = LLMResponse(request_hash="h1", model="qwen", text="answer", prompt_tokens=3, completion_tokens=4)
+    call = LLMCall(run_id=run.id, model="qwen", prompt_tokens=3, completion_tokens=4, request_hash="h1", iteration=1)
+    stored = archive.record_llm_exchange(call, response)
+    assert stored.id is not None and call.id is None
+    assert archive.cached_response("h1").text == "answer"
+    assert [(c.id, c.request_hash) for c in archive.llm_calls(run.id)] == [(stored.id, "h1")]
+    archive.record_llm_exchange(LLMCall(run_id=run.id, model="qwen", request_hash="h1", cache_hit=True), None)
+    assert archive.cost_summary(run.id).cache_hits == 1
+    # The call row fails (model is NOT NULL): the response in the same transaction is rolled back too.
+    broken = LLMCall(run_id=run.id, model=None, request_hash="h2")
+    with pytest.raises(IntegrityError):
+        archive.record_llm_exchange(broken, LLMResponse(request_hash="h2", model="qwen", text="lost"))
+    assert archive.cached_response("h2") is None
+    assert len(archive.llm_calls(run.id)) == 2
+
+
+def test_threads_and_a_second_archive_write_one_file_safely(archive: Archive, run: Run, db_path: Path) -> None:
+    seed = archive.add_agent(run.id, files=SEED_FILES, entry="main.py")
+
+    def grow(store: Archive, start: int) -> list[int]:
+        ids = []
+        for value in range(start, start + 15):
+            child = store.add_agent(run.id, files=files_with(value), entry="main.py", parent_id=seed.id, iteration=1)
+            evaluate(store, child.id, value / 100)
+            ids.append(child.id)
+        return ids
+
+    with Archive.at(db_path) as other, ThreadPoolExecutor(max_workers=4) as pool:
+        stores = [archive, archive, archive, other]
+        futures = [pool.submit(grow, store, 100 * (n + 1)) for n, store in enumerate(stores)]
+        grown = [agent_id for future in futures for agent_id in future.result()]
+    assert len(set(grown)) == 60
+    evaluated = archive.agents(run.id, status=AgentStatus.evaluated)
+    assert sorted(a.id for a in evaluated) == sorted(grown)
+    assert all(len(archive.evaluations(agent_id)) == 1 for agent_id in grown)
+
+
+def test_a_closed_archive_reopens_its_connection(archive: Archive, run: Run) -> None:
+    agent = archive.add_agent(run.id, files=SEED_FILES, entry="main.py")
+    archive.close()
+    assert archive.get_agent(agent.id).status is AgentStatus.proposed
+    assert archive.mark_evaluating(agent.id).eval_attempts == 1

@@ -1,0 +1,188 @@
+"""The FM ledger half of `Archive`: one row per foundation-model call, plus the response cache.
+
+`LedgerMixin` runs on SQLAlchemy Core over the archive's own connection (see
+`Archive._transaction`): the loop records a call or two per candidate, and the ORM's
+unit of work would cost more than SQLite does. `detached` turns a row into a model
+object the way a closed ORM session would have left it.
+"""
+
+from __future__ import annotations
+
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, TypeVar
+
+from sqlalchemy import Connection, bindparam, case, func, insert, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.orm import class_mapper, make_transient_to_detached
+from sqlalchemy.sql.dml import Insert
+from sqlmodel import SQLModel
+
+from archive.models import LLMCall, LLMResponse
+
+ModelT = TypeVar("ModelT", bound=SQLModel)
+
+_CALL = LLMCall.__table__  # type: ignore[attr-defined]
+_RESPONSE = LLMResponse.__table__  # type: ignore[attr-defined]
+_CALL_VALUE_COLUMNS = tuple(column.name for column in _CALL.c if column.name != "id")
+_RESPONSE_COLUMNS = tuple(column.name for column in _RESPONSE.c)
+
+_INSERT_CALL = insert(_CALL)
+_SELECT_RESPONSE = select(_RESPONSE).where(_RESPONSE.c.request_hash == bindparam("request_hash"))
+_SELECT_RUN_CALLS = select(_CALL).where(_CALL.c.run_id == bindparam("run_id")).order_by(_CALL.c.id)
+_LINK_CALLS = (
+    update(_CALL)
+    .where(
+        # Names apart from the columns': an UPDATE reserves those for its SET clause.
+        _CALL.c.run_id == bindparam("b_run_id"),
+        _CALL.c.iteration == bindparam("b_iteration"),
+        _CALL.c.agent_id.is_(None),
+    )
+    .values(agent_id=bindparam("b_agent_id"))
+)
+_COST_BY_MODEL = (
+    select(
+        _CALL.c.model,
+        func.count(),
+        func.coalesce(func.sum(case((_CALL.c.cache_hit, 1), else_=0)), 0),
+        func.coalesce(func.sum(_CALL.c.prompt_tokens), 0),
+        func.coalesce(func.sum(_CALL.c.completion_tokens), 0),
+        func.coalesce(func.sum(_CALL.c.cost_usd), 0.0),
+    )
+    .where(_CALL.c.run_id == bindparam("run_id"))
+    .group_by(_CALL.c.model)
+    .order_by(_CALL.c.model)
+)
+
+
+def detached(model: type[ModelT], values: Mapping[str, Any]) -> ModelT:
+    """A detached `model` instance holding `values` (every column, primary key included).
+
+    Built like the ORM loads rows (no pydantic validation: the values come from the
+    database or from a row just written), so it costs microseconds, and behaves like an
+    object from a closed session: attributes read and set freely, nothing lazy-loads.
+    """
+    instance = class_mapper(model).class_manager.new_instance()
+    instance.__dict__.update(values)
+    make_transient_to_detached(instance)
+    return instance  # type: ignore[no-any-return]
+
+
+def insert_ignore_statement(table: Any, dialect_name: str) -> Insert | None:
+    """INSERT that skips a row whose primary key exists, or None where the dialect has none."""
+    if dialect_name == "sqlite":
+        return sqlite.insert(table).on_conflict_do_nothing()
+    if dialect_name == "postgresql":
+        return postgresql.insert(table).on_conflict_do_nothing()
+    return None
+
+
+def insert_ignore(connection: Connection, statement: Insert | None, table: Any, row: Mapping[str, Any]) -> bool:
+    """Insert `row` into `table` unless its primary key exists; True if it was inserted.
+
+    `statement` is `insert_ignore_statement(table, ...)`; None falls back to look-then-insert,
+    which is race-free only inside a transaction that holds the write lock.
+    """
+    if statement is not None:
+        return connection.execute(statement, row).rowcount == 1
+    key = table.primary_key.columns
+    exists = select(*key).where(*(column == row[column.name] for column in key))
+    if connection.execute(exists).first() is not None:
+        return False
+    connection.execute(insert(table), row)
+    return True
+
+
+@dataclass(frozen=True)
+class ModelCost:
+    """FM usage of one model (or all models): calls, cache hits, tokens and USD."""
+
+    calls: int = 0
+    cache_hits: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+
+
+@dataclass(frozen=True)
+class CostSummary(ModelCost):
+    """A run's FM ledger summed, with `by_model` holding the same sums per model name."""
+
+    by_model: dict[str, ModelCost] = field(default_factory=dict)
+
+
+class LedgerMixin:
+    """FM call ledger and response cache methods of `Archive` (one transaction each)."""
+
+    # Provided by Archive: one transaction on its connection (write=True takes the write lock).
+    _transaction: Callable[..., AbstractContextManager[Connection]]
+    _insert_response: Insert | None
+
+    def _insert_call(self, connection: Connection, call: LLMCall) -> LLMCall:
+        values = {name: getattr(call, name) for name in _CALL_VALUE_COLUMNS}
+        call_id = connection.execute(_INSERT_CALL, values).inserted_primary_key[0]
+        return detached(LLMCall, {"id": call_id, **values})
+
+    def _store_response(self, connection: Connection, response: LLMResponse) -> None:
+        row = {name: getattr(response, name) for name in _RESPONSE_COLUMNS}
+        insert_ignore(connection, self._insert_response, _RESPONSE, row)
+
+    def record_llm_call(self, call: LLMCall) -> LLMCall:
+        """Append one FM call to the ledger; returns the stored copy (with its id). `call` is not changed."""
+        with self._transaction(write=True) as connection:
+            return self._insert_call(connection, call)
+
+    def record_llm_exchange(self, call: LLMCall, response: LLMResponse | None) -> LLMCall:
+        """`record_llm_call(call)` and `store_response(response)` (if given) in ONE transaction.
+
+        What a fresh FM answer needs written: a kill cannot leave a cached response
+        without its ledger row, and it costs one commit instead of two.
+        """
+        with self._transaction(write=True) as connection:
+            if response is not None:
+                self._store_response(connection, response)
+            return self._insert_call(connection, call)
+
+    def link_llm_calls(self, run_id: int, *, iteration: int, agent_id: int) -> int:
+        """Attribute the run's unattributed FM calls of `iteration` to `agent_id`; returns how many.
+
+        The proposer calls the FM before the agent row (and its id) exists.
+        """
+        params = {"b_run_id": run_id, "b_iteration": iteration, "b_agent_id": agent_id}
+        with self._transaction(write=True) as connection:
+            return int(connection.execute(_LINK_CALLS, params).rowcount)
+
+    def cached_response(self, request_hash: str) -> LLMResponse | None:
+        """The cached FM response for this request hash, or None."""
+        with self._transaction(write=False) as connection:
+            row = connection.execute(_SELECT_RESPONSE, {"request_hash": request_hash}).first()
+        return None if row is None else detached(LLMResponse, row._mapping)
+
+    def store_response(self, response: LLMResponse) -> None:
+        """Cache an FM response under its request hash; a hash already cached is left as is."""
+        with self._transaction(write=True) as connection:
+            self._store_response(connection, response)
+
+    def llm_calls(self, run_id: int) -> list[LLMCall]:
+        """The run's ledger, oldest call first."""
+        with self._transaction(write=False) as connection:
+            rows = connection.execute(_SELECT_RUN_CALLS, {"run_id": run_id}).all()
+        return [detached(LLMCall, row._mapping) for row in rows]
+
+    def cost_summary(self, run_id: int) -> CostSummary:
+        """The run's FM calls, cache hits, tokens and USD, in total and per model."""
+        with self._transaction(write=False) as connection:
+            rows = connection.execute(_COST_BY_MODEL, {"run_id": run_id}).all()
+        by_model = {
+            model: ModelCost(int(calls), int(hits), int(prompt), int(completion), float(cost))
+            for model, calls, hits, prompt, completion, cost in rows
+        }
+        models = by_model.values()
+        return CostSummary(
+            calls=sum(m.calls for m in models),
+            cache_hits=sum(m.cache_hits for m in models),
+            prompt_tokens=sum(m.prompt_tokens for m in models),
+            completion_tokens=sum(m.completion_tokens for m in models),
+            cost_usd=float(sum(m.cost_usd for m in models)),
+            by_model=by_model,
+        )
