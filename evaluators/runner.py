@@ -13,14 +13,15 @@ too much output, no result, unsafe file paths) comes back as a result.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
-from typing import Sequence
+from typing import Mapping, Sequence
 
 from evaluators.base import SPLITS, Benchmark, BenchmarkError, Genome, Stage, Task, TaskScore
 from evaluators.harness.run_program import read_outcome
-from sandbox.base import RunResult, RunSpec, Sandbox, SandboxSession
+from sandbox.base import Mount, RunResult, RunSpec, Sandbox, SandboxSession
 
 TAIL_CHARS = 2000  # kept of each task's stdout/stderr, and of the joined feedback
 _EXCEPTION_SUFFIXES = ("Error", "Exception", "Interrupt", "Exit")
@@ -89,8 +90,15 @@ def evaluate_agent(
     *,
     split: str = "search",
     limits: Limits | None = None,
+    session: SandboxSession | None = None,
+    env: Mapping[str, str] | None = None,
+    mounts: Sequence[Mount] = (),
 ) -> AgentResult:
-    """Evaluate `genome` on `split` ("search": staged; "holdout": every task, no stages)."""
+    """Evaluate `genome` on `split` ("search": staged; "holdout": every task, no stages).
+
+    session: run in this already-open session (the caller closes it); default: a new one from `sandbox`.
+    env, mounts: added to every task's RunSpec (the FM gateway socket of this agent).
+    """
     if split not in SPLITS:
         raise BenchmarkError(f"unknown split {split!r}", fix=f"use one of {', '.join(SPLITS)}")
     unsafe = _unsafe_path(genome)
@@ -108,11 +116,13 @@ def evaluate_agent(
     limits = limits or Limits()
     runs: list[tuple[TaskResult, TaskScore, RunSpec, RunResult]] = []
     stage_reached = 0
-    with sandbox.session() as session:  # one agent's tasks share a session (a container), nobody else's
+    extras = _SpecExtras(env=dict(env or {}), mounts=tuple(mounts))
+    # One agent's tasks share a session (a container), nobody else's.
+    with contextlib.nullcontext(session) if session is not None else sandbox.session() as active:
         for index, stage in enumerate(plan):
             stage_reached = index
             stage_runs = [
-                _run_task(benchmark, genome, session, by_id[tid], stage=index, limits=limits)
+                _run_task(benchmark, genome, active, by_id[tid], stage=index, limits=limits, extras=extras)
                 for tid in stage.task_ids
             ]
             runs += stage_runs
@@ -150,10 +160,28 @@ def _plan(benchmark: Benchmark, tasks: Sequence[Task]) -> list[Stage]:
     return stages
 
 
+@dataclass(frozen=True)
+class _SpecExtras:
+    env: Mapping[str, str]
+    mounts: tuple[Mount, ...]
+
+    def apply(self, spec: RunSpec) -> RunSpec:
+        if not self.env and not self.mounts:
+            return spec
+        return dataclasses.replace(spec, env={**spec.env, **self.env}, mounts=(*spec.mounts, *self.mounts))
+
+
 def _run_task(
-    benchmark: Benchmark, genome: Genome, session: SandboxSession, task: Task, *, stage: int, limits: Limits
+    benchmark: Benchmark,
+    genome: Genome,
+    session: SandboxSession,
+    task: Task,
+    *,
+    stage: int,
+    limits: Limits,
+    extras: _SpecExtras,
 ) -> tuple[TaskResult, TaskScore, RunSpec, RunResult]:
-    spec = limits.apply(benchmark.run_spec(genome, task))
+    spec = extras.apply(limits.apply(benchmark.run_spec(genome, task)))
     result = session.run(spec)
     score = benchmark.score(task, result)
     task_result = TaskResult(

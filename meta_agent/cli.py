@@ -25,6 +25,7 @@ from archive.store import Archive
 from meta_agent.config import load_config
 from meta_agent.errors import user_error_types
 from meta_agent.loop import LoopEvent, LoopOutcome
+from meta_agent.sandbox_cli import sandbox_app
 from meta_agent.session import Reporter, open_run, resume_run, start_run
 
 app = typer.Typer(
@@ -35,6 +36,7 @@ app = typer.Typer(
 )
 models_app = typer.Typer(help="Named models that install offline.", no_args_is_help=True)
 app.add_typer(models_app, name="models")
+app.add_typer(sandbox_app, name="sandbox")
 
 console = Console()
 err_console = Console(stderr=True)
@@ -125,7 +127,7 @@ def run(
     model: Optional[str] = typer.Option(None, help="local model name, .gguf path, or litellm model string"),
     api_base: Optional[str] = typer.Option(None, help="OpenAI-compatible server URL for --model"),
     api_key_env: Optional[str] = typer.Option(None, help="NAME of the env var holding the API key"),
-    sandbox: Optional[str] = typer.Option(None, help="auto | local"),
+    sandbox: Optional[str] = typer.Option(None, help="auto (Docker when available) | docker | local"),
     strategy: Optional[str] = typer.Option(None, help="uniform | greedy | tournament | power_law | dgm"),
     iterations: Optional[int] = typer.Option(None, help="proposals to make"),
     budget_usd: Optional[float] = typer.Option(None, help="stop proposing at this FM spend"),

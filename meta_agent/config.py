@@ -63,12 +63,16 @@ class SearchConfig(_Section):
 
 
 class EvaluationConfig(_Section):
-    sandbox: Literal["auto", "local"] = "auto"
+    sandbox: Literal["auto", "docker", "local"] = "auto"
+    image: str = Field(default="cambrian-sandbox:bookworm", description="Docker image (`cambrian sandbox build`)")
     concurrency: int = Field(default=2, ge=1, le=256)
     timeout_s: float | None = Field(default=None, gt=0, description="per task; default: the benchmark's")
     memory_mb: int | None = Field(default=None, ge=64)
     max_output_bytes: int | None = Field(default=None, ge=1024)
     max_attempts: int = Field(default=3, ge=1, le=20, description="tries after infrastructure faults")
+    agent_fm: bool = Field(default=True, description="serve the FM to agents through the gateway socket")
+    agent_fm_calls: int = Field(default=20, ge=0, description="FM calls one agent may make per evaluation")
+    agent_fm_tokens: int = Field(default=50_000, ge=0, description="FM tokens one agent may use per evaluation")
 
 
 class RunConfig(_Section):

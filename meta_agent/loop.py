@@ -28,8 +28,9 @@ from meta_agent.edits import EditError
 from meta_agent.errors import RunAborted, SeedFailed
 from meta_agent.llm.client import LLMClient, derive_seed
 from meta_agent.llm.errors import FMAuthError, FMBadRequest, FMUnavailable
+from meta_agent.llm.gateway import AgentChannel, FMGateway, GatewayError
 from meta_agent.operators import ParentInfo, PromptContext, choose_operator, make_operator
-from sandbox.base import Sandbox, SandboxError
+from sandbox.base import FM_SOCKET_INSIDE, Sandbox, SandboxError
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -89,8 +90,10 @@ class SearchLoop:
         sandbox: Sandbox,
         llm: LLMClient,
         model_label: str,
+        gateway: FMGateway | None = None,
         on_event: Callable[[LoopEvent], None] | None = None,
     ) -> None:
+        """gateway: serves the FM to agents under evaluation (each gets its own socket and budget); None: no FM."""
         assert run.id is not None
         self.archive = archive
         self.run = run
@@ -100,6 +103,7 @@ class SearchLoop:
         self.sandbox = sandbox
         self.llm = llm
         self.model_label = model_label
+        self.gateway = gateway
         self.on_event = on_event or (lambda event: None)
         self.selector = make_selector(config.search.strategy, **config.search.params)
         self.operators = {name: make_operator(name) for name in config.search.operators}
@@ -385,10 +389,8 @@ class SearchLoop:
         genome = self._genome(str(agent.genome_hash))
         started = time.perf_counter()
         try:
-            result: AgentResult = await asyncio.to_thread(
-                evaluate_agent, self.benchmark, genome, self.sandbox, split="search", limits=self.limits
-            )
-        except SandboxError as exc:
+            result = await self._run_in_sandbox(agent, genome)
+        except (SandboxError, GatewayError) as exc:
             self._on_sandbox_fault(agent, exc)
             return
         self._counters.consecutive_faults = 0
@@ -433,7 +435,40 @@ class SearchLoop:
                     )
                 )
 
-    def _on_sandbox_fault(self, agent: Agent, exc: SandboxError) -> None:
+    async def _run_in_sandbox(self, agent: Agent, genome: Genome) -> AgentResult:
+        """Evaluate in a session of its own, with the agent's own FM socket when the gateway is on."""
+        session = await asyncio.to_thread(self.sandbox.session)
+        channel: AgentChannel | None = None
+        try:
+            env: dict[str, str] = {}
+            if self.gateway is not None:
+                host_path = await asyncio.to_thread(session.fm_socket_host_path)
+                channel = await self.gateway.open_agent(
+                    int(agent.id),
+                    max_calls=self.config.evaluation.agent_fm_calls,
+                    max_tokens=self.config.evaluation.agent_fm_tokens,
+                    run_seed=self.config.seed,
+                    iteration=agent.iteration,
+                    socket_path=host_path,
+                )
+                # A sandbox sharing the host filesystem (host_path None) sees the socket where it is.
+                env = channel.env(FM_SOCKET_INSIDE if host_path is not None else str(channel.socket_path))
+            return await asyncio.to_thread(
+                evaluate_agent,
+                self.benchmark,
+                genome,
+                self.sandbox,
+                split="search",
+                limits=self.limits,
+                session=session,
+                env=env,
+            )
+        finally:
+            if channel is not None:
+                await channel.close()
+            await asyncio.to_thread(session.close)
+
+    def _on_sandbox_fault(self, agent: Agent, exc: SandboxError | GatewayError) -> None:
         agent = self.archive.mark_failed(int(agent.id), f"sandbox fault: {exc}")
         self._counters.consecutive_faults += 1
         self.on_event(LoopEvent("failed", int(agent.id), agent.iteration, None, self._best_score(), str(exc)))

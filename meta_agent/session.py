@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import shutil
 import signal
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
@@ -21,11 +24,14 @@ from meta_agent import __version__
 from meta_agent.config import RunConfig
 from meta_agent.errors import ConfigError
 from meta_agent.llm.client import Endpoint, LLMClient
+from meta_agent.llm.gateway import FMGateway
 from meta_agent.llm.ledger import ArchiveLedger
 from meta_agent.llm.models import is_local_model, resolve
 from meta_agent.llm.serve import LocalServer
 from meta_agent.loop import LoopEvent, LoopOutcome, SearchLoop
 from sandbox.base import Sandbox
+from sandbox.docker import DockerSandbox
+from sandbox.image import engine_available, image_exists
 from sandbox.local import LocalSandbox
 
 ARCHIVE_FILE = "archive.db"
@@ -59,13 +65,34 @@ class Reporter:
     progress: Callable[[int, int], contextlib.AbstractContextManager]  # (completed, total) -> context
 
 
-def choose_sandbox(config: RunConfig, warn: Callable[[str], None]) -> Sandbox:
-    """The sandbox backend the config asks for (`auto` picks the strongest available)."""
-    warn(
-        "agents run in the local sandbox (a subprocess with resource limits, scrubbed environment and its own "
-        "process group): isolation is weaker than a container; do not run untrusted FMs on a machine you care about"
+def choose_sandbox(config: RunConfig, warn: Callable[[str], None], *, fm_dir: Path | None = None) -> Sandbox:
+    """The sandbox backend the config asks for; `auto` takes Docker when the engine answers and the image exists.
+
+    fm_dir: host folder for the per-container FM gateway socket folders (Docker only).
+    """
+    choice = config.evaluation.sandbox
+    image = config.evaluation.image
+    if choice == "auto":
+        if engine_available() and image_exists(image):
+            choice = "docker"
+        else:
+            reason = "no Docker engine answers" if not engine_available() else f"the image {image} is missing"
+            warn(
+                f"{reason}, so agents run in the LOCAL sandbox (a subprocess with resource limits, a scrubbed "
+                "environment and its own process group): isolation is weaker than a container. "
+                "For Docker: start the engine and run `cambrian sandbox build`."
+            )
+            return LocalSandbox()
+    if choice == "local":
+        warn("agents run in the local sandbox (--sandbox local): isolation is weaker than a container")
+        return LocalSandbox()
+    return DockerSandbox(
+        image=image,
+        pool_size=config.evaluation.concurrency,
+        run_label=config.name or "",
+        memory_mb=config.evaluation.memory_mb or 1024,
+        fm_dir_root=fm_dir,
     )
-    return LocalSandbox()
 
 
 @contextlib.contextmanager
@@ -136,7 +163,15 @@ def resume_run(runs_dir: Path, name: str, budget: dict[str, float | int | None],
 
 
 def _search(archive: Archive, run: Run, config: RunConfig, benchmark: Benchmark, reporter: Reporter) -> LoopOutcome:
-    sandbox = choose_sandbox(config, reporter.warn)
+    # Unix socket paths are limited to 107 bytes: keep the gateway's folder short.
+    socket_dir = Path(tempfile.mkdtemp(prefix="cambrian-fm-", dir="/tmp"))
+    os.chmod(socket_dir, 0o711)  # sandbox users reach their own socket folder inside, nothing else
+    try:
+        sandbox = choose_sandbox(config, reporter.warn, fm_dir=socket_dir)
+    except BaseException:
+        shutil.rmtree(socket_dir, ignore_errors=True)
+        raise
+    reporter.info(f"sandbox: {sandbox.name}")
     try:
         with fm_endpoint(config, reporter) as (endpoint, label):
             llm = LLMClient(
@@ -160,13 +195,16 @@ def _search(archive: Archive, run: Run, config: RunConfig, benchmark: Benchmark,
             )
             done = archive.iterations_done(int(run.id))
             with reporter.progress(done, config.budget.iterations):
-                return asyncio.run(_run_with_signals(loop, sandbox))
+                gateway = FMGateway(llm, socket_dir=socket_dir) if config.evaluation.agent_fm else None
+                return asyncio.run(_run_with_signals(loop, sandbox, gateway))
     finally:
         sandbox.close()
+        shutil.rmtree(socket_dir, ignore_errors=True)
 
 
-async def _run_with_signals(loop: SearchLoop, sandbox: Sandbox) -> LoopOutcome:
-    """First Ctrl-C: stop proposing, let running evaluations finish. Second: kill them too."""
+async def _run_with_signals(loop: SearchLoop, sandbox: Sandbox, gateway: FMGateway | None) -> LoopOutcome:
+    """Run the loop (with the agents' FM gateway when asked). First Ctrl-C: stop proposing and let running
+    evaluations finish. Second: kill them too."""
     event_loop = asyncio.get_running_loop()
     presses = 0
 
@@ -181,9 +219,12 @@ async def _run_with_signals(loop: SearchLoop, sandbox: Sandbox) -> LoopOutcome:
     for sig in (signal.SIGINT, signal.SIGTERM):
         with contextlib.suppress(NotImplementedError, RuntimeError):
             event_loop.add_signal_handler(sig, on_interrupt)
+    loop.gateway = gateway
     try:
         return await loop.run_until_done()
     finally:
+        if gateway is not None:
+            await gateway.close()
         for sig in (signal.SIGINT, signal.SIGTERM):
             with contextlib.suppress(NotImplementedError, RuntimeError):
                 event_loop.remove_signal_handler(sig)

@@ -88,12 +88,21 @@ class RunResult:
         return None
 
 
+#: Where an isolated sandbox sees its agent's FM gateway socket.
+FM_SOCKET_INSIDE = "/run/cambrian/fm.sock"
+
+
 @runtime_checkable
 class SandboxSession(Protocol):
     """The runs of ONE agent. A backend may keep state between them (a container), never across agents;
     between two runs the work dir is wiped and every process the previous run left is killed."""
 
     def run(self, spec: RunSpec) -> RunResult: ...
+
+    def fm_socket_host_path(self) -> str | None:
+        """The host path where this agent's FM socket must be created so that runs see it at
+        FM_SOCKET_INSIDE; None when the sandbox shares the host filesystem (use the host path itself)."""
+        ...
 
     def close(self) -> None: ...
 

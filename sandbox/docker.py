@@ -37,6 +37,7 @@ container this sandbox made. Nothing else is ever removed or pruned.
 from __future__ import annotations
 
 import os
+import tempfile
 import threading
 import time
 from typing import TYPE_CHECKING, Any
@@ -44,7 +45,7 @@ from typing import TYPE_CHECKING, Any
 import docker
 import docker.errors
 
-from sandbox.base import RunResult, RunSpec, SandboxError
+from sandbox.base import FM_SOCKET_INSIDE, Mount, RunResult, RunSpec, SandboxError
 from sandbox.docker_container import (
     DOCKER_ERRORS,
     ChannelClosed,
@@ -60,7 +61,6 @@ from sandbox.image import DEFAULT_IMAGE, connect_engine, image_missing
 from sandbox.local import check_relative_path
 
 if TYPE_CHECKING:
-    from sandbox.base import Mount
     from sandbox.docker_check import CheckReport
 
 __all__ = ["DockerSandbox", "DockerSession", "ContainerLimits", "hardened_settings", "WATCHDOG_GRACE_S"]
@@ -77,6 +77,7 @@ class DockerSandbox:
     pool_size: containers kept started ahead of need (0..); each holds up to memory_mb.
     run_label: stored as the `cambrian.run` label, to tell runs apart in `docker ps`.
     memory_mb, cpus, pids, tmpfs_mb: container-level limits (MiB, cores, processes, MiB per tmpfs).
+    fm_dir_root: host folder for the per-container FM socket folders (None: no FM socket).
     client: a docker SDK client to use (default: the engine of DOCKER_HOST / the local socket).
     """
 
@@ -93,9 +94,14 @@ class DockerSandbox:
         cpus: float = 1.0,
         pids: int = 64,
         tmpfs_mb: int = 256,
+        fm_dir_root: str | os.PathLike[str] | None = None,
         client: docker.DockerClient | None = None,
     ) -> None:
         self.image = image
+        # Each container gets its own host folder under fm_dir_root, mounted read-only at /run/cambrian:
+        # the FM gateway puts the socket of the agent the container serves there, so pooled containers
+        # (whose mounts are fixed before the agent is known) still reach the FM, and only their own agent's.
+        self.fm_dir_root = None if fm_dir_root is None else str(fm_dir_root)
         self.pool_size = max(0, int(pool_size))
         self.limits = ContainerLimits(memory_mb=memory_mb, cpus=cpus, pids=pids, tmpfs_mb=tmpfs_mb)
         self._owns_client = client is None
@@ -184,7 +190,13 @@ class DockerSandbox:
 
     def start_container(self, mounts: tuple[Mount, ...] = ()) -> SandboxContainer:
         """Create, attach and start one hardened container, and wait for its runner's ready frame."""
-        settings = hardened_settings(self.image, limits=self.limits, labels=self._labels, mounts=mounts)
+        fm_dir = None
+        create_mounts = mounts
+        if self.fm_dir_root is not None:
+            fm_dir = tempfile.mkdtemp(prefix="c", dir=self.fm_dir_root)
+            os.chmod(fm_dir, 0o755)  # the sandbox user (uid 10001) must reach the socket inside
+            create_mounts = (*mounts, Mount(fm_dir, os.path.dirname(FM_SOCKET_INSIDE), read_only=True))
+        settings = hardened_settings(self.image, limits=self.limits, labels=self._labels, mounts=create_mounts)
         try:
             created = self.client.containers.create(detach=True, **settings)
         except docker.errors.ImageNotFound as exc:
@@ -194,7 +206,7 @@ class DockerSandbox:
                 f"cannot create a sandbox container: {exc}",
                 fix="check the engine (`docker info`) and that every mount's host path exists",
             ) from exc
-        container = SandboxContainer(created, RunnerChannel.attach(self.client, created.id), mounts)
+        container = SandboxContainer(created, RunnerChannel.attach(self.client, created.id), mounts, fm_dir=fm_dir)
         with self._lock:
             self._live[container.id] = container
         try:
@@ -264,6 +276,16 @@ class DockerSession:
             if self._container is None:
                 self._container = self._sandbox.take_container(tuple(spec.mounts))
             return self._run_in(self._container, spec)
+
+    def fm_socket_host_path(self) -> str | None:
+        """Where the FM socket of this session's agent goes on the host (takes the container now)."""
+        with self._lock:
+            if self._closed:
+                raise SandboxError("this sandbox session was closed", fix="open a new session for further runs")
+            if self._container is None:
+                self._container = self._sandbox.take_container(())
+            fm_dir = self._container.fm_dir
+        return None if fm_dir is None else os.path.join(fm_dir, os.path.basename(FM_SOCKET_INSIDE))
 
     def close(self) -> None:
         """Remove this session's container. Idempotent."""

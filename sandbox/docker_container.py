@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import struct
 import time
@@ -192,10 +193,13 @@ def hardened_settings(
 class SandboxContainer:
     """One started sandbox container and the channel to its runner."""
 
-    def __init__(self, container: Any, channel: RunnerChannel, mounts: tuple[Mount, ...]) -> None:
+    def __init__(
+        self, container: Any, channel: RunnerChannel, mounts: tuple[Mount, ...], *, fm_dir: str | None = None
+    ) -> None:
         self.container = container
         self.channel = channel
-        self.mounts = mounts
+        self.mounts = mounts  # the spec mounts it was made for (the FM folder mount is not among them)
+        self.fm_dir = fm_dir  # host folder mounted at /run/cambrian, removed with the container
 
     @property
     def id(self) -> str:
@@ -218,6 +222,8 @@ class SandboxContainer:
             pass  # already gone
         except DOCKER_ERRORS:
             pass  # engine trouble: the leftover sweep of a later start removes it (its pid label is dead)
+        if self.fm_dir is not None:
+            shutil.rmtree(self.fm_dir, ignore_errors=True)
 
 
 

@@ -421,6 +421,9 @@ class _LocalSession:
     def run(self, spec: RunSpec) -> RunResult:
         return self._sandbox.run(spec)
 
+    def fm_socket_host_path(self) -> str | None:
+        return None  # runs see the host filesystem: the socket's host path works as it is
+
     def close(self) -> None:
         pass
 

@@ -170,9 +170,11 @@ def harness_text() -> str:
 
 
 def harness_files(*, entry: str, function: str, kwargs: Mapping[str, Any]) -> dict[str, str]:
-    """The two files a benchmark adds to its RunSpec: the harness and task.json."""
+    """The files a benchmark adds to its RunSpec: the harness, task.json and the agents' `llm()` client."""
+    from evaluators.harness.llm_client import LLM_CLIENT_FILE, llm_client_text
+
     task = {"module": entry_module(entry), "function": function, "kwargs": dict(kwargs)}
-    return {HARNESS_FILE: harness_text(), TASK_FILE: json.dumps(task)}
+    return {HARNESS_FILE: harness_text(), TASK_FILE: json.dumps(task), LLM_CLIENT_FILE: llm_client_text()}
 
 
 @dataclass(frozen=True)

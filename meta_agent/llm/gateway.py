@@ -296,12 +296,20 @@ class FMGateway:
         self._channels: dict[int, AgentChannel] = {}
 
     async def open_agent(
-        self, agent_id: int, *, max_calls: int, max_tokens: int, run_seed: int, iteration: int
+        self,
+        agent_id: int,
+        *,
+        max_calls: int,
+        max_tokens: int,
+        run_seed: int,
+        iteration: int,
+        socket_path: str | os.PathLike[str] | None = None,
     ) -> AgentChannel:
         """Start serving `agent_id` on `<socket_dir>/agent-<id>.sock` with a fresh budget.
 
         max_calls / max_tokens: the agent's budget (>= 0; 0 refuses every call).
         run_seed, iteration: derive the default seed of each call, so a replay repeats it.
+        socket_path: serve here instead (the folder a sandbox container has mounted for its agent).
         """
         if max_calls < 0 or max_tokens < 0:
             raise ValueError(f"budgets must be >= 0, got max_calls={max_calls}, max_tokens={max_tokens}")
@@ -309,7 +317,7 @@ class FMGateway:
         if current is not None and not current.closed:
             raise ValueError(f"agent {agent_id} already has an open FM channel; close it first")
         self._prepare_dir()
-        path = self.socket_dir / f"agent-{agent_id}.sock"
+        path = Path(socket_path) if socket_path is not None else self.socket_dir / f"agent-{agent_id}.sock"
         if len(os.fsencode(str(path))) > _MAX_SOCKET_PATH_BYTES:
             raise GatewayError(
                 f"the FM socket path {str(path)!r} is longer than the {_MAX_SOCKET_PATH_BYTES} bytes "

@@ -16,6 +16,8 @@ class ArchiveLedger:
     def __init__(self, archive: Archive, run_id: int) -> None:
         self.archive = archive
         self.run_id = run_id
+        # A fresh response waits here for its call row, so both are written in one transaction.
+        self._unrecorded: dict[str, LLMResponse] = {}
 
     def cached(self, request_hash: str) -> Completion | None:
         hit = self.archive.cached_response(request_hash)
@@ -34,7 +36,7 @@ class ArchiveLedger:
         )
 
     def store(self, completion: Completion) -> None:
-        self.archive.store_response(
+        self._unrecorded[completion.request_hash] = (
             LLMResponse(
                 request_hash=completion.request_hash,
                 model=completion.model,
@@ -57,7 +59,7 @@ class ArchiveLedger:
         error: str | None,
         model: str | None = None,
     ) -> None:
-        self.archive.record_llm_call(
+        self.archive.record_llm_exchange(
             LLMCall(
                 run_id=self.run_id,
                 agent_id=agent_id,
@@ -72,5 +74,6 @@ class ArchiveLedger:
                 seed=seed,
                 cache_hit=bool(completion and completion.cache_hit),
                 error=error,
-            )
+            ),
+            self._unrecorded.pop(request_hash, None),
         )

@@ -1,0 +1,98 @@
+"""Agents under evaluation call the real local FM through the gateway, in each sandbox backend.
+
+The meta-agent's own replies are scripted (a fake FM: the child's code must be exact); the agent's
+calls go through the gateway to the real SmolLM2 server and are recorded with the agent's id.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from archive.models import AgentStatus
+from archive.store import Archive
+from evaluators.circle_packing import CirclePacking
+from meta_agent.config import RunConfig
+from meta_agent.llm.client import LLMClient
+from meta_agent.llm.gateway import FMGateway
+from meta_agent.llm.ledger import ArchiveLedger
+from meta_agent.loop import SearchLoop
+from sandbox.image import DEFAULT_IMAGE, engine_available, image_exists
+from sandbox.local import LocalSandbox
+from tests.test_loop_fake_fm import ScriptedFM, fenced
+
+CALLS_FM = """import math
+from _cambrian_llm import LLMBudgetExceeded, llm
+
+
+def pack_circles(n):
+    reply = llm("Say hi", max_tokens=8)
+    try:
+        llm("Again", max_tokens=8)
+        llm("And again", max_tokens=8)
+    except LLMBudgetExceeded:
+        pass
+    columns = math.ceil(math.sqrt(n))
+    radius = 0.5 / columns
+    print("fm said:", reply)
+    return [((2 * (i % columns) + 1) * radius, (2 * (i // columns) + 1) * radius, radius) for i in range(n)]
+"""
+
+
+def _sandbox(kind: str, fm_dir: Path):
+    if kind == "local":
+        return LocalSandbox()
+    if not (engine_available() and image_exists(DEFAULT_IMAGE)):
+        pytest.skip("no Docker engine or sandbox image: run .ci/run, or start dockerd and `cambrian sandbox build`")
+    from sandbox.docker import DockerSandbox
+
+    return DockerSandbox(pool_size=1, run_label="test-agent-fm", fm_dir_root=fm_dir)
+
+
+@pytest.mark.parametrize("kind", ["local", "docker"])
+def test_agent_calls_reach_the_fm_through_the_gateway_and_are_recorded(kind: str, tmp_path: Path, local_fm) -> None:
+    fm_dir = Path(tempfile.mkdtemp(prefix="cfm-", dir="/tmp"))
+    sandbox = _sandbox(kind, fm_dir)
+    cfg = RunConfig.model_validate(
+        {
+            "name": "t",
+            "runs_dir": str(tmp_path),
+            "budget": {"iterations": 1},
+            "search": {"strategy": "greedy", "operators": {"rewrite": 1.0}},
+            "evaluation": {"timeout_s": 120, "agent_fm_calls": 2},
+        }
+    )
+    archive = Archive.at(tmp_path / "archive.db")
+    run = archive.create_run(name="t", benchmark="circle_packing", seed=0, config_json=cfg.to_json())
+    agent_llm = LLMClient(local_fm.endpoint(), ledger=ArchiveLedger(archive, int(run.id)), max_tokens=8)
+    loop = SearchLoop(
+        archive=archive, run=run, config=cfg, benchmark=CirclePacking(), sandbox=sandbox,
+        llm=ScriptedFM([fenced(CALLS_FM)]), model_label="scripted",
+        gateway=FMGateway(agent_llm, socket_dir=fm_dir),
+    )
+
+    async def run_loop():
+        try:
+            return await loop.run_until_done()
+        finally:
+            await loop.gateway.close()
+
+    try:
+        asyncio.run(run_loop())
+    finally:
+        sandbox.close()
+        shutil.rmtree(fm_dir, ignore_errors=True)
+    child = archive.agents(int(run.id))[-1]
+    assert child.status == AgentStatus.evaluated, child.invalid_reason
+    evaluation = archive.evaluations(int(child.id))[0]
+    assert "fm said:" in evaluation.stdout_tail
+    calls = [c for c in archive.llm_calls(int(run.id)) if c.purpose == "agent"]
+    answered = [c for c in calls if c.error is None]
+    refused = [c for c in calls if c.error and c.error.startswith("budget_exceeded")]
+    assert len(answered) == 2 and len(refused) == 1
+    assert all(c.agent_id == child.id for c in calls)
+    assert all(c.completion_tokens > 0 for c in answered)
