@@ -6,6 +6,7 @@ cache on first use; later sessions find it there already verified.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Iterator
 
@@ -42,3 +43,24 @@ def local_fm(smollm2_path: Path, tmp_path_factory: pytest.TempPathFactory) -> It
         yield server
     finally:
         server.stop()
+
+
+def docker_unavailable_reason() -> str | None:
+    """Why the Docker tests cannot run here, or None when the engine answers and the image exists."""
+    from sandbox.image import DEFAULT_IMAGE, engine_available, image_exists
+
+    if not engine_available():
+        return "no Docker engine answers: run `.ci/run` (installs and starts one), or start dockerd as root"
+    if not image_exists(DEFAULT_IMAGE):
+        return f"the sandbox image {DEFAULT_IMAGE} is missing: run `.ci/run` or `cambrian sandbox build`"
+    return None
+
+
+def skip_without_docker() -> None:
+    """Skip when Docker is unavailable; FAIL instead where CI demands it (CAMBRIAN_REQUIRE_DOCKER=1)."""
+    reason = docker_unavailable_reason()
+    if reason is None:
+        return
+    if os.environ.get("CAMBRIAN_REQUIRE_DOCKER") == "1":
+        pytest.fail(f"Docker is required here (CAMBRIAN_REQUIRE_DOCKER=1) but {reason}", pytrace=False)
+    pytest.skip(reason, allow_module_level=True)

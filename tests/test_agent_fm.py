@@ -21,8 +21,8 @@ from meta_agent.llm.client import LLMClient
 from meta_agent.llm.gateway import FMGateway
 from meta_agent.llm.ledger import ArchiveLedger
 from meta_agent.loop import SearchLoop
-from sandbox.image import DEFAULT_IMAGE, engine_available, image_exists
 from sandbox.local import LocalSandbox
+from tests.conftest import skip_without_docker
 from tests.test_loop_fake_fm import ScriptedFM, fenced
 
 CALLS_FM = """import math
@@ -46,8 +46,7 @@ def pack_circles(n):
 def _sandbox(kind: str, fm_dir: Path):
     if kind == "local":
         return LocalSandbox()
-    if not (engine_available() and image_exists(DEFAULT_IMAGE)):
-        pytest.skip("no Docker engine or sandbox image: run .ci/run, or start dockerd and `cambrian sandbox build`")
+    skip_without_docker()
     from sandbox.docker import DockerSandbox
 
     return DockerSandbox(pool_size=1, run_label="test-agent-fm", fm_dir_root=fm_dir)

@@ -370,15 +370,10 @@ def test_channel_lifecycle_errors(setup: Setup) -> None:
 
 
 def test_agent_in_docker_container_calls_the_fm(local_fm: LocalServer, setup: Setup) -> None:
-    try:
-        from sandbox.docker import DockerSandbox
-        from sandbox.image import DEFAULT_IMAGE, engine_available, image_exists
-    except ImportError as exc:
-        pytest.skip(f"the Docker sandbox is not available in this checkout: {exc}")
-    if not engine_available():
-        pytest.skip("no Docker engine answers (start one: see .ci/run)")
-    if not image_exists(DEFAULT_IMAGE):
-        pytest.skip(f"the sandbox image {DEFAULT_IMAGE} is missing (build it: `cambrian sandbox build`)")
+    from sandbox.docker import DockerSandbox
+    from tests.conftest import skip_without_docker
+
+    skip_without_docker()
     client = setup.client(local_fm.endpoint(), max_tokens=32)
     program = """
         import json, os

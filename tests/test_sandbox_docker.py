@@ -24,16 +24,9 @@ from sandbox.base import Mount, RunSpec, SandboxError
 from sandbox.image import DEFAULT_IMAGE, build_image, engine_available, image_exists
 from sandbox.local import UnsafePathError
 
-if not engine_available():
-    pytest.skip(
-        "no Docker engine answers: run `.ci/run` (installs and starts one), or start dockerd as root",
-        allow_module_level=True,
-    )
-if not image_exists(DEFAULT_IMAGE):
-    pytest.skip(
-        f"the sandbox image {DEFAULT_IMAGE} is missing: run `.ci/run` or `cambrian sandbox build`",
-        allow_module_level=True,
-    )
+from tests.conftest import skip_without_docker  # noqa: E402
+
+skip_without_docker()
 
 import docker  # noqa: E402  (only once the engine is known to answer)
 import docker.errors  # noqa: E402
