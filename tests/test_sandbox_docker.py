@@ -21,7 +21,7 @@ from typing import Iterator
 import pytest
 
 from sandbox.base import Mount, RunSpec, SandboxError
-from sandbox.image import DEFAULT_IMAGE, build_image, engine_available, image_exists
+from sandbox.image import DEFAULT_IMAGE, build_image, engine_available
 from sandbox.local import UnsafePathError
 
 from tests.conftest import skip_without_docker  # noqa: E402
