@@ -396,16 +396,17 @@ class SearchLoop:
         self._counters.consecutive_faults = 0
         seconds = time.perf_counter() - started
         evaluations = [_evaluation_row(task) for task in result.task_results]
+        agent = self.archive.finish_evaluation(
+            agent_id,
+            status=AgentStatus.evaluated if result.valid else AgentStatus.invalid,
+            score=result.score if result.valid else None,
+            stage_reached=result.stage_reached,
+            invalid_reason=None if result.valid else result.invalid_reason,
+            feedback=result.feedback,
+            eval_seconds=seconds,
+            evaluations=evaluations,
+        )
         if result.valid:
-            agent = self.archive.finish_evaluation(
-                agent_id,
-                status=AgentStatus.evaluated,
-                score=result.score,
-                stage_reached=result.stage_reached,
-                feedback=result.feedback,
-                eval_seconds=seconds,
-                evaluations=evaluations,
-            )
             self.view.add(agent_id, float(result.score), agent.parent_id if agent.parent_id is not None else -1)
             self._counters.evaluated += 1
             if self._best is None or result.score > self._best[0]:
@@ -413,15 +414,6 @@ class SearchLoop:
             self._has_parent.set()
             self.on_event(LoopEvent("evaluated", agent_id, agent.iteration, result.score, self._best_score()))
         else:
-            agent = self.archive.finish_evaluation(
-                agent_id,
-                status=AgentStatus.invalid,
-                stage_reached=result.stage_reached,
-                invalid_reason=result.invalid_reason,
-                feedback=result.feedback,
-                eval_seconds=seconds,
-                evaluations=evaluations,
-            )
             self._counters.invalid += 1
             self.on_event(
                 LoopEvent("invalid", agent_id, agent.iteration, None, self._best_score(), result.invalid_reason or "")
