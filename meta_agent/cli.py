@@ -173,11 +173,12 @@ def resume(
     iterations: Optional[int] = typer.Option(None, help="new total iteration budget"),
     budget_usd: Optional[float] = typer.Option(None, help="new FM spend limit"),
     wall_seconds: Optional[float] = typer.Option(None, help="stop after this many seconds"),
+    sandbox: Optional[str] = typer.Option(None, help="switch the sandbox backend: auto | docker | local"),
     runs_dir: Path = RunsDir,
 ) -> None:
     """Continue a run: re-queue unfinished agents and make the missing proposals."""
     budget = {"iterations": iterations, "usd": budget_usd, "wall_seconds": wall_seconds}
-    outcome = resume_run(runs_dir, run_name, budget, _CliReporter().reporter())
+    outcome = resume_run(runs_dir, run_name, budget, _CliReporter().reporter(), sandbox=sandbox)
     _print_outcome(run_name, outcome, runs_dir)
 
 

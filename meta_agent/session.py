@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import shutil
 import signal
@@ -16,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
 
-from archive.models import Run
+from archive.models import Run, RunStatus
 from archive.store import Archive
 from evaluators.base import Benchmark
 from evaluators.registry import get_benchmark
@@ -148,14 +149,28 @@ def start_run(config: RunConfig, reporter: Reporter) -> tuple[str, LoopOutcome]:
         return config.name, _search(archive, run, config, benchmark, reporter)
 
 
-def resume_run(runs_dir: Path, name: str, budget: dict[str, float | int | None], reporter: Reporter) -> LoopOutcome:
-    """Continue a stopped, failed or finished run (optionally with a larger budget)."""
+def resume_run(
+    runs_dir: Path,
+    name: str,
+    budget: dict[str, float | int | None],
+    reporter: Reporter,
+    *,
+    sandbox: str | None = None,
+) -> LoopOutcome:
+    """Continue a stopped, failed or finished run, optionally with a larger budget or another sandbox backend.
+
+    Changed settings are validated like a new config and stored in the run, so the record stays true.
+    """
     archive, run = open_run(runs_dir, name)
     with archive:
-        config = RunConfig.from_json(run.config_json)
-        changes = {k: v for k, v in budget.items() if v is not None}
-        if changes:
-            config = config.model_copy(update={"budget": config.budget.model_copy(update=changes)})
+        stored = json.loads(run.config_json)
+        for key, value in budget.items():
+            if value is not None:
+                stored["budget"][key] = value
+        if sandbox is not None:
+            stored["evaluation"]["sandbox"] = sandbox
+        config = RunConfig.from_json(json.dumps(stored))
+        if config.to_json() != run.config_json:
             archive.update_run_config(int(run.id), config.to_json())
         config = config.model_copy(update={"runs_dir": Path(runs_dir)})
         benchmark = get_benchmark(config.benchmark, config.benchmark_options)
@@ -163,6 +178,20 @@ def resume_run(runs_dir: Path, name: str, budget: dict[str, float | int | None],
 
 
 def _search(archive: Archive, run: Run, config: RunConfig, benchmark: Benchmark, reporter: Reporter) -> LoopOutcome:
+    """Search, leaving the run marked `stopped` (interrupted) or `failed` (with the error) if it ends early."""
+    try:
+        return _search_with_resources(archive, run, config, benchmark, reporter)
+    except KeyboardInterrupt:
+        archive.set_run_status(int(run.id), RunStatus.stopped)
+        raise
+    except Exception as exc:
+        archive.set_run_status(int(run.id), RunStatus.failed, error=f"{type(exc).__name__}: {exc}")
+        raise
+
+
+def _search_with_resources(
+    archive: Archive, run: Run, config: RunConfig, benchmark: Benchmark, reporter: Reporter
+) -> LoopOutcome:
     # Unix socket paths are limited to 107 bytes: keep the gateway's folder short.
     socket_dir = Path(tempfile.mkdtemp(prefix="cambrian-fm-", dir="/tmp"))
     os.chmod(socket_dir, 0o711)  # sandbox users reach their own socket folder inside, nothing else
