@@ -219,7 +219,18 @@ def test_rewrite_without_markers_is_spliced_into_the_region() -> None:
         assert child.files["packing.py"] == expected
 
 
-def test_rewrite_with_broken_markers_names_the_rewrite() -> None:
-    broken = SEED.replace("# EVOLVE-BLOCK-START\n", "")
+def test_rewrite_with_one_stray_marker_is_spliced_into_the_single_region() -> None:
+    # Small models often keep one marker comment and drop the other.
+    region = SEED.split("# EVOLVE-BLOCK-START\n")[1].split("# EVOLVE-BLOCK-END\n")[0]
+    improved = region.replace("0.05", "0.06")
+    broken = SEED.replace(region, improved).replace("# EVOLVE-BLOCK-START\n", "")
+    child = RewriteOperator().apply(GENOME, f"```python\n{broken}```")
+    assert child.files["packing.py"] == SEED.replace(region, improved)
+
+
+def test_rewrite_with_broken_markers_of_a_two_region_file_names_the_rewrite() -> None:
+    two = SEED + "\n# EVOLVE-BLOCK-START\nEXTRA = 1\n# EVOLVE-BLOCK-END\n"
+    genome = Genome(files={"packing.py": two}, entry="packing.py")
+    broken = two.replace("# EVOLVE-BLOCK-START\n", "", 1)
     with pytest.raises(EditError, match=r"the rewritten packing.py has an EVOLVE-BLOCK-END at line 10"):
-        RewriteOperator().apply(GENOME, f"```python\n{broken}```")
+        RewriteOperator().apply(genome, f"```python\n{broken}```")
