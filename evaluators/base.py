@@ -3,12 +3,24 @@
 A benchmark never runs candidate code itself: it says what to run (`run_spec`)
 and scores the result on the host (`score`), with answers that never enter the
 sandbox.
+
+Two-phase scoring (optional): a benchmark whose answers are tests that must
+run (HumanEval) also defines `check_spec(task, result) -> RunSpec | None`. When
+it returns a spec, the runner runs it after the agent's run has ended, in a
+separate, fresh one-run sandbox session without the agent's FM socket, and
+calls `score(task, result, check=check_result)`. Only the check run sees the
+tests; benchmarks without `check_spec` are scored as `score(task, result)`.
+
+Feedback: a benchmark carries a `FeedbackPolicy` as its attribute
+`feedback_policy` and follows it when writing `TaskScore.feedback`. A run
+configures it by assigning the attribute (`benchmark.feedback_policy =
+FeedbackPolicy.from_options(config)`) before the first evaluation.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Protocol, Sequence, runtime_checkable
+from typing import Any, ClassVar, Mapping, Protocol, Sequence, runtime_checkable
 
 from sandbox.base import RunResult, RunSpec
 
@@ -58,6 +70,65 @@ class TaskScore:
     feedback: str  # public: may be shown to the meta-agent
 
 
+@dataclass(frozen=True)
+class FeedbackPolicy:
+    """What the meta-agent may see of a task's failure; benchmarks follow it when writing feedback.
+
+    Hidden test source and expected answers are never shown, whatever the policy.
+    max_chars: cap on one task's feedback text, characters (>= 40).
+    error_type: show the exception's type ("AssertionError").
+    error_message: show the exception's message (truncated to fit max_chars).
+    traceback: show the traceback lines of the agent's own code (never of hidden test files).
+    output: show the tail of what the agent's own run printed.
+    """
+
+    max_chars: int = 2000
+    error_type: bool = True
+    error_message: bool = True
+    traceback: bool = False
+    output: bool = False
+
+    OPTION_NAMES: ClassVar[tuple[str, ...]] = ("max_chars", "error_type", "error_message", "traceback", "output")
+
+    def __post_init__(self) -> None:
+        if self.max_chars < 40:
+            raise BenchmarkError(
+                f"feedback max_chars is {self.max_chars}; it must be at least 40",
+                fix="set evaluation.feedback.max_chars to 40 or more (default 2000)",
+            )
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, Any] | None) -> FeedbackPolicy:
+        """Build from a config mapping (e.g. `evaluation.feedback`); BenchmarkError names a bad key or value."""
+        options = dict(options or {})
+        unknown = sorted(str(key) for key in options if key not in cls.OPTION_NAMES)
+        if unknown:
+            raise BenchmarkError(
+                f"unknown feedback option(s): {', '.join(unknown)}",
+                fix=f"use only {', '.join(cls.OPTION_NAMES)}",
+            )
+        for key, value in options.items():
+            expected = int if key == "max_chars" else bool
+            if not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
+                raise BenchmarkError(
+                    f"feedback option {key} = {value!r} is not a{'n int' if expected is int else ' bool'}",
+                    fix=f"set {key} to {'a number of characters' if expected is int else 'true or false'}",
+                )
+        return cls(**options)
+
+    def describe_error(self, error_type: str, message: str) -> str:
+        """'KeyError: 'x'', 'KeyError', a message alone, or '' as the policy allows; message truncated."""
+        message = message.strip()
+        if self.error_message and len(message) > self.max_chars // 2:
+            message = message[: self.max_chars // 2 - 3] + "..."
+        parts = [part for part, shown in ((error_type, self.error_type), (message, self.error_message)) if shown]
+        return ": ".join(part for part in parts if part)
+
+    def clip(self, text: str) -> str:
+        """`text` cut to max_chars (the cut marked with '...')."""
+        return text if len(text) <= self.max_chars else text[: self.max_chars - 3] + "..."
+
+
 @runtime_checkable
 class Benchmark(Protocol):
     name: str
@@ -73,6 +144,10 @@ class Benchmark(Protocol):
 
     def run_spec(self, genome: Genome, task: Task) -> RunSpec: ...
 
-    def score(self, task: Task, result: RunResult) -> TaskScore: ...
+    def score(self, task: Task, result: RunResult, *, check: RunResult | None = None) -> TaskScore:
+        """Score one task run on the host. `check`: the check run's result, passed only to a
+        benchmark that defines `check_spec` (None when check_spec returned None); benchmarks
+        without check_spec are called as score(task, result)."""
+        ...
 
     def aggregate(self, scores: Sequence[TaskScore]) -> float: ...

@@ -17,6 +17,7 @@ from typing import Any, Callable, Mapping
 
 from evaluators.base import Benchmark, BenchmarkError
 from evaluators.circle_packing import CirclePacking
+from evaluators.humaneval import HumanEval
 
 ENTRY_POINT_GROUP = "cambrian.benchmarks"
 
@@ -31,6 +32,7 @@ def _builtins() -> dict[str, _Builtin]:
     # A function, not a module-level dict: no shared mutable state.
     return {
         CirclePacking.name: _Builtin(build=CirclePacking.from_options, description=CirclePacking.description),
+        HumanEval.name: _Builtin(build=HumanEval.from_options, description=HumanEval.description),
     }
 
 

@@ -6,6 +6,18 @@ one's mean score reached its threshold; a stage in which no task executed at
 all also stops the evaluation (a program that cannot run once will not run
 later). On the holdout split every holdout task runs, without stages.
 
+Like with like: an agent's search score is the benchmark's aggregate over ALL
+tasks of ALL stages, a task in a stage it did not reach counting as 0 (as the
+Darwin Goedel Machine does), so an agent stopped early never outranks one
+that earned its score on more tasks. `stage_reached`, `ran_score` and the
+per-task results record what it actually ran.
+
+Two-phase scoring: when the benchmark defines `check_spec(task, result)` and
+it returns a spec, that spec runs after the agent's run has ended, through
+`sandbox.run` (a separate, fresh one-run session, never the agent's, without
+the agent's FM env and mounts and without the run limits meant for agents);
+the benchmark then scores with `score(task, result, check=check_result)`.
+
 SandboxError propagates: it is an infrastructure fault, and the loop marks the
 agent failed and retries. Everything the candidate causes (crash, timeout,
 too much output, no result, unsafe file paths) comes back as a result.
@@ -57,7 +69,7 @@ class TaskResult:
     passed: bool
     executed: bool  # False: crashed, timed out, OOM, output limit, no usable result
     feedback: str  # public
-    duration_s: float  # wall clock of the sandbox run, seconds
+    duration_s: float  # wall clock of the sandbox run (plus its check run, if any), seconds
     exit_code: int | None
     timed_out: bool
     oom_killed: bool
@@ -70,12 +82,13 @@ class TaskResult:
 class AgentResult:
     """The evaluation of one agent on one split."""
 
-    score: float  # benchmark.aggregate over the tasks that ran
+    score: float  # benchmark.aggregate over every planned task; tasks in unreached stages count as 0
     stage_reached: int  # index of the last stage run, 0-based
     task_results: list[TaskResult] = field(default_factory=list)
     valid: bool = True  # False when no task executed: the candidate's own fault
     invalid_reason: str | None = None  # public sentence when not valid
     feedback: str = ""  # public per-task feedback for the next prompt, <= ~TAIL_CHARS
+    ran_score: float = 0.0  # benchmark.aggregate over only the tasks that ran
 
     @property
     def duration_s(self) -> float:
@@ -97,7 +110,8 @@ def evaluate_agent(
     """Evaluate `genome` on `split` ("search": staged; "holdout": every task, no stages).
 
     session: run in this already-open session (the caller closes it); default: a new one from `sandbox`.
-    env, mounts: added to every task's RunSpec (the FM gateway socket of this agent).
+    env, mounts: added to every task's RunSpec (the FM gateway socket of this agent); never to check runs.
+    sandbox: also runs the benchmark's check runs (`check_spec`), each in a fresh one-run session.
     """
     if split not in SPLITS:
         raise BenchmarkError(f"unknown split {split!r}", fix=f"use one of {', '.join(SPLITS)}")
@@ -122,7 +136,9 @@ def evaluate_agent(
         for index, stage in enumerate(plan):
             stage_reached = index
             stage_runs = [
-                _run_task(benchmark, genome, active, by_id[tid], stage=index, limits=limits, extras=extras)
+                _run_task(
+                    benchmark, genome, active, by_id[tid], stage=index, limits=limits, extras=extras, checker=sandbox
+                )
                 for tid in stage.task_ids
             ]
             runs += stage_runs
@@ -134,8 +150,11 @@ def evaluate_agent(
                 break
     task_results = [run[0] for run in runs]
     valid = any(t.executed for t in task_results)
+    ran_scores = [run[1] for run in runs]
+    unrun = sum(len(stage.task_ids) for stage in plan) - len(ran_scores)
     return AgentResult(
-        score=float(benchmark.aggregate([run[1] for run in runs])),
+        score=float(benchmark.aggregate(ran_scores + [_NOT_RUN] * unrun)),
+        ran_score=float(benchmark.aggregate(ran_scores)),
         stage_reached=stage_reached,
         task_results=task_results,
         valid=valid,
@@ -160,6 +179,10 @@ def _plan(benchmark: Benchmark, tasks: Sequence[Task]) -> list[Stage]:
     return stages
 
 
+#: Stands in for a task of a stage the agent did not reach (like-with-like scores).
+_NOT_RUN = TaskScore(score=0.0, passed=False, executed=False, feedback="not run: an earlier stage stopped")
+
+
 @dataclass(frozen=True)
 class _SpecExtras:
     env: Mapping[str, str]
@@ -180,10 +203,20 @@ def _run_task(
     stage: int,
     limits: Limits,
     extras: _SpecExtras,
+    checker: Sandbox,
 ) -> tuple[TaskResult, TaskScore, RunSpec, RunResult]:
     spec = extras.apply(limits.apply(benchmark.run_spec(genome, task)))
     result = session.run(spec)
-    score = benchmark.score(task, result)
+    check_spec = getattr(benchmark, "check_spec", None)
+    check_duration_s = 0.0
+    if callable(check_spec):
+        # The agent's run has ended: its tests run now, where the agent's code never was.
+        spec_for_check = check_spec(task, result)
+        check_result = checker.run(spec_for_check) if spec_for_check is not None else None
+        check_duration_s = check_result.duration_s if check_result is not None else 0.0
+        score = benchmark.score(task, result, check=check_result)
+    else:
+        score = benchmark.score(task, result)
     task_result = TaskResult(
         task_id=task.id,
         split=task.split,
@@ -192,7 +225,7 @@ def _run_task(
         passed=score.passed,
         executed=score.executed,
         feedback=score.feedback,
-        duration_s=result.duration_s,
+        duration_s=result.duration_s + check_duration_s,
         exit_code=result.exit_code,
         timed_out=result.timed_out,
         oom_killed=result.oom_killed,

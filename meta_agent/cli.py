@@ -244,11 +244,17 @@ def status(run_name: str = typer.Argument(..., metavar="RUN"), runs_dir: Path = 
         console.print(f"model {config['fm']['model']}, strategy {config['search']['strategy']}, seed {r.seed}")
 
 
+def _scores(search: float | None, holdout: float | None) -> str:
+    """Both scores side by side: 'search 0.4000 | holdout 0.3500'."""
+    return f"search {_fmt(search)} | holdout {_fmt(holdout)}"
+
+
 def _label(agent: Agent) -> str:
     colour = {"evaluated": "green", "invalid": "red", "failed": "magenta"}.get(agent.status.value, "yellow")
-    score = _fmt(agent.score)
-    holdout = f" holdout {_fmt(agent.holdout_score)}" if agent.holdout_score is not None else ""
-    return f"#{agent.id} [bold]{score}[/bold]{holdout} {agent.operator} [{colour}]{agent.status.value}[/{colour}]"
+    score = f"[bold]{_fmt(agent.score)}[/bold]"
+    if agent.holdout_score is not None:
+        score = f"[bold]{_fmt(agent.score)}[/bold] | holdout {_fmt(agent.holdout_score)}"
+    return f"#{agent.id} {score} {agent.operator} [{colour}]{agent.status.value}[/{colour}]"
 
 
 @app.command()
@@ -296,8 +302,8 @@ def show(
             raise typer.BadParameter(f"agent {agent_id} is not in run {run_name}")
         lineage = [a.id for a in reversed(archive.ancestors(agent_id))] + [agent.id]
         console.print(_label(agent))
-        console.print(f"search score {_fmt(agent.score)}  holdout score {_fmt(agent.holdout_score)}  "
-                      f"stage {agent.stage_reached}  tasks {agent.n_tasks}")
+        console.print(f"{_scores(agent.score, agent.holdout_score)}  (search score drives selection; "
+                      f"holdout never does)  stage {agent.stage_reached}  tasks {agent.n_tasks}")
         console.print(f"lineage {' -> '.join(str(i) for i in lineage)}  operator {agent.operator}  "
                       f"model {agent.model or '—'}  iteration {agent.iteration}")
         console.print(f"tokens {agent.prompt_tokens} + {agent.completion_tokens}  cost ${agent.cost_usd:.4f}  "
@@ -363,7 +369,47 @@ def export(
             raise typer.Exit(1)
         for agent_id in ids:
             dest = export_agent(archive, agent_id, to / f"agent-{agent_id}", config_json=r.config_json)
-            console.print(f"exported agent {agent_id} to {dest}")
+            exported = archive.get_agent(agent_id)
+            console.print(f"exported agent {agent_id} ({_scores(exported.score, exported.holdout_score)}) to {dest}")
+        console.print(f"score an export on the holdout split: cambrian eval {to / f'agent-{ids[0]}'} --split holdout")
+
+
+@app.command("eval")
+def eval_(
+    target: str = typer.Argument(..., metavar="RUN:AGENT|DIR", help="an agent of a run, or a folder from `export`"),
+    split: str = typer.Option("holdout", help="holdout (stored apart from the search score) | search (printed only)"),
+    sandbox: Optional[str] = typer.Option(None, help="auto | docker | local (default: the run's)"),
+    model: Optional[str] = typer.Option(None, help="the FM the agent calls (default: the run's)"),
+    agent_fm: Optional[bool] = typer.Option(
+        None, "--agent-fm/--no-agent-fm", help="serve the FM to the agent (default: the run's evaluation.agent_fm)"
+    ),
+    runs_dir: Path = RunsDir,
+) -> None:
+    """Evaluate an agent on a split; a holdout score is stored apart and never reaches selection or prompts."""
+    from meta_agent.holdout import evaluate_target
+
+    outcome = evaluate_target(
+        target, split=split, runs_dir=runs_dir, reporter=_CliReporter().reporter(), sandbox=sandbox,
+        model=model, agent_fm=agent_fm,
+    )  # fmt: skip
+    result = outcome.result
+    table = Table("task", "score", "passed", "seconds", "feedback")
+    for task in result.task_results:
+        feedback = task.feedback.strip().splitlines()[0][:100] if task.feedback.strip() else ""
+        table.add_row(task.task_id, f"{task.score:.4f}", "yes" if task.passed else "no", f"{task.duration_s:.2f}",
+                      feedback)  # fmt: skip
+    console.print(table)
+    passed = sum(task.passed for task in result.task_results)
+    console.print(f"[bold]{outcome.target}[/bold] on {outcome.benchmark} {outcome.split}: "
+                  f"[bold]{_fmt(outcome.score)}[/bold] ({passed}/{len(result.task_results)} tasks passed"
+                  f"{', ' + str(outcome.fm_calls) + ' FM calls' if outcome.fm_calls else ''})")  # fmt: skip
+    if not result.valid and result.invalid_reason:
+        console.print(f"[red]no task executed:[/red] {result.invalid_reason}")
+    console.print(_scores(outcome.search_score, outcome.holdout_score))
+    if outcome.stored_at is not None:
+        console.print(f"stored in {outcome.stored_at}")
+    else:
+        console.print("printed only: a search-split evaluation never replaces the selection score")
 
 
 @app.command()

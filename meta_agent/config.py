@@ -62,6 +62,20 @@ class SearchConfig(_Section):
         return weights
 
 
+class FeedbackConfig(_Section):
+    """What the meta-agent sees of a task's failure (evaluators.base.FeedbackPolicy; hidden tests never shown).
+
+    max_chars: characters of feedback kept per task (>= 40). error_type / error_message: the exception's
+    name and message. traceback: the agent's traceback lines. output: the tail of what the agent printed.
+    """
+
+    max_chars: int = Field(default=2000, ge=40, le=100_000, description="feedback characters kept per task")
+    error_type: bool = Field(default=True, description="show the exception's type, e.g. ZeroDivisionError")
+    error_message: bool = Field(default=True, description="show the exception's message")
+    traceback: bool = Field(default=False, description="show the agent's traceback")
+    output: bool = Field(default=False, description="show the tail of the agent's printed output")
+
+
 class EvaluationConfig(_Section):
     sandbox: Literal["auto", "docker", "local"] = "auto"
     image: str = Field(default="cambrian-sandbox:bookworm", description="Docker image (`cambrian sandbox build`)")
@@ -73,6 +87,7 @@ class EvaluationConfig(_Section):
     agent_fm: bool = Field(default=True, description="serve the FM to agents through the gateway socket")
     agent_fm_calls: int = Field(default=20, ge=0, description="FM calls one agent may make per evaluation")
     agent_fm_tokens: int = Field(default=50_000, ge=0, description="FM tokens one agent may use per evaluation")
+    feedback: FeedbackConfig = Field(default_factory=FeedbackConfig, description="what failures show the FM")
 
 
 class RunConfig(_Section):

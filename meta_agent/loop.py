@@ -395,7 +395,7 @@ class SearchLoop:
             return
         self._counters.consecutive_faults = 0
         seconds = time.perf_counter() - started
-        evaluations = [_evaluation_row(task) for task in result.task_results]
+        evaluations = [evaluation_row(task) for task in result.task_results]
         agent = self.archive.finish_evaluation(
             agent_id,
             status=AgentStatus.evaluated if result.valid else AgentStatus.invalid,
@@ -428,37 +428,22 @@ class SearchLoop:
                 )
 
     async def _run_in_sandbox(self, agent: Agent, genome: Genome) -> AgentResult:
-        """Evaluate in a session of its own, with the agent's own FM socket when the gateway is on."""
-        session = await asyncio.to_thread(self.sandbox.session)
-        channel: AgentChannel | None = None
-        try:
-            env: dict[str, str] = {}
-            if self.gateway is not None:
-                host_path = await asyncio.to_thread(session.fm_socket_host_path)
-                channel = await self.gateway.open_agent(
-                    int(agent.id),
-                    max_calls=self.config.evaluation.agent_fm_calls,
-                    max_tokens=self.config.evaluation.agent_fm_tokens,
-                    run_seed=self.config.seed,
-                    iteration=agent.iteration,
-                    socket_path=host_path,
-                )
-                # A sandbox sharing the host filesystem (host_path None) sees the socket where it is.
-                env = channel.env(FM_SOCKET_INSIDE if host_path is not None else str(channel.socket_path))
-            return await asyncio.to_thread(
-                evaluate_agent,
-                self.benchmark,
-                genome,
-                self.sandbox,
-                split="search",
-                limits=self.limits,
-                session=session,
-                env=env,
-            )
-        finally:
-            if channel is not None:
-                await channel.close()
-            await asyncio.to_thread(session.close)
+        """Evaluate on the search split, with the agent's own FM socket when the gateway is on."""
+        return await evaluate_in_sandbox(
+            self.benchmark,
+            genome,
+            self.sandbox,
+            agent_id=int(agent.id),
+            iteration=agent.iteration,
+            split="search",
+            limits=self.limits,
+            gateway=self.gateway,
+            fm_budget=AgentFMBudget(
+                max_calls=self.config.evaluation.agent_fm_calls,
+                max_tokens=self.config.evaluation.agent_fm_tokens,
+                run_seed=self.config.seed,
+            ),
+        )
 
     def _on_sandbox_fault(self, agent: Agent, exc: SandboxError | GatewayError) -> None:
         agent = self.archive.mark_failed(int(agent.id), f"sandbox fault: {exc}")
@@ -478,6 +463,61 @@ class SearchLoop:
 
     def _best_score(self) -> float | None:
         return self._best[0] if self._best else None
+
+
+@dataclass(frozen=True)
+class AgentFMBudget:
+    """What one agent may spend through the gateway in one evaluation.
+
+    max_calls / max_tokens: FM calls and tokens (>= 0; 0 refuses every call).
+    run_seed: the run's seed, from which each call's default sampling seed is derived.
+    """
+
+    max_calls: int
+    max_tokens: int
+    run_seed: int
+
+
+async def evaluate_in_sandbox(
+    benchmark: Benchmark,
+    genome: Genome,
+    sandbox: Sandbox,
+    *,
+    agent_id: int,
+    iteration: int,
+    split: str,
+    limits: Limits,
+    gateway: FMGateway | None,
+    fm_budget: AgentFMBudget,
+) -> AgentResult:
+    """Evaluate one agent on `split` in a sandbox session of its own (search loop and `cambrian eval` alike).
+
+    With a gateway the agent gets its own FM socket and budget for this evaluation, closed afterwards;
+    its calls are recorded under `agent_id`. SandboxError and GatewayError propagate (infrastructure faults).
+    """
+    session = await asyncio.to_thread(sandbox.session)
+    channel: AgentChannel | None = None
+    try:
+        env: dict[str, str] = {}
+        if gateway is not None:
+            host_path = await asyncio.to_thread(session.fm_socket_host_path)
+            channel = await gateway.open_agent(
+                agent_id,
+                max_calls=fm_budget.max_calls,
+                max_tokens=fm_budget.max_tokens,
+                run_seed=fm_budget.run_seed,
+                iteration=iteration,
+                socket_path=host_path,
+            )
+            # A sandbox sharing the host filesystem (host_path None) sees the socket where it is.
+            env = channel.env(FM_SOCKET_INSIDE if host_path is not None else str(channel.socket_path))
+        return await asyncio.to_thread(
+            evaluate_agent, benchmark, genome, sandbox, split=split, limits=limits, session=session, env=env
+        )
+    finally:
+        if channel is not None:
+            await channel.close()
+        await asyncio.to_thread(session.close)
 
 
 class _LRU(Generic[K, V]):
@@ -500,7 +540,8 @@ class _LRU(Generic[K, V]):
             self._items.popitem(last=False)
 
 
-def _evaluation_row(task: TaskResult) -> Evaluation:
+def evaluation_row(task: TaskResult) -> Evaluation:
+    """The archive row of one task run (agent_id is filled in when the archive stores it)."""
     return Evaluation(
         agent_id=0,  # filled in by Archive.finish_evaluation
         task_id=task.task_id,

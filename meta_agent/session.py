@@ -19,12 +19,12 @@ from typing import Callable, Iterator
 
 from archive.models import Run, RunStatus
 from archive.store import Archive
-from evaluators.base import Benchmark
+from evaluators.base import Benchmark, FeedbackPolicy
 from evaluators.registry import get_benchmark
 from meta_agent import __version__
 from meta_agent.config import RunConfig
 from meta_agent.errors import ConfigError
-from meta_agent.llm.client import Endpoint, LLMClient
+from meta_agent.llm.client import Endpoint, Ledger, LLMClient
 from meta_agent.llm.gateway import FMGateway
 from meta_agent.llm.ledger import ArchiveLedger
 from meta_agent.llm.models import is_local_model, resolve
@@ -129,7 +129,7 @@ def start_run(config: RunConfig, reporter: Reporter) -> tuple[str, LoopOutcome]:
     """Create a new run from `config` and search until its budget is spent."""
     config = config.with_default_name()
     assert config.name is not None
-    benchmark = get_benchmark(config.benchmark, config.benchmark_options)
+    benchmark = build_benchmark(config)
     path = archive_path(config.runs_dir, config.name)
     if path.exists():
         raise ConfigError(
@@ -173,7 +173,7 @@ def resume_run(
         if config.to_json() != run.config_json:
             archive.update_run_config(int(run.id), config.to_json())
         config = config.model_copy(update={"runs_dir": Path(runs_dir)})
-        benchmark = get_benchmark(config.benchmark, config.benchmark_options)
+        benchmark = build_benchmark(config)
         return _search(archive, run, config, benchmark, reporter)
 
 
@@ -192,26 +192,9 @@ def _search(archive: Archive, run: Run, config: RunConfig, benchmark: Benchmark,
 def _search_with_resources(
     archive: Archive, run: Run, config: RunConfig, benchmark: Benchmark, reporter: Reporter
 ) -> LoopOutcome:
-    # Unix socket paths are limited to 107 bytes: keep the gateway's folder short.
-    socket_dir = Path(tempfile.mkdtemp(prefix="cambrian-fm-", dir="/tmp"))
-    os.chmod(socket_dir, 0o711)  # sandbox users reach their own socket folder inside, nothing else
-    try:
-        sandbox = choose_sandbox(config, reporter.warn, fm_dir=socket_dir)
-    except BaseException:
-        shutil.rmtree(socket_dir, ignore_errors=True)
-        raise
-    reporter.info(f"sandbox: {sandbox.name}")
-    try:
+    with sandbox_with_socket_dir(config, reporter) as (sandbox, socket_dir):
         with fm_endpoint(config, reporter) as (endpoint, label):
-            llm = LLMClient(
-                endpoint,
-                ledger=ArchiveLedger(archive, int(run.id)),
-                concurrency=config.fm.concurrency,
-                timeout_s=config.fm.timeout_s,
-                retries=config.fm.retries,
-                temperature=config.fm.temperature,
-                max_tokens=config.fm.max_tokens,
-            )
+            llm = make_llm_client(endpoint, config, ledger=ArchiveLedger(archive, int(run.id)))
             loop = SearchLoop(
                 archive=archive,
                 run=run,
@@ -226,9 +209,47 @@ def _search_with_resources(
             with reporter.progress(done, config.budget.iterations):
                 gateway = FMGateway(llm, socket_dir=socket_dir) if config.evaluation.agent_fm else None
                 return asyncio.run(_run_with_signals(loop, sandbox, gateway))
+
+
+@contextlib.contextmanager
+def sandbox_with_socket_dir(config: RunConfig, reporter: Reporter) -> Iterator[tuple[Sandbox, Path]]:
+    """The configured sandbox and a fresh host folder for the agents' FM gateway sockets; both removed after."""
+    # Unix socket paths are limited to 107 bytes: keep the gateway's folder short.
+    socket_dir = Path(tempfile.mkdtemp(prefix="cambrian-fm-", dir="/tmp"))
+    os.chmod(socket_dir, 0o711)  # sandbox users reach their own socket folder inside, nothing else
+    try:
+        sandbox = choose_sandbox(config, reporter.warn, fm_dir=socket_dir)
+    except BaseException:
+        shutil.rmtree(socket_dir, ignore_errors=True)
+        raise
+    reporter.info(f"sandbox: {sandbox.name}")
+    try:
+        yield sandbox, socket_dir
     finally:
         sandbox.close()
         shutil.rmtree(socket_dir, ignore_errors=True)
+
+
+def make_llm_client(endpoint: Endpoint, config: RunConfig, *, ledger: Ledger) -> LLMClient:
+    """The FM client a run's settings (`fm.*`) describe, recording every call in `ledger`."""
+    return LLMClient(
+        endpoint,
+        ledger=ledger,
+        concurrency=config.fm.concurrency,
+        timeout_s=config.fm.timeout_s,
+        retries=config.fm.retries,
+        temperature=config.fm.temperature,
+        max_tokens=config.fm.max_tokens,
+    )
+
+
+def build_benchmark(config: RunConfig) -> Benchmark:
+    """The run's benchmark with its options and the run's feedback policy (`evaluation.feedback`)."""
+    benchmark = get_benchmark(config.benchmark, config.benchmark_options)
+    # Set on every benchmark (evaluators/base.py: a run configures the policy by assigning the attribute);
+    # one that writes no failure details simply never reads it.
+    benchmark.feedback_policy = FeedbackPolicy.from_options(config.evaluation.feedback.model_dump())
+    return benchmark
 
 
 async def _run_with_signals(loop: SearchLoop, sandbox: Sandbox, gateway: FMGateway | None) -> LoopOutcome:

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import textwrap
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Sequence
 
 import pytest
@@ -167,3 +168,65 @@ def test_limits_override_the_spec() -> None:
     changed = Limits(timeout_s=2.5).apply(spec)
     assert (changed.timeout_s, changed.memory_mb) == (2.5, 1024)
     assert Limits().apply(spec) is spec
+
+
+class WideFirstStage(TwoStageBenchmark):
+    def stages(self) -> Sequence[Stage]:
+        return [Stage(task_ids=("t1", "t2"), threshold=1.0), Stage(task_ids=("t3",))]
+
+
+def test_unreached_stages_count_as_zero_like_with_like() -> None:
+    bench = WideFirstStage()
+    half = Genome(files={"solver.py": "def solve(x):\n    return x if x == 1 else -x\n"}, entry="solver.py")
+    result = evaluate_agent(bench, half, LocalSandbox())
+    assert result.stage_reached == 0
+    assert [t.task_id for t in result.task_results] == ["t1", "t2"]
+    assert result.ran_score == 0.5
+    assert result.score == pytest.approx(1 / 3)
+
+
+@dataclass
+class CheckedBenchmark(TwoStageBenchmark):
+    """Two-phase scoring: the agent returns x; a separate check run re-derives it and reports what it saw."""
+
+    name: str = "checked"
+    scored_with: list[RunResult | None] = field(default_factory=list)  # the `check` of every score call
+
+    def check_spec(self, task: Task, result: RunResult) -> RunSpec | None:
+        outcome = read_outcome(result.files)
+        if outcome is None or not outcome.ok or outcome.value is None:
+            return None
+        probe = (
+            "import json, os\n"
+            "print(json.dumps({'value': %r, 'marker': os.path.exists('agent_marker.txt'),"
+            " 'agent_env': os.environ.get('AGENT_ONLY'), 'files': sorted(os.listdir('.'))}))\n"
+        ) % (outcome.value,)
+        return RunSpec(files={"probe.py": probe}, command=("{python}", "probe.py"), timeout_s=20.0)
+
+    def score(self, task: Task, result: RunResult, *, check: RunResult | None = None) -> TaskScore:
+        self.scored_with.append(check)
+        if check is None:
+            return TaskScore(score=0.0, passed=False, executed=False, feedback="no answer")
+        seen = json.loads(check.stdout)
+        right = seen["value"] == task.inputs["x"] and not seen["marker"] and seen["agent_env"] is None
+        return TaskScore(score=float(right), passed=right, executed=True, feedback=json.dumps(seen))
+
+
+def test_check_run_is_a_fresh_separate_run_without_the_agents_env() -> None:
+    bench = CheckedBenchmark()
+    agent = Genome(
+        files={"solver.py": "def solve(x):\n    open('agent_marker.txt', 'w').write('x')\n    return x\n"},
+        entry="solver.py",
+    )
+    result = evaluate_agent(bench, agent, LocalSandbox(), env={"AGENT_ONLY": "fm-socket"})
+    assert result.score == 1.0, result.feedback
+    assert len(bench.scored_with) == 3 and all(c is not None for c in bench.scored_with)
+    assert json.loads(result.task_results[0].feedback)["files"] == ["probe.py"]
+
+
+def test_check_spec_none_scores_with_check_none() -> None:
+    bench = CheckedBenchmark()
+    crashing = Genome(files={"solver.py": "def solve(x):\n    raise ValueError('no')\n"}, entry="solver.py")
+    result = evaluate_agent(bench, crashing, LocalSandbox())
+    assert bench.scored_with == [None]
+    assert not result.valid and result.task_results[0].feedback == "no answer"

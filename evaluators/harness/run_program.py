@@ -9,7 +9,10 @@ from the work dir. It reads `task.json` there:
 
     {"module": "packing", "function": "pack_circles", "kwargs": {"n": 26}}
 
-(`module` is the entry file's path without `.py`, with dots for folders) and
+(`module` is the entry file's path without `.py`, with dots for folders). An
+agent-level task also carries `"llm": true`: the harness then imports `llm`
+from `_cambrian_llm` (the FM client placed next to it) and calls
+`function(**kwargs, llm=llm)`, e.g. `solve(task={...}, llm=llm)`. It then
 writes `result.json` atomically (temp file + rename, so a killed run never
 leaves half a file):
 
@@ -125,8 +128,13 @@ def run_task(workdir: str) -> dict[str, Any]:
     with open(os.path.join(workdir, TASK_FILE), encoding="utf-8") as handle:
         task = json.load(handle)
     module_name, function_name = task["module"], task["function"]
-    kwargs = task.get("kwargs", {})
+    kwargs = dict(task.get("kwargs", {}))
     try:
+        if task.get("llm") is True:
+            # Imported before the agent so that a broken agent module cannot shadow the client.
+            from _cambrian_llm import llm  # type: ignore[import-not-found]
+
+            kwargs["llm"] = llm
         module = importlib.import_module(module_name)
         function = getattr(module, function_name, None)
         if not callable(function):
@@ -169,11 +177,21 @@ def harness_text() -> str:
     return resources.files("evaluators.harness").joinpath("run_program.py").read_text(encoding="utf-8")
 
 
-def harness_files(*, entry: str, function: str, kwargs: Mapping[str, Any]) -> dict[str, str]:
-    """The files a benchmark adds to its RunSpec: the harness, task.json and the agents' `llm()` client."""
+def harness_files(
+    *, entry: str, function: str, kwargs: Mapping[str, Any], llm: bool = False
+) -> dict[str, str]:
+    """The files a benchmark adds to its RunSpec: the harness, task.json and the agents' `llm()` client.
+
+    llm: True for an agent-level benchmark: the harness passes the FM client as the keyword `llm`
+    (`function(**kwargs, llm=llm)`); the RunSpec then needs the gateway's env and mount to reach the FM.
+    """
     from evaluators.harness.llm_client import LLM_CLIENT_FILE, llm_client_text
 
-    task = {"module": entry_module(entry), "function": function, "kwargs": dict(kwargs)}
+    if llm and "llm" in kwargs:
+        raise ValueError("kwargs may not contain 'llm' when llm=True: the harness passes the FM client under it")
+    task: dict[str, Any] = {"module": entry_module(entry), "function": function, "kwargs": dict(kwargs)}
+    if llm:
+        task["llm"] = True
     return {HARNESS_FILE: harness_text(), TASK_FILE: json.dumps(task), LLM_CLIENT_FILE: llm_client_text()}
 
 

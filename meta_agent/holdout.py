@@ -1,0 +1,329 @@
+"""`cambrian eval`: run one agent (in a run's archive, or exported to a folder) on a split, store the result apart.
+
+A holdout score is a fact about an agent that selection must never see: for
+`RUN:AGENT` it goes to `Agent.holdout_score` (plus per-task rows with split
+"holdout") through `Archive.set_holdout_score`, which no selection strategy,
+archive view or prompt reads; for an exported folder it goes to
+`DIR/holdout.json`. A `search` evaluation is printed only: it never replaces
+the selection score the search computed.
+
+The evaluation uses the same wiring as the search loop (`loop.evaluate_in_sandbox`):
+a sandbox session of its own and, when the agents call the FM, their own
+gateway socket with the run's per-agent budget.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import re
+import tempfile
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterator
+
+from archive.export import MANIFEST_NAME
+from archive.store import Archive, genome_hash
+from evaluators.base import SPLITS, Benchmark, Genome
+from evaluators.runner import AgentResult, Limits
+from meta_agent.config import RunConfig
+from meta_agent.errors import CambrianError
+from meta_agent.llm.client import Ledger, LLMClient, MemoryLedger
+from meta_agent.llm.gateway import FMGateway
+from meta_agent.llm.ledger import ArchiveLedger
+from meta_agent.loop import AgentFMBudget, evaluate_in_sandbox, evaluation_row
+from meta_agent.session import (
+    Reporter,
+    build_benchmark,
+    fm_endpoint,
+    make_llm_client,
+    open_run,
+    sandbox_with_socket_dir,
+)
+
+HOLDOUT_FILE = "holdout.json"
+#: Bumped when holdout.json's fields change meaning.
+HOLDOUT_FORMAT = 1
+_RUN_AGENT_RE = re.compile(r"^(?P<run>[A-Za-z0-9][A-Za-z0-9._-]{0,99}):(?P<agent>\d+)$")
+
+
+class EvalTargetError(CambrianError):
+    """`cambrian eval` was given something it cannot evaluate (bad target, missing split, unusable folder)."""
+
+
+@dataclass(frozen=True)
+class EvalOutcome:
+    """What one `cambrian eval` did.
+
+    score: the benchmark's aggregate on `split` (holdout: over every holdout task).
+    search_score: the agent's stored selection score, shown side by side (None when unknown).
+    holdout_score: the holdout score now on record (this one on the holdout split; else the stored one).
+    stored_at: where the result was stored ("archive <path>" or the holdout.json path); None: printed only.
+    """
+
+    target: str
+    benchmark: str
+    split: str
+    score: float
+    search_score: float | None
+    holdout_score: float | None
+    result: AgentResult
+    stored_at: str | None
+    fm_calls: int  # FM calls the agent made through the gateway during this evaluation
+
+
+@dataclass(frozen=True)
+class _Subject:
+    """The agent to evaluate, wherever it lives."""
+
+    label: str
+    agent_id: int  # names its FM socket and ledger rows
+    iteration: int
+    genome: Genome
+    config: RunConfig
+    search_score: float | None
+    holdout_score: float | None
+
+
+def evaluate_target(
+    target: str,
+    *,
+    split: str,
+    runs_dir: Path,
+    reporter: Reporter,
+    sandbox: str | None = None,
+    model: str | None = None,
+    agent_fm: bool | None = None,
+) -> EvalOutcome:
+    """Evaluate TARGET (`RUN:AGENT` or a folder made by `cambrian export`) on `split` and store it apart.
+
+    sandbox: auto | docker | local (default: the run's choice). model: the FM the agents call (default:
+    the run's). agent_fm: serve the FM to the agent (default: the run's `evaluation.agent_fm`).
+    Raises EvalTargetError (bad target, a benchmark without `split` tasks) and the usual user errors.
+    """
+    if split not in SPLITS:
+        raise EvalTargetError(f"unknown split {split!r}", fix=f"use --split {' or --split '.join(SPLITS)}")
+    folder = Path(target)
+    if folder.is_dir():
+        return _evaluate_folder(folder, split=split, reporter=reporter, overrides=_overrides(sandbox, model, agent_fm))
+    match = _RUN_AGENT_RE.match(target)
+    if match is None:
+        raise EvalTargetError(
+            f"{target!r} is neither RUN:AGENT nor an existing folder",
+            fix="give RUN:AGENT (e.g. my-run:7, see `cambrian tree RUN`) or a folder made by `cambrian export`",
+        )
+    return _evaluate_run_agent(
+        runs_dir, match["run"], int(match["agent"]), split=split, reporter=reporter,
+        overrides=_overrides(sandbox, model, agent_fm),
+    )  # fmt: skip
+
+
+def _overrides(sandbox: str | None, model: str | None, agent_fm: bool | None) -> dict[str, Any]:
+    values = {"evaluation.sandbox": sandbox, "fm.model": model, "evaluation.agent_fm": agent_fm}
+    return {key: value for key, value in values.items() if value is not None}
+
+
+def _with_overrides(config: dict[str, Any], overrides: dict[str, Any], *, source: str) -> RunConfig:
+    for dotted, value in overrides.items():
+        section, key = dotted.split(".")
+        config.setdefault(section, {})[key] = value
+    try:
+        return RunConfig.from_json(json.dumps(config))
+    except CambrianError as exc:
+        raise EvalTargetError(f"{source}: {exc}", fix=exc.fix) from None
+
+
+# ----- RUN:AGENT --------------------------------------------------------------------------------
+
+
+def _evaluate_run_agent(
+    runs_dir: Path, run_name: str, agent_id: int, *, split: str, reporter: Reporter, overrides: dict[str, Any]
+) -> EvalOutcome:
+    archive, run = open_run(runs_dir, run_name)
+    with archive:
+        agent = archive.get_agent(agent_id)
+        if agent.run_id != run.id:
+            raise EvalTargetError(
+                f"agent {agent_id} is not in run {run_name}", fix=f"see the run's agents with `cambrian tree {run_name}`"
+            )
+        if agent.genome_hash is None:
+            raise EvalTargetError(
+                f"agent {agent_id} has no code (status {agent.status.value}: {agent.invalid_reason})",
+                fix=f"evaluate an agent with code, e.g. the best: `cambrian status {run_name}` names it",
+            )
+        files, entry = archive.get_genome(agent.genome_hash)
+        config = _with_overrides(json.loads(run.config_json), overrides, source=f"the config of run {run_name}")
+        config = config.model_copy(update={"runs_dir": Path(runs_dir), "name": run_name})
+        subject = _Subject(
+            label=f"{run_name}:{agent_id}", agent_id=agent_id, iteration=agent.iteration,
+            genome=Genome(files=files, entry=entry), config=config,
+            search_score=agent.score, holdout_score=agent.holdout_score,
+        )  # fmt: skip
+        ledger = ArchiveLedger(archive, int(run.id))
+        calls_before = len(archive.llm_calls(int(run.id)))
+        result, benchmark = _evaluate(subject, split=split, reporter=reporter, ledger=ledger)
+        fm_calls = len(archive.llm_calls(int(run.id))) - calls_before
+        stored_at: str | None = None
+        holdout_score = agent.holdout_score
+        if split == "holdout":
+            rows = [evaluation_row(task) for task in result.task_results]
+            archive.set_holdout_score(agent_id, float(result.score), evaluations=rows)
+            holdout_score = float(result.score)
+            stored_at = f"archive {archive.url}"
+    return EvalOutcome(
+        target=subject.label, benchmark=benchmark.name, split=split, score=float(result.score),
+        search_score=agent.score, holdout_score=holdout_score, result=result, stored_at=stored_at, fm_calls=fm_calls,
+    )  # fmt: skip
+
+
+# ----- an exported folder -----------------------------------------------------------------------
+
+
+def _evaluate_folder(folder: Path, *, split: str, reporter: Reporter, overrides: dict[str, Any]) -> EvalOutcome:
+    manifest = _read_manifest(folder)
+    genome = _read_genome(folder, manifest)
+    if genome_hash(genome.files) != manifest.get("genome_hash"):
+        reporter.warn(f"the files in {folder} differ from the exported agent (manifest genome_hash): "
+                      "evaluating them as they are now")  # fmt: skip
+    config = _with_overrides(dict(manifest["config"]), overrides, source=f"{folder / MANIFEST_NAME}")
+    agent_id = int(manifest.get("agent_id") or 0)
+    subject = _Subject(
+        label=str(folder), agent_id=agent_id, iteration=0, genome=genome, config=config,
+        search_score=manifest.get("score"), holdout_score=manifest.get("holdout_score"),
+    )  # fmt: skip
+    ledger = MemoryLedger()
+    result, benchmark = _evaluate(subject, split=split, reporter=reporter, ledger=ledger)
+    stored_at: str | None = None
+    holdout_score = subject.holdout_score
+    if split == "holdout":
+        path = folder / HOLDOUT_FILE
+        record = _holdout_record(subject, benchmark, result, fm_calls=len(ledger.entries))
+        path.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+        stored_at, holdout_score = str(path), float(result.score)
+    return EvalOutcome(
+        target=subject.label, benchmark=benchmark.name, split=split, score=float(result.score),
+        search_score=subject.search_score, holdout_score=holdout_score, result=result, stored_at=stored_at,
+        fm_calls=len(ledger.entries),
+    )  # fmt: skip
+
+
+def _read_manifest(folder: Path) -> dict[str, Any]:
+    path = folder / MANIFEST_NAME
+    fix = "give a folder made by `cambrian export RUN --to DIR` (the agent-<ID> sub-folder), or RUN:AGENT"
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise EvalTargetError(f"{folder} has no {MANIFEST_NAME}", fix=fix) from None
+    except json.JSONDecodeError as exc:
+        raise EvalTargetError(f"{path} is not valid JSON ({exc})", fix=fix) from None
+    missing = [key for key in ("entry", "files", "config") if not manifest.get(key)]
+    if not isinstance(manifest, dict) or missing:
+        raise EvalTargetError(f"{path} lacks {', '.join(missing) or 'its fields'}", fix=fix)
+    return manifest
+
+
+def _read_genome(folder: Path, manifest: dict[str, Any]) -> Genome:
+    files: dict[str, str] = {}
+    for relative in manifest["files"]:
+        path = folder / relative
+        if not path.is_file():
+            raise EvalTargetError(
+                f"{folder} lacks {relative}, a file of the exported agent",
+                fix="export the agent again with `cambrian export RUN --agent ID --to NEW_DIR`",
+            )
+        files[relative] = path.read_text(encoding="utf-8")
+    if manifest["entry"] not in files:
+        raise EvalTargetError(f"the entry file {manifest['entry']!r} is not among the manifest's files",
+                              fix="export the agent again")  # fmt: skip
+    return Genome(files=files, entry=manifest["entry"])
+
+
+def _holdout_record(subject: _Subject, benchmark: Benchmark, result: AgentResult, *, fm_calls: int) -> dict[str, Any]:
+    """holdout.json: the score apart from the search score, with every task's public result."""
+    return {
+        "format": HOLDOUT_FORMAT,
+        "split": "holdout",
+        "score": result.score,
+        "search_score": subject.search_score,
+        "valid": result.valid,
+        "invalid_reason": result.invalid_reason,
+        "n_tasks": len(result.task_results),
+        "n_passed": sum(task.passed for task in result.task_results),
+        "benchmark": benchmark.name,
+        "benchmark_options": subject.config.benchmark_options,
+        "model": subject.config.fm.model,
+        "agent_fm": subject.config.evaluation.agent_fm,
+        "fm_calls": fm_calls,
+        "sandbox": subject.config.evaluation.sandbox,
+        "genome_hash": genome_hash(subject.genome.files),
+        "evaluated_at": datetime.now(timezone.utc).isoformat(),
+        "tasks": [
+            {
+                "task_id": task.task_id,
+                "score": task.score,
+                "passed": task.passed,
+                "executed": task.executed,
+                "feedback": task.feedback,
+                "duration_s": task.duration_s,
+                "exit_code": task.exit_code,
+                "timed_out": task.timed_out,
+                "oom_killed": task.oom_killed,
+            }
+            for task in result.task_results
+        ],
+    }
+
+
+# ----- the evaluation itself ----------------------------------------------------------------------
+
+
+def _evaluate(subject: _Subject, *, split: str, reporter: Reporter, ledger: Ledger) -> tuple[AgentResult, Benchmark]:
+    config = subject.config
+    benchmark = build_benchmark(config)
+    # Checked before any sandbox or model server starts, so the mistake costs nothing.
+    if not list(benchmark.tasks(split)):
+        others = [other for other in SPLITS if other != split]
+        raise EvalTargetError(
+            f"benchmark {benchmark.name!r} has no {split} tasks",
+            fix=f"evaluate on --split {others[0]}, or use a benchmark with a {split} split "
+            "(`cambrian benchmarks` lists them)",
+        )
+    limits = Limits(
+        timeout_s=config.evaluation.timeout_s,
+        memory_mb=config.evaluation.memory_mb,
+        max_output_bytes=config.evaluation.max_output_bytes,
+    )
+    budget = AgentFMBudget(
+        max_calls=config.evaluation.agent_fm_calls, max_tokens=config.evaluation.agent_fm_tokens, run_seed=config.seed
+    )
+    reporter.info(f"evaluating {subject.label} on the {split} split of {benchmark.name}")
+    with sandbox_with_socket_dir(config, reporter) as (sandbox, socket_dir):
+        with _maybe_fm(config, reporter, ledger) as llm:
+
+            async def run() -> AgentResult:
+                gateway = FMGateway(llm, socket_dir=socket_dir) if llm is not None else None
+                try:
+                    return await evaluate_in_sandbox(
+                        benchmark, subject.genome, sandbox, agent_id=subject.agent_id, iteration=subject.iteration,
+                        split=split, limits=limits, gateway=gateway, fm_budget=budget,
+                    )  # fmt: skip
+                finally:
+                    if gateway is not None:
+                        await gateway.close()
+
+            return asyncio.run(run()), benchmark
+
+
+@contextlib.contextmanager
+def _maybe_fm(config: RunConfig, reporter: Reporter, ledger: Ledger) -> Iterator[LLMClient | None]:
+    """The FM client agents call through the gateway, or None when `evaluation.agent_fm` is off."""
+    if not config.evaluation.agent_fm:
+        yield None
+        return
+    # The server's log goes to a folder of its own: the search's server.log (or an export folder) stays as it was.
+    with tempfile.TemporaryDirectory(prefix="cambrian-eval-") as scratch:
+        server_config = config.model_copy(update={"runs_dir": Path(scratch), "name": "eval"})
+        with fm_endpoint(server_config, reporter) as (endpoint, _label):
+            yield make_llm_client(endpoint, config, ledger=ledger)

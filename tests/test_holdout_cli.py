@@ -1,0 +1,230 @@
+"""`cambrian eval` on the holdout split: stored apart, shown side by side, never seen by selection or prompts.
+
+The runs are made by the real search loop with a scripted FM (exact replies needed: a child that fits
+the curve) on the example third-party benchmark, evaluated in the real local sandbox, stored in real
+SQLite files. The example package is registered the way pip would (a dist-info folder with its entry
+point on the path), without touching the shared virtualenv.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from archive.models import AgentStatus
+from archive.store import Archive
+from evaluators.base import FeedbackPolicy
+from meta_agent.config import RunConfig
+from meta_agent.holdout import HOLDOUT_FILE, EvalTargetError, evaluate_target
+from meta_agent.loop import SearchLoop
+from meta_agent.operators import PromptContext, make_operator
+from meta_agent.session import Reporter, build_benchmark
+from sandbox.local import LocalSandbox
+from tests.test_loop_fake_fm import ScriptedFM, fenced
+
+EXAMPLE_DIR = Path(__file__).resolve().parents[1] / "examples" / "cambrian-example-benchmark"
+CAMBRIAN = [sys.executable, "-m", "meta_agent.cli"]
+RUN = "fit"
+
+GOOD_FIT = """import math
+
+
+def f(x):
+    return 1.5 * math.sin(x) + 0.25 * x * x - 0.5
+"""
+ROUGH_FIT = "def f(x):\n    return 0.25 * x * x\n"
+
+
+@pytest.fixture()
+def example_registered(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """The example benchmark importable and registered under `cambrian.benchmarks` (here and in subprocesses)."""
+    site = tmp_path / "site"
+    dist_info = site / "cambrian_example_benchmark-0.1.0.dist-info"
+    dist_info.mkdir(parents=True)
+    (dist_info / "METADATA").write_text("Metadata-Version: 2.1\nName: cambrian-example-benchmark\nVersion: 0.1.0\n")
+    (dist_info / "entry_points.txt").write_text(
+        '[cambrian.benchmarks]\nexample = cambrian_example_benchmark:make_benchmark\n'
+    )
+    monkeypatch.syspath_prepend(str(EXAMPLE_DIR))
+    monkeypatch.syspath_prepend(str(site))
+    path = os.pathsep.join([str(site), str(EXAMPLE_DIR), os.environ.get("PYTHONPATH", "")])
+    return {**os.environ, "PYTHONPATH": path, "COLUMNS": "200", "NO_COLOR": "1"}
+
+
+def _config(runs: Path, **extra: object) -> RunConfig:
+    return RunConfig.model_validate(
+        {
+            "name": RUN,
+            "benchmark": "example",
+            "runs_dir": str(runs),
+            "budget": {"iterations": 2},
+            "search": {"strategy": "greedy", "operators": {"rewrite": 1.0}, "inspirations": 1},
+            "fm": {"concurrency": 1},
+            "evaluation": {"sandbox": "local", "concurrency": 1, "agent_fm": False},
+            **extra,
+        }
+    )
+
+
+@pytest.fixture()
+def example_run(tmp_path: Path, example_registered: dict[str, str]) -> tuple[Path, int]:
+    """A finished run of the example benchmark: the seed and two children; returns (runs dir, best agent id)."""
+    runs = tmp_path / "runs"
+    config = _config(runs)
+    (runs / RUN).mkdir(parents=True)
+    with Archive.at(runs / RUN / "archive.db") as archive:
+        run = archive.create_run(name=RUN, benchmark="example", seed=0, config_json=config.to_json())
+        loop = SearchLoop(
+            archive=archive, run=run, config=config, benchmark=build_benchmark(config), sandbox=LocalSandbox(),
+            llm=ScriptedFM([fenced(ROUGH_FIT), fenced(GOOD_FIT)]), model_label="scripted",
+        )  # fmt: skip
+        asyncio.run(loop.run_until_done())
+        best = archive.best(int(run.id), n=1)[0]
+    return runs, int(best.id)
+
+
+def _quiet() -> Reporter:
+    return Reporter(
+        info=lambda m: None, warn=lambda m: None, event=lambda e: None,
+        progress=lambda done, total: contextlib.nullcontext(),
+    )  # fmt: skip
+
+
+def _cli(*args: str, env: dict[str, str], check: bool = True) -> subprocess.CompletedProcess:
+    proc = subprocess.run([*CAMBRIAN, *args], capture_output=True, text=True, timeout=300, env=env)
+    if check:
+        assert proc.returncode == 0, f"cambrian {' '.join(args)} failed:\n{proc.stdout}\n{proc.stderr}"
+    return proc
+
+
+def test_holdout_score_is_stored_apart_fake_fm(example_run: tuple[Path, int]) -> None:
+    runs, best_id = example_run
+    with Archive.at(runs / RUN / "archive.db") as archive:
+        before = archive.get_agent(best_id)
+        search_rows = [(e.task_id, e.score) for e in archive.evaluations(best_id)]
+    assert before.status == AgentStatus.evaluated and before.score > 0.99  # the exact fit
+    assert before.holdout_score is None
+
+    outcome = evaluate_target(f"{RUN}:{best_id}", split="holdout", runs_dir=runs, reporter=_quiet())
+
+    assert [t.task_id for t in outcome.result.task_results] == ["holdout-0", "holdout-1"]
+    assert outcome.score > 0.99 and outcome.search_score == before.score
+    with Archive.at(runs / RUN / "archive.db") as archive:
+        after = archive.get_agent(best_id)
+        rows = archive.evaluations(best_id)
+    assert after.score == before.score and after.feedback == before.feedback  # selection's view unchanged
+    assert after.holdout_score == pytest.approx(outcome.score)
+    assert sorted(e.task_id for e in rows if e.split == "holdout") == ["holdout-0", "holdout-1"]
+    assert [(e.task_id, e.score) for e in rows if e.split == "search"] == search_rows
+
+
+def test_search_split_eval_is_printed_only_fake_fm(example_run: tuple[Path, int]) -> None:
+    runs, best_id = example_run
+    outcome = evaluate_target(f"{RUN}:1", split="search", runs_dir=runs, reporter=_quiet())
+    assert outcome.stored_at is None and outcome.split == "search"
+    with Archive.at(runs / RUN / "archive.db") as archive:
+        seed = archive.get_agent(1)
+        assert seed.holdout_score is None
+        assert all(e.split == "search" for e in archive.evaluations(1))
+        assert len(archive.evaluations(1)) == 3
+
+
+def test_selection_and_prompts_never_see_holdout_scores_fake_fm(example_run: tuple[Path, int]) -> None:
+    runs, best_id = example_run
+    marker = 0.123456  # a value no search score has, easy to spot in any text
+    with Archive.at(runs / RUN / "archive.db") as archive:
+        run = archive.get_run(RUN)
+        view_before = sorted(zip(archive.view(int(run.id)).ids.tolist(), archive.view(int(run.id)).scores.tolist()))
+        archive.set_holdout_score(best_id, marker)
+        archive.set_holdout_score(1, marker)
+        view = archive.view(int(run.id))
+        assert sorted(zip(view.ids.tolist(), view.scores.tolist())) == view_before
+        assert marker not in view.scores.tolist()
+
+        config = RunConfig.from_json(run.config_json)
+        loop = SearchLoop(
+            archive=archive, run=run, config=config, benchmark=build_benchmark(config), sandbox=LocalSandbox(),
+            llm=ScriptedFM(["unused"]), model_label="scripted",
+        )  # fmt: skip
+        # The prompt the loop would build for this parent, with the other holdout-scored agent as inspiration.
+        ctx = PromptContext(
+            contract=loop.benchmark.contract,
+            benchmark=loop.benchmark.name,
+            parent=loop._parent_info(best_id),
+            inspirations=loop._inspirations(exclude=best_id),
+        )
+        assert ctx.inspirations, "the seed should be shown as an inspiration"
+        for name in ("rewrite", "diff"):
+            text = "\n".join(m["content"] for m in make_operator(name).messages(ctx))
+            assert "0.1234" not in text and "holdout" not in text.lower()
+
+
+def test_benchmark_without_holdout_tasks_is_a_clear_error(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    config = RunConfig.model_validate({"name": "cp", "runs_dir": str(runs), "evaluation": {"sandbox": "local"}})
+    (runs / "cp").mkdir(parents=True)
+    with Archive.at(runs / "cp" / "archive.db") as archive:
+        run = archive.create_run(name="cp", benchmark="circle_packing", seed=0, config_json=config.to_json())
+        seed = build_benchmark(config).seed()
+        archive.add_agent(int(run.id), files=dict(seed.files), entry=seed.entry, operator="seed")
+    with pytest.raises(EvalTargetError, match="has no holdout tasks") as caught:
+        evaluate_target("cp:1", split="holdout", runs_dir=runs, reporter=_quiet())
+    assert "--split search" in caught.value.fix
+
+
+@pytest.mark.parametrize(
+    ("target", "message"),
+    [("not a target", "neither RUN:AGENT nor an existing folder"), ("nosuchrun:3", "no run named")],
+)
+def test_bad_targets_name_the_cause_and_fix(tmp_path: Path, target: str, message: str) -> None:
+    with pytest.raises(Exception, match=message) as caught:
+        evaluate_target(target, split="holdout", runs_dir=tmp_path, reporter=_quiet())
+    assert caught.value.fix  # type: ignore[attr-defined]
+
+
+def test_feedback_policy_from_config_reaches_the_benchmark(example_registered: dict[str, str]) -> None:
+    config = _config(Path("runs"))
+    config.evaluation.feedback.traceback = True
+    config.evaluation.feedback.max_chars = 300
+    benchmark = build_benchmark(config)
+    assert benchmark.feedback_policy == FeedbackPolicy(max_chars=300, traceback=True)  # type: ignore[attr-defined]
+
+
+def test_cli_eval_show_tree_export_and_exported_dir_fake_fm(
+    example_run: tuple[Path, int], example_registered: dict[str, str], tmp_path: Path
+) -> None:
+    runs, best_id = example_run
+    env = example_registered
+    flags = ["--runs-dir", str(runs)]
+
+    out = _cli("eval", f"{RUN}:{best_id}", "--split", "holdout", "--sandbox", "local", *flags, env=env).stdout
+    assert "holdout-0" in out and "stored in archive" in out
+    assert "search 1.0000 | holdout 1.0000" in out
+
+    show = _cli("show", RUN, str(best_id), "--no-code", *flags, env=env).stdout
+    assert "search 1.0000 | holdout 1.0000" in show
+    tree = _cli("tree", RUN, *flags, env=env).stdout
+    assert f"#{best_id} 1.0000 | holdout 1.0000" in tree
+
+    exported = tmp_path / "exported"
+    out = _cli("export", RUN, "--agent", str(best_id), "--to", str(exported), *flags, env=env).stdout
+    assert "search 1.0000 | holdout 1.0000" in out
+    folder = exported / f"agent-{best_id}"
+    assert json.loads((folder / "manifest.json").read_text())["holdout_score"] == pytest.approx(1.0)
+
+    out = _cli("eval", str(folder), "--split", "holdout", "--sandbox", "local", env=env).stdout
+    assert f"stored in {folder / HOLDOUT_FILE}" in out
+    record = json.loads((folder / HOLDOUT_FILE).read_text())
+    assert record["split"] == "holdout" and record["score"] == pytest.approx(1.0)
+    assert [t["task_id"] for t in record["tasks"]] == ["holdout-0", "holdout-1"]
+    assert record["benchmark"] == "example" and record["model"] == "smollm2-135m" and record["evaluated_at"]
+
+    missing = _cli("eval", str(tmp_path), "--split", "holdout", env=env, check=False)
+    assert missing.returncode == 2 and "manifest.json" in missing.stderr and "fix:" in missing.stderr

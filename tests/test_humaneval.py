@@ -1,0 +1,250 @@
+"""HumanEval: data, the fixed split, two-phase scoring in the real local sandbox, cheating agents, stages,
+and the seed agent through the gateway to the real SmolLM2."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from archive.store import Archive
+from evaluators.base import BenchmarkError, FeedbackPolicy, Genome
+from evaluators.humaneval import HumanEval, assemble_program, load_problems, split_task_ids
+from evaluators.runner import AgentResult, evaluate_agent
+from meta_agent.llm.client import LLMClient
+from meta_agent.llm.gateway import FMGateway
+from meta_agent.llm.ledger import ArchiveLedger
+from sandbox.local import LocalSandbox
+
+STAGE_OPTIONS = {"n_search": 3, "stage_sizes": [3], "thresholds": [0.0], "timeout_s": 30.0}
+
+
+def scripted_agent(solve_body: str, **constants: object) -> Genome:
+    """An agent genome that never calls the FM: `solve` runs `solve_body` (constants are module globals)."""
+    header = "".join(f"{name} = {value!r}\n" for name, value in constants.items())
+    code = f"import glob, json, os, sys\n{header}\n\ndef solve(task, llm):\n{textwrap.indent(solve_body, '    ')}\n"
+    return Genome(files={"agent.py": code}, entry="agent.py")
+
+
+def answering(bench: HumanEval, code_by_id: dict[str, str]) -> Genome:
+    """An agent that returns the given code for each task id (an empty answer for the others)."""
+    return scripted_agent("return ANSWERS.get(task['task_id'], '')", ANSWERS=code_by_id)
+
+
+def canonical(bench: HumanEval, task_id: str) -> str:
+    problem = bench.problem(task_id)
+    return problem.prompt + problem.canonical_solution
+
+
+def evaluate(bench: HumanEval, genome: Genome) -> AgentResult:
+    return evaluate_agent(bench, genome, LocalSandbox())
+
+
+def test_data_has_164_problems() -> None:
+    problems = load_problems()
+    assert len(problems) == 164
+    assert len({p.task_id for p in problems}) == 164
+    assert problems[0].task_id == "HumanEval/0" and problems[0].entry_point == "has_close_elements"
+    assert all("def check(candidate)" in p.test for p in problems)
+
+
+def test_split_is_fixed_disjoint_and_stable_across_processes() -> None:
+    first, second = HumanEval(), HumanEval()
+    for split in ("search", "holdout"):
+        assert [t.id for t in first.tasks(split)] == [t.id for t in second.tasks(split)]
+    search = {t.id for t in first.tasks("search")}
+    holdout = {t.id for t in first.tasks("holdout")}
+    assert len(holdout) >= 40 and len(search) == 164 - len(holdout)
+    assert not search & holdout
+    # Another interpreter with another hash seed draws the same split.
+    script = (
+        "import json; from evaluators.humaneval import HumanEval; b = HumanEval(); "
+        "print(json.dumps([t.id for t in b.tasks('holdout')]))"
+    )
+    other = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True, env={"PYTHONHASHSEED": "123"}
+    )
+    assert json.loads(other.stdout) == [t.id for t in first.tasks("holdout")]
+    assert split_task_ids(["a", "b", "c"], n_holdout=1) == split_task_ids(["c", "b", "a"], n_holdout=1)
+
+
+def test_agent_sees_only_prompt_and_entry_point() -> None:
+    bench = HumanEval()
+    task = bench.tasks("search")[0]
+    problem = bench.problem(task.id)
+    spec = bench.run_spec(bench.seed(), task)
+    assert set(task.inputs) == {"task_id", "prompt", "entry_point"}
+    assert not any("check" in name or "test" in name for name in spec.files)
+    assert not any(problem.test in text or problem.canonical_solution in text for text in spec.files.values())
+    assert json.loads(spec.files["task.json"])["llm"] is True
+
+
+def test_canonical_solutions_pass_the_check_run() -> None:
+    bench = HumanEval(**STAGE_OPTIONS)
+    ids = [t.id for t in bench.tasks("search")]
+    result = evaluate(bench, answering(bench, {tid: canonical(bench, tid) for tid in ids}))
+    assert [t.passed for t in result.task_results] == [True, True, True], result.feedback
+    assert result.score == 1.0
+    assert all(t.feedback == f"{t.task_id}: passed" for t in result.task_results)
+
+
+def test_full_definition_and_bare_body_are_both_accepted() -> None:
+    bench = HumanEval(**STAGE_OPTIONS)
+    first, second, third = [t.id for t in bench.tasks("search")]
+    body_only = bench.problem(first).canonical_solution
+    full = canonical(bench, second)  # the prompt plus the body: a full definition
+    result = evaluate(bench, answering(bench, {first: body_only, second: full, third: "   "}))
+    assert [t.passed for t in result.task_results] == [True, True, False]
+    assert "returned an empty string" in result.task_results[2].feedback
+    assert not result.task_results[2].executed
+
+
+def test_wrong_solution_fails_without_revealing_tests_or_answers() -> None:
+    bench = HumanEval(**STAGE_OPTIONS)
+    first, second, _ = [t.id for t in bench.tasks("search")]
+    entry = bench.problem(first).entry_point
+    answers = {
+        first: f"def {entry}(*args, **kwargs):\n    return 12345\n",
+        second: f"def {bench.problem(second).entry_point}(*args, **kwargs):\n    return 1 / 0\n",
+    }
+    result = evaluate(bench, answering(bench, answers))
+    wrong, raising = result.task_results[0], result.task_results[1]
+    assert not wrong.passed and wrong.executed
+    assert wrong.feedback.startswith(f"{first}: failed (") and "Error" in wrong.feedback
+    assert raising.feedback == f"{second}: failed (the code raised: ZeroDivisionError: division by zero)"
+    for task_id, feedback in ((first, wrong.feedback), (second, raising.feedback)):
+        problem = bench.problem(task_id)
+        test_lines = [line.strip() for line in problem.test.splitlines() if len(line.strip()) > 12]
+        assert not any(line in feedback for line in test_lines)
+        assert "candidate" not in feedback and "assert" not in feedback
+        assert problem.canonical_solution.strip() not in feedback
+
+
+CHEATS = {
+    # (a) leaves the check run at import, before any test ran
+    "exits": "import sys\nsys.exit(0)\n",
+    "hard_exits": "import os\nos._exit(0)\n",
+    # (b) claims a pass: prints it and writes its own verdict, then leaves
+    "forges": (
+        "import json, os\nprint('PASS')\n"
+        "json.dump({'passed': True, 'nonce': 'guess', 'salt': 'x'}, open('result.json', 'w'))\nos._exit(0)\n"
+    ),
+    # (d) rewrites the check driver and patches what the driver and tests use
+    "rewrites": (
+        "import builtins, sys\nopen('_check.py', 'w').write('print(\"PASS\")')\n"
+        "main = sys.modules['__main__']\nmain._failure = lambda *a: {'passed': True}\n"
+        "builtins.compile = lambda *a, **k: compile_('def check(c): pass', 'x', 'exec')\n"
+        "compile_ = compile\n"
+    ),
+}
+
+
+@pytest.mark.parametrize("cheat", sorted(CHEATS))
+def test_cheating_solutions_do_not_score(cheat: str) -> None:
+    bench = HumanEval(**{**STAGE_OPTIONS, "n_search": 1, "stage_sizes": [1]})
+    [task] = bench.tasks("search")
+    entry = bench.problem(task.id).entry_point
+    code = CHEATS[cheat] + f"\ndef {entry}(*args, **kwargs):\n    return None\n"
+    result = evaluate(bench, answering(bench, {task.id: code}))
+    [run] = result.task_results
+    assert not run.passed and result.score == 0.0, run.feedback
+    assert run.executed  # it returned code; the code failed the check
+
+
+def test_agent_that_hunts_for_the_tests_finds_nothing_and_cannot_plant_any() -> None:
+    bench = HumanEval(**{**STAGE_OPTIONS, "n_search": 1, "stage_sizes": [1]})
+    [task] = bench.tasks("search")
+    hunt = """
+found = [p for p in glob.glob('**/*', recursive=True) if 'test' in p or 'check' in p]
+found += [p for p in glob.glob('**/*', recursive=True)
+          if os.path.isfile(p) and 'def check' + '(candidate)' in open(p, errors='replace').read()]
+print('found:', found)
+# (d) plant a passing check and a verdict where the tests would be
+open('_check.py', 'w').write('print("PASS")')
+json.dump({'passed': True, 'nonce': 'x', 'salt': 'y'}, open('result.json.planted', 'w'))
+return 'def ' + task['entry_point'] + '(*a, **k):\\n    return None\\n'
+"""
+    result = evaluate(bench, scripted_agent(hunt.strip()))
+    [run] = result.task_results
+    assert "found: []" in run.stdout_tail
+    assert run.executed and not run.passed
+
+
+def test_crashing_agent_is_not_executed_and_shows_its_error_per_policy() -> None:
+    bench = HumanEval(**{**STAGE_OPTIONS, "n_search": 1, "stage_sizes": [1]})
+    result = evaluate(bench, scripted_agent("return task['no_such_key']"))
+    assert not result.valid
+    assert result.task_results[0].feedback == "agent crashed: KeyError: 'no_such_key'"
+    bench.feedback_policy = FeedbackPolicy(error_message=False, traceback=True)
+    result = evaluate(bench, scripted_agent("return task['no_such_key']"))
+    feedback = result.task_results[0].feedback
+    assert feedback.startswith("agent crashed: KeyError\n") and "agent.py" in feedback
+    assert "'no_such_key'" in feedback  # the traceback's own line; the message alone is hidden
+
+
+def test_staged_evaluation_stops_a_weak_agent_after_stage_one() -> None:
+    bench = HumanEval(n_search=6, stage_sizes=[2], thresholds=[0.6], timeout_s=30.0)
+    stage_one = list(bench.stages()[0].task_ids)
+    assert len(bench.stages()) == 2 and len(bench.stages()[1].task_ids) == 4
+    result = evaluate(bench, answering(bench, {stage_one[0]: canonical(bench, stage_one[0])}))
+    assert result.stage_reached == 0
+    assert [t.task_id for t in result.task_results] == stage_one
+    assert result.ran_score == 0.5  # what it earned on what it ran
+    assert result.score == pytest.approx(1 / 6)  # like with like: the 4 unrun tasks count as 0
+
+
+def test_options_are_validated() -> None:
+    with pytest.raises(BenchmarkError) as info:
+        HumanEval.from_options({"stage_sizes": [5, 20], "thresholds": [0.2]})
+    assert "thresholds" in str(info.value) and info.value.fix
+    with pytest.raises(BenchmarkError):
+        HumanEval.from_options({"n_serach": 3})
+    with pytest.raises(BenchmarkError):
+        FeedbackPolicy.from_options({"traceback": "yes"})
+    assert FeedbackPolicy.from_options({"max_chars": 100}).max_chars == 100
+
+
+def test_assemble_program() -> None:
+    prompt = "from typing import List\n\ndef f(x: List[int]) -> int:\n    \"\"\"Doc.\"\"\"\n"
+    assert assemble_program(prompt, "f", "    return 1\n") == prompt + "    return 1\n"
+    full = assemble_program(prompt, "f", "def f(x):\n    return 2\n")
+    assert full.startswith(prompt.rstrip()) and full.endswith("def f(x):\n    return 2\n")
+
+
+@pytest.mark.slow
+def test_seed_agent_runs_through_the_gateway_on_the_real_model(tmp_path: Path, local_fm) -> None:
+    bench = HumanEval(n_search=2, stage_sizes=[2], thresholds=[0.0], timeout_s=240.0)
+    archive = Archive.at(tmp_path / "archive.db")
+    run = archive.create_run(name="he", benchmark="humaneval", seed=0, config_json="{}")
+    seed = bench.seed()
+    agent = archive.add_agent(int(run.id), files=dict(seed.files), entry=seed.entry)
+    fm = LLMClient(local_fm.endpoint(), ledger=ArchiveLedger(archive, int(run.id)), max_tokens=256)
+    socket_dir = Path(tempfile.mkdtemp(prefix="che-", dir="/tmp"))
+
+    async def evaluate_seed() -> AgentResult:
+        async with FMGateway(fm, socket_dir=socket_dir) as gateway:
+            channel = await gateway.open_agent(
+                int(agent.id), max_calls=4, max_tokens=4000, run_seed=0, iteration=0
+            )
+            try:
+                env = channel.env(str(channel.socket_path))
+                return await asyncio.to_thread(evaluate_agent, bench, seed, LocalSandbox(), env=env)
+            finally:
+                await channel.close()
+
+    try:
+        result = asyncio.run(evaluate_seed())
+    finally:
+        shutil.rmtree(socket_dir, ignore_errors=True)
+    assert len(result.task_results) == 2
+    assert all(t.executed for t in result.task_results), result.feedback  # returned code, crashed nowhere
+    assert all(t.feedback.startswith(f"{t.task_id}: ") for t in result.task_results)
+    calls = [c for c in archive.llm_calls(int(run.id)) if c.purpose == "agent"]
+    assert len(calls) == 2 and all(c.agent_id == agent.id and c.error is None for c in calls)

@@ -1,0 +1,87 @@
+"""A third-party benchmark package, installed with pip, found through `cambrian.benchmarks`, searched via the CLI.
+
+Installs examples/cambrian-example-benchmark into this test environment (editable, no dependencies) and
+uninstalls it at the end, whatever happens. The search uses the real SmolLM2-135M and the local sandbox.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from archive.models import AgentStatus, RunStatus
+from archive.store import Archive
+
+pytestmark = pytest.mark.slow
+
+EXAMPLE_DIR = Path(__file__).resolve().parents[1] / "examples" / "cambrian-example-benchmark"
+DIST_NAME = "cambrian-example-benchmark"
+CAMBRIAN = [sys.executable, "-m", "meta_agent.cli"]
+
+
+def _pip(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pip", *args], capture_output=True, text=True, timeout=600)
+
+
+def _install_example() -> None:
+    """Offline first (`--no-build-isolation`, needs setuptools with bdist_wheel); else pip's isolated build,
+    which fetches setuptools and wheel from the package index."""
+    offline = _pip("install", "--no-build-isolation", "--no-deps", "-e", str(EXAMPLE_DIR))
+    if offline.returncode == 0:
+        return
+    isolated = _pip("install", "--no-deps", "-e", str(EXAMPLE_DIR))
+    assert isolated.returncode == 0, f"pip install failed:\n{offline.stderr[-2000:]}\n{isolated.stderr[-2000:]}"
+
+
+@pytest.fixture()
+def example_installed() -> object:
+    egg_info = EXAMPLE_DIR / "cambrian_example_benchmark.egg-info"
+    had_egg_info = egg_info.exists()
+    try:
+        _install_example()
+        yield None
+    finally:
+        _pip("uninstall", "-y", DIST_NAME)
+        if not had_egg_info:
+            shutil.rmtree(egg_info, ignore_errors=True)  # build output of the install above
+
+
+def _cli(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+    env = {**os.environ, "COLUMNS": "200", "NO_COLOR": "1"}
+    proc = subprocess.run([*CAMBRIAN, *args], capture_output=True, text=True, timeout=900, env=env)
+    if check:
+        assert proc.returncode == 0, f"cambrian {' '.join(args)} failed:\n{proc.stdout}\n{proc.stderr}"
+    return proc
+
+
+def test_installed_package_is_listed_and_searched_through_the_cli(
+    example_installed: object, smollm2_path: Path, tmp_path: Path
+) -> None:
+    listing = _cli("benchmarks").stdout
+    assert "example" in listing and "Fit def f(x) to points" in listing
+
+    runs = tmp_path / "runs"
+    out = _cli(
+        "run", "example", "--name", "ex", "--iterations", "2", "--model", "smollm2-135m", "--runs-dir", str(runs),
+        "--sandbox", "local", "--seed", "1", "--set", "fm.max_tokens=300", "--set", "benchmark_options.threshold=0.2",
+    ).stdout  # fmt: skip
+    assert "run ex finished" in out
+
+    with Archive.at(runs / "ex" / "archive.db") as archive:
+        run = archive.get_run("ex")
+        assert run.status == RunStatus.finished and run.benchmark == "example"
+        assert json.loads(run.config_json)["benchmark_options"] == {"threshold": 0.2}
+        agents = archive.agents(int(run.id))
+        seed = agents[0]
+        assert seed.operator == "seed" and seed.status == AgentStatus.evaluated and 0 < seed.score < 1
+        assert {e.task_id for e in archive.evaluations(int(seed.id))} == {"search-0", "search-1", "search-2"}
+        assert len([a for a in agents if a.iteration > 0]) == 2
+
+    held = _cli("eval", "ex:1", "--split", "holdout", "--no-agent-fm", "--runs-dir", str(runs)).stdout
+    assert "holdout-1" in held and "stored in archive" in held
