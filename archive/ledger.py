@@ -148,9 +148,12 @@ class LedgerMixin:
 
         The proposer calls the FM before the agent row (and its id) exists.
         """
-        params = {"b_run_id": run_id, "b_iteration": iteration, "b_agent_id": agent_id}
         with self._transaction(write=True) as connection:
-            return int(connection.execute(_LINK_CALLS, params).rowcount)
+            return self._link_llm_calls(connection, run_id, iteration=iteration, agent_id=agent_id)
+
+    def _link_llm_calls(self, connection: Connection, run_id: int, *, iteration: int, agent_id: int) -> int:
+        params = {"b_run_id": run_id, "b_iteration": iteration, "b_agent_id": agent_id}
+        return int(connection.execute(_LINK_CALLS, params).rowcount)
 
     def cached_response(self, request_hash: str) -> LLMResponse | None:
         """The cached FM response for this request hash, or None."""

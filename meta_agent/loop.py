@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 from typing import Callable, Generic, TypeVar
 
@@ -123,6 +123,7 @@ class SearchLoop:
         self._genomes = _LRU[str, Genome](capacity=4096)
         self._parents = _LRU[int, ParentInfo](capacity=4096)
         self._genome_owner: dict[str, int] = {}  # genome hash -> first agent with it: the duplicate gate
+        self._failures = _LRU[int, deque[str]](capacity=4096)  # parent -> reasons its children were invalid
 
     # ----- control -------------------------------------------------------------------------
 
@@ -269,11 +270,7 @@ class SearchLoop:
             contract=self.benchmark.contract,
             benchmark=self.benchmark.name,
             parent=parent_info,
-            failed_attempts=[
-                f"{a.operator}: {a.invalid_reason}"
-                for a in self.archive.recent_invalid_children(parent_id, self.config.search.failed_attempts_shown)
-                if a.invalid_reason
-            ],
+            failed_attempts=self._failed_attempts(parent_id),
             inspirations=self._inspirations(exclude=parent_id),
         )
         seed = derive_seed(self.config.seed, iteration, 0)
@@ -310,10 +307,10 @@ class SearchLoop:
             operator=operator_name,
             model=self.model_label,
             iteration=iteration,
+            link_llm_calls=True,
             **usage,
         )
         self._genome_owner[child_hash] = int(agent.id)
-        self.archive.link_llm_calls(self.run_id, iteration=iteration, agent_id=int(agent.id))
         self._counters.proposals += 1
         self.on_event(LoopEvent("proposed", int(agent.id), iteration, None, self._best_score()))
         self._queue.put_nowait(int(agent.id))
@@ -329,9 +326,10 @@ class SearchLoop:
             iteration=iteration,
             status=AgentStatus.invalid,
             invalid_reason=reason,
+            link_llm_calls=True,
             **(usage or {}),
         )
-        self.archive.link_llm_calls(self.run_id, iteration=iteration, agent_id=int(agent.id))
+        self._remember_failure(parent_id, f"{operator_name}: {reason}")
         self._counters.proposals += 1
         self._counters.invalid += 1
         self.on_event(LoopEvent("rejected", int(agent.id), iteration, None, self._best_score(), reason))
@@ -347,6 +345,24 @@ class SearchLoop:
             )
             self._parents.put(agent_id, info)
         return info
+
+    def _failed_attempts(self, parent_id: int) -> list[str]:
+        """Why this parent's recent children were invalid, oldest first (read from the archive once)."""
+        reasons = self._failures.get(parent_id)
+        if reasons is None:
+            n = self.config.search.failed_attempts_shown
+            recent = self.archive.recent_invalid_children(parent_id, n) if n else []
+            reasons = deque(
+                (f"{a.operator}: {a.invalid_reason}" for a in reversed(recent) if a.invalid_reason), maxlen=n
+            )
+            self._failures.put(parent_id, reasons)
+        return list(reasons)
+
+    def _remember_failure(self, parent_id: int | None, reason: str) -> None:
+        if parent_id is None:
+            return
+        self._failed_attempts(parent_id)  # load the history first, so the order stays true
+        self._failures.get(parent_id).append(reason)  # type: ignore[union-attr]
 
     def _genome(self, hash_: str) -> Genome:
         genome = self._genomes.get(hash_)

@@ -9,6 +9,7 @@ truncated text.
 
 from __future__ import annotations
 
+import functools
 import string
 from importlib import resources
 from typing import Mapping
@@ -34,8 +35,9 @@ def template_names() -> list[str]:
     return sorted(p.name[: -len(".txt")] for p in folder.iterdir() if p.name.endswith(".txt"))
 
 
+@functools.lru_cache(maxsize=64)
 def load_template(name: str) -> string.Template:
-    """The template `meta_agent/prompts/<name>.txt`; PromptTemplateError if there is none."""
+    """The template `meta_agent/prompts/<name>.txt` (read once per process); PromptTemplateError if there is none."""
     source = resources.files("meta_agent").joinpath("prompts", f"{name}.txt")
     if not source.is_file():
         raise PromptTemplateError(

@@ -22,6 +22,7 @@ benchmark place this file into its RunSpec.
 
 from __future__ import annotations
 
+import functools
 import http.client
 import json
 import os
@@ -149,8 +150,9 @@ def budget_left() -> dict[str, int]:
 # ---- host side: used by benchmarks, never inside the sandbox ----
 
 
+@functools.lru_cache(maxsize=1)
 def llm_client_text() -> str:
-    """This file's text, read as package data so it works from a wheel too."""
+    """This file's text, read as package data so it works from a wheel too (once per process)."""
     from importlib import resources
 
     return resources.files("evaluators.harness").joinpath("llm_client.py").read_text(encoding="utf-8")

@@ -34,6 +34,7 @@ back.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import json
 import math
@@ -170,8 +171,9 @@ def entry_module(entry: str) -> str:
     return entry[: -len(".py")].replace("/", ".")
 
 
+@functools.lru_cache(maxsize=1)
 def harness_text() -> str:
-    """This file's text, read as package data so it works from a wheel too."""
+    """This file's text, read as package data so it works from a wheel too (once per process)."""
     from importlib import resources
 
     return resources.files("evaluators.harness").joinpath("run_program.py").read_text(encoding="utf-8")
