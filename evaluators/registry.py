@@ -16,6 +16,7 @@ from importlib.metadata import EntryPoint, entry_points
 from typing import Any, Callable, Mapping
 
 from evaluators.base import Benchmark, BenchmarkError
+from evaluators.arc import ArcAgentBenchmark, ArcProgramBenchmark
 from evaluators.circle_packing import CirclePacking
 from evaluators.humaneval import HumanEval
 
@@ -33,6 +34,12 @@ def _builtins() -> dict[str, _Builtin]:
     return {
         CirclePacking.name: _Builtin(build=CirclePacking.from_options, description=CirclePacking.description),
         HumanEval.name: _Builtin(build=HumanEval.from_options, description=HumanEval.description),
+        ArcAgentBenchmark.name: _Builtin(
+            build=ArcAgentBenchmark.from_options, description=ArcAgentBenchmark.description
+        ),
+        ArcProgramBenchmark.name: _Builtin(
+            build=ArcProgramBenchmark.from_options, description=ArcProgramBenchmark.description
+        ),
     }
 
 
