@@ -116,6 +116,9 @@ _SET_HOLDOUT = (
 _DELETE_STALE_EVALUATIONS = delete(_EVALUATION).where(
     _EVALUATION.c.agent_id == bindparam("agent_id"), _EVALUATION.c.split != "holdout"
 )
+_DELETE_HOLDOUT_EVALUATIONS = delete(_EVALUATION).where(
+    _EVALUATION.c.agent_id == bindparam("agent_id"), _EVALUATION.c.split == "holdout"
+)
 _INSERT_EVALUATION = insert(_EVALUATION)
 _INSERT_GENOME_FILE = insert(_GENOME_FILE)
 
@@ -537,12 +540,16 @@ class Archive(LedgerMixin):
         return detached(Agent, row._mapping)
 
     def set_holdout_score(self, agent_id: int, score: float, *, evaluations: Sequence[Evaluation] = ()) -> Agent:
-        """Record an agent's holdout score (never read by selection), with its holdout task rows."""
+        """Record an agent's holdout score (never read by selection), with its holdout task rows.
+
+        The rows of an earlier holdout evaluation are replaced, so the rows always explain the score.
+        """
         with self._transaction(write=True) as connection:
             params = {"agent_id": agent_id, "now": utcnow(), "holdout_score": score}
             row = connection.execute(_SET_HOLDOUT, params).first()
             if row is None:
                 raise _no_agent(agent_id)
+            connection.execute(_DELETE_HOLDOUT_EVALUATIONS, {"agent_id": agent_id})
             self._insert_evaluations(connection, agent_id, evaluations, split="holdout")
         return detached(Agent, row._mapping)
 

@@ -7,7 +7,7 @@ archive view or prompt reads; for an exported folder it goes to
 `DIR/holdout.json`. A `search` evaluation is printed only: it never replaces
 the selection score the search computed.
 
-The evaluation uses the same wiring as the search loop (`loop.evaluate_in_sandbox`):
+The evaluation uses the same wiring as the search loop (`evaluation.evaluate_in_sandbox`):
 a sandbox session of its own and, when the agents call the FM, their own
 gateway socket with the run's per-agent budget.
 """
@@ -33,7 +33,7 @@ from meta_agent.errors import CambrianError
 from meta_agent.llm.client import Ledger, LLMClient, MemoryLedger
 from meta_agent.llm.gateway import FMGateway
 from meta_agent.llm.ledger import ArchiveLedger
-from meta_agent.loop import AgentFMBudget, evaluate_in_sandbox, evaluation_row
+from meta_agent.evaluation import AgentFMBudget, evaluate_in_sandbox, evaluation_row
 from meta_agent.session import (
     Reporter,
     build_benchmark,

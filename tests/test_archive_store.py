@@ -468,3 +468,22 @@ def test_a_closed_archive_reopens_its_connection(archive: Archive, run: Run) -> 
     archive.close()
     assert archive.get_agent(agent.id).status is AgentStatus.proposed
     assert archive.mark_evaluating(agent.id).eval_attempts == 1
+
+
+def test_a_second_holdout_evaluation_replaces_the_first_rows(tmp_path: Path) -> None:
+    with Archive.at(tmp_path / "a.db") as archive:
+        run = archive.create_run(name="h", benchmark="b", seed=0, config_json="{}")
+        agent = archive.add_agent(int(run.id), files={"a.py": "x = 1\n"}, entry="a.py")
+        archive.mark_evaluating(int(agent.id))
+        archive.finish_evaluation(
+            int(agent.id), status=AgentStatus.evaluated, score=0.5,
+            evaluations=[Evaluation(agent_id=0, task_id="s1", score=0.5)],
+        )
+        for score in (0.2, 0.4):
+            archive.set_holdout_score(
+                int(agent.id), score,
+                evaluations=[Evaluation(agent_id=0, task_id="h1", score=score), Evaluation(agent_id=0, task_id="h2")],
+            )
+        rows = archive.evaluations(int(agent.id))
+        assert sorted((r.split, r.task_id) for r in rows) == [("holdout", "h1"), ("holdout", "h2"), ("search", "s1")]
+        assert archive.get_agent(int(agent.id)).holdout_score == 0.4
