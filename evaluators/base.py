@@ -20,9 +20,13 @@ FeedbackPolicy.from_options(config)`) before the first evaluation.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Mapping, Protocol, Sequence, runtime_checkable
+from typing import Any, ClassVar, Mapping, Protocol, Sequence, TypeVar, runtime_checkable
+
+from pydantic import BaseModel, ValidationError
 
 from sandbox.base import RunResult, RunSpec
+
+OptionsT = TypeVar("OptionsT", bound=BaseModel)
 
 SPLITS = ("search", "holdout")
 
@@ -151,3 +155,38 @@ class Benchmark(Protocol):
         ...
 
     def aggregate(self, scores: Sequence[TaskScore]) -> float: ...
+
+
+def parse_options(model: type[OptionsT], options: Mapping[str, Any] | None, *, benchmark: str, hint: str) -> OptionsT:
+    """A benchmark's options validated by its pydantic `model`; BenchmarkError names the bad key or value.
+
+    hint: the valid ranges, shown in the fix after the list of option names.
+    """
+    try:
+        return model.model_validate(dict(options or {}))
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc']) or 'options'}: {err['msg']}" for err in exc.errors()
+        )
+        raise BenchmarkError(
+            f"bad {benchmark} options: {problems}",
+            fix=f"use only these options: {', '.join(model.model_fields)} ({hint})",
+        ) from exc
+
+
+def staged_plan(task_ids: Sequence[str], sizes: Sequence[int], thresholds: Sequence[float]) -> list[Stage]:
+    """Leading stages of `sizes` tasks, each gating what follows by its threshold, then the rest ungated.
+
+    A stage that would be empty is left out; a threshold with nothing after it gates nothing.
+    """
+    stages: list[Stage] = []
+    start = 0
+    for size, threshold in zip(sizes, thresholds):
+        chunk = task_ids[start : start + size]
+        start += size
+        if not chunk:
+            break
+        stages.append(Stage(task_ids=tuple(chunk), threshold=threshold if start < len(task_ids) else None))
+    if start < len(task_ids):
+        stages.append(Stage(task_ids=tuple(task_ids[start:]), threshold=None))
+    return stages

@@ -33,11 +33,20 @@ import re
 from importlib import resources
 from typing import Any, Mapping, Sequence
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from evaluators.arc.data import ArcTask, Grid, GridError, Subset, check_grid, load_arc1, split_task_ids
 from evaluators.arc.feedback import not_executed, run_failure
-from evaluators.base import BenchmarkError, FeedbackPolicy, Genome, Stage, Task, TaskScore
+from evaluators.base import (
+    BenchmarkError,
+    FeedbackPolicy,
+    Genome,
+    Stage,
+    Task,
+    TaskScore,
+    staged_plan,
+    parse_options as parse_benchmark_options,
+)
 from evaluators.harness.run_program import HARNESS_FILE, RESULT_FILE, harness_files, read_outcome
 from sandbox.base import RunResult, RunSpec
 
@@ -79,17 +88,9 @@ class ArcOptions(BaseModel):
 
 def parse_arc_options(options: Mapping[str, Any] | None) -> ArcOptions:
     """Validate `options`; BenchmarkError names the bad key or value."""
-    try:
-        return ArcOptions.model_validate(dict(options or {}))
-    except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc']) or 'options'}: {err['msg']}" for err in exc.errors()
-        )
-        raise BenchmarkError(
-            f"bad arc options: {problems}",
-            fix=f"use only these options: {', '.join(ArcOptions.model_fields)} "
-            "(n_search + n_holdout <= 400, one threshold in 0..1 per stage size)",
-        ) from exc
+    return parse_benchmark_options(
+        ArcOptions, options, benchmark="arc", hint="n_search + n_holdout <= 400, one threshold in 0..1 per stage size"
+    )
 
 
 def parse_grid_reply(reply: str) -> Grid:
@@ -161,20 +162,9 @@ class ArcAgentBenchmark:
         return list(self._tasks[split])
 
     def stages(self) -> Sequence[Stage]:
-        """Leading stages of `stage_sizes` tasks, then the rest; a stage that would be empty is left out."""
+        """Leading stages of `stage_sizes` tasks, then the rest (see evaluators.base.staged_plan)."""
         ids = [task.id for task in self._tasks["search"]]
-        stages: list[Stage] = []
-        start = 0
-        for size, threshold in zip(self.options.stage_sizes, self.options.thresholds):
-            chunk = ids[start : start + size]
-            start += size
-            if not chunk:
-                break
-            # The threshold gates what follows; with nothing following it gates nothing.
-            stages.append(Stage(task_ids=tuple(chunk), threshold=threshold if start < len(ids) else None))
-        if start < len(ids):
-            stages.append(Stage(task_ids=tuple(ids[start:]), threshold=None))
-        return stages
+        return staged_plan(ids, self.options.stage_sizes, self.options.thresholds)
 
     def run_spec(self, genome: Genome, task: Task) -> RunSpec:
         files = dict(genome.files)

@@ -23,11 +23,19 @@ import re
 from importlib import resources
 from typing import Any, Mapping, Sequence
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from evaluators.arc.data import ArcTask, Grid, GridError, cell_accuracy, check_grid, find_task, format_grid, shape
 from evaluators.arc.feedback import run_failure
-from evaluators.base import BenchmarkError, FeedbackPolicy, Genome, Stage, Task, TaskScore
+from evaluators.base import (
+    BenchmarkError,
+    FeedbackPolicy,
+    Genome,
+    Stage,
+    Task,
+    TaskScore,
+    parse_options as parse_benchmark_options,
+)
 from evaluators.harness.run_program import HARNESS_FILE, RESULT_FILE, harness_files, read_outcome
 from sandbox.base import RunResult, RunSpec
 
@@ -57,17 +65,9 @@ class ArcProgramOptions(BaseModel):
 
 def parse_program_options(options: Mapping[str, Any] | None) -> ArcProgramOptions:
     """Validate `options`; BenchmarkError names the bad key or value."""
-    try:
-        return ArcProgramOptions.model_validate(dict(options or {}))
-    except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc']) or 'options'}: {err['msg']}" for err in exc.errors()
-        )
-        raise BenchmarkError(
-            f"bad arc-program options: {problems}",
-            fix=f"use only these options: {', '.join(ArcProgramOptions.model_fields)} "
-            f"(task: an 8-hex-digit ARC-AGI-1 id such as {DEFAULT_TASK!r})",
-        ) from exc
+    return parse_benchmark_options(
+        ArcProgramOptions, options, benchmark="arc-program", hint=f"task: an 8-hex-digit ARC-AGI-1 id such as {DEFAULT_TASK!r}"
+    )
 
 
 class ArcProgramBenchmark:

@@ -13,9 +13,9 @@ from importlib import resources
 from typing import Any, Mapping, Sequence
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
-from evaluators.base import BenchmarkError, Genome, Stage, Task, TaskScore
+from evaluators.base import BenchmarkError, Genome, Stage, Task, TaskScore, parse_options as parse_benchmark_options
 from evaluators.harness.run_program import HARNESS_FILE, RESULT_FILE, harness_files, read_outcome
 from sandbox.base import RunResult, RunSpec
 
@@ -39,17 +39,9 @@ class CirclePackingOptions(BaseModel):
 
 def parse_options(options: Mapping[str, Any] | None) -> CirclePackingOptions:
     """Validate `options`; BenchmarkError names the bad key or value."""
-    try:
-        return CirclePackingOptions.model_validate(dict(options or {}))
-    except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc']) or 'options'}: {err['msg']}" for err in exc.errors()
-        )
-        valid = ", ".join(CirclePackingOptions.model_fields)
-        raise BenchmarkError(
-            f"bad circle_packing options: {problems}",
-            fix=f"use only these options: {valid} (n in 2..200, timeout_s > 0, memory_mb >= 64)",
-        ) from exc
+    return parse_benchmark_options(
+        CirclePackingOptions, options, benchmark="circle_packing", hint="n in 2..200, timeout_s > 0, memory_mb >= 64"
+    )
 
 
 @dataclass(frozen=True)

@@ -21,9 +21,18 @@ import secrets
 from importlib import resources
 from typing import Any, Mapping, Optional, Sequence
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from evaluators.base import BenchmarkError, FeedbackPolicy, Genome, Stage, Task, TaskScore
+from evaluators.base import (
+    BenchmarkError,
+    FeedbackPolicy,
+    Genome,
+    Stage,
+    Task,
+    TaskScore,
+    staged_plan,
+    parse_options as parse_benchmark_options,
+)
 from evaluators.harness.run_program import HARNESS_FILE, RESULT_FILE, harness_files, read_outcome
 from evaluators.humaneval.checking import CheckVerdict, assemble_program, check_run_spec, read_verdict
 from evaluators.humaneval.data import HOLDOUT_SIZE, Problem, load_problems, split_task_ids
@@ -64,17 +73,9 @@ class HumanEvalOptions(BaseModel):
 
 def parse_options(options: Mapping[str, Any] | None) -> HumanEvalOptions:
     """Validate `options`; BenchmarkError names the bad key or value."""
-    try:
-        return HumanEvalOptions.model_validate(dict(options or {}))
-    except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc']) or 'options'}: {err['msg']}" for err in exc.errors()
-        )
-        raise BenchmarkError(
-            f"bad humaneval options: {problems}",
-            fix=f"use only these options: {', '.join(HumanEvalOptions.model_fields)} "
-            "(stage_sizes and thresholds are lists of equal length, thresholds in 0..1)",
-        ) from exc
+    return parse_benchmark_options(
+        HumanEvalOptions, options, benchmark="humaneval", hint="stage_sizes and thresholds are lists of equal length, thresholds in 0..1"
+    )
 
 
 class HumanEval:
@@ -117,17 +118,7 @@ class HumanEval:
         return [self._task(tid, split) for tid in self._split_ids[split]]
 
     def stages(self) -> Sequence[Stage]:
-        ids = self._split_ids["search"]
-        stages: list[Stage] = []
-        start = 0
-        for size, threshold in zip(self.options.stage_sizes, self.options.thresholds):
-            if start >= len(ids):
-                break
-            stages.append(Stage(task_ids=tuple(ids[start : start + size]), threshold=threshold))
-            start += size
-        if start < len(ids):
-            stages.append(Stage(task_ids=tuple(ids[start:]), threshold=None))
-        return stages
+        return staged_plan(self._split_ids["search"], self.options.stage_sizes, self.options.thresholds)
 
     def run_spec(self, genome: Genome, task: Task) -> RunSpec:
         files = dict(genome.files)
