@@ -29,7 +29,7 @@ from sqlalchemy import insert
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from archive.models import Agent, AgentStatus, Evaluation, Genome as GenomeRow, GenomeFile  # noqa: E402
+from archive.models import Agent, AgentStatus, Evaluation  # noqa: E402
 from archive.selection import make_selector  # noqa: E402
 from archive.store import Archive  # noqa: E402
 from evaluators.registry import get_benchmark  # noqa: E402

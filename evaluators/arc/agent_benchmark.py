@@ -47,7 +47,8 @@ from evaluators.base import (
     staged_plan,
     parse_options as parse_benchmark_options,
 )
-from evaluators.harness.run_program import HARNESS_FILE, RESULT_FILE, harness_files, read_outcome
+from evaluators.harness import harness_spec
+from evaluators.harness.run_program import read_outcome
 from sandbox.base import RunResult, RunSpec
 
 FUNCTION = "solve"
@@ -167,15 +168,14 @@ class ArcAgentBenchmark:
         return staged_plan(ids, self.options.stage_sizes, self.options.thresholds)
 
     def run_spec(self, genome: Genome, task: Task) -> RunSpec:
-        files = dict(genome.files)
-        # Added last: the genome cannot replace the harness or the task.
-        files.update(harness_files(entry=genome.entry, function=FUNCTION, kwargs=task.inputs, llm=True))
-        return RunSpec(
-            files=files,
-            command=("{python}", HARNESS_FILE),
-            collect=(RESULT_FILE,),
+        return harness_spec(
+            genome.files,
+            entry=genome.entry,
+            function=FUNCTION,
+            kwargs=task.inputs,
             timeout_s=self.options.timeout_s,
             memory_mb=self.options.memory_mb,
+            llm=True,
         )
 
     def score(self, task: Task, result: RunResult, *, check: RunResult | None = None) -> TaskScore:

@@ -16,7 +16,8 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from evaluators.base import BenchmarkError, Genome, Stage, Task, TaskScore, parse_options as parse_benchmark_options
-from evaluators.harness.run_program import HARNESS_FILE, RESULT_FILE, harness_files, read_outcome
+from evaluators.harness import harness_spec
+from evaluators.harness.run_program import RESULT_FILE, read_outcome
 from sandbox.base import RunResult, RunSpec
 
 TOLERANCE = 1e-9  # slack allowed on the square's edges and between circles (unit-square units)
@@ -165,13 +166,11 @@ class CirclePacking:
         return [Stage(task_ids=(f"n{self.n}",), threshold=None)]
 
     def run_spec(self, genome: Genome, task: Task) -> RunSpec:
-        files = dict(genome.files)
-        # Added last: the genome cannot replace the harness or the task.
-        files.update(harness_files(entry=genome.entry, function=FUNCTION, kwargs=task.inputs))
-        return RunSpec(
-            files=files,
-            command=("{python}", HARNESS_FILE),
-            collect=(RESULT_FILE,),
+        return harness_spec(
+            genome.files,
+            entry=genome.entry,
+            function=FUNCTION,
+            kwargs=task.inputs,
             timeout_s=self.options.timeout_s,
             memory_mb=self.options.memory_mb,
         )

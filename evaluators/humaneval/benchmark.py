@@ -33,7 +33,8 @@ from evaluators.base import (
     staged_plan,
     parse_options as parse_benchmark_options,
 )
-from evaluators.harness.run_program import HARNESS_FILE, RESULT_FILE, harness_files, read_outcome
+from evaluators.harness import harness_spec
+from evaluators.harness.run_program import read_outcome
 from evaluators.humaneval.checking import CheckVerdict, assemble_program, check_run_spec, read_verdict
 from evaluators.humaneval.data import HOLDOUT_SIZE, Problem, load_problems, split_task_ids
 from sandbox.base import RunResult, RunSpec
@@ -121,15 +122,14 @@ class HumanEval:
         return staged_plan(self._split_ids["search"], self.options.stage_sizes, self.options.thresholds)
 
     def run_spec(self, genome: Genome, task: Task) -> RunSpec:
-        files = dict(genome.files)
-        # Added last: the genome cannot replace the harness, the task or the FM client.
-        files.update(harness_files(entry=genome.entry, function=FUNCTION, kwargs={"task": dict(task.inputs)}, llm=True))
-        return RunSpec(
-            files=files,
-            command=("{python}", HARNESS_FILE),
-            collect=(RESULT_FILE,),
+        return harness_spec(
+            genome.files,
+            entry=genome.entry,
+            function=FUNCTION,
+            kwargs={"task": dict(task.inputs)},
             timeout_s=self.options.timeout_s,
             memory_mb=self.options.memory_mb,
+            llm=True,
         )
 
     def check_spec(self, task: Task, result: RunResult) -> RunSpec | None:

@@ -23,7 +23,8 @@ from importlib import resources
 from typing import Sequence
 
 from evaluators.base import BenchmarkError, FeedbackPolicy, Genome, Stage, Task, TaskScore
-from evaluators.harness.run_program import HARNESS_FILE, RESULT_FILE, entry_module, harness_files, read_outcome
+from evaluators.harness import harness_spec
+from evaluators.harness.run_program import entry_module, read_outcome
 from sandbox.base import RunResult, RunSpec
 
 SEED_ENTRY = "curve.py"
@@ -104,15 +105,13 @@ class CurveFit:
 
     def run_spec(self, genome: Genome, task: Task) -> RunSpec:
         probe = resources.files(__package__).joinpath("probe.py").read_text(encoding="utf-8")
-        files = dict(genome.files)
-        # Added last, so the agent's files can replace neither the harness nor the probe.
-        files[PROBE_FILE] = probe
+        # The probe imports the agent's module and evaluates its f(x) at the task's points.
         kwargs = {"module": entry_module(genome.entry), "xs": task.inputs["xs"]}
-        files.update(harness_files(entry=PROBE_FILE, function="evaluate", kwargs=kwargs))
-        return RunSpec(
-            files=files,
-            command=("{python}", HARNESS_FILE),
-            collect=(RESULT_FILE,),
+        return harness_spec(
+            {**genome.files, PROBE_FILE: probe},
+            entry=PROBE_FILE,
+            function="evaluate",
+            kwargs=kwargs,
             timeout_s=self.timeout_s,
             memory_mb=self.memory_mb,
         )
