@@ -174,6 +174,19 @@ def parse_options(model: type[OptionsT], options: Mapping[str, Any] | None, *, b
         ) from exc
 
 
+def check_stage_options(sizes: Sequence[int], thresholds: Sequence[float]) -> None:
+    """Raise ValueError unless there is one threshold in 0..1 per stage size and every size is >= 1
+    (for the `stage_sizes`/`thresholds` options of staged benchmarks; call it in a pydantic validator)."""
+    if len(sizes) != len(thresholds):
+        raise ValueError(
+            f"{len(sizes)} stage_sizes but {len(thresholds)} thresholds: give one threshold per leading stage"
+        )
+    if any(size < 1 for size in sizes):
+        raise ValueError("every stage size must be at least 1")
+    if any(not 0.0 <= threshold <= 1.0 for threshold in thresholds):
+        raise ValueError("every threshold is a pass rate in 0..1")
+
+
 def staged_plan(task_ids: Sequence[str], sizes: Sequence[int], thresholds: Sequence[float]) -> list[Stage]:
     """Leading stages of `sizes` tasks, each gating what follows by its threshold, then the rest ungated.
 

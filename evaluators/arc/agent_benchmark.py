@@ -27,16 +27,15 @@ crash, a timeout or a return value that is neither a str nor a grid does not.
 
 from __future__ import annotations
 
-import copy
 import json
 import re
-from importlib import resources
 from typing import Any, Mapping, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from evaluators.arc.data import ArcTask, Grid, GridError, Subset, check_grid, load_arc1, split_task_ids
 from evaluators.arc.feedback import not_executed, run_failure
+from evaluators.arc.common import ArcBenchmarkBase
 from evaluators.base import (
     BenchmarkError,
     FeedbackPolicy,
@@ -44,6 +43,7 @@ from evaluators.base import (
     Stage,
     Task,
     TaskScore,
+    check_stage_options,
     staged_plan,
     parse_options as parse_benchmark_options,
 )
@@ -73,15 +73,7 @@ class ArcOptions(BaseModel):
 
     @model_validator(mode="after")
     def _stages_fit(self) -> ArcOptions:
-        if len(self.thresholds) != len(self.stage_sizes):
-            raise ValueError(
-                f"{len(self.stage_sizes)} stage_sizes but {len(self.thresholds)} thresholds: give one threshold "
-                "per leading stage"
-            )
-        if any(size < 1 for size in self.stage_sizes):
-            raise ValueError("every stage size must be at least 1")
-        if any(not 0.0 <= threshold <= 1.0 for threshold in self.thresholds):
-            raise ValueError("every threshold must lie in 0..1")
+        check_stage_options(self.stage_sizes, self.thresholds)
         if self.n_search + self.n_holdout > 400:
             raise ValueError(f"n_search + n_holdout = {self.n_search + self.n_holdout} exceeds the 400 tasks")
         return self
@@ -121,10 +113,11 @@ def parse_grid_reply(reply: str) -> Grid:
     raise GridError("no JSON grid (a list of lists of ints 0..9) in the reply")
 
 
-class ArcAgentBenchmark:
+class ArcAgentBenchmark(ArcBenchmarkBase):
     """ARC-AGI-1 solved by an FM-calling agent; score = fraction of test grids predicted exactly (0..1)."""
 
     name = "arc"
+    SEED_ENTRY = SEED_ENTRY
     description = "ARC-AGI-1: an agent that calls the FM predicts each task's test grid (exact match scores)."
 
     def __init__(self, options: ArcOptions | None = None, *, feedback_policy: FeedbackPolicy | None = None) -> None:
@@ -146,21 +139,6 @@ class ArcAgentBenchmark:
     def from_options(cls, options: Mapping[str, Any] | None = None) -> ArcAgentBenchmark:
         """Build from a user's option mapping; BenchmarkError names an unknown key or bad value."""
         return cls(parse_arc_options(options))
-
-    def with_feedback(self, policy: FeedbackPolicy) -> ArcAgentBenchmark:
-        """A copy that writes feedback under `policy` (tasks and answers shared, read-only)."""
-        clone = copy.copy(self)
-        clone.feedback_policy = policy
-        return clone
-
-    def seed(self) -> Genome:
-        text = resources.files("evaluators.arc").joinpath("seed", SEED_ENTRY).read_text(encoding="utf-8")
-        return Genome(files={SEED_ENTRY: text}, entry=SEED_ENTRY)
-
-    def tasks(self, split: str) -> Sequence[Task]:
-        if split not in self._tasks:
-            raise BenchmarkError(f"unknown split {split!r}", fix="use 'search' or 'holdout'")
-        return list(self._tasks[split])
 
     def stages(self) -> Sequence[Stage]:
         """Leading stages of `stage_sizes` tasks, then the rest (see evaluators.base.staged_plan)."""

@@ -18,15 +18,14 @@ of cells right, never an expected value or shape.
 
 from __future__ import annotations
 
-import copy
 import re
-from importlib import resources
 from typing import Any, Mapping, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from evaluators.arc.data import ArcTask, Grid, GridError, cell_accuracy, check_grid, find_task, format_grid, shape
 from evaluators.arc.feedback import run_failure
+from evaluators.arc.common import ArcBenchmarkBase
 from evaluators.base import (
     BenchmarkError,
     FeedbackPolicy,
@@ -71,10 +70,11 @@ def parse_program_options(options: Mapping[str, Any] | None) -> ArcProgramOption
     )
 
 
-class ArcProgramBenchmark:
+class ArcProgramBenchmark(ArcBenchmarkBase):
     """Evolve `transform(grid)` for one ARC task; score = mean per-pair score, 0..1 (1 = all pairs exact)."""
 
     name = "arc-program"
+    SEED_ENTRY = SEED_ENTRY
     description = "ARC-AGI-1, one task: evolve transform(grid); train pairs select, test pairs are the holdout."
 
     def __init__(
@@ -97,21 +97,6 @@ class ArcProgramBenchmark:
     def from_options(cls, options: Mapping[str, Any] | None = None) -> ArcProgramBenchmark:
         """Build from a user's option mapping; BenchmarkError names an unknown key or bad value."""
         return cls(parse_program_options(options))
-
-    def with_feedback(self, policy: FeedbackPolicy) -> ArcProgramBenchmark:
-        """A copy that writes feedback under `policy` (tasks and answers shared, read-only)."""
-        clone = copy.copy(self)
-        clone.feedback_policy = policy
-        return clone
-
-    def seed(self) -> Genome:
-        text = resources.files("evaluators.arc").joinpath("seed", SEED_ENTRY).read_text(encoding="utf-8")
-        return Genome(files={SEED_ENTRY: text}, entry=SEED_ENTRY)
-
-    def tasks(self, split: str) -> Sequence[Task]:
-        if split not in self._tasks:
-            raise BenchmarkError(f"unknown split {split!r}", fix="use 'search' or 'holdout'")
-        return list(self._tasks[split])
 
     def stages(self) -> Sequence[Stage]:
         """One stage: a task has 2..10 train pairs, all cheap to run."""

@@ -30,6 +30,7 @@ from evaluators.base import (
     Stage,
     Task,
     TaskScore,
+    check_stage_options,
     staged_plan,
     parse_options as parse_benchmark_options,
 )
@@ -60,15 +61,7 @@ class HumanEvalOptions(BaseModel):
 
     @model_validator(mode="after")
     def _stages_fit(self) -> HumanEvalOptions:
-        if len(self.stage_sizes) != len(self.thresholds):
-            raise ValueError(
-                f"stage_sizes has {len(self.stage_sizes)} entries and thresholds {len(self.thresholds)}: "
-                "give one threshold per listed stage"
-            )
-        if any(size < 1 for size in self.stage_sizes):
-            raise ValueError("every stage size must be at least 1")
-        if any(not 0.0 <= threshold <= 1.0 for threshold in self.thresholds):
-            raise ValueError("every threshold is a pass rate in 0..1")
+        check_stage_options(self.stage_sizes, self.thresholds)
         return self
 
 
