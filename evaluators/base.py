@@ -72,6 +72,10 @@ class TaskScore:
     passed: bool
     executed: bool  # False: the program did not produce a usable result
     feedback: str  # public: may be shown to the meta-agent
+    #: Behaviour features of this run, computed on the host (MAP-Elites bins agents by them). A benchmark
+    #: that emits them names each with its (low, high) range in its `descriptor_bounds` attribute
+    #: (None = categorical: each distinct value is its own cell).
+    descriptor: Mapping[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
