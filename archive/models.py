@@ -113,6 +113,14 @@ class Evaluation(SQLModel, table=True):
     created_at: datetime = Field(default_factory=utcnow)
 
 
+class AgentDescriptor(SQLModel, table=True):
+    """One behaviour feature of an evaluated agent (mean over its search tasks), e.g. MAP-Elites' axes."""
+
+    agent_id: int = Field(foreign_key="agent.id", primary_key=True)
+    name: str = Field(primary_key=True)
+    value: float
+
+
 class LLMCall(SQLModel, table=True):
     """One foundation-model call: the ledger every cost figure is summed from."""
 

@@ -40,6 +40,7 @@ from archive.errors import (
 from archive.ledger import CostSummary, LedgerMixin, ModelCost, detached, insert_ignore, insert_ignore_statement
 from archive.models import (
     Agent,
+    AgentDescriptor,
     AgentStatus,
     Evaluation,
     Genome,
@@ -70,6 +71,7 @@ _FINISHED_STATUSES = (AgentStatus.evaluated, AgentStatus.invalid, AgentStatus.fa
 
 _AGENT = Agent.__table__  # type: ignore[attr-defined]
 _EVALUATION = Evaluation.__table__  # type: ignore[attr-defined]
+_DESCRIPTOR = AgentDescriptor.__table__  # type: ignore[attr-defined]
 _GENOME = Genome.__table__  # type: ignore[attr-defined]
 _GENOME_FILE = GenomeFile.__table__  # type: ignore[attr-defined]
 _RUN = Run.__table__  # type: ignore[attr-defined]
@@ -497,12 +499,14 @@ class Archive(LedgerMixin):
         feedback: str | None = None,
         eval_seconds: float | None = None,
         evaluations: Sequence[Evaluation] = (),
+        descriptor: Mapping[str, float] | None = None,
     ) -> Agent:
         """evaluating -> evaluated | invalid | failed, with the task rows, in one transaction.
 
         The given Evaluation rows are copied (agent_id filled in); they replace the rows of
         an earlier attempt, except holdout rows. `evaluated` needs a finite `score`.
         `n_tasks` becomes len(evaluations); `feedback=None` keeps the agent's feedback as is.
+        descriptor: the agent's behaviour features (name -> finite value), stored with it.
         """
         status = AgentStatus(status)
         if status not in _FINISHED_STATUSES:
@@ -528,7 +532,15 @@ class Archive(LedgerMixin):
             # first passed mark_evaluating again: on the first attempt there is nothing to delete.
             if row.eval_attempts > 1:
                 connection.execute(_DELETE_STALE_EVALUATIONS, {"agent_id": agent_id})
+                connection.execute(delete(_DESCRIPTOR).where(_DESCRIPTOR.c.agent_id == agent_id))
             self._insert_evaluations(connection, agent_id, evaluations)
+            features = [
+                {"agent_id": agent_id, "name": name, "value": float(value)}
+                for name, value in (descriptor or {}).items()
+                if math.isfinite(value)
+            ]
+            if features:
+                connection.execute(insert(_DESCRIPTOR), features)
         return detached(Agent, row._mapping)
 
     def mark_failed(self, agent_id: int, reason: str) -> Agent:
@@ -644,9 +656,13 @@ class Archive(LedgerMixin):
             return list(session.exec(query.order_by(Agent.id)))
 
     def iterations_done(self, run_id: int) -> int:
-        """How many agents the search proposed (iteration > 0), whatever became of them."""
+        """How many iterations the search made a proposal in (iteration > 0), whatever became of it.
+
+        An iteration whose child was rejected as a near-duplicate and re-proposed counts once.
+        """
+        query = select(func.count(func.distinct(Agent.iteration))).where(Agent.run_id == run_id, Agent.iteration > 0)
         with self._read() as session:
-            return session.exec(select(func.count()).where(Agent.run_id == run_id, Agent.iteration > 0)).one()
+            return session.exec(query).one()
 
     def max_iteration(self, run_id: int) -> int:
         """The highest iteration number stored for the run (0 with only seeds or nothing)."""
@@ -669,6 +685,33 @@ class Archive(LedgerMixin):
         with self._transaction(write=False) as connection:
             rows = connection.execute(_RECENT_INVALID_CHILDREN, {"agent_id": agent_id, "n": n}).all()
         return [detached(Agent, row._mapping) for row in rows]
+
+    def search_task_results(self, run_id: int) -> list[tuple[int, str, float, bool, bool]]:
+        """(agent_id, task_id, score, passed, executed) of every search-split task run of the run's
+        evaluated agents, by agent id: what behaviour vectors and HGM's pooled task counts are built from."""
+        query = (
+            core_select(_EVALUATION.c.agent_id, _EVALUATION.c.task_id, _EVALUATION.c.score,
+                        _EVALUATION.c.passed, _EVALUATION.c.executed)
+            .join(_AGENT, _AGENT.c.id == _EVALUATION.c.agent_id)
+            .where(_AGENT.c.run_id == run_id, _AGENT.c.status == AgentStatus.evaluated,
+                   _EVALUATION.c.split == "search")
+            .order_by(_EVALUATION.c.agent_id, _EVALUATION.c.id)
+        )  # fmt: skip
+        with self._transaction(write=False) as connection:
+            return [(int(r[0]), str(r[1]), float(r[2]), bool(r[3]), bool(r[4])) for r in connection.execute(query)]
+
+    def descriptors(self, run_id: int) -> dict[int, dict[str, float]]:
+        """agent id -> its stored behaviour features, for the run's evaluated agents."""
+        query = (
+            core_select(_DESCRIPTOR.c.agent_id, _DESCRIPTOR.c.name, _DESCRIPTOR.c.value)
+            .join(_AGENT, _AGENT.c.id == _DESCRIPTOR.c.agent_id)
+            .where(_AGENT.c.run_id == run_id, _AGENT.c.status == AgentStatus.evaluated)
+        )
+        features: dict[int, dict[str, float]] = {}
+        with self._transaction(write=False) as connection:
+            for agent_id, name, value in connection.execute(query):
+                features.setdefault(int(agent_id), {})[str(name)] = float(value)
+        return features
 
     def view(self, run_id: int) -> ArchiveView:
         """The run's evaluated agents as numpy columns, with evaluated-children counts.

@@ -18,6 +18,7 @@ from typing import Any, Callable, Mapping
 from evaluators.base import Benchmark, BenchmarkError
 from evaluators.arc import ArcAgentBenchmark, ArcProgramBenchmark
 from evaluators.circle_packing import CirclePacking
+from evaluators.deceptive import DeceptiveTrap
 from evaluators.humaneval import HumanEval
 
 ENTRY_POINT_GROUP = "cambrian.benchmarks"
@@ -33,6 +34,7 @@ def _builtins() -> dict[str, _Builtin]:
     # A function, not a module-level dict: no shared mutable state.
     return {
         CirclePacking.name: _Builtin(build=CirclePacking.from_options, description=CirclePacking.description),
+        DeceptiveTrap.name: _Builtin(build=DeceptiveTrap.from_options, description=DeceptiveTrap.description),
         HumanEval.name: _Builtin(build=HumanEval.from_options, description=HumanEval.description),
         ArcAgentBenchmark.name: _Builtin(
             build=ArcAgentBenchmark.from_options, description=ArcAgentBenchmark.description

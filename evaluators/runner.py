@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import math
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Mapping, Sequence
@@ -89,6 +90,8 @@ class AgentResult:
     invalid_reason: str | None = None  # public sentence when not valid
     feedback: str = ""  # public per-task feedback for the next prompt, <= ~TAIL_CHARS
     ran_score: float = 0.0  # benchmark.aggregate over only the tasks that ran
+    #: Behaviour features: each descriptor the benchmark emitted, averaged over the executed tasks.
+    descriptor: dict[str, float] = field(default_factory=dict)
 
     @property
     def duration_s(self) -> float:
@@ -160,7 +163,22 @@ def evaluate_agent(
         valid=valid,
         invalid_reason=None if valid else _invalid_reason(*runs[0][1:]),
         feedback=_joined_feedback(task_results),
+        descriptor=_mean_descriptor(ran_scores),
     )
+
+
+def _mean_descriptor(scores: Sequence[TaskScore]) -> dict[str, float]:
+    """Each descriptor averaged over the executed tasks that emitted it (non-finite values ignored)."""
+    sums: dict[str, float] = {}
+    counts: dict[str, int] = {}
+    for score in scores:
+        if not score.executed:
+            continue
+        for name, value in score.descriptor.items():
+            if math.isfinite(value):
+                sums[name] = sums.get(name, 0.0) + float(value)
+                counts[name] = counts.get(name, 0) + 1
+    return {name: sums[name] / counts[name] for name in sums}
 
 
 def _plan(benchmark: Benchmark, tasks: Sequence[Task]) -> list[Stage]:

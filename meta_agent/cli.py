@@ -21,10 +21,11 @@ from rich.table import Table
 from rich.tree import Tree
 
 from archive.models import Agent, AgentStatus
+from archive.selection import STRATEGY_NAMES
 from archive.store import Archive
 from meta_agent.config import load_config
 from meta_agent.errors import user_error_types
-from meta_agent.loop import LoopEvent, LoopOutcome
+from meta_agent.loop import LoopEvent, LoopOutcome, arm_history
 from meta_agent.sandbox_cli import sandbox_app
 from meta_agent.session import Reporter, open_run, resume_run, start_run
 
@@ -128,7 +129,7 @@ def run(
     api_base: Optional[str] = typer.Option(None, help="OpenAI-compatible server URL for --model"),
     api_key_env: Optional[str] = typer.Option(None, help="NAME of the env var holding the API key"),
     sandbox: Optional[str] = typer.Option(None, help="auto (Docker when available) | docker | local"),
-    strategy: Optional[str] = typer.Option(None, help="uniform | greedy | tournament | power_law | dgm"),
+    strategy: Optional[str] = typer.Option(None, help=" | ".join(STRATEGY_NAMES)),
     iterations: Optional[int] = typer.Option(None, help="proposals to make"),
     budget_usd: Optional[float] = typer.Option(None, help="stop proposing at this FM spend"),
     wall_seconds: Optional[float] = typer.Option(None, help="stop after this many seconds"),
@@ -242,6 +243,28 @@ def status(run_name: str = typer.Argument(..., metavar="RUN"), runs_dir: Path = 
                     f"{row.prompt_tokens} + {row.completion_tokens} tokens, ${row.cost_usd:.4f}"
                 )
         console.print(f"model {config['fm']['model']}, strategy {config['search']['strategy']}, seed {r.seed}")
+        _print_arms(agents, config)
+
+
+def _print_arms(agents: list[Agent], config: dict) -> None:
+    """Per (model, operator): proposals, valid children and reward (improvement over the parent) —
+    the bandit's state when one chooses them, replayed from the archive as a resume would."""
+    history = arm_history(agents)
+    if not history:
+        return
+    algorithm = config["search"].get("bandit", {}).get("algorithm", "off")
+    title = f"operators and models (bandit: {algorithm})"
+    table = Table(title=title, title_justify="left", box=None, pad_edge=False)
+    for column in ("model", "operator", "proposals", "finished", "mean reward", "best reward"):
+        table.add_column(column, justify="left" if column in ("model", "operator") else "right")
+    arms: dict[tuple[str, str], list[float | None]] = {}
+    for arm, reward, _cost in history:
+        arms.setdefault((arm.model or "-", arm.operator), []).append(reward)
+    for (model, operator), rewards in sorted(arms.items()):
+        done = [r for r in rewards if r is not None]
+        mean = f"{sum(done) / len(done):.4g}" if done else "-"
+        table.add_row(model, operator, str(len(rewards)), str(len(done)), mean, f"{max(done):.4g}" if done else "-")
+    console.print(table)
 
 
 def _scores(search: float | None, holdout: float | None) -> str:

@@ -45,14 +45,64 @@ class FMConfig(_Section):
     concurrency: int = Field(default=2, ge=1, le=256)
     n_ctx: int = Field(default=8192, ge=512, description="context of a locally served model")
     threads: int | None = Field(default=None, ge=1, description="CPU threads of a locally served model")
+    models: list[str] = Field(
+        default_factory=list,
+        description="more models for proposals besides `model` (same forms); the bandit or a uniform draw picks one",
+    )
+
+
+class NoveltyConfig(_Section):
+    """Embeddings, k-NN novelty and the near-duplicate gate (archive/novelty.py)."""
+
+    space: Literal["behaviour", "code"] = Field(
+        default="behaviour",
+        description="what the `novelty` strategy measures distance in: behaviour (benchmark descriptors and "
+        "per-task scores) or code (embeddings of the agent's files)",
+    )
+    k: int = Field(default=15, ge=1, le=100, description="nearest neighbours kept per agent (novelty uses <= k)")
+    duplicate_threshold: float | None = Field(
+        default=None,
+        gt=0,
+        le=1,
+        description="reject a child whose code embedding has at least this cosine similarity to an existing "
+        "agent's, e.g. 0.995 (None: only exact duplicates are rejected). Character n-grams do not see meaning: "
+        "on the circle packing seed a one-constant edit scores 0.9997, a docstring edit 0.9976 and a loop "
+        "rewritten as a comprehension 0.9942, so any threshold that rejects trivial edits rejects small real ones",
+    )
+    max_reproposals: int = Field(default=2, ge=0, le=20, description="re-proposals after a near-duplicate")
+    embedding_model: str | None = Field(
+        default=None,
+        description="a litellm embedding model for code embeddings (None: the local hashing vectorizer)",
+    )
+    embedding_dim: int = Field(default=256, ge=16, le=8192, description="code embedding size")
+
+
+class BanditConfig(_Section):
+    """Choose (model, operator) per proposal by reward = improvement over the parent (meta_agent/llm/bandit.py)."""
+
+    algorithm: Literal["off", "ucb1", "thompson"] = Field(
+        default="off", description="off: operators drawn by their weights, models uniformly"
+    )
+    cost_aware: bool = Field(default=False, description="divide each reward by the proposal's FM cost")
+    exploration: float = Field(default=2**0.5, gt=0, description="UCB1's exploration constant")
 
 
 class SearchConfig(_Section):
     strategy: str = "dgm"
-    params: dict[str, float] = Field(default_factory=dict, description="strategy parameters")
+    params: dict[str, float | int | bool | str | list[str]] = Field(
+        default_factory=dict, description="strategy parameters"
+    )
     operators: dict[str, float] = Field(default_factory=lambda: {"diff": 0.6, "rewrite": 0.4})
     inspirations: int = Field(default=2, ge=0, le=10, description="other good agents shown in prompts")
     failed_attempts_shown: int = Field(default=3, ge=0, le=20)
+    max_pending: int | None = Field(
+        default=None,
+        ge=1,
+        description="children queued or under evaluation before proposing pauses "
+        "(default: evaluation.concurrency + fm.concurrency; 1 makes a search strictly sequential and reproducible)",
+    )
+    novelty: NoveltyConfig = Field(default_factory=NoveltyConfig)
+    bandit: BanditConfig = Field(default_factory=BanditConfig)
 
     @field_validator("operators")
     @classmethod

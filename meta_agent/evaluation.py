@@ -1,16 +1,21 @@
-"""Evaluating one agent in a sandbox session of its own, with its own FM socket: shared by the search
-loop and `cambrian eval`, and the archive row of one task run."""
+"""Running one agent in a sandbox session of its own, with its own FM socket: its evaluation (shared by
+the search loop and `cambrian eval`), a parent writing its child (`self_modify`), and the archive row
+of one task run."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import dataclasses
 from dataclasses import dataclass
+from typing import Any, AsyncIterator
 
 from archive.models import Evaluation
-from evaluators.base import Benchmark, Genome
+from evaluators.base import Benchmark, Genome, Task
+from evaluators.harness.run_program import read_outcome
 from evaluators.runner import AgentResult, Limits, TaskResult, evaluate_agent
 from meta_agent.llm.gateway import AgentChannel, FMGateway
-from sandbox.base import FM_SOCKET_INSIDE, Sandbox
+from sandbox.base import FM_SOCKET_INSIDE, Sandbox, SandboxSession
 
 
 @dataclass(frozen=True)
@@ -24,6 +29,63 @@ class AgentFMBudget:
     max_calls: int
     max_tokens: int
     run_seed: int
+
+
+@dataclass(frozen=True)
+class SelfModifyRun:
+    """What a parent agent returned when asked to write its own child (the `self_modify` operator).
+
+    returned: its solve's return value (None when it produced none); error: a public sentence when it
+    crashed, timed out or returned nothing; the rest: what its FM calls used.
+    """
+
+    returned: Any
+    error: str | None
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+
+
+@contextlib.asynccontextmanager
+async def _agent_session(
+    sandbox: Sandbox,
+    gateway: FMGateway | None,
+    *,
+    agent_id: int | None,
+    iteration: int,
+    fm_budget: AgentFMBudget,
+    purpose: str = "agent",
+) -> AsyncIterator[tuple[SandboxSession, dict[str, str], AgentChannel | None]]:
+    """A sandbox session of its own and, with a gateway, the agent's FM socket; both closed afterwards."""
+    session = await asyncio.to_thread(sandbox.session)
+    channel: AgentChannel | None = None
+    try:
+        env: dict[str, str] = {}
+        if gateway is not None:
+            host_path = await asyncio.to_thread(session.fm_socket_host_path)
+            if host_path is None and agent_id is None:
+                # A sandbox sharing the host filesystem: an id-less run needs a path of its own.
+                host_path = str(gateway.socket_dir / f"iteration-{iteration}-{id(session):x}.sock")
+                shared_fs = True
+            else:
+                shared_fs = host_path is None
+            channel = await gateway.open_agent(
+                agent_id,
+                max_calls=fm_budget.max_calls,
+                max_tokens=fm_budget.max_tokens,
+                run_seed=fm_budget.run_seed,
+                iteration=iteration,
+                socket_path=host_path,
+                purpose=purpose,
+            )
+            # A sandbox sharing the host filesystem sees the socket where it is.
+            env = channel.env(str(channel.socket_path) if shared_fs else FM_SOCKET_INSIDE)
+        yield session, env, channel
+    finally:
+        if channel is not None:
+            await channel.close()
+        await asyncio.to_thread(session.close)
 
 
 async def evaluate_in_sandbox(
@@ -43,29 +105,52 @@ async def evaluate_in_sandbox(
     With a gateway the agent gets its own FM socket and budget for this evaluation, closed afterwards;
     its calls are recorded under `agent_id`. SandboxError and GatewayError propagate (infrastructure faults).
     """
-    session = await asyncio.to_thread(sandbox.session)
-    channel: AgentChannel | None = None
-    try:
-        env: dict[str, str] = {}
-        if gateway is not None:
-            host_path = await asyncio.to_thread(session.fm_socket_host_path)
-            channel = await gateway.open_agent(
-                agent_id,
-                max_calls=fm_budget.max_calls,
-                max_tokens=fm_budget.max_tokens,
-                run_seed=fm_budget.run_seed,
-                iteration=iteration,
-                socket_path=host_path,
-            )
-            # A sandbox sharing the host filesystem (host_path None) sees the socket where it is.
-            env = channel.env(FM_SOCKET_INSIDE if host_path is not None else str(channel.socket_path))
+    async with _agent_session(
+        sandbox, gateway, agent_id=agent_id, iteration=iteration, fm_budget=fm_budget
+    ) as (session, env, _):
         return await asyncio.to_thread(
             evaluate_agent, benchmark, genome, sandbox, split=split, limits=limits, session=session, env=env
         )
-    finally:
-        if channel is not None:
-            await channel.close()
-        await asyncio.to_thread(session.close)
+
+
+async def run_self_modify(
+    benchmark: Benchmark,
+    parent: Genome,
+    task: Task,
+    sandbox: Sandbox,
+    *,
+    iteration: int,
+    limits: Limits,
+    gateway: FMGateway | None,
+    fm_budget: AgentFMBudget,
+) -> SelfModifyRun:
+    """Run the parent agent's own entry point on `task` (its own source and an improvement instruction) in
+    the sandbox, with its FM socket, and return what it wrote. Its FM calls are recorded with purpose
+    "self_modify" and no agent id, for the loop to link to the child it becomes (by `iteration`).
+    SandboxError and GatewayError propagate (infrastructure faults).
+    """
+    async with _agent_session(
+        sandbox, gateway, agent_id=None, iteration=iteration, fm_budget=fm_budget, purpose="self_modify"
+    ) as (session, env, channel):
+        spec = limits.apply(benchmark.run_spec(parent, task))
+        spec = dataclasses.replace(spec, env={**spec.env, **env})
+        result = await asyncio.to_thread(session.run, spec)
+    usage = (
+        dict(calls=channel.calls_used, prompt_tokens=channel.prompt_tokens_used,
+             completion_tokens=channel.completion_tokens_used, cost_usd=channel.cost_usd)
+        if channel is not None
+        else {}
+    )  # fmt: skip
+    outcome = read_outcome(result.files)
+    if result.timed_out:
+        error = f"the parent agent timed out after {spec.timeout_s:.1f} s while writing its child"
+    elif outcome is None:
+        error = f"the parent agent produced no result while writing its child (exit code {result.exit_code})"
+    elif not outcome.ok:
+        error = f"the parent agent crashed while writing its child: {outcome.error_summary()}"
+    else:
+        return SelfModifyRun(returned=outcome.value, error=None, **usage)
+    return SelfModifyRun(returned=None, error=error, **usage)
 
 
 def evaluation_row(task: TaskResult) -> Evaluation:

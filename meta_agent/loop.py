@@ -14,7 +14,7 @@ import asyncio
 import time
 from collections import OrderedDict, deque
 from dataclasses import dataclass, field
-from typing import Callable, Generic, TypeVar
+from typing import Callable, Generic, Mapping, Sequence, TypeVar
 
 import numpy as np
 
@@ -23,14 +23,23 @@ from archive.selection import make_selector
 from archive.store import Archive, genome_hash
 from evaluators.base import Benchmark, Genome
 from evaluators.runner import AgentResult, Limits
+from meta_agent.behaviour import BehaviourSpace, TaskRow
 from meta_agent.config import RunConfig
-from meta_agent.edits import EditError
-from meta_agent.errors import RunAborted, SeedFailed
-from meta_agent.llm.client import LLMClient, derive_seed
-from meta_agent.llm.errors import FMAuthError, FMBadRequest, FMUnavailable
+from meta_agent.errors import ConfigError, RunAborted, SeedFailed
 from meta_agent.evaluation import AgentFMBudget, evaluate_in_sandbox, evaluation_row
+from meta_agent.llm.bandit import Arm, Bandit, improvement_reward
+from meta_agent.llm.client import LLMClient
+from meta_agent.llm.errors import FMAuthError, FMUnavailable
 from meta_agent.llm.gateway import FMGateway, GatewayError
-from meta_agent.operators import ParentInfo, PromptContext, choose_operator, make_operator
+from meta_agent.operators import (
+    OPERATOR_KINDS,
+    ParentInfo,
+    PromptContext,
+    choose_operator,
+    make_operator,
+    supports_self_modify,
+)
+from meta_agent.proposals import Proposal, Proposer
 from sandbox.base import Sandbox, SandboxError
 
 K = TypeVar("K")
@@ -89,12 +98,17 @@ class SearchLoop:
         config: RunConfig,
         benchmark: Benchmark,
         sandbox: Sandbox,
-        llm: LLMClient,
+        llm: LLMClient | None,
         model_label: str,
+        more_llms: Mapping[str, LLMClient] | None = None,
         gateway: FMGateway | None = None,
         on_event: Callable[[LoopEvent], None] | None = None,
+        embed_endpoint: Callable[[list[str]], list[list[float]]] | None = None,
     ) -> None:
-        """gateway: serves the FM to agents under evaluation (each gets its own socket and budget); None: no FM."""
+        """llm / model_label: the run's FM (`fm.model`); None only when every operator is local (ast_mutate).
+        more_llms: label -> client for `fm.models`. gateway: serves the FM to agents under evaluation (each
+        gets its own socket and budget); None: no FM. embed_endpoint: texts -> vectors for code embeddings
+        (`search.novelty.embedding_model`); None: the local hashing vectorizer."""
         assert run.id is not None
         self.archive = archive
         self.run = run
@@ -102,19 +116,42 @@ class SearchLoop:
         self.config = config
         self.benchmark = benchmark
         self.sandbox = sandbox
-        self.llm = llm
         self.model_label = model_label
+        self.llms: dict[str, LLMClient] = {model_label: llm} if llm is not None else {}
+        self.llms.update(more_llms or {})
         self.gateway = gateway
         self.on_event = on_event or (lambda event: None)
-        self.selector = make_selector(config.search.strategy, **config.search.params)
+        self.selector = make_selector(config.search.strategy, **self._selector_params())
         self.operators = {name: make_operator(name) for name in config.search.operators}
+        self._check_operators()
         self.limits = Limits(
             timeout_s=config.evaluation.timeout_s,
             memory_mb=config.evaluation.memory_mb,
             max_output_bytes=config.evaluation.max_output_bytes,
         )
-        self.view = archive.view(self.run_id)
+        self.fm_budget = AgentFMBudget(
+            max_calls=config.evaluation.agent_fm_calls,
+            max_tokens=config.evaluation.agent_fm_tokens,
+            run_seed=config.seed,
+        )
+        self.proposer = Proposer(
+            benchmark=benchmark,
+            operators=self.operators,
+            llms=self.llms,
+            sandbox=sandbox,
+            limits=self.limits,
+            run_seed=config.seed,
+            fm_budget=self.fm_budget,
+            gateway=lambda: self.gateway,
+        )
+        self.behaviour = BehaviourSpace(benchmark, config.search.novelty, embed_endpoint=embed_endpoint)
+        self._check_descriptor_dims()
+        self.arms = self._arms()
+        self.bandit = self._restore_bandit()
         self._queue: asyncio.Queue[int] = asyncio.Queue()
+        self._room = asyncio.Condition()
+        self._outstanding = 0  # children queued or under evaluation
+        self._max_pending = config.search.max_pending or (config.evaluation.concurrency + config.fm.concurrency)
         self._stop = asyncio.Event()
         self._has_parent = asyncio.Event()
         self._counters = _Counters()
@@ -125,6 +162,77 @@ class SearchLoop:
         self._parents = _LRU[int, ParentInfo](capacity=4096)
         self._genome_owner: dict[str, int] = {}  # genome hash -> first agent with it: the duplicate gate
         self._failures = _LRU[int, deque[str]](capacity=4096)  # parent -> reasons its children were invalid
+        self.view = self.behaviour.rebuild(archive, self.run_id, lambda hash_: self._genome(hash_).files)
+
+    # ----- set-up --------------------------------------------------------------------------
+
+    def _selector_params(self) -> dict[str, object]:
+        params: dict[str, object] = dict(self.config.search.params)
+        if self.config.search.strategy == "map_elites" and "dims" not in params:
+            # The benchmark's own behaviour axes when it has some; otherwise code size and pass rate.
+            bounds = getattr(self.benchmark, "descriptor_bounds", None) or {}
+            params["dims"] = tuple(bounds) or ("code_size", "pass_fraction")
+        return params
+
+    def _check_descriptor_dims(self) -> None:
+        dims = self._selector_params().get("dims") if self.config.search.strategy == "map_elites" else None
+        unknown = [name for name in (dims or ()) if name not in self.behaviour.names]  # type: ignore[union-attr]
+        if unknown:
+            raise ConfigError(
+                f"search.params.dims: {self.benchmark.name} has no descriptor {', '.join(map(repr, unknown))}",
+                fix=f"use some of {', '.join(self.behaviour.names)}",
+            )
+
+    def _check_operators(self) -> None:
+        weights = {name: w for name, w in self.config.search.operators.items() if w > 0}
+        if "self_modify" in weights and not supports_self_modify(self.benchmark):
+            raise ConfigError(
+                f"search.operators: self_modify needs a benchmark whose agents write code (such as humaneval); "
+                f"{self.benchmark.name} has none",
+                fix="remove self_modify from search.operators, or search a benchmark such as humaneval",
+            )
+        if set(weights) == {"crossover"}:
+            raise ConfigError(
+                "search.operators: crossover alone cannot start a search (it needs two evaluated agents)",
+                fix="add another operator, e.g. {crossover = 0.3, diff = 0.7}",
+            )
+        needs_fm = any(OPERATOR_KINDS[name] in ("fm", "fm_two_step") for name in weights)
+        if needs_fm and not self.llms:
+            raise ConfigError(
+                "search.operators names FM operators but the run has no FM", fix="configure fm.model"
+            )
+
+    def _arms(self) -> list[Arm]:
+        """(model, operator) pairs a proposal may use: local operators need no model, self_modify runs on the
+        gateway's model (fm.model); the others on every configured model."""
+        arms = []
+        for name, weight in self.config.search.operators.items():
+            if weight <= 0:
+                continue
+            kind = OPERATOR_KINDS[name]
+            if kind == "local":
+                arms.append(Arm("", name))
+            elif kind == "sandbox":
+                arms.append(Arm(self.model_label, name))
+            else:
+                arms.extend(Arm(model, name) for model in self.llms)
+        return arms
+
+    def _restore_bandit(self) -> Bandit | None:
+        """The bandit, replayed from the archive's agents (arm, reward, cost) in proposal order."""
+        settings = self.config.search.bandit
+        if settings.algorithm == "off":
+            return None
+        known = set(self.arms)
+        # Arms of an earlier config of this run (resumed with other settings) are left out.
+        history = [entry for entry in arm_history(self.archive.agents(self.run_id)) if entry[0] in known]
+        return Bandit.replay(
+            self.arms,
+            history,
+            algorithm=settings.algorithm,
+            cost_aware=settings.cost_aware,
+            exploration=settings.exploration,
+        )
 
     # ----- control -------------------------------------------------------------------------
 
@@ -166,7 +274,7 @@ class SearchLoop:
                 fix="start a new run; `cambrian show RUN 1` says why the seed failed",
             )
         for agent in pending:
-            self._queue.put_nowait(int(agent.id))
+            self._enqueue(int(agent.id))
 
         done_iterations = {a.iteration for a in agents if a.iteration > 0}
         todo = iter([i for i in range(1, self.config.budget.iterations + 1) if i not in done_iterations])
@@ -189,6 +297,22 @@ class SearchLoop:
                 task.cancel()
             await asyncio.gather(*evaluators, watchdog, drained, stopped, return_exceptions=True)
         return self._finish(done_iterations)
+
+    def _enqueue(self, agent_id: int) -> None:
+        self._outstanding += 1
+        self._queue.put_nowait(agent_id)
+
+    async def _evaluated_one(self) -> None:
+        async with self._room:
+            self._outstanding -= 1
+            self._room.notify_all()
+
+    async def _wait_for_room(self) -> None:
+        """Proposals wait while `max_pending` children are queued or under evaluation, so parents are
+        chosen from an archive that knows how recent children did (and fast local operators cannot run
+        the whole budget off the seed before its first child is scored)."""
+        async with self._room:
+            await self._room.wait_for(lambda: self._outstanding < self._max_pending)
 
     async def _drain(self, proposers: list[asyncio.Task[None]]) -> None:
         await asyncio.gather(*proposers)
@@ -248,12 +372,15 @@ class SearchLoop:
                 self._counters.budget_stop = True
                 self.request_stop(f"USD budget of {usd:g} reached (spent {self._counters.spent_usd:.4f})")
                 return
+            await self._wait_for_room()
+            if self._stop.is_set():
+                return
             iteration = next(todo, None)
             if iteration is None:
                 return
             try:
-                await self._propose(iteration)
-                self._counters.consecutive_faults = 0
+                if await self._propose(iteration):
+                    self._counters.consecutive_faults = 0
             except (FMAuthError,) as exc:
                 self._abort(exc)
             except FMUnavailable as exc:
@@ -261,76 +388,144 @@ class SearchLoop:
                 if self._counters.consecutive_faults >= MAX_CONSECUTIVE_FAULTS:
                     self._abort(exc)
 
-    async def _propose(self, iteration: int) -> None:
+    async def _propose(self, iteration: int) -> bool:
+        """One iteration: choose parent(s), operator and model, make a child, and queue it for evaluation.
+
+        A child too similar to an existing agent is stored as invalid (the rejection is recorded) and the
+        same iteration proposes again, up to `search.novelty.max_reproposals` times. False when the
+        sandbox failed (self_modify), so the worker does not reset the count of faults in a row.
+        """
         rng = np.random.default_rng([self.config.seed, iteration])
         parent_id = int(self.selector.select(self.view, 1, rng)[0])
-        operator_name = choose_operator(self.config.search.operators, rng)
-        operator = self.operators[operator_name]
-        parent_info = self._parent_info(parent_id)
+        arm = self._choose_arm(rng)
+        second_parent_id = self._second_parent(parent_id, rng) if arm.operator == "crossover" else None
         ctx = PromptContext(
             contract=self.benchmark.contract,
             benchmark=self.benchmark.name,
-            parent=parent_info,
+            parent=self._parent_info(parent_id),
+            second_parent=self._parent_info(second_parent_id) if second_parent_id is not None else None,
             failed_attempts=self._failed_attempts(parent_id),
             inspirations=self._inspirations(exclude=parent_id),
         )
-        seed = derive_seed(self.config.seed, iteration, 0)
-        try:
-            completion = await self.llm.complete(
-                operator.messages(ctx), seed=seed, purpose="mutate", iteration=iteration
-            )
-        except FMBadRequest as exc:
-            # The prompt itself was refused (e.g. longer than the context): the parent's fault, not the FM's.
-            self._store_invalid(iteration, parent_id, operator_name, f"the FM refused the prompt: {exc}", None)
-            return
-        self._counters.spent_usd += completion.cost_usd
-        usage = dict(
-            prompt_tokens=completion.prompt_tokens,
-            completion_tokens=completion.completion_tokens,
-            cost_usd=completion.cost_usd,
-        )
-        try:
-            child = operator.apply(parent_info.genome, completion.text)
-        except EditError as exc:
-            self._store_invalid(iteration, parent_id, operator_name, str(exc), usage)
-            return
-        child_hash = genome_hash(child.files)
-        duplicate = self._genome_owner.get(child_hash)
-        if duplicate is not None:
-            reason = f"the edit produced code identical to agent {duplicate}; make a change that differs"
-            self._store_invalid(iteration, parent_id, operator_name, reason, usage)
-            return
+        for attempt in range(self.config.search.novelty.max_reproposals + 1):
+            if self.bandit is not None:
+                self.bandit.record_pull(arm)
+            try:
+                proposal = await self.proposer.propose(
+                    arm.operator, ctx, model=arm.model, iteration=iteration, attempt=attempt
+                )
+            except (SandboxError, GatewayError) as exc:
+                # self_modify runs the parent in the sandbox: a dead sandbox is a fault, not the parent's.
+                self._store_invalid(
+                    Proposal(None), reason=f"sandbox fault while the parent wrote its child: {exc}",
+                    iteration=iteration, parent_id=parent_id, second_parent_id=second_parent_id, arm=arm,
+                )  # fmt: skip
+                self._count_fault(exc)
+                return False
+            self._counters.spent_usd += proposal.cost_usd
+            stored = dict(iteration=iteration, parent_id=parent_id, second_parent_id=second_parent_id, arm=arm)
+            if proposal.genome is None:
+                self._store_invalid(proposal, reason=str(proposal.reason), **stored)
+                return True
+            child_hash = genome_hash(proposal.genome.files)
+            duplicate = self._genome_owner.get(child_hash)
+            if duplicate is not None:
+                reason = f"the edit produced code identical to agent {duplicate}; make a change that differs"
+                self._store_invalid(proposal, reason=reason, **stored)
+                return True
+            embedding = None
+            if self.behaviour.gate is not None:
+                embedding = self.behaviour.code_embedding(proposal.genome.files)
+                near = self.behaviour.gate.check(embedding)
+                if near is not None:
+                    reason = (
+                        f"near-duplicate of agent {near.agent_id} (code similarity {near.similarity:.4f} >= "
+                        f"{self.behaviour.gate.threshold}); make a more substantial change"
+                    )
+                    self._store_invalid(proposal, reason=reason, **stored)
+                    continue
+            self._store_child(proposal, child_hash, embedding, **stored)
+            return True
+        return True
+
+    def _choose_arm(self, rng: np.random.Generator) -> Arm:
+        """The (model, operator) of this proposal: the bandit's choice, or operator by weight and model uniformly.
+
+        Crossover needs two evaluated agents: until there are, it is not drawn.
+        """
+        arms = self.arms if len(self.view) >= 2 else [arm for arm in self.arms if arm.operator != "crossover"]
+        if self.bandit is not None:
+            return self.bandit.choose(rng, allowed=arms)
+        weights = {name: w for name, w in self.config.search.operators.items() if any(a.operator == name for a in arms)}
+        operator = choose_operator(weights, rng)
+        models = [arm.model for arm in arms if arm.operator == operator]
+        return Arm(models[int(rng.integers(len(models)))] if len(models) > 1 else models[0], operator)
+
+    def _second_parent(self, parent_id: int, rng: np.random.Generator) -> int:
+        """Crossover's other parent: drawn by the same strategy, a different agent (else the best other one)."""
+        for candidate in self.selector.select(self.view, 8, rng).tolist():
+            if int(candidate) != parent_id:
+                return int(candidate)
+        order, _ = self.view.ranking()
+        return next(int(self.view.ids[row]) for row in order if int(self.view.ids[row]) != parent_id)
+
+    def _store_child(
+        self,
+        proposal: Proposal,
+        child_hash: str,
+        embedding: np.ndarray | None,
+        *,
+        iteration: int,
+        parent_id: int,
+        second_parent_id: int | None,
+        arm: Arm,
+    ) -> None:
+        assert proposal.genome is not None
         agent = self.archive.add_agent(
             self.run_id,
-            files=dict(child.files),
-            entry=child.entry,
+            files=dict(proposal.genome.files),
+            entry=proposal.genome.entry,
             parent_id=parent_id,
-            operator=operator_name,
-            model=self.model_label,
+            second_parent_id=second_parent_id,
+            operator=arm.operator,
+            model=arm.model or None,
             iteration=iteration,
             link_llm_calls=True,
-            **usage,
+            **proposal.usage(),
         )
         self._genome_owner[child_hash] = int(agent.id)
+        if self.behaviour.gate is not None and embedding is not None:
+            self.behaviour.gate.add(int(agent.id), embedding)
         self._counters.proposals += 1
-        self.on_event(LoopEvent("proposed", int(agent.id), iteration, None, self._best_score()))
-        self._queue.put_nowait(int(agent.id))
+        message = proposal.note
+        self.on_event(LoopEvent("proposed", int(agent.id), iteration, None, self._best_score(), message))
+        self._enqueue(int(agent.id))
 
     def _store_invalid(
-        self, iteration: int, parent_id: int, operator_name: str, reason: str, usage: dict | None
+        self,
+        proposal: Proposal,
+        *,
+        reason: str,
+        iteration: int,
+        parent_id: int,
+        second_parent_id: int | None,
+        arm: Arm,
     ) -> None:
         agent = self.archive.add_agent(
             self.run_id,
             parent_id=parent_id,
-            operator=operator_name,
-            model=self.model_label,
+            second_parent_id=second_parent_id,
+            operator=arm.operator,
+            model=arm.model or None,
             iteration=iteration,
             status=AgentStatus.invalid,
             invalid_reason=reason,
             link_llm_calls=True,
-            **(usage or {}),
+            **proposal.usage(),
         )
-        self._remember_failure(parent_id, f"{operator_name}: {reason}")
+        self._remember_failure(parent_id, f"{arm.operator}: {reason}")
+        if self.bandit is not None:
+            self.bandit.record_outcome(arm, reward=0.0, cost=_cost_of(agent))
         self._counters.proposals += 1
         self._counters.invalid += 1
         self.on_event(LoopEvent("rejected", int(agent.id), iteration, None, self._best_score(), reason))
@@ -399,6 +594,7 @@ class SearchLoop:
                 self._abort(RunAborted(f"evaluating agent {agent_id} raised {type(exc).__name__}: {exc}"))
             finally:
                 self._counters.in_flight.discard(agent_id)
+                await self._evaluated_one()
                 self._queue.task_done()
 
     async def _evaluate(self, agent_id: int) -> None:
@@ -413,6 +609,10 @@ class SearchLoop:
         self._counters.consecutive_faults = 0
         seconds = time.perf_counter() - started
         evaluations = [evaluation_row(task) for task in result.task_results]
+        columns = None
+        if result.valid:
+            tasks = [TaskRow(t.task_id, t.score, t.passed, t.executed) for t in result.task_results]
+            columns = self.behaviour.columns(files=genome.files, tasks=tasks, descriptor=result.descriptor)
         agent = self.archive.finish_evaluation(
             agent_id,
             status=AgentStatus.evaluated if result.valid else AgentStatus.invalid,
@@ -422,9 +622,19 @@ class SearchLoop:
             feedback=result.feedback,
             eval_seconds=seconds,
             evaluations=evaluations,
+            descriptor=columns.stored_descriptor if columns is not None else None,
         )
-        if result.valid:
-            self.view.add(agent_id, float(result.score), agent.parent_id if agent.parent_id is not None else -1)
+        self._reward_bandit(agent)
+        if columns is not None:
+            self.view.add(
+                agent_id,
+                float(result.score),
+                agent.parent_id,
+                successes=columns.successes,
+                failures=columns.failures,
+                descriptor=columns.descriptor,
+                embedding=columns.embedding,
+            )
             self._counters.evaluated += 1
             if self._best is None or result.score > self._best[0]:
                 self._best = (float(result.score), agent_id)
@@ -444,6 +654,19 @@ class SearchLoop:
                     )
                 )
 
+    def _reward_bandit(self, agent: Agent) -> None:
+        """Credit the child's (model, operator) arm: its improvement over its parent (0 if invalid)."""
+        if self.bandit is None or agent.iteration <= 0:
+            return
+        arm = Arm(agent.model or "", agent.operator)
+        if arm not in self.arms:
+            return
+        parent_score = None
+        if agent.parent_id is not None and agent.parent_id in self.view:
+            parent_score = float(self.view.scores[self.view.index_of(agent.parent_id)])
+        child_score = agent.score if agent.status == AgentStatus.evaluated else None
+        self.bandit.record_outcome(arm, reward=improvement_reward(child_score, parent_score), cost=_cost_of(agent))
+
     async def _run_in_sandbox(self, agent: Agent, genome: Genome) -> AgentResult:
         """Evaluate on the search split, with the agent's own FM socket when the gateway is on."""
         return await evaluate_in_sandbox(
@@ -455,31 +678,64 @@ class SearchLoop:
             split="search",
             limits=self.limits,
             gateway=self.gateway,
-            fm_budget=AgentFMBudget(
-                max_calls=self.config.evaluation.agent_fm_calls,
-                max_tokens=self.config.evaluation.agent_fm_tokens,
-                run_seed=self.config.seed,
-            ),
+            fm_budget=self.fm_budget,
         )
+
+    def _count_fault(self, exc: SandboxError | GatewayError) -> bool:
+        """Count an infrastructure fault; True (and the run aborted) when there were too many in a row."""
+        self._counters.consecutive_faults += 1
+        if self._counters.consecutive_faults < MAX_CONSECUTIVE_FAULTS:
+            return False
+        self._abort(
+            RunAborted(
+                f"the sandbox failed {self._counters.consecutive_faults} times in a row; last: {exc}",
+                fix=getattr(exc, "fix", "") or "check the sandbox with `cambrian sandbox check`, then resume",
+            )
+        )
+        return True
 
     def _on_sandbox_fault(self, agent: Agent, exc: SandboxError | GatewayError) -> None:
         agent = self.archive.mark_failed(int(agent.id), f"sandbox fault: {exc}")
-        self._counters.consecutive_faults += 1
         self.on_event(LoopEvent("failed", int(agent.id), agent.iteration, None, self._best_score(), str(exc)))
-        if self._counters.consecutive_faults >= MAX_CONSECUTIVE_FAULTS:
-            self._abort(
-                RunAborted(
-                    f"the sandbox failed {self._counters.consecutive_faults} times in a row; last: {exc}",
-                    fix=getattr(exc, "fix", "") or "check the sandbox with `cambrian sandbox check`, then resume",
-                )
-            )
-        elif agent.eval_attempts < self.config.evaluation.max_attempts:
-            self._queue.put_nowait(int(agent.id))
+        if self._count_fault(exc):
+            return
+        if agent.eval_attempts < self.config.evaluation.max_attempts:
+            self._enqueue(int(agent.id))
         elif agent.operator == "seed" and not self._has_parent.is_set():
             self._abort(RunAborted(f"the seed could not be evaluated: {exc}", fix=getattr(exc, "fix", "")))
 
     def _best_score(self) -> float | None:
         return self._best[0] if self._best else None
+
+
+def arm_history(agents: Sequence[Agent]) -> list[tuple[Arm, float | None, float]]:
+    """(arm, reward, cost) of every proposal, in proposal (id) order: what a bandit is replayed from.
+
+    reward: the child's improvement over its parent clipped at 0 (0 for an invalid child), None while
+    it is not finished. The archive's agent rows are the bandit's persisted state.
+    """
+    scores: dict[int, float | None] = {}
+    history = []
+    for agent in sorted(agents, key=lambda a: int(a.id)):
+        scores[int(agent.id)] = agent.score if agent.status == AgentStatus.evaluated else None
+        if agent.iteration <= 0:
+            continue
+        if agent.status == AgentStatus.evaluated:
+            parent = scores.get(int(agent.parent_id)) if agent.parent_id is not None else None
+            reward: float | None = improvement_reward(agent.score, parent)
+        elif agent.status == AgentStatus.invalid:
+            reward = 0.0
+        else:
+            reward = None
+        history.append((Arm(agent.model or "", agent.operator), reward, _cost_of(agent)))
+    return history
+
+
+def _cost_of(agent: Agent) -> float:
+    """What a proposal cost, for a cost-aware bandit: USD, or millions of tokens where the FM is free (local)."""
+    if agent.cost_usd > 0:
+        return float(agent.cost_usd)
+    return (agent.prompt_tokens + agent.completion_tokens) / 1e6
 
 
 class _LRU(Generic[K, V]):

@@ -1,21 +1,34 @@
-"""Mutation operators: a parent and its context become FM messages; the FM's reply becomes a child.
+"""Mutation operators: a parent (or two) and its context become a child genome.
 
-An operator does no I/O besides reading its prompt templates: the loop calls the
-FM between `messages` and `apply`. `apply` raises `EditError` with a public
-reason when the reply cannot become a child genome; the loop stores that reason
-on the invalid agent and shows it to the next prompt of the same parent.
+Operators do no I/O besides reading their prompt templates; the loop does the
+calls in between. Each has a `kind` (see OPERATOR_KINDS) that tells the loop how
+to drive it:
 
-- `rewrite`: the FM returns the whole entry file in a fenced block; with
-  EVOLVE-BLOCK markers the text outside them must be unchanged.
-- `diff`: the FM returns SEARCH/REPLACE blocks, applied tolerantly (see `edits`).
+- "fm" (`rewrite`, `diff`, `crossover`): `messages(ctx)` -> one FM call -> `apply(parent, reply)`.
+  `rewrite` wants the whole entry file in a fenced block (EVOLVE-BLOCK text outside the
+  markers must stay); `diff` wants SEARCH/REPLACE blocks (see `edits`); `crossover` shows
+  two parents and wants one whole file combining them (`needs_second_parent`).
+- "fm_two_step" (`diagnose`): `plan_messages(ctx)` -> FM -> `parse_plan(reply)`, then
+  `messages(ctx with plan)` -> FM -> `apply(parent, reply)`.
+- "sandbox" (`self_modify`, the Darwin Goedel Machine's move): the parent agent itself
+  writes its child. The loop runs the parent's own entry function in the sandbox on
+  `benchmark.self_modify_task(operator.task_prompt(ctx))` and passes what it returned
+  to `apply(parent, returned)`. Only benchmarks with `self_modify_task` support it.
+- "local" (`ast_mutate`, `meta_agent.ast_mutation.AstMutation`): `mutate(parent, rng)`, no FM.
+
+`apply` raises `EditError` with a public reason when the reply cannot become a
+child genome; the loop stores that reason on the invalid agent and shows it to
+the next prompt of the same parent.
 """
 
 from __future__ import annotations
 
 import ast
 import math
+import re
 from dataclasses import dataclass, field
-from typing import Mapping, Protocol, Sequence, runtime_checkable
+from types import MappingProxyType
+from typing import ClassVar, Mapping, Protocol, Union, runtime_checkable
 
 import numpy as np
 
@@ -29,10 +42,51 @@ from meta_agent.edits import (
     parse_search_replace,
     splice_into_region,
 )
-from meta_agent.prompting import code_language, format_files, format_score, render, truncate
+from meta_agent.prompting import (
+    ParentInfo,
+    PromptContext,
+    PromptLimits,
+    block_format,
+    code_language,
+    failed_attempts_section,
+    format_files,
+    format_score,
+    recent_attempts,
+    render,
+    shown_feedback,
+    system_message,
+    task_values,
+    truncate,
+)
+
+__all__ = [
+    "OPERATORS", "OPERATOR_KINDS", "AnyOperator", "CrossoverOperator", "DiagnoseOperator", "DiffOperator",
+    "LocalOperator", "Operator", "OperatorWeightsError", "ParentInfo", "PromptContext", "PromptLimits",
+    "RewriteOperator", "SandboxOperator", "SelfModifyOperator", "TwoStepOperator", "UnknownOperatorError",
+    "choose_operator", "make_operator", "supports_self_modify",
+]
+
+#: Operator name -> how the loop drives it: "fm", "fm_two_step", "sandbox" or "local".
+OPERATOR_KINDS: Mapping[str, str] = MappingProxyType(
+    {
+        "rewrite": "fm",
+        "diff": "fm",
+        "crossover": "fm",
+        "diagnose": "fm_two_step",
+        "self_modify": "sandbox",
+        "ast_mutate": "local",
+    }
+)
 
 #: Names of the operators `make_operator` builds.
-OPERATORS: tuple[str, ...] = ("rewrite", "diff")
+OPERATORS: tuple[str, ...] = tuple(OPERATOR_KINDS)
+
+# A line opening a fenced block: a returned module's own strings may hold ``` mid-line, never this.
+_FENCE_LINE_RE = re.compile(r"^\s*(?:`{3,}|~{3,})", re.MULTILINE)
+# The task block `self_modify.txt` appends to the agent's source, up to the end of the text.
+_TASK_BLOCK_RE = re.compile(r"^# -{10,}\n# TASK: the module above.*\Z", re.MULTILINE | re.DOTALL)
+# A line that opens or closes a SEARCH/REPLACE block: its presence means the reply chose the block format.
+_BLOCK_MARKER_RE = re.compile(r"^\s*(?:<{5,9}\s*SEARCH|>{5,9}\s*REPLACE)\s*$", re.MULTILINE)
 
 
 class UnknownOperatorError(ValueError):
@@ -51,53 +105,6 @@ class OperatorWeightsError(ValueError):
         self.fix = fix
 
 
-@dataclass(frozen=True)
-class ParentInfo:
-    """What a prompt may show about an agent: never its holdout score.
-
-    score: its search-split score (None when not evaluated).
-    feedback: its public evaluation feedback, or None.
-    """
-
-    agent_id: int
-    genome: Genome
-    score: float | None
-    feedback: str | None
-
-
-@dataclass(frozen=True)
-class PromptContext:
-    """Everything one mutation prompt shows.
-
-    failed_attempts: public reasons recent children of this parent were invalid, oldest first.
-    inspirations: a few other good agents whose (truncated) code is shown for ideas.
-    """
-
-    contract: str
-    benchmark: str
-    parent: ParentInfo
-    failed_attempts: Sequence[str] = ()
-    inspirations: Sequence[ParentInfo] = ()
-
-
-@dataclass(frozen=True)
-class PromptLimits:
-    """How much context a prompt shows; small local models need it short.
-
-    max_failed_attempts: the most recent N failed attempts shown (>= 0).
-    max_attempt_chars: characters shown of each failed attempt's reason.
-    max_feedback_chars: characters shown of the parent's feedback.
-    max_inspirations: inspirations shown (>= 0).
-    max_inspiration_chars: characters shown of each inspiration file.
-    """
-
-    max_failed_attempts: int = 3
-    max_attempt_chars: int = 600
-    max_feedback_chars: int = 2000
-    max_inspirations: int = 2
-    max_inspiration_chars: int = 2500
-
-
 @runtime_checkable
 class Operator(Protocol):
     """Turns a parent into FM messages, and the FM's reply into a child genome."""
@@ -113,64 +120,54 @@ class Operator(Protocol):
         ...
 
 
-def _has_markers(genome: Genome) -> bool:
-    return any(evolve_regions(text, path=path) for path, text in genome.files.items())
+@runtime_checkable
+class TwoStepOperator(Operator, Protocol):
+    """An FM operator that first asks for a plan, then for the edit implementing it."""
+
+    def plan_messages(self, ctx: PromptContext) -> list[dict[str, str]]:
+        """Messages asking the FM for a plan (no code)."""
+        ...
+
+    def parse_plan(self, reply: str) -> str:
+        """The plan in the FM's reply; EditError when there is none."""
+        ...
 
 
-def _context_sections(ctx: PromptContext, limits: PromptLimits) -> str:
-    """Inspirations, then the parent, then its failed attempts: the parent sits next to the task."""
-    sections = []
-    for other in list(ctx.inspirations)[: limits.max_inspirations]:
-        sections.append(
-            render(
-                "inspiration",
-                {
-                    "score": format_score(other.score),
-                    "files": format_files(other.genome, max_chars=limits.max_inspiration_chars),
-                },
-            )
-        )
-    parent = ctx.parent
-    feedback = (parent.feedback or "").strip()
-    sections.append(
-        render(
-            "parent",
-            {
-                "score": format_score(parent.score),
-                "files": format_files(parent.genome),
-                "feedback": truncate(feedback, max_chars=limits.max_feedback_chars) if feedback else "(none)",
-            },
-        )
-    )
-    recent = list(ctx.failed_attempts)[-limits.max_failed_attempts :] if limits.max_failed_attempts else []
-    if recent:
-        lines = []
-        for number, reason in enumerate(recent, start=1):
-            shown = truncate(reason.strip(), max_chars=limits.max_attempt_chars).rstrip()
-            lines.append(f"{number}. " + shown.replace("\n", "\n   "))
-        sections.append(render("failed_attempts", {"attempts": "\n".join(lines)}))
-    return "\n\n".join(section.rstrip() for section in sections)
+@runtime_checkable
+class SandboxOperator(Protocol):
+    """The parent agent writes its child: its entry function runs in the sandbox on a task prompt."""
+
+    name: str
+
+    def task_prompt(self, ctx: PromptContext) -> str:
+        """The prompt the parent agent is given as its task."""
+        ...
+
+    def apply(self, parent: Genome, returned: object) -> Genome:
+        """The child genome the agent's return value describes; raises EditError with a public reason."""
+        ...
 
 
-def _task_values(ctx: PromptContext, limits: PromptLimits) -> dict[str, str]:
-    genome = ctx.parent.genome
-    return {
-        "contract": ctx.contract.strip(),
-        "context": _context_sections(ctx, limits),
-        "entry": genome.entry,
-        "language": code_language(genome.entry),
-        # A comment, so a small model that copies the format line verbatim still writes valid code.
-        "placeholder": (
-            f"# the complete, improved {genome.entry}"
-            if genome.entry.endswith(".py")
-            else f"the complete, improved {genome.entry}"
-        ),
-        "evolve_note": render("evolve_note", {}) if _has_markers(genome) else "",
-    }
+@runtime_checkable
+class LocalOperator(Protocol):
+    """A mutation without FM or sandbox, drawn from a seeded rng."""
+
+    name: str
+
+    def mutate(self, parent: Genome, rng: np.random.Generator) -> Genome:
+        """A child of `parent`."""
+        ...
 
 
-def _system_message(ctx: PromptContext) -> dict[str, str]:
-    return {"role": "system", "content": render("system", {"benchmark": ctx.benchmark}).strip()}
+AnyOperator = Union[Operator, SandboxOperator, LocalOperator]
+
+
+def supports_self_modify(benchmark: object) -> bool:
+    """Whether a benchmark can run `self_modify`: it builds the agent's task with `self_modify_task`."""
+    return callable(getattr(benchmark, "self_modify_task", None))
+
+
+# ---------------------------------------------------------------- turning replies into genomes
 
 
 def _check_python(path: str, text: str) -> None:
@@ -187,30 +184,95 @@ def _check_python(path: str, text: str) -> None:
         ) from None
 
 
+def _parses(text: str) -> bool:
+    try:
+        ast.parse(text)
+    except SyntaxError:
+        return False
+    return True
+
+
 def _normalised(text: str) -> str:
     return "\n".join(line.rstrip() for line in text.splitlines()).rstrip()
 
 
-def _check_changed(parent: Genome, files: Mapping[str, str]) -> None:
+def _same_program(files: Mapping[str, str], other: Genome) -> bool:
     # A whitespace-only change cannot change a score; evaluating it would waste a sandbox run.
-    if all(_normalised(files[path]) == _normalised(text) for path, text in parent.files.items()):
+    return set(files) == set(other.files) and all(
+        _normalised(files[path]) == _normalised(text) for path, text in other.files.items()
+    )
+
+
+def _check_changed(parent: Genome, files: Mapping[str, str]) -> None:
+    if _same_program(files, parent):
         raise EditError(
             "the edit left the program unchanged",
             fix="change the code in a way that could raise the score",
         )
 
 
+def _replace_entry(parent: Genome, code: str) -> Genome:
+    """The parent with its entry file replaced by `code` (EVOLVE-BLOCK rules, parses, changed).
+
+    A reply without the EVOLVE-BLOCK markers of a file that has one region is spliced
+    into that region (see `edits.splice_into_region`).
+    """
+    original = parent.files[parent.entry]
+    try:
+        rewritten = evolve_regions(code, path=f"the rewritten {parent.entry}")
+    except EditError:
+        # Small models often drop one of the two marker comments: with a single region in the
+        # original, the stray marker carries no information, so splice the code in without it.
+        if len(evolve_regions(original, path=parent.entry)) != 1:
+            raise
+        code = "\n".join(line for line in code.splitlines() if "EVOLVE-BLOCK-" not in line) + "\n"
+        rewritten = []
+    if evolve_regions(original, path=parent.entry) and not rewritten:
+        code = splice_into_region(original, code, path=parent.entry)
+    check_outside_unchanged(original, code, path=parent.entry)
+    _check_python(parent.entry, code)
+    files = {**parent.files, parent.entry: code}
+    _check_changed(parent, files)
+    return Genome(files=files, entry=parent.entry)
+
+
+def _apply_rewrite(parent: Genome, reply: str) -> Genome:
+    language = code_language(parent.entry) or "python"
+    return _replace_entry(parent, extract_code(reply, language=language))
+
+
+def _apply_search_replace(parent: Genome, reply: str) -> Genome:
+    files = apply_blocks(parent.files, parse_search_replace(reply), default_path=parent.entry)
+    for path, text in files.items():
+        if text != parent.files[path]:
+            _check_python(path, text)
+    _check_changed(parent, files)
+    return Genome(files=files, entry=parent.entry)
+
+
+def _apply_blocks_or_file(parent: Genome, reply: str) -> Genome:
+    # Small models often answer a block request with the whole file: accept either format.
+    if _BLOCK_MARKER_RE.search(reply):
+        return _apply_search_replace(parent, reply)
+    return _apply_rewrite(parent, reply)
+
+
+# ---------------------------------------------------------------- one FM call
+
+
 @dataclass(frozen=True)
 class RewriteOperator:
     """The FM returns the whole entry file in a fenced block (name "rewrite")."""
 
+    kind: ClassVar[str] = OPERATOR_KINDS["rewrite"]
+    needs_second_parent: ClassVar[bool] = False
     limits: PromptLimits = field(default_factory=PromptLimits)
     name: str = field(default="rewrite", init=False)
 
     def messages(self, ctx: PromptContext) -> list[dict[str, str]]:
         """System rules, then contract, code, feedback and failed attempts, the format last."""
-        user = render("rewrite", _task_values(ctx, self.limits))
-        return [_system_message(ctx), {"role": "user", "content": user.strip()}]
+        user = render("rewrite", task_values(ctx, self.limits))
+        return [system_message(ctx), {"role": "user", "content": user.strip()}]
 
     def apply(self, parent: Genome, reply: str) -> Genome:
         """The parent with its entry file replaced by the reply's code.
@@ -220,43 +282,22 @@ class RewriteOperator:
         when the reply has no code block, changes text outside the markers, does
         not parse (Python entry files) or changes nothing.
         """
-        language = code_language(parent.entry) or "python"
-        code = extract_code(reply, language=language)
-        original = parent.files[parent.entry]
-        try:
-            rewritten = evolve_regions(code, path=f"the rewritten {parent.entry}")
-        except EditError:
-            # Small models often drop one of the two marker comments: with a single region in the
-            # original, the stray marker carries no information, so splice the code in without it.
-            if len(evolve_regions(original, path=parent.entry)) != 1:
-                raise
-            code = "\n".join(line for line in code.splitlines() if "EVOLVE-BLOCK-" not in line) + "\n"
-            rewritten = []
-        if evolve_regions(original, path=parent.entry) and not rewritten:
-            code = splice_into_region(original, code, path=parent.entry)
-        check_outside_unchanged(original, code, path=parent.entry)
-        _check_python(parent.entry, code)
-        files = {**parent.files, parent.entry: code}
-        _check_changed(parent, files)
-        return Genome(files=files, entry=parent.entry)
+        return _apply_rewrite(parent, reply)
 
 
 @dataclass(frozen=True)
 class DiffOperator:
     """The FM returns SEARCH/REPLACE blocks (name "diff")."""
 
+    kind: ClassVar[str] = OPERATOR_KINDS["diff"]
+    needs_second_parent: ClassVar[bool] = False
     limits: PromptLimits = field(default_factory=PromptLimits)
     name: str = field(default="diff", init=False)
 
     def messages(self, ctx: PromptContext) -> list[dict[str, str]]:
         """System rules, then contract, code, feedback and failed attempts, a worked block example last."""
-        values = _task_values(ctx, self.limits)
-        several_files = len(ctx.parent.genome.files) > 1
-        values["other_files_note"] = (
-            render("diff_other_files", {"entry": ctx.parent.genome.entry}) if several_files else ""
-        )
-        user = render("diff", values)
-        return [_system_message(ctx), {"role": "user", "content": user.strip()}]
+        values = {**task_values(ctx, self.limits), "block_format": block_format(ctx.parent.genome)}
+        return [system_message(ctx), {"role": "user", "content": render("diff", values).strip()}]
 
     def apply(self, parent: Genome, reply: str) -> Genome:
         """The parent with the reply's blocks applied (see `edits.apply_blocks`).
@@ -264,26 +305,255 @@ class DiffOperator:
         Raises EditError for malformed or unmatched blocks, edits outside EVOLVE-BLOCK
         markers, Python files that no longer parse, and edits that change nothing.
         """
-        blocks = parse_search_replace(reply)
-        files = apply_blocks(parent.files, blocks, default_path=parent.entry)
-        for path, text in files.items():
-            if text != parent.files[path]:
-                _check_python(path, text)
-        _check_changed(parent, files)
-        return Genome(files=files, entry=parent.entry)
+        return _apply_search_replace(parent, reply)
 
 
-def make_operator(name: str, *, limits: PromptLimits | None = None) -> Operator:
-    """The operator called `name` (one of OPERATORS); UnknownOperatorError otherwise."""
-    chosen = limits or PromptLimits()
-    if name == "rewrite":
-        return RewriteOperator(limits=chosen)
-    if name == "diff":
-        return DiffOperator(limits=chosen)
-    raise UnknownOperatorError(
-        f"there is no mutation operator named {name!r}; the operators are: {', '.join(OPERATORS)}",
-        fix=f"use one of: {', '.join(OPERATORS)}",
+@dataclass(frozen=True)
+class CrossoverOperator:
+    """Two parents, one child: the FM combines their strengths into one whole file (name "crossover").
+
+    The child is built relative to the FIRST parent (`ctx.parent`), like `rewrite`.
+    """
+
+    kind: ClassVar[str] = OPERATOR_KINDS["crossover"]
+    needs_second_parent: ClassVar[bool] = True
+    limits: PromptLimits = field(default_factory=PromptLimits)
+    name: str = field(default="crossover", init=False)
+
+    def messages(self, ctx: PromptContext) -> list[dict[str, str]]:
+        """Contract, program A (the parent) and program B (scores, code, feedback), failed attempts, format.
+
+        Raises ValueError when `ctx.second_parent` is None (a caller's bug: the loop
+        must pick a second parent for an operator with `needs_second_parent`).
+        """
+        if ctx.second_parent is None:
+            raise ValueError("crossover needs ctx.second_parent; pick a second parent before building the prompt")
+        sections = [
+            render(
+                "crossover_parent",
+                {
+                    "label": label,
+                    "score": format_score(info.score),
+                    "files": format_files(info.genome),
+                    "feedback": shown_feedback(info, self.limits),
+                },
+            )
+            for label, info in (("A", ctx.parent), ("B", ctx.second_parent))
+        ]
+        sections.append(failed_attempts_section(ctx.failed_attempts, self.limits))
+        context = "\n\n".join(section.rstrip() for section in sections if section)
+        user = render("crossover", {**task_values(ctx, self.limits), "context": context})
+        return [system_message(ctx), {"role": "user", "content": user.strip()}]
+
+    def apply(self, parent: Genome, reply: str, *, second_parent: Genome | None = None) -> Genome:
+        """The first parent with its entry file replaced by the reply's code (as `rewrite.apply`).
+
+        second_parent: the other parent's genome; when given, a child that equals it
+        (ignoring trailing whitespace) is refused too. Raises EditError as `rewrite` does.
+        """
+        child = _apply_rewrite(parent, reply)
+        if second_parent is not None and _same_program(child.files, second_parent):
+            raise EditError(
+                "the crossover child is a copy of program B",
+                fix="write a program that combines ideas of both programs instead of copying one",
+            )
+        return child
+
+
+# ---------------------------------------------------------------- two FM calls
+
+
+@dataclass(frozen=True)
+class DiagnoseOperator:
+    """First a plan from the parent's failures, then the edit implementing it (name "diagnose")."""
+
+    kind: ClassVar[str] = OPERATOR_KINDS["diagnose"]
+    needs_second_parent: ClassVar[bool] = False
+    limits: PromptLimits = field(default_factory=PromptLimits)
+    name: str = field(default="diagnose", init=False)
+
+    def plan_messages(self, ctx: PromptContext) -> list[dict[str, str]]:
+        """Contract, code, feedback and failed attempts, then the request for a numbered plan (no code)."""
+        user = render("diagnose_plan", task_values(ctx, self.limits))
+        return [system_message(ctx, template="diagnose_system"), {"role": "user", "content": user.strip()}]
+
+    def parse_plan(self, reply: str) -> str:
+        """The plan in a reply: code blocks dropped (untagged or text fences kept, fence lines removed),
+        cut to `limits.max_plan_chars` characters. EditError when no text is left."""
+        kept: list[str] = []
+        fence: str | None = None
+        drop = False
+        for line in reply.splitlines():
+            stripped = line.strip()
+            if fence is None and (opening := re.match(r"(`{3,}|~{3,})\s*(\S*)", stripped)):
+                fence, drop = opening.group(1), opening.group(2).lower() not in ("", "text", "txt", "markdown", "md")
+                continue
+            if fence is not None and stripped.startswith(fence) and not stripped.strip(fence[0]):
+                fence, drop = None, False
+                continue
+            if not drop:
+                kept.append(line.rstrip())
+        plan = "\n".join(kept).strip()
+        if not plan:
+            raise EditError(
+                "the diagnosis reply had no plan: it was empty or only code",
+                fix="reply with a short numbered plan in plain words, without code",
+            )
+        return truncate(plan, max_chars=self.limits.max_plan_chars).strip()
+
+    def messages(self, ctx: PromptContext) -> list[dict[str, str]]:
+        """Contract, code, feedback and failed attempts, the plan, then the SEARCH/REPLACE format.
+
+        Raises ValueError when `ctx.plan` is None (a caller's bug: call `plan_messages` first).
+        """
+        if ctx.plan is None:
+            raise ValueError("diagnose needs ctx.plan; ask plan_messages(ctx) and parse_plan(reply) first")
+        values = {
+            **task_values(ctx, self.limits),
+            "plan": ctx.plan.strip(),
+            "block_format": block_format(ctx.parent.genome),
+        }
+        return [system_message(ctx), {"role": "user", "content": render("diagnose", values).strip()}]
+
+    def apply(self, parent: Genome, reply: str) -> Genome:
+        """SEARCH/REPLACE blocks when the reply has block markers, else a whole file applied as `rewrite`.
+
+        Raises EditError as `diff` or `rewrite` does.
+        """
+        return _apply_blocks_or_file(parent, reply)
+
+
+# ---------------------------------------------------------------- the agent writes its child
+
+
+@dataclass(frozen=True)
+class SelfModifyOperator:
+    """The parent agent rewrites its own entry file (name "self_modify").
+
+    function / signature: the entry function the child must keep, as the benchmark's
+    contract names it. The default limits are short: the prompt goes through the
+    agent's own, budgeted FM calls.
+    """
+
+    kind: ClassVar[str] = OPERATOR_KINDS["self_modify"]
+    needs_second_parent: ClassVar[bool] = False
+    limits: PromptLimits = field(
+        default_factory=lambda: PromptLimits(max_failed_attempts=2, max_attempt_chars=300, max_feedback_chars=800)
     )
+    function: str = "solve"
+    signature: str = "solve(task, llm) -> str"
+    name: str = field(default="self_modify", init=False)
+
+    def task_prompt(self, ctx: PromptContext) -> str:
+        """Python source for the agent to complete: its own entry file, then a comment block with the
+        task (rewrite the whole module, keep the signature, stdlib only) and what to improve, built
+        from the parent's feedback and failed attempts (truncated to `limits`)."""
+        parent = ctx.parent
+        lines: list[str] = []
+        feedback = (parent.feedback or "").strip()
+        if feedback:
+            lines += ["", "Fix the failures of its last evaluation:"]
+            lines += ["  " + line for line in truncate(feedback, max_chars=self.limits.max_feedback_chars).splitlines()]
+        attempts = recent_attempts(ctx.failed_attempts, self.limits)
+        if attempts:
+            lines += ["", "These earlier rewrites were refused; do not repeat them:"]
+            for number, reason in enumerate(attempts, start=1):
+                lines += [f"  {number}. " + reason.replace("\n", "\n     ")]
+        if not lines:
+            lines = ["", f"Its last evaluation showed no failures: make {self.function}() more reliable."]
+        instructions = "\n".join(("# " + line).rstrip() for text in lines for line in text.splitlines())
+        return render(
+            "self_modify",
+            {
+                "source": parent.genome.files[parent.genome.entry].rstrip(),
+                "benchmark": ctx.benchmark,
+                "score": format_score(parent.score),
+                "function": self.function,
+                "signature": self.signature,
+                "instructions": instructions,
+            },
+        )
+
+    def apply(self, parent: Genome, returned: object) -> Genome:
+        """The child the agent's return value describes.
+
+        returned: what the parent's entry function returned; must be a non-empty str.
+        SEARCH/REPLACE blocks are applied when present; otherwise the text (a fenced
+        block, or raw code) replaces the entry file as in `rewrite`; a copy of the task
+        block `task_prompt` appended is dropped. Raises EditError
+        for a non-str or empty value, code that does not parse, a child without a
+        top-level `function` taking two arguments, and a child equal to its parent.
+        """
+        if not isinstance(returned, str):
+            raise EditError(
+                f"the agent's {self.function}() returned a {type(returned).__name__}, not the new module as a str",
+                fix=f"make {self.function}() return the complete new module source as a str",
+            )
+        if not returned.strip():
+            raise EditError(
+                f"the agent's {self.function}() returned an empty string instead of the new module",
+                fix=f"make {self.function}() return the complete new module source",
+            )
+        # An agent that echoes its prompt returns the task block too; kept, it would pile up over generations.
+        returned = _TASK_BLOCK_RE.sub("", returned)
+        if _BLOCK_MARKER_RE.search(returned):
+            child = _apply_search_replace(parent, returned)
+        elif _FENCE_LINE_RE.search(returned) and not _parses(returned):
+            child = _apply_rewrite(parent, returned)
+        else:
+            # Raw code, whose own strings may hold ``` (the seed agent's do): the parse check names
+            # a syntax error rather than asking for a fence.
+            child = _replace_entry(parent, returned.strip("\n") + "\n")
+        self._check_defines_function(child)
+        return child
+
+    def _check_defines_function(self, child: Genome) -> None:
+        tree = ast.parse(child.files[child.entry])
+        for node in tree.body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == self.function:
+                positional = len(node.args.posonlyargs) + len(node.args.args)
+                if positional >= 2 or node.args.vararg is not None:
+                    return
+                raise EditError(
+                    f"the new {child.entry} defines {self.function}() with {positional} positional "
+                    f"argument(s); the signature must stay {self.signature}",
+                    fix=f"keep the signature {self.signature}",
+                )
+        raise EditError(
+            f"the new {child.entry} does not define {self.function}() at top level",
+            fix=f"keep a top-level def {self.signature}",
+        )
+
+
+# ---------------------------------------------------------------- the registry
+
+
+def make_operator(name: str, *, limits: PromptLimits | None = None) -> AnyOperator:
+    """The operator called `name` (one of OPERATORS); UnknownOperatorError otherwise.
+
+    limits: what prompts show; None keeps each operator's default. OPERATOR_KINDS[name]
+    says which protocol the result follows (Operator, TwoStepOperator, SandboxOperator
+    or LocalOperator).
+    """
+    if name == "ast_mutate":
+        # Imported here: the AST operator is its own module and needs nothing from this one.
+        from meta_agent.ast_mutation import AstMutation
+
+        return AstMutation()
+    builders = {
+        "rewrite": RewriteOperator,
+        "diff": DiffOperator,
+        "crossover": CrossoverOperator,
+        "diagnose": DiagnoseOperator,
+        "self_modify": SelfModifyOperator,
+    }
+    if name not in builders:
+        raise UnknownOperatorError(
+            f"there is no mutation operator named {name!r}; the operators are: {', '.join(OPERATORS)}",
+            fix=f"use one of: {', '.join(OPERATORS)}",
+        )
+    builder = builders[name]
+    return builder() if limits is None else builder(limits=limits)
 
 
 def choose_operator(weights: Mapping[str, float], rng: np.random.Generator) -> str:

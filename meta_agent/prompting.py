@@ -4,17 +4,20 @@ Templates are plain text with `$name` placeholders, rendered with
 `string.Template.substitute`, so a placeholder without a value is an error
 rather than a silent gap in a prompt. Literal dollar signs are written `$$`.
 The helpers below format what a prompt shows: files with their names, scores,
-truncated text.
+truncated text, and the sections every mutation prompt shares (`PromptContext`:
+the parent, a second parent, inspirations, failed attempts).
 """
 
 from __future__ import annotations
 
 import functools
 import string
+from dataclasses import dataclass
 from importlib import resources
-from typing import Mapping
+from typing import Mapping, Sequence
 
 from evaluators.base import Genome
+from meta_agent.edits import evolve_regions
 
 _LANGUAGES = {".py": "python", ".js": "javascript", ".ts": "typescript", ".sh": "bash",
               ".json": "json", ".toml": "toml", ".yaml": "yaml", ".yml": "yaml", ".md": "markdown",
@@ -103,3 +106,138 @@ def format_files(genome: Genome, *, max_chars: int | None = None) -> str:
 def format_score(score: float | None) -> str:
     """A score as a prompt shows it: 6 significant digits, or a note when there is none."""
     return "not evaluated yet" if score is None else f"{score:.6g}"
+
+
+@dataclass(frozen=True)
+class ParentInfo:
+    """What a prompt may show about an agent: never its holdout score.
+
+    score: its search-split score (None when not evaluated).
+    feedback: its public evaluation feedback, or None.
+    """
+
+    agent_id: int
+    genome: Genome
+    score: float | None
+    feedback: str | None
+
+
+@dataclass(frozen=True)
+class PromptContext:
+    """Everything one mutation prompt shows.
+
+    failed_attempts: public reasons recent children of this parent were invalid, oldest first.
+    inspirations: a few other good agents whose (truncated) code is shown for ideas.
+    second_parent: the other parent of a crossover (None for one-parent operators).
+    plan: the improvement plan the first call of `diagnose` wrote (None before that call).
+    """
+
+    contract: str
+    benchmark: str
+    parent: ParentInfo
+    failed_attempts: Sequence[str] = ()
+    inspirations: Sequence[ParentInfo] = ()
+    second_parent: ParentInfo | None = None
+    plan: str | None = None
+
+
+@dataclass(frozen=True)
+class PromptLimits:
+    """How much context a prompt shows; small local models need it short.
+
+    max_failed_attempts: the most recent N failed attempts shown (>= 0).
+    max_attempt_chars: characters shown of each failed attempt's reason.
+    max_feedback_chars: characters shown of the parent's feedback.
+    max_inspirations: inspirations shown (>= 0).
+    max_inspiration_chars: characters shown of each inspiration file.
+    max_plan_chars: characters kept of a `diagnose` plan.
+    """
+
+    max_failed_attempts: int = 3
+    max_attempt_chars: int = 600
+    max_feedback_chars: int = 2000
+    max_inspirations: int = 2
+    max_inspiration_chars: int = 2500
+    max_plan_chars: int = 1500
+
+
+def has_markers(genome: Genome) -> bool:
+    """Whether any file of the genome has EVOLVE-BLOCK markers."""
+    return any(evolve_regions(text, path=path) for path, text in genome.files.items())
+
+
+def recent_attempts(attempts: Sequence[str], limits: PromptLimits) -> list[str]:
+    """The most recent failed attempts a prompt shows, each stripped and truncated, oldest first."""
+    recent = list(attempts)[-limits.max_failed_attempts :] if limits.max_failed_attempts else []
+    return [truncate(reason.strip(), max_chars=limits.max_attempt_chars).rstrip() for reason in recent]
+
+
+def failed_attempts_section(attempts: Sequence[str], limits: PromptLimits) -> str:
+    """The numbered "recent changes that failed" section, or "" when there are none."""
+    lines = [
+        f"{number}. " + shown.replace("\n", "\n   ")
+        for number, shown in enumerate(recent_attempts(attempts, limits), start=1)
+    ]
+    return render("failed_attempts", {"attempts": "\n".join(lines)}) if lines else ""
+
+
+def shown_feedback(parent: ParentInfo, limits: PromptLimits) -> str:
+    """The parent's feedback as a prompt shows it: truncated, or "(none)"."""
+    feedback = (parent.feedback or "").strip()
+    return truncate(feedback, max_chars=limits.max_feedback_chars) if feedback else "(none)"
+
+
+def context_sections(ctx: PromptContext, limits: PromptLimits) -> str:
+    """Inspirations, then the parent, then its failed attempts: the parent sits next to the task."""
+    sections = [
+        render(
+            "inspiration",
+            {
+                "score": format_score(other.score),
+                "files": format_files(other.genome, max_chars=limits.max_inspiration_chars),
+            },
+        )
+        for other in list(ctx.inspirations)[: limits.max_inspirations]
+    ]
+    parent = ctx.parent
+    sections.append(
+        render(
+            "parent",
+            {
+                "score": format_score(parent.score),
+                "files": format_files(parent.genome),
+                "feedback": shown_feedback(parent, limits),
+            },
+        )
+    )
+    sections.append(failed_attempts_section(ctx.failed_attempts, limits))
+    return "\n\n".join(section.rstrip() for section in sections if section)
+
+
+def task_values(ctx: PromptContext, limits: PromptLimits) -> dict[str, str]:
+    """The values the task templates (rewrite, diff, crossover, diagnose) share."""
+    genome = ctx.parent.genome
+    return {
+        "contract": ctx.contract.strip(),
+        "context": context_sections(ctx, limits),
+        "entry": genome.entry,
+        "language": code_language(genome.entry),
+        # A comment, so a small model that copies the format line verbatim still writes valid code.
+        "placeholder": (
+            f"# the complete, improved {genome.entry}"
+            if genome.entry.endswith(".py")
+            else f"the complete, improved {genome.entry}"
+        ),
+        "evolve_note": render("evolve_note", {}) if has_markers(genome) else "",
+    }
+
+
+def block_format(genome: Genome) -> str:
+    """The SEARCH/REPLACE format instructions with a worked example (names files for multi-file genomes)."""
+    other_files_note = render("diff_other_files", {"entry": genome.entry}) if len(genome.files) > 1 else ""
+    return render("diff_format", {"other_files_note": other_files_note})
+
+
+def system_message(ctx: PromptContext, *, template: str = "system") -> dict[str, str]:
+    """The system message: template `template` rendered with the benchmark's name."""
+    return {"role": "system", "content": render(template, {"benchmark": ctx.benchmark}).strip()}

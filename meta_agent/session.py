@@ -97,9 +97,11 @@ def choose_sandbox(config: RunConfig, warn: Callable[[str], None], *, fm_dir: Pa
 
 
 @contextlib.contextmanager
-def fm_endpoint(config: RunConfig, reporter: Reporter) -> Iterator[tuple[Endpoint, str]]:
-    """An endpoint for the configured model, starting (and finally stopping) a local server if needed."""
-    spec = config.fm.model
+def fm_endpoint(
+    config: RunConfig, reporter: Reporter, *, model: str | None = None
+) -> Iterator[tuple[Endpoint, str]]:
+    """An endpoint for `model` (default: fm.model), starting (and finally stopping) a local server if needed."""
+    spec = model or config.fm.model
     if is_local_model(spec):
         path = resolve(spec, progress=reporter.info)
         label = Path(spec).stem if spec.endswith(".gguf") else spec
@@ -110,7 +112,7 @@ def fm_endpoint(config: RunConfig, reporter: Reporter) -> Iterator[tuple[Endpoin
             n_ctx=config.fm.n_ctx,
             n_parallel=config.fm.concurrency,
             threads=config.fm.threads,
-            log_path=config.run_dir() / "server.log",
+            log_path=config.run_dir() / ("server.log" if spec == config.fm.model else f"server-{label}.log"),
         )
         with server:
             reporter.info(f"model server ready at {server.base_url}")
@@ -118,7 +120,7 @@ def fm_endpoint(config: RunConfig, reporter: Reporter) -> Iterator[tuple[Endpoin
         return
     if "/" not in spec and config.fm.api_base is None:
         raise ConfigError(
-            f"fm.model {spec!r} is neither a local model nor a litellm model string",
+            f"model {spec!r} is neither a local model nor a litellm model string",
             fix="use a name from `cambrian models list`, a .gguf path, or a provider/model string such as "
             "openai/gpt-4o-mini (with --api-base for an OpenAI-compatible server)",
         )
@@ -192,23 +194,30 @@ def _search(archive: Archive, run: Run, config: RunConfig, benchmark: Benchmark,
 def _search_with_resources(
     archive: Archive, run: Run, config: RunConfig, benchmark: Benchmark, reporter: Reporter
 ) -> LoopOutcome:
-    with sandbox_with_socket_dir(config, reporter) as (sandbox, socket_dir):
-        with fm_endpoint(config, reporter) as (endpoint, label):
-            llm = make_llm_client(endpoint, config, ledger=ArchiveLedger(archive, int(run.id)))
-            loop = SearchLoop(
-                archive=archive,
-                run=run,
-                config=config,
-                benchmark=benchmark,
-                sandbox=sandbox,
-                llm=llm,
-                model_label=label,
-                on_event=reporter.event,
-            )
-            done = archive.iterations_done(int(run.id))
-            with reporter.progress(done, config.budget.iterations):
-                gateway = FMGateway(llm, socket_dir=socket_dir) if config.evaluation.agent_fm else None
-                return asyncio.run(_run_with_signals(loop, sandbox, gateway))
+    with sandbox_with_socket_dir(config, reporter) as (sandbox, socket_dir), contextlib.ExitStack() as models:
+        ledger = ArchiveLedger(archive, int(run.id))
+        endpoint, label = models.enter_context(fm_endpoint(config, reporter))
+        llm = make_llm_client(endpoint, config, ledger=ledger)
+        more_llms = {}
+        for spec in config.fm.models:
+            extra, extra_label = models.enter_context(fm_endpoint(config, reporter, model=spec))
+            more_llms[extra_label] = make_llm_client(extra, config, ledger=ledger)
+        loop = SearchLoop(
+            archive=archive,
+            run=run,
+            config=config,
+            benchmark=benchmark,
+            sandbox=sandbox,
+            llm=llm,
+            model_label=label,
+            more_llms=more_llms,
+            on_event=reporter.event,
+            embed_endpoint=embedding_endpoint(config),
+        )
+        done = archive.iterations_done(int(run.id))
+        with reporter.progress(done, config.budget.iterations):
+            gateway = FMGateway(llm, socket_dir=socket_dir) if config.evaluation.agent_fm else None
+            return asyncio.run(_run_with_signals(loop, sandbox, gateway))
 
 
 @contextlib.contextmanager
@@ -241,6 +250,29 @@ def make_llm_client(endpoint: Endpoint, config: RunConfig, *, ledger: Ledger) ->
         temperature=config.fm.temperature,
         max_tokens=config.fm.max_tokens,
     )
+
+
+def embedding_endpoint(config: RunConfig) -> Callable[[list[str]], list[list[float]]] | None:
+    """texts -> vectors through litellm for `search.novelty.embedding_model`; None: the local vectorizer."""
+    model = config.search.novelty.embedding_model
+    if model is None:
+        return None
+    api_key = os.environ.get(config.fm.api_key_env) if config.fm.api_key_env else None
+
+    def embed(texts: list[str]) -> list[list[float]]:
+        import litellm  # imported on first use: it is slow to import and most runs never need it
+
+        try:
+            response = litellm.embedding(model=model, input=texts, api_base=config.fm.api_base, api_key=api_key)
+        except Exception as exc:  # noqa: BLE001 - litellm raises provider-specific classes
+            raise ConfigError(
+                f"the embedding model {model!r} failed: {type(exc).__name__}: {exc}",
+                fix="check search.novelty.embedding_model (a litellm embedding model), or remove it to use "
+                "the local hashing vectorizer",
+            ) from None
+        return [list(item["embedding"]) for item in response.data]
+
+    return embed
 
 
 def build_benchmark(config: RunConfig) -> Benchmark:

@@ -14,14 +14,18 @@ import pytest
 from evaluators.base import Genome
 from meta_agent.edits import EditError, evolve_regions
 from meta_agent.operators import (
+    OPERATOR_KINDS,
     OPERATORS,
     DiffOperator,
+    LocalOperator,
     Operator,
     OperatorWeightsError,
     ParentInfo,
     PromptContext,
     PromptLimits,
     RewriteOperator,
+    SandboxOperator,
+    TwoStepOperator,
     UnknownOperatorError,
     choose_operator,
     make_operator,
@@ -61,9 +65,12 @@ def context(**overrides: object) -> PromptContext:
     return PromptContext(**values)  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize("name", OPERATORS)
+@pytest.mark.parametrize("name", [name for name in OPERATORS if OPERATOR_KINDS[name].startswith("fm")])
 def test_messages_show_contract_code_score_feedback_and_failures(name: str) -> None:
-    messages = make_operator(name).messages(context())
+    other = ParentInfo(agent_id=8, genome=GENOME, score=1.1, feedback="valid packing; sum of radii 1.1")
+    operator = make_operator(name)
+    assert isinstance(operator, Operator)
+    messages = operator.messages(context(second_parent=other, plan="1. Grow the radii."))
     assert [m["role"] for m in messages] == ["system", "user"]
     assert "circle_packing" in messages[0]["content"]
     user = messages[1]["content"]
@@ -161,22 +168,27 @@ def test_rewrite_refuses_changed_imports() -> None:
         RewriteOperator().apply(GENOME, f"```python\n{new}```")
 
 
-@pytest.mark.parametrize("name", OPERATORS)
+@pytest.mark.parametrize("name", [name for name in OPERATORS if OPERATOR_KINDS[name] != "local"])
 def test_unchanged_child_is_refused(name: str) -> None:
-    reply = f"```python\n{SEED}```" if name == "rewrite" else (
-        "<<<<<<< SEARCH\n    n = 26\n=======\n    n = 26  \n>>>>>>> REPLACE\n"
-    )
-    with pytest.raises(EditError, match=r"unchanged"):
-        make_operator(name).apply(GENOME, reply)
+    whole = f"```python\n{SEED}```"
+    blocks = "<<<<<<< SEARCH\n    n = 26\n=======\n    n = 26  \n>>>>>>> REPLACE\n"
+    replies = {"rewrite": [whole], "crossover": [whole], "diff": [blocks], "diagnose": [blocks, whole],
+               "self_modify": [SEED, blocks]}[name]
+    for reply in replies:
+        with pytest.raises(EditError, match=r"unchanged"):
+            make_operator(name).apply(GENOME, reply)  # type: ignore[union-attr]
 
 
 def test_make_operator_builds_every_name_and_refuses_others() -> None:
-    for name in OPERATORS:
-        operator = make_operator(name)
-        assert isinstance(operator, Operator) and operator.name == name
+    protocols = {"fm": Operator, "fm_two_step": TwoStepOperator, "sandbox": SandboxOperator, "local": LocalOperator}
     with pytest.raises(UnknownOperatorError, match=r"'crossbreed'.*rewrite, diff") as info:
         make_operator("crossbreed")
     assert isinstance(info.value, ValueError) and "diff" in info.value.fix
+    for name in OPERATORS:
+        if name == "ast_mutate":
+            pytest.importorskip("meta_agent.ast_mutation")  # another engineer's module, last
+        operator = make_operator(name)
+        assert isinstance(operator, protocols[OPERATOR_KINDS[name]]) and operator.name == name
 
 
 def test_choose_operator_follows_the_weights_with_a_seeded_rng() -> None:

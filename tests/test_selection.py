@@ -15,14 +15,29 @@ from archive.view import ArchiveView
 N_SAMPLES = 100_000
 
 
+DESCRIPTOR_BOUNDS = ((0.0, 1.0), None)  # "x" numeric in [0, 1], "kind" categorical
+
+
 def make_view(n: int = 40, *, seed: int = 3) -> ArchiveView:
-    """A view with tied scores (one decimal) and a random tree, so n_children varies."""
+    """A view with tied scores (one decimal) and a random tree, so n_children varies; descriptors
+    (some unknown) and 3-d embeddings (some coinciding) for the open-ended strategies."""
     rng = np.random.default_rng(seed)
-    view = ArchiveView(capacity=4)  # small, so building it exercises growth
+    # capacity small, so building it exercises growth of every column
+    view = ArchiveView(capacity=4, descriptor_names=("x", "kind"), descriptor_bounds=DESCRIPTOR_BOUNDS, embedding_dim=3)
     for row in range(n):
         agent_id = 100 + 3 * row  # ids unlike row numbers, to catch row/id mix-ups
         parent = None if row == 0 else 100 + 3 * int(rng.integers(0, row))
-        view.add(agent_id, float(np.round(rng.random(), 1)), parent)
+        x = float("nan") if row % 7 == 3 else float(rng.random() * 1.2 - 0.1)  # some outside the bounds
+        embedding = np.round(rng.normal(size=3), 0)  # rounded: some agents share an embedding
+        view.add(
+            agent_id,
+            float(np.round(rng.random(), 1)),
+            parent,
+            successes=float(rng.integers(0, 4)),
+            failures=float(rng.integers(0, 4)),
+            descriptor=[x, float(rng.integers(0, 3))],
+            embedding=embedding,
+        )
     return view
 
 
@@ -72,6 +87,44 @@ def expected_dgm(view: ArchiveView, lambda_: float, alpha0: float) -> list[float
     return [w / sum(weights) for w in weights]
 
 
+def expected_map_elites(view: ArchiveView, bins: int = 10) -> list[float]:
+    cells: dict[tuple, int] = {}  # cell -> elite row
+    for row, (score, values) in enumerate(zip(view.scores.tolist(), view.descriptors.tolist())):
+        cell = []
+        for value, bounds in zip(values, DESCRIPTOR_BOUNDS):
+            if math.isnan(value):
+                cell.append("unknown")
+            elif bounds is None:
+                cell.append(value)
+            else:
+                lo, hi = bounds
+                cell.append(min(max(math.floor((value - lo) / (hi - lo) * bins), 0), bins - 1))
+        elite = cells.setdefault(tuple(cell), row)
+        if score > view.scores[elite]:  # strictly better: ties stay with the lower row
+            cells[tuple(cell)] = row
+    return [1 / len(cells) if row in cells.values() else 0.0 for row in range(len(view))]
+
+
+def expected_novelty(view: ArchiveView, k: int = 10, fitness_weight: float = 0.0) -> list[float]:
+    points = view.embeddings.tolist()
+    novelty = []
+    for row, point in enumerate(points):
+        distances = sorted(math.dist(point, other) for other_row, other in enumerate(points) if other_row != row)
+        novelty.append(sum(distances[:k]) / len(distances[:k]))
+    explore = [v / sum(novelty) for v in novelty]
+    linear_rank = [len(view) + 1 - r for r in average_ranks(view.scores.tolist())]
+    exploit = [w / sum(linear_rank) for w in linear_rank]
+    return [(1 - fitness_weight) * e + fitness_weight * f for e, f in zip(explore, exploit)]
+
+
+def average_ranks(scores: list[float]) -> list[float]:
+    """Rank 1 = best; tied scores share the mean of the ranks they span."""
+    return [sum(o > s for o in scores) + (sum(o == s for o in scores) + 1) / 2 for s in scores]
+
+
+#: Strategies without a closed form, tested by sampling in test_selection_open_ended.py.
+MONTE_CARLO_STRATEGIES = {"hgm"}
+
 CASES: list[tuple[str, dict[str, Any], Callable[..., list[float]]]] = [
     ("uniform", {}, expected_uniform),
     ("greedy", {}, expected_greedy),
@@ -82,12 +135,17 @@ CASES: list[tuple[str, dict[str, Any], Callable[..., list[float]]]] = [
     ("power_law", {"alpha": 2.5}, expected_power_law),
     ("dgm", {"lambda_": 10.0, "alpha0": 0.5}, expected_dgm),
     ("dgm", {"lambda_": 3.0, "alpha0": 0.2}, expected_dgm),
+    ("map_elites", {"bins": 10}, expected_map_elites),
+    ("map_elites", {"bins": 3}, expected_map_elites),
+    ("novelty", {"k": 10}, expected_novelty),
+    ("novelty", {"k": 1, "fitness_weight": 0.3}, expected_novelty),
+    ("novelty", {"k": 15, "fitness_weight": 1.0}, expected_novelty),
 ]
 CASE_IDS = [f"{name}-{'-'.join(f'{k}{v}' for k, v in params.items())}" for name, params, _ in CASES]
 
 
 def test_every_strategy_has_a_case() -> None:
-    assert {name for name, _, _ in CASES} == set(STRATEGY_NAMES)
+    assert {name for name, _, _ in CASES} | MONTE_CARLO_STRATEGIES == set(STRATEGY_NAMES)
 
 
 @pytest.mark.parametrize(("name", "params", "expected"), CASES, ids=CASE_IDS)
@@ -144,7 +202,7 @@ def test_empty_view_raises_a_clear_error(name: str) -> None:
 
 @pytest.mark.parametrize("name", STRATEGY_NAMES)
 def test_single_agent_is_always_chosen(name: str) -> None:
-    view = ArchiveView()
+    view = ArchiveView(embedding_dim=2)
     view.add(7, 0.0, None)
     assert make_selector(name).probabilities(view).tolist() == [1.0]
     assert make_selector(name).select(view, 3, np.random.default_rng(0)).tolist() == [7, 7, 7]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from importlib import resources
+from types import MappingProxyType
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -21,6 +22,7 @@ from evaluators.harness.run_program import RESULT_FILE, read_outcome
 from sandbox.base import RunResult, RunSpec
 
 TOLERANCE = 1e-9  # slack allowed on the square's edges and between circles (unit-square units)
+BORDER_TOUCH = 1e-6  # a circle this close to an edge counts as touching it (unit-square units)
 BEST_KNOWN = {26: 2.635}  # published sums of radii, quoted in feedback and the contract
 FUNCTION = "pack_circles"
 SEED_ENTRY = "packing.py"
@@ -53,6 +55,20 @@ class PackingCheck:
     sum_of_radii: float  # 0.0 unless valid
     violations: tuple[str, ...]  # public sentences, worst first within each kind
     radii: tuple[float, ...] = ()
+    border_fraction: float = 0.0  # share of circles touching an edge within BORDER_TOUCH, 0..1; 0.0 unless valid
+
+    @property
+    def radius_spread(self) -> float:
+        """Standard deviation of the radii / their mean (0 for equal radii or no radius); 0.0 unless valid."""
+        if not self.radii:
+            return 0.0
+        radii = np.asarray(self.radii)
+        mean = float(radii.mean())
+        return float(radii.std() / mean) if mean > 0 else 0.0
+
+    def descriptor(self) -> dict[str, float]:
+        """The behaviour features MAP-Elites bins a packing by (see CirclePacking.descriptor_bounds)."""
+        return {"radius_spread": self.radius_spread, "border_fraction": self.border_fraction}
 
 
 def check_packing(value: Any, n: int, *, tolerance: float = TOLERANCE) -> PackingCheck:
@@ -91,7 +107,14 @@ def check_packing(value: Any, n: int, *, tolerance: float = TOLERANCE) -> Packin
     violations += _overlaps(x, y, r, tolerance)
     if violations:
         return PackingCheck(valid=False, sum_of_radii=0.0, violations=tuple(violations))
-    return PackingCheck(valid=True, sum_of_radii=float(r.sum()), violations=(), radii=tuple(r.tolist()))
+    touching = (np.minimum.reduce([x - r, 1 - x - r, y - r, 1 - y - r]) <= BORDER_TOUCH).mean()
+    return PackingCheck(
+        valid=True,
+        sum_of_radii=float(r.sum()),
+        violations=(),
+        radii=tuple(r.tolist()),
+        border_fraction=float(touching),
+    )
 
 
 def _overlaps(x: np.ndarray, y: np.ndarray, r: np.ndarray, tolerance: float) -> list[str]:
@@ -136,6 +159,12 @@ class CirclePacking:
 
     name = "circle_packing"
     description = "Pack n circles in the unit square to maximise the sum of their radii (program search)."
+    #: Descriptor ranges for binning: radius_spread = std / mean of the radii (0 = equal circles; it exceeds 1
+    #: only for a few large circles among specks, up to sqrt(n - 1)); border_fraction = share of circles
+    #: touching an edge within 1e-6.
+    descriptor_bounds: Mapping[str, tuple[float, float] | None] = MappingProxyType(
+        {"radius_spread": (0.0, 1.0), "border_fraction": (0.0, 1.0)}
+    )
 
     def __init__(self, n: int = 26, *, timeout_s: float = 60.0, memory_mb: int = 1024) -> None:
         self.options = parse_options({"n": n, "timeout_s": timeout_s, "memory_mb": memory_mb})
@@ -201,7 +230,9 @@ class CirclePacking:
             feedback += f"; pack_circles took {outcome.seconds:.2f} s"
         if n in BEST_KNOWN:
             feedback += f" (best published for n={n}: about {BEST_KNOWN[n]})"
-        return TaskScore(score=check.sum_of_radii, passed=True, executed=True, feedback=feedback)
+        return TaskScore(
+            score=check.sum_of_radii, passed=True, executed=True, feedback=feedback, descriptor=check.descriptor()
+        )
 
     def aggregate(self, scores: Sequence[TaskScore]) -> float:
         """Mean task score; 0.0 for no tasks."""

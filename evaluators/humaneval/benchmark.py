@@ -159,6 +159,15 @@ class HumanEval:
         """Pass rate in 0..1; 0.0 for no tasks."""
         return sum(s.score for s in scores) / len(scores) if scores else 0.0
 
+    def self_modify_task(self, prompt: str) -> Task:
+        """The task on which a parent agent writes its own child (the `self_modify` operator).
+
+        prompt: the agent's own source followed by the rewrite instructions; `solve` gets it as
+        task["prompt"] and returns the new module. Run it with `run_spec`; it is never scored.
+        """
+        inputs = {"task_id": "self_modify", "prompt": prompt, "entry_point": FUNCTION}
+        return Task(id="self_modify", split="search", inputs=inputs)
+
     def _task(self, task_id: str, split: str) -> Task:
         problem = self._problems[task_id]
         # What the agent sees: never the tests or the reference solution.

@@ -92,10 +92,11 @@ class AgentChannel:
     """
 
     def __init__(
-        self, gateway: FMGateway, agent_id: int, *, socket_path: Path, max_calls: int, max_tokens: int,
-        run_seed: int, iteration: int,
+        self, gateway: FMGateway, agent_id: int | None, *, socket_path: Path, max_calls: int, max_tokens: int,
+        run_seed: int, iteration: int, purpose: str = "agent",
     ) -> None:  # fmt: skip
         self.agent_id = agent_id
+        self.purpose = purpose
         self.socket_path = socket_path
         self.max_calls = max_calls
         self.max_tokens = max_tokens
@@ -103,6 +104,9 @@ class AgentChannel:
         self.iteration = iteration
         self.calls_used = 0  # calls forwarded to the FM (cache hits included)
         self.tokens_used = 0  # prompt + completion tokens of those calls
+        self.prompt_tokens_used = 0
+        self.completion_tokens_used = 0
+        self.cost_usd = 0.0  # of those calls (0 for local models and cache hits)
         self.refusals = 0  # calls refused with 429
         self._gateway = gateway
         self._calls_started = 0  # forwarded or in flight: the next call's index
@@ -230,7 +234,7 @@ class AgentChannel:
             params = llm.params(seed=seed, temperature=chat.temperature, max_tokens=max(cap, 0))
             llm.ledger.record(
                 None, request_hash=request_hash(llm.endpoint.model, chat.messages, params), seed=seed,
-                purpose="agent", agent_id=self.agent_id, iteration=self.iteration,
+                purpose=self.purpose, agent_id=self.agent_id, iteration=self.iteration,
                 error=f"budget_exceeded: {refusal}", model=llm.endpoint.label,
             )  # fmt: skip
             raise _HTTPError(429, "budget_exceeded", refusal)
@@ -239,7 +243,7 @@ class AgentChannel:
         self._tokens_reserved += cap
         try:
             completion = await llm.complete(
-                chat.messages, seed=seed, purpose="agent", agent_id=self.agent_id, iteration=self.iteration,
+                chat.messages, seed=seed, purpose=self.purpose, agent_id=self.agent_id, iteration=self.iteration,
                 temperature=chat.temperature, max_tokens=cap,
             )  # fmt: skip
         except BaseException:
@@ -249,6 +253,9 @@ class AgentChannel:
             self._tokens_reserved -= cap
         self.calls_used += 1
         self.tokens_used += completion.prompt_tokens + completion.completion_tokens
+        self.prompt_tokens_used += completion.prompt_tokens
+        self.completion_tokens_used += completion.completion_tokens
+        self.cost_usd += completion.cost_usd
         return {
             "id": f"chatcmpl-{completion.request_hash[:24]}",
             "object": "chat.completion",
@@ -268,10 +275,11 @@ class AgentChannel:
 
     def _refusal(self) -> str | None:
         """Why the next call is over budget, or None when it may go ahead."""
+        who = f"agent {self.agent_id}" if self.agent_id is not None else "this agent"
         if self.calls_left <= 0:
-            return f"agent {self.agent_id} has used all {self.max_calls} FM calls of its budget"
+            return f"{who} has used all {self.max_calls} FM calls of its budget"
         if self.tokens_left <= 0:
-            return f"agent {self.agent_id} has used all {self.max_tokens} FM tokens of its budget"
+            return f"{who} has used all {self.max_tokens} FM tokens of its budget"
         return None
 
 
@@ -293,27 +301,35 @@ class FMGateway:
         self.socket_dir = Path(socket_dir)
         self.max_tokens_per_call = max_tokens_per_call
         self.read_timeout_s = read_timeout_s
-        self._channels: dict[int, AgentChannel] = {}
+        self._channels: dict[int | str, AgentChannel] = {}  # by agent id, or socket path for id-less runs
 
     async def open_agent(
         self,
-        agent_id: int,
+        agent_id: int | None,
         *,
         max_calls: int,
         max_tokens: int,
         run_seed: int,
         iteration: int,
         socket_path: str | os.PathLike[str] | None = None,
+        purpose: str = "agent",
     ) -> AgentChannel:
         """Start serving `agent_id` on `<socket_dir>/agent-<id>.sock` with a fresh budget.
 
+        agent_id: recorded with each call; None for an agent run that is not an archive agent yet (a parent
+            writing its child under `self_modify`): its calls are linked to the child by `iteration`.
         max_calls / max_tokens: the agent's budget (>= 0; 0 refuses every call).
         run_seed, iteration: derive the default seed of each call, so a replay repeats it.
-        socket_path: serve here instead (the folder a sandbox container has mounted for its agent).
+        socket_path: serve here instead (the folder a sandbox container has mounted for its agent);
+            required when agent_id is None.
+        purpose: the ledger's purpose for these calls ("agent"; "self_modify" for a parent writing its child).
         """
         if max_calls < 0 or max_tokens < 0:
             raise ValueError(f"budgets must be >= 0, got max_calls={max_calls}, max_tokens={max_tokens}")
-        current = self._channels.get(agent_id)
+        if agent_id is None and socket_path is None:
+            raise ValueError("a channel without an agent id needs an explicit socket_path")
+        key: int | str = agent_id if agent_id is not None else str(socket_path)
+        current = self._channels.get(key)
         if current is not None and not current.closed:
             raise ValueError(f"agent {agent_id} already has an open FM channel; close it first")
         self._prepare_dir()
@@ -326,7 +342,7 @@ class FMGateway:
             )
         channel = AgentChannel(
             self, agent_id, socket_path=path, max_calls=max_calls, max_tokens=max_tokens,
-            run_seed=run_seed, iteration=iteration,
+            run_seed=run_seed, iteration=iteration, purpose=purpose,
         )  # fmt: skip
         try:
             await channel.start()
@@ -335,7 +351,7 @@ class FMGateway:
                 f"cannot open the FM socket {path}: {exc}",
                 fix=f"check that {self.socket_dir} is a writable local folder (not a network file system)",
             ) from exc
-        self._channels[agent_id] = channel
+        self._channels[key] = channel
         return channel
 
     def channel(self, agent_id: int) -> AgentChannel | None:
