@@ -46,8 +46,8 @@ STRATEGIES = ("greedy", "dgm", "hgm", "map_elites", "novelty", "uniform")
 #: Budget (proposals) and targets per benchmark. Deceptive (4 blocks of 4 bits): 0.8125 means one block
 #: escaped the trap (13/16), 1.0 is the global optimum. Circle packing (n=26): the seed grid scores 2.1667.
 BENCHMARKS = {
-    "deceptive": {"budget": 300, "targets": (0.8125, 1.0)},
-    "circle_packing": {"budget": 150, "targets": (2.2, 2.3)},
+    "deceptive": {"budget": 250, "targets": (0.8125, 1.0)},
+    "circle_packing": {"budget": 100, "targets": (2.2, 2.3)},
 }
 
 

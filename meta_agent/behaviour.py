@@ -90,12 +90,8 @@ class BehaviourSpace:
         self._benchmark_bounds = [bounds[name] for name in self.benchmark_names]
         self.names: tuple[str, ...] = self.benchmark_names + tuple(name for name, _ in GENERIC_DESCRIPTORS)
         self.bounds = tuple(self._benchmark_bounds) + tuple(bound for _, bound in GENERIC_DESCRIPTORS)
-        if embed_endpoint is not None:
-            self.embedder: CodeEmbedder | EndpointEmbedder = EndpointEmbedder(
-                embed_fn=embed_endpoint, dim=config.embedding_dim
-            )
-        else:
-            self.embedder = CodeEmbedder(n_features=config.embedding_dim)
+        self._embed_endpoint = embed_endpoint
+        self._embedder: CodeEmbedder | EndpointEmbedder | None = None
         self.gate = (
             DuplicateGate(threshold=config.duplicate_threshold, embedder=self.embedder)
             if config.duplicate_threshold is not None
@@ -103,6 +99,16 @@ class BehaviourSpace:
         )
         self._signatures: dict[tuple[str, ...], int] = {}
         self._code_embeddings: dict[int, np.ndarray] = {}  # agent id -> embedding, until the view has it
+
+    @property
+    def embedder(self) -> CodeEmbedder | EndpointEmbedder:
+        """The code embedder, made on first use (scikit-learn takes seconds to import; behaviour-only runs skip it)."""
+        if self._embedder is None:
+            if self._embed_endpoint is not None:
+                self._embedder = EndpointEmbedder(embed_fn=self._embed_endpoint, dim=self.config.embedding_dim)
+            else:
+                self._embedder = CodeEmbedder(n_features=self.config.embedding_dim)
+        return self._embedder
 
     @property
     def embedding_dim(self) -> int:

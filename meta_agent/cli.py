@@ -25,7 +25,8 @@ from archive.selection import STRATEGY_NAMES
 from archive.store import Archive
 from meta_agent.config import load_config
 from meta_agent.errors import user_error_types
-from meta_agent.loop import LoopEvent, LoopOutcome, arm_history
+from meta_agent.arms import arm_history
+from meta_agent.loop import LoopEvent, LoopOutcome
 from meta_agent.sandbox_cli import sandbox_app
 from meta_agent.session import Reporter, open_run, resume_run, start_run
 

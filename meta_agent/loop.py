@@ -14,7 +14,7 @@ import asyncio
 import time
 from collections import OrderedDict, deque
 from dataclasses import dataclass, field
-from typing import Callable, Generic, Mapping, Sequence, TypeVar
+from typing import Callable, Generic, Mapping, TypeVar
 
 import numpy as np
 
@@ -27,7 +27,7 @@ from meta_agent.behaviour import BehaviourSpace, TaskRow
 from meta_agent.config import RunConfig
 from meta_agent.errors import ConfigError, RunAborted, SeedFailed
 from meta_agent.evaluation import AgentFMBudget, evaluate_in_sandbox, evaluation_row
-from meta_agent.llm.bandit import Arm, Bandit, improvement_reward
+from meta_agent.arms import Arm, cost_of, improvement_reward, operator_arms, restore_bandit
 from meta_agent.llm.client import LLMClient
 from meta_agent.llm.errors import FMAuthError, FMUnavailable
 from meta_agent.llm.gateway import FMGateway, GatewayError
@@ -146,8 +146,8 @@ class SearchLoop:
         )
         self.behaviour = BehaviourSpace(benchmark, config.search.novelty, embed_endpoint=embed_endpoint)
         self._check_descriptor_dims()
-        self.arms = self._arms()
-        self.bandit = self._restore_bandit()
+        self.arms = operator_arms(config.search.operators, models=list(self.llms), gateway_model=model_label)
+        self.bandit = restore_bandit(config.search.bandit, self.arms, archive.agents(self.run_id))
         self._queue: asyncio.Queue[int] = asyncio.Queue()
         self._room = asyncio.Condition()
         self._outstanding = 0  # children queued or under evaluation
@@ -163,6 +163,11 @@ class SearchLoop:
         self._genome_owner: dict[str, int] = {}  # genome hash -> first agent with it: the duplicate gate
         self._failures = _LRU[int, deque[str]](capacity=4096)  # parent -> reasons its children were invalid
         self.view = self.behaviour.rebuild(archive, self.run_id, lambda hash_: self._genome(hash_).files)
+        if {arm.operator for arm in self.arms} == {"crossover"} and len(self.view) < 2:
+            raise ConfigError(
+                "search.operators: crossover alone cannot start a search (it needs two evaluated agents)",
+                fix="add another operator, e.g. {crossover = 0.3, diff = 0.7}",
+            )
 
     # ----- set-up --------------------------------------------------------------------------
 
@@ -191,48 +196,11 @@ class SearchLoop:
                 f"{self.benchmark.name} has none",
                 fix="remove self_modify from search.operators, or search a benchmark such as humaneval",
             )
-        if set(weights) == {"crossover"}:
-            raise ConfigError(
-                "search.operators: crossover alone cannot start a search (it needs two evaluated agents)",
-                fix="add another operator, e.g. {crossover = 0.3, diff = 0.7}",
-            )
         needs_fm = any(OPERATOR_KINDS[name] in ("fm", "fm_two_step") for name in weights)
         if needs_fm and not self.llms:
             raise ConfigError(
                 "search.operators names FM operators but the run has no FM", fix="configure fm.model"
             )
-
-    def _arms(self) -> list[Arm]:
-        """(model, operator) pairs a proposal may use: local operators need no model, self_modify runs on the
-        gateway's model (fm.model); the others on every configured model."""
-        arms = []
-        for name, weight in self.config.search.operators.items():
-            if weight <= 0:
-                continue
-            kind = OPERATOR_KINDS[name]
-            if kind == "local":
-                arms.append(Arm("", name))
-            elif kind == "sandbox":
-                arms.append(Arm(self.model_label, name))
-            else:
-                arms.extend(Arm(model, name) for model in self.llms)
-        return arms
-
-    def _restore_bandit(self) -> Bandit | None:
-        """The bandit, replayed from the archive's agents (arm, reward, cost) in proposal order."""
-        settings = self.config.search.bandit
-        if settings.algorithm == "off":
-            return None
-        known = set(self.arms)
-        # Arms of an earlier config of this run (resumed with other settings) are left out.
-        history = [entry for entry in arm_history(self.archive.agents(self.run_id)) if entry[0] in known]
-        return Bandit.replay(
-            self.arms,
-            history,
-            algorithm=settings.algorithm,
-            cost_aware=settings.cost_aware,
-            exploration=settings.exploration,
-        )
 
     # ----- control -------------------------------------------------------------------------
 
@@ -265,6 +233,8 @@ class SearchLoop:
             seed = self.benchmark.seed()
             agent = self.archive.add_agent(self.run_id, files=dict(seed.files), entry=seed.entry, operator="seed")
             self._genome_owner[str(agent.genome_hash)] = int(agent.id)
+            if self.behaviour.gate is not None:
+                self.behaviour.gate.add(int(agent.id), self.behaviour.code_embedding(seed.files))
             agents = [agent]
             self.on_event(LoopEvent("seed", int(agent.id), 0, None, None, "seed program stored"))
         pending = self.archive.pending(self.run_id, max_attempts=self.config.evaluation.max_attempts)
@@ -525,7 +495,7 @@ class SearchLoop:
         )
         self._remember_failure(parent_id, f"{arm.operator}: {reason}")
         if self.bandit is not None:
-            self.bandit.record_outcome(arm, reward=0.0, cost=_cost_of(agent))
+            self.bandit.record_outcome(arm, reward=0.0, cost=cost_of(agent))
         self._counters.proposals += 1
         self._counters.invalid += 1
         self.on_event(LoopEvent("rejected", int(agent.id), iteration, None, self._best_score(), reason))
@@ -665,7 +635,7 @@ class SearchLoop:
         if agent.parent_id is not None and agent.parent_id in self.view:
             parent_score = float(self.view.scores[self.view.index_of(agent.parent_id)])
         child_score = agent.score if agent.status == AgentStatus.evaluated else None
-        self.bandit.record_outcome(arm, reward=improvement_reward(child_score, parent_score), cost=_cost_of(agent))
+        self.bandit.record_outcome(arm, reward=improvement_reward(child_score, parent_score), cost=cost_of(agent))
 
     async def _run_in_sandbox(self, agent: Agent, genome: Genome) -> AgentResult:
         """Evaluate on the search split, with the agent's own FM socket when the gateway is on."""
@@ -706,36 +676,6 @@ class SearchLoop:
 
     def _best_score(self) -> float | None:
         return self._best[0] if self._best else None
-
-
-def arm_history(agents: Sequence[Agent]) -> list[tuple[Arm, float | None, float]]:
-    """(arm, reward, cost) of every proposal, in proposal (id) order: what a bandit is replayed from.
-
-    reward: the child's improvement over its parent clipped at 0 (0 for an invalid child), None while
-    it is not finished. The archive's agent rows are the bandit's persisted state.
-    """
-    scores: dict[int, float | None] = {}
-    history = []
-    for agent in sorted(agents, key=lambda a: int(a.id)):
-        scores[int(agent.id)] = agent.score if agent.status == AgentStatus.evaluated else None
-        if agent.iteration <= 0:
-            continue
-        if agent.status == AgentStatus.evaluated:
-            parent = scores.get(int(agent.parent_id)) if agent.parent_id is not None else None
-            reward: float | None = improvement_reward(agent.score, parent)
-        elif agent.status == AgentStatus.invalid:
-            reward = 0.0
-        else:
-            reward = None
-        history.append((Arm(agent.model or "", agent.operator), reward, _cost_of(agent)))
-    return history
-
-
-def _cost_of(agent: Agent) -> float:
-    """What a proposal cost, for a cost-aware bandit: USD, or millions of tokens where the FM is free (local)."""
-    if agent.cost_usd > 0:
-        return float(agent.cost_usd)
-    return (agent.prompt_tokens + agent.completion_tokens) / 1e6
 
 
 class _LRU(Generic[K, V]):

@@ -1,0 +1,81 @@
+"""The (model, operator) arms a proposal can pull, and the bandit's state, read back from the archive.
+
+The archive's agent rows are the bandit's persisted state: each proposal row
+names its model and operator, and its outcome (the child's score against its
+parent's, or invalid) is the reward. `restore_bandit` replays them in proposal
+order, so a resumed run chooses exactly as the uninterrupted one would have;
+`cambrian status` shows the same history.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+from archive.models import Agent, AgentStatus
+from meta_agent.config import BanditConfig
+from meta_agent.llm.bandit import Arm, Bandit, improvement_reward
+from meta_agent.operators import OPERATOR_KINDS
+
+__all__ = ["Arm", "arm_history", "cost_of", "improvement_reward", "operator_arms", "restore_bandit"]
+
+
+def operator_arms(weights: Mapping[str, float], *, models: Sequence[str], gateway_model: str) -> list[Arm]:
+    """The arms of operators with a positive weight: local operators need no model (""), self_modify runs on
+    the model the gateway serves agents, every other operator on each configured model."""
+    arms = []
+    for name, weight in weights.items():
+        if weight <= 0:
+            continue
+        kind = OPERATOR_KINDS[name]
+        if kind == "local":
+            arms.append(Arm("", name))
+        elif kind == "sandbox":
+            arms.append(Arm(gateway_model, name))
+        else:
+            arms.extend(Arm(model, name) for model in models)
+    return arms
+
+
+def cost_of(agent: Agent) -> float:
+    """What a proposal cost, for a cost-aware bandit: USD, or millions of tokens where the FM is free (local)."""
+    if agent.cost_usd > 0:
+        return float(agent.cost_usd)
+    return (agent.prompt_tokens + agent.completion_tokens) / 1e6
+
+
+def arm_history(agents: Sequence[Agent]) -> list[tuple[Arm, float | None, float]]:
+    """(arm, reward, cost) of every proposal, in proposal (id) order: what a bandit is replayed from.
+
+    reward: the child's improvement over its parent clipped at 0 (0 for an invalid child), None while
+    it is not finished.
+    """
+    scores: dict[int, float | None] = {}
+    history = []
+    for agent in sorted(agents, key=lambda a: int(a.id)):  # type: ignore[arg-type]
+        scores[int(agent.id)] = agent.score if agent.status == AgentStatus.evaluated else None  # type: ignore[arg-type]
+        if agent.iteration <= 0:
+            continue
+        if agent.status == AgentStatus.evaluated:
+            parent = scores.get(int(agent.parent_id)) if agent.parent_id is not None else None
+            reward: float | None = improvement_reward(agent.score, parent)
+        elif agent.status == AgentStatus.invalid:
+            reward = 0.0
+        else:
+            reward = None
+        history.append((Arm(agent.model or "", agent.operator), reward, cost_of(agent)))
+    return history
+
+
+def restore_bandit(settings: BanditConfig, arms: Sequence[Arm], agents: Sequence[Agent]) -> Bandit | None:
+    """The run's bandit (None when `search.bandit.algorithm` is off), replayed from its agents.
+
+    Proposals made with arms this config does not have (a run resumed with other operators or models)
+    are left out.
+    """
+    if settings.algorithm == "off":
+        return None
+    known = set(arms)
+    history = [entry for entry in arm_history(agents) if entry[0] in known]
+    return Bandit.replay(
+        arms, history, algorithm=settings.algorithm, cost_aware=settings.cost_aware, exploration=settings.exploration
+    )
