@@ -15,15 +15,13 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from archive.errors import AgentNotFound
+from archive.lineage import _N_COUNTS, _clade_sums, _lineage_rows, _own_counts
 from archive.novelty import distances_to, knn_table, merge_into_knn
 
 #: parent_ids value for an agent with no parent (a seed).
 NO_PARENT = -1
 
 _MIN_CAPACITY = 16
-
-# Count columns kept per row, own and clade-pooled: successes, failures, improved, not improved.
-_N_COUNTS = 4
 
 # The per-row arrays that `_grow` copies; 2-D ones keep their column count.
 _COLUMNS = (
@@ -456,63 +454,3 @@ def _check_knn_k(knn_k: int) -> int:
     if isinstance(knn_k, bool) or int(knn_k) != knn_k or knn_k < 1:
         raise ValueError(f"knn_k must be an integer >= 1, got {knn_k!r}")
     return int(knn_k)
-
-
-def _own_counts(n: int, successes: object, failures: object) -> np.ndarray:
-    """n x _N_COUNTS float64 with successes and failures filled (validated: finite, >= 0)."""
-    counts = np.zeros((n, _N_COUNTS), dtype=np.float64)
-    for column, (label, values) in enumerate((("successes", successes), ("failures", failures))):
-        if values is None:
-            continue
-        array = np.asarray(values, dtype=np.float64)
-        if array.shape != (n,) or not np.all(np.isfinite(array)) or np.any(array < 0):
-            raise ValueError(f"{label} must be {n} finite numbers >= 0, got {values!r}"[:300])
-        counts[:, column] = array
-    return counts
-
-
-def _lineage_rows(ids: np.ndarray, parents: np.ndarray) -> np.ndarray:
-    """Row of each row's parent among `ids` (int64), -1 where the parent is absent."""
-    n = len(ids)
-    if n == 0:
-        return np.empty(0, dtype=np.int64)
-    sorter = np.argsort(ids, kind="stable")
-    pos = np.minimum(np.searchsorted(ids, parents, sorter=sorter), n - 1)
-    rows = sorter[pos]
-    return np.where(ids[rows] == parents, rows, -1)
-
-
-def _clade_sums(parent_rows: np.ndarray, own: np.ndarray) -> np.ndarray:
-    """Per row, `own` summed over its subtree (itself included), for parents in any row order.
-
-    Depths come from pointer jumping (O(n log depth)); then each depth level, deepest
-    first, pushes its sums to its parents, so a level is complete before it is pushed.
-    Raises ValueError when the parent links form a cycle.
-    """
-    n = len(parent_rows)
-    if n == 0:
-        return own.copy()
-    depth = (parent_rows >= 0).astype(np.int64)
-    jump = parent_rows.copy()
-    for _ in range(n.bit_length() + 1):
-        active = np.flatnonzero(jump >= 0)
-        if active.size == 0:
-            break
-        hop = jump[active]
-        depth[active] += depth[hop]
-        jump[active] = jump[hop]
-    else:
-        if np.any(jump >= 0):
-            raise ValueError("the parent links form a cycle: an agent cannot descend from itself")
-    sums = own.copy()
-    order = np.argsort(-depth, kind="stable")
-    level_starts = np.flatnonzero(np.r_[True, np.diff(depth[order]) != 0])
-    for start, stop in zip(level_starts, np.r_[level_starts[1:], n]):
-        rows = order[start:stop]
-        if depth[rows[0]] == 0:
-            break
-        if len(rows) == 1:  # deep chains are mostly one-row levels; plain indexing is ~5x faster
-            sums[parent_rows[rows[0]]] += sums[rows[0]]
-        else:
-            np.add.at(sums, parent_rows[rows], sums[rows])
-    return sums

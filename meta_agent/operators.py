@@ -18,12 +18,12 @@ to drive it:
 
 `apply` raises `EditError` with a public reason when the reply cannot become a
 child genome; the loop stores that reason on the invalid agent and shows it to
-the next prompt of the same parent.
+the next prompt of the same parent. The shared reply-to-genome helpers live in
+`meta_agent.replies`, the sandbox operator in `meta_agent.self_modify` (re-exported here).
 """
 
 from __future__ import annotations
 
-import ast
 import math
 import re
 from dataclasses import dataclass, field
@@ -33,31 +33,23 @@ from typing import ClassVar, Mapping, Protocol, Union, runtime_checkable
 import numpy as np
 
 from evaluators.base import Genome
-from meta_agent.edits import (
-    EditError,
-    apply_blocks,
-    check_outside_unchanged,
-    evolve_regions,
-    extract_code,
-    parse_search_replace,
-    splice_into_region,
-)
+from meta_agent.edits import EditError
 from meta_agent.prompting import (
     ParentInfo,
     PromptContext,
     PromptLimits,
     block_format,
-    code_language,
     failed_attempts_section,
     format_files,
     format_score,
-    recent_attempts,
     render,
     shown_feedback,
     system_message,
     task_values,
     truncate,
 )
+from meta_agent.replies import _apply_blocks_or_file, _apply_rewrite, _apply_search_replace, _same_program
+from meta_agent.self_modify import SelfModifyOperator
 
 __all__ = [
     "OPERATORS", "OPERATOR_KINDS", "AnyOperator", "CrossoverOperator", "DiagnoseOperator", "DiffOperator",
@@ -80,13 +72,6 @@ OPERATOR_KINDS: Mapping[str, str] = MappingProxyType(
 
 #: Names of the operators `make_operator` builds.
 OPERATORS: tuple[str, ...] = tuple(OPERATOR_KINDS)
-
-# A line opening a fenced block: a returned module's own strings may hold ``` mid-line, never this.
-_FENCE_LINE_RE = re.compile(r"^\s*(?:`{3,}|~{3,})", re.MULTILINE)
-# The task block `self_modify.txt` appends to the agent's source, up to the end of the text.
-_TASK_BLOCK_RE = re.compile(r"^# -{10,}\n# TASK: the module above.*\Z", re.MULTILINE | re.DOTALL)
-# A line that opens or closes a SEARCH/REPLACE block: its presence means the reply chose the block format.
-_BLOCK_MARKER_RE = re.compile(r"^\s*(?:<{5,9}\s*SEARCH|>{5,9}\s*REPLACE)\s*$", re.MULTILINE)
 
 
 class UnknownOperatorError(ValueError):
@@ -165,96 +150,6 @@ AnyOperator = Union[Operator, SandboxOperator, LocalOperator]
 def supports_self_modify(benchmark: object) -> bool:
     """Whether a benchmark can run `self_modify`: it builds the agent's task with `self_modify_task`."""
     return callable(getattr(benchmark, "self_modify_task", None))
-
-
-# ---------------------------------------------------------------- turning replies into genomes
-
-
-def _check_python(path: str, text: str) -> None:
-    if not path.endswith(".py"):
-        return
-    try:
-        ast.parse(text)
-    except SyntaxError as error:
-        line = (error.text or "").rstrip()
-        raise EditError(
-            f"the edited {path} is not valid Python: {error.msg} at line {error.lineno}"
-            + (f": {line.strip()!r}" if line else ""),
-            fix="return complete, syntactically valid code",
-        ) from None
-
-
-def _parses(text: str) -> bool:
-    try:
-        ast.parse(text)
-    except SyntaxError:
-        return False
-    return True
-
-
-def _normalised(text: str) -> str:
-    return "\n".join(line.rstrip() for line in text.splitlines()).rstrip()
-
-
-def _same_program(files: Mapping[str, str], other: Genome) -> bool:
-    # A whitespace-only change cannot change a score; evaluating it would waste a sandbox run.
-    return set(files) == set(other.files) and all(
-        _normalised(files[path]) == _normalised(text) for path, text in other.files.items()
-    )
-
-
-def _check_changed(parent: Genome, files: Mapping[str, str]) -> None:
-    if _same_program(files, parent):
-        raise EditError(
-            "the edit left the program unchanged",
-            fix="change the code in a way that could raise the score",
-        )
-
-
-def _replace_entry(parent: Genome, code: str) -> Genome:
-    """The parent with its entry file replaced by `code` (EVOLVE-BLOCK rules, parses, changed).
-
-    A reply without the EVOLVE-BLOCK markers of a file that has one region is spliced
-    into that region (see `edits.splice_into_region`).
-    """
-    original = parent.files[parent.entry]
-    try:
-        rewritten = evolve_regions(code, path=f"the rewritten {parent.entry}")
-    except EditError:
-        # Small models often drop one of the two marker comments: with a single region in the
-        # original, the stray marker carries no information, so splice the code in without it.
-        if len(evolve_regions(original, path=parent.entry)) != 1:
-            raise
-        code = "\n".join(line for line in code.splitlines() if "EVOLVE-BLOCK-" not in line) + "\n"
-        rewritten = []
-    if evolve_regions(original, path=parent.entry) and not rewritten:
-        code = splice_into_region(original, code, path=parent.entry)
-    check_outside_unchanged(original, code, path=parent.entry)
-    _check_python(parent.entry, code)
-    files = {**parent.files, parent.entry: code}
-    _check_changed(parent, files)
-    return Genome(files=files, entry=parent.entry)
-
-
-def _apply_rewrite(parent: Genome, reply: str) -> Genome:
-    language = code_language(parent.entry) or "python"
-    return _replace_entry(parent, extract_code(reply, language=language))
-
-
-def _apply_search_replace(parent: Genome, reply: str) -> Genome:
-    files = apply_blocks(parent.files, parse_search_replace(reply), default_path=parent.entry)
-    for path, text in files.items():
-        if text != parent.files[path]:
-            _check_python(path, text)
-    _check_changed(parent, files)
-    return Genome(files=files, entry=parent.entry)
-
-
-def _apply_blocks_or_file(parent: Genome, reply: str) -> Genome:
-    # Small models often answer a block request with the whole file: accept either format.
-    if _BLOCK_MARKER_RE.search(reply):
-        return _apply_search_replace(parent, reply)
-    return _apply_rewrite(parent, reply)
 
 
 # ---------------------------------------------------------------- one FM call
@@ -421,108 +316,6 @@ class DiagnoseOperator:
         Raises EditError as `diff` or `rewrite` does.
         """
         return _apply_blocks_or_file(parent, reply)
-
-
-# ---------------------------------------------------------------- the agent writes its child
-
-
-@dataclass(frozen=True)
-class SelfModifyOperator:
-    """The parent agent rewrites its own entry file (name "self_modify").
-
-    function / signature: the entry function the child must keep, as the benchmark's
-    contract names it. The default limits are short: the prompt goes through the
-    agent's own, budgeted FM calls.
-    """
-
-    kind: ClassVar[str] = OPERATOR_KINDS["self_modify"]
-    needs_second_parent: ClassVar[bool] = False
-    limits: PromptLimits = field(
-        default_factory=lambda: PromptLimits(max_failed_attempts=2, max_attempt_chars=300, max_feedback_chars=800)
-    )
-    function: str = "solve"
-    signature: str = "solve(task, llm) -> str"
-    name: str = field(default="self_modify", init=False)
-
-    def task_prompt(self, ctx: PromptContext) -> str:
-        """Python source for the agent to complete: its own entry file, then a comment block with the
-        task (rewrite the whole module, keep the signature, stdlib only) and what to improve, built
-        from the parent's feedback and failed attempts (truncated to `limits`)."""
-        parent = ctx.parent
-        lines: list[str] = []
-        feedback = (parent.feedback or "").strip()
-        if feedback:
-            lines += ["", "Fix the failures of its last evaluation:"]
-            lines += ["  " + line for line in truncate(feedback, max_chars=self.limits.max_feedback_chars).splitlines()]
-        attempts = recent_attempts(ctx.failed_attempts, self.limits)
-        if attempts:
-            lines += ["", "These earlier rewrites were refused; do not repeat them:"]
-            for number, reason in enumerate(attempts, start=1):
-                lines += [f"  {number}. " + reason.replace("\n", "\n     ")]
-        if not lines:
-            lines = ["", f"Its last evaluation showed no failures: make {self.function}() more reliable."]
-        instructions = "\n".join(("# " + line).rstrip() for text in lines for line in text.splitlines())
-        return render(
-            "self_modify",
-            {
-                "source": parent.genome.files[parent.genome.entry].rstrip(),
-                "benchmark": ctx.benchmark,
-                "score": format_score(parent.score),
-                "function": self.function,
-                "signature": self.signature,
-                "instructions": instructions,
-            },
-        )
-
-    def apply(self, parent: Genome, returned: object) -> Genome:
-        """The child the agent's return value describes.
-
-        returned: what the parent's entry function returned; must be a non-empty str.
-        SEARCH/REPLACE blocks are applied when present; otherwise the text (a fenced
-        block, or raw code) replaces the entry file as in `rewrite`; a copy of the task
-        block `task_prompt` appended is dropped. Raises EditError
-        for a non-str or empty value, code that does not parse, a child without a
-        top-level `function` taking two arguments, and a child equal to its parent.
-        """
-        if not isinstance(returned, str):
-            raise EditError(
-                f"the agent's {self.function}() returned a {type(returned).__name__}, not the new module as a str",
-                fix=f"make {self.function}() return the complete new module source as a str",
-            )
-        if not returned.strip():
-            raise EditError(
-                f"the agent's {self.function}() returned an empty string instead of the new module",
-                fix=f"make {self.function}() return the complete new module source",
-            )
-        # An agent that echoes its prompt returns the task block too; kept, it would pile up over generations.
-        returned = _TASK_BLOCK_RE.sub("", returned)
-        if _BLOCK_MARKER_RE.search(returned):
-            child = _apply_search_replace(parent, returned)
-        elif _FENCE_LINE_RE.search(returned) and not _parses(returned):
-            child = _apply_rewrite(parent, returned)
-        else:
-            # Raw code, whose own strings may hold ``` (the seed agent's do): the parse check names
-            # a syntax error rather than asking for a fence.
-            child = _replace_entry(parent, returned.strip("\n") + "\n")
-        self._check_defines_function(child)
-        return child
-
-    def _check_defines_function(self, child: Genome) -> None:
-        tree = ast.parse(child.files[child.entry])
-        for node in tree.body:
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == self.function:
-                positional = len(node.args.posonlyargs) + len(node.args.args)
-                if positional >= 2 or node.args.vararg is not None:
-                    return
-                raise EditError(
-                    f"the new {child.entry} defines {self.function}() with {positional} positional "
-                    f"argument(s); the signature must stay {self.signature}",
-                    fix=f"keep the signature {self.signature}",
-                )
-        raise EditError(
-            f"the new {child.entry} does not define {self.function}() at top level",
-            fix=f"keep a top-level def {self.signature}",
-        )
 
 
 # ---------------------------------------------------------------- the registry

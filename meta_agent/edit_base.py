@@ -1,0 +1,45 @@
+"""What every edit module shares: `EditError`, `EditBlock` and the fence and line helpers.
+
+`meta_agent.evolve_blocks` (EVOLVE-BLOCK regions), `meta_agent.search_replace` (SEARCH/REPLACE
+blocks) and `meta_agent.edits` (whole-file replies, and the public face re-exporting all
+three) import from here, so none of them imports another's internals in a cycle.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Sequence
+
+_FENCE_RE = re.compile(r"^\s*(`{3,}|~{3,})\s*([^\s`]*)")
+
+
+class EditError(Exception):
+    """An FM reply that could not be turned into a child genome (the candidate's fault).
+
+    `str(error)` is the public reason, complete on its own; `fix` names the fix.
+    """
+
+    def __init__(self, message: str, *, fix: str = "") -> None:
+        super().__init__(message)
+        self.fix = fix or "follow the reply format shown in the prompt exactly"
+
+
+@dataclass(frozen=True)
+class EditBlock:
+    """One SEARCH/REPLACE block of a reply.
+
+    path: the file named on the line before `<<<<<<< SEARCH`, or None (the entry file).
+    search, replace: the lines of each section, each ending in a newline ("" = no lines).
+    index: the block's number in the reply, from 1.
+    """
+
+    path: str | None
+    search: str
+    replace: str
+    index: int
+
+
+def _join_lines(lines: Sequence[str]) -> str:
+    return "".join(line + "\n" for line in lines)
+

@@ -1,0 +1,117 @@
+"""Turning an FM (or agent) reply into a child genome, with the checks every operator shares.
+
+A reply is a whole entry file (`rewrite`, `crossover`), SEARCH/REPLACE blocks (`diff`), or
+either (`diagnose`, `self_modify`). The helpers here apply it to the parent under the
+EVOLVE-BLOCK rules (`meta_agent.edits`), refuse Python that no longer parses, and refuse a
+child that differs from its parent only in whitespace; every refusal is an `EditError` with
+a public reason. The operators in `meta_agent/operators.py` and `meta_agent/self_modify.py`
+call them.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from typing import Mapping
+
+from evaluators.base import Genome
+from meta_agent.edits import (
+    EditError,
+    apply_blocks,
+    check_outside_unchanged,
+    evolve_regions,
+    extract_code,
+    parse_search_replace,
+    splice_into_region,
+)
+from meta_agent.prompting import code_language
+
+# A line that opens or closes a SEARCH/REPLACE block: its presence means the reply chose the block format.
+_BLOCK_MARKER_RE = re.compile(r"^\s*(?:<{5,9}\s*SEARCH|>{5,9}\s*REPLACE)\s*$", re.MULTILINE)
+
+
+def _check_python(path: str, text: str) -> None:
+    if not path.endswith(".py"):
+        return
+    try:
+        ast.parse(text)
+    except SyntaxError as error:
+        line = (error.text or "").rstrip()
+        raise EditError(
+            f"the edited {path} is not valid Python: {error.msg} at line {error.lineno}"
+            + (f": {line.strip()!r}" if line else ""),
+            fix="return complete, syntactically valid code",
+        ) from None
+
+
+def _parses(text: str) -> bool:
+    try:
+        ast.parse(text)
+    except SyntaxError:
+        return False
+    return True
+
+
+def _normalised(text: str) -> str:
+    return "\n".join(line.rstrip() for line in text.splitlines()).rstrip()
+
+
+def _same_program(files: Mapping[str, str], other: Genome) -> bool:
+    # A whitespace-only change cannot change a score; evaluating it would waste a sandbox run.
+    return set(files) == set(other.files) and all(
+        _normalised(files[path]) == _normalised(text) for path, text in other.files.items()
+    )
+
+
+def _check_changed(parent: Genome, files: Mapping[str, str]) -> None:
+    if _same_program(files, parent):
+        raise EditError(
+            "the edit left the program unchanged",
+            fix="change the code in a way that could raise the score",
+        )
+
+
+def _replace_entry(parent: Genome, code: str) -> Genome:
+    """The parent with its entry file replaced by `code` (EVOLVE-BLOCK rules, parses, changed).
+
+    A reply without the EVOLVE-BLOCK markers of a file that has one region is spliced
+    into that region (see `edits.splice_into_region`).
+    """
+    original = parent.files[parent.entry]
+    try:
+        rewritten = evolve_regions(code, path=f"the rewritten {parent.entry}")
+    except EditError:
+        # Small models often drop one of the two marker comments: with a single region in the
+        # original, the stray marker carries no information, so splice the code in without it.
+        if len(evolve_regions(original, path=parent.entry)) != 1:
+            raise
+        code = "\n".join(line for line in code.splitlines() if "EVOLVE-BLOCK-" not in line) + "\n"
+        rewritten = []
+    if evolve_regions(original, path=parent.entry) and not rewritten:
+        code = splice_into_region(original, code, path=parent.entry)
+    check_outside_unchanged(original, code, path=parent.entry)
+    _check_python(parent.entry, code)
+    files = {**parent.files, parent.entry: code}
+    _check_changed(parent, files)
+    return Genome(files=files, entry=parent.entry)
+
+
+def _apply_rewrite(parent: Genome, reply: str) -> Genome:
+    language = code_language(parent.entry) or "python"
+    return _replace_entry(parent, extract_code(reply, language=language))
+
+
+def _apply_search_replace(parent: Genome, reply: str) -> Genome:
+    files = apply_blocks(parent.files, parse_search_replace(reply), default_path=parent.entry)
+    for path, text in files.items():
+        if text != parent.files[path]:
+            _check_python(path, text)
+    _check_changed(parent, files)
+    return Genome(files=files, entry=parent.entry)
+
+
+def _apply_blocks_or_file(parent: Genome, reply: str) -> Genome:
+    # Small models often answer a block request with the whole file: accept either format.
+    if _BLOCK_MARKER_RE.search(reply):
+        return _apply_search_replace(parent, reply)
+    return _apply_rewrite(parent, reply)
