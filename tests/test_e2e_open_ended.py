@@ -41,6 +41,7 @@ def test_self_modify_the_parent_agent_writes_its_child_in_docker(tmp_path: Path,
         "run", "humaneval", "--name", "dgm", "--iterations", "2", "--model", "smollm2-135m",
         "--sandbox", "docker", "--seed", "4", "--fm-concurrency", "1", "--eval-concurrency", "1",
         "--set", "fm.max_tokens=300", "--set", "search.operators={self_modify = 1.0}",
+        "--set", "evaluation.timeout_s=600",
         "--set", "benchmark_options.stage_sizes=[3]", "--set", "benchmark_options.thresholds=[0.5]",
         runs_dir=runs,
     )  # fmt: skip
