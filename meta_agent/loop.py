@@ -145,7 +145,7 @@ class SearchLoop:
             gateway=lambda: self.gateway,
         )
         self.behaviour = BehaviourSpace(benchmark, config.search.novelty, embed_endpoint=embed_endpoint)
-        self._check_descriptor_dims()
+        self._check_strategy_needs()
         self.arms = operator_arms(config.search.operators, models=list(self.llms), gateway_model=model_label)
         self.bandit = restore_bandit(config.search.bandit, self.arms, archive.agents(self.run_id))
         self._queue: asyncio.Queue[int] = asyncio.Queue()
@@ -179,8 +179,17 @@ class SearchLoop:
             params["dims"] = tuple(bounds) or ("code_size", "pass_fraction")
         return params
 
-    def _check_descriptor_dims(self) -> None:
-        dims = self._selector_params().get("dims") if self.config.search.strategy == "map_elites" else None
+    def _check_strategy_needs(self) -> None:
+        """What map_elites and novelty read must exist: descriptor axes, and enough kept neighbours."""
+        params = self._selector_params()
+        if self.config.search.strategy == "novelty":
+            k = int(params.get("k", 10))  # type: ignore[call-overload]
+            if k > self.config.search.novelty.k:
+                raise ConfigError(
+                    f"search.params.k = {k} exceeds the {self.config.search.novelty.k} neighbours kept per agent",
+                    fix=f"set search.novelty.k to at least {k}, or lower search.params.k",
+                )
+        dims = params.get("dims") if self.config.search.strategy == "map_elites" else None
         unknown = [name for name in (dims or ()) if name not in self.behaviour.names]  # type: ignore[union-attr]
         if unknown:
             raise ConfigError(

@@ -201,6 +201,11 @@ def _search_with_resources(
         more_llms = {}
         for spec in config.fm.models:
             extra, extra_label = models.enter_context(fm_endpoint(config, reporter, model=spec))
+            if extra_label == label or extra_label in more_llms:
+                raise ConfigError(
+                    f"fm.models names the model {extra_label!r} twice (with fm.model or itself)",
+                    fix="list each model once: fm.model is the first, fm.models the others",
+                )
             more_llms[extra_label] = make_llm_client(extra, config, ledger=ledger)
         loop = SearchLoop(
             archive=archive,

@@ -191,3 +191,67 @@ def test_the_bandit_is_restored_on_resume_and_shown_by_history_fake_fm(tmp_path:
     assert restored == live
     history = arm_history(archive.agents(1))
     assert len(history) == 8 and all(reward is not None for _, reward, _ in history)
+
+
+def test_two_models_are_both_tried_by_the_bandit_and_recorded(tmp_path: Path, local_fm) -> None:
+    """Two labelled clients of the real SmolLM2 server stand for two models: UCB1 tries every arm once."""
+    import dataclasses
+
+    from meta_agent.llm.client import LLMClient
+    from meta_agent.llm.ledger import ArchiveLedger
+
+    config = _config(
+        tmp_path,
+        search={"operators": {"rewrite": 1.0}, "bandit": {"algorithm": "ucb1"}},
+        fm={"concurrency": 1, "max_tokens": 200},
+        budget={"iterations": 3},
+    )
+    archive = Archive.at(tmp_path / "archive.db")
+    run = archive.create_run(name="t", benchmark="circle_packing", seed=0, config_json=config.to_json())
+    ledger = ArchiveLedger(archive, int(run.id))
+    first = local_fm.endpoint()
+    second = dataclasses.replace(first, label="smollm2-twin")
+    loop = SearchLoop(
+        archive=archive, run=run, config=config, benchmark=CirclePacking(), sandbox=LocalSandbox(),
+        llm=LLMClient(first, ledger=ledger, max_tokens=200), model_label=first.label,
+        more_llms={"smollm2-twin": LLMClient(second, ledger=ledger, max_tokens=200)},
+    )  # fmt: skip
+    asyncio.run(loop.run_until_done())
+    children = [a for a in archive.agents(1) if a.iteration > 0]
+    assert {a.model for a in children[:2]} == {first.label, "smollm2-twin"}
+    assert {c.model for c in archive.llm_calls(1) if c.purpose == "mutate"} >= {first.label, "smollm2-twin"}
+    assert {s.arm.model for s in loop.bandit.stats() if s.pulls} == {first.label, "smollm2-twin"}
+
+
+SELF_WRITING_AGENT = '''"""An agent that needs no FM: it returns `pass`-bodied code for HumanEval tasks, and, when asked to
+rewrite itself (the self_modify task), returns its own source with one constant changed."""
+
+VERSION = 1
+
+
+def solve(task, llm):
+    if task["task_id"] == "self_modify":
+        source = task["prompt"].split("# " + "-" * 10)[0]
+        return source.replace("VERSION = 1", "VERSION = 2")
+    return task["prompt"] + "    return None\\n"
+'''
+
+
+def test_self_modify_runs_the_parent_agent_in_the_sandbox_and_its_answer_is_the_child(tmp_path: Path) -> None:
+    """The parent's own solve writes the child (no FM needed by this scripted agent; the sandbox is real)."""
+    from evaluators.base import Genome
+    from evaluators.humaneval import HumanEval
+
+    class SelfWritingHumanEval(HumanEval):
+        def seed(self) -> Genome:
+            return Genome(files={"agent.py": SELF_WRITING_AGENT}, entry="agent.py")
+
+    benchmark = SelfWritingHumanEval(stage_sizes=[2], thresholds=[0.5])
+    config = _config(tmp_path, search={"operators": {"self_modify": 1.0}}, budget={"iterations": 1})
+    loop, archive = _loop(tmp_path, config, benchmark=benchmark, fm=ScriptedFM(["the meta-agent's FM is unused"]))
+    asyncio.run(loop.run_until_done())
+    child = next(a for a in archive.agents(1) if a.iteration == 1)
+    assert child.operator == "self_modify" and child.parent_id == 1, child.invalid_reason
+    assert child.status == AgentStatus.evaluated, child.invalid_reason
+    files, _ = archive.get_genome(str(child.genome_hash))
+    assert "VERSION = 2" in files["agent.py"] and "def solve(task, llm)" in files["agent.py"]
