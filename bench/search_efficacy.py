@@ -12,7 +12,9 @@ Per benchmark and strategy it reports, over the seeds:
 - how often each target was reached: a Wilson 95% interval;
 - evaluations to reach the target: the mean with runs that never reach it
   counted at the budget (a restricted mean, so a lower bound on the true
-  mean), with a 95% bootstrap interval;
+  mean), with a 95% bootstrap interval. Evaluations are counted as proposals
+  that reached the sandbox (a child identical to an existing agent is refused
+  unevaluated, so a run may make fewer than its budget);
 - best score minus greedy's: a 95% bootstrap interval of the difference.
 
     .venv/bin/python bench/search_efficacy.py                 # 20 seeds, both benchmarks, 6 strategies
@@ -221,7 +223,7 @@ def report(results: list[RunResult], targets: dict[str, Sequence[float]]) -> str
                 hits = [evaluations_to(r.trajectory, target) for r in mine]
                 p, plo, phi = wilson(sum(h is not None for h in hits), len(hits))
                 cells.append(f"{sum(h is not None for h in hits)}/{len(hits)} ({plo:.2f}, {phi:.2f})")
-                censored = [h if h is not None else r.evaluations for h, r in zip(hits, mine)]
+                censored = [h if h is not None else budget for h in hits]
                 em, elo, ehi = bootstrap_mean_ci(censored, rng=rng)
                 cells.append(f"{em:.0f} ({elo:.0f}, {ehi:.0f})")
             lines.append("| " + " | ".join(cells) + " |")
@@ -237,7 +239,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="runs side by side")
     parser.add_argument("--sandbox", choices=("local", "docker"), default="local")
     parser.add_argument("--out", type=Path, default=None, help="write every run's result here as JSON")
+    parser.add_argument("--report", type=Path, default=None, help="print the tables of an earlier --out file only")
     args = parser.parse_args(argv)
+    if args.report is not None:
+        earlier = [RunResult(**row) for row in json.loads(args.report.read_text())]
+        print(report(earlier, {b: BENCHMARKS[b]["targets"] for b in dict.fromkeys(r.benchmark for r in earlier)}))
+        return
 
     benchmarks = [b for b in args.benchmarks.split(",") if b]
     strategies = [s for s in args.strategies.split(",") if s]

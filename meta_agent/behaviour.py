@@ -9,7 +9,7 @@ extra columns of the archive view that open-ended selection reads:
   named with ranges in `benchmark.descriptor_bounds`) followed by generic
   ones every benchmark has: `code_size` (log10 of the genome's characters),
   `pass_fraction` (passed tasks over the search tasks) and `pass_signature`
-  (which tasks passed, as a categorical id). MAP-Elites bins agents by them;
+  (which tasks passed, as a categorical id hashed from the set). MAP-Elites bins agents by them;
 - embedding: where the `novelty` strategy measures distance, either the
   behaviour vector (benchmark descriptors in [0, 1], then per-task scores) or
   the code embedding (`search.novelty.space`).
@@ -20,6 +20,7 @@ derived from what the archive stores, so a resumed run rebuilds the same view.
 
 from __future__ import annotations
 
+import hashlib
 import math
 from dataclasses import dataclass
 from typing import Callable, Mapping, Sequence
@@ -39,7 +40,7 @@ GENERIC_DESCRIPTORS: tuple[tuple[str, tuple[float, float] | None], ...] = (
     ("pass_signature", None),
 )
 
-#: Stored per agent (the signature id is re-derived from the task rows, in agent order).
+#: Stored per agent (the signature id is re-derived from the task rows).
 _STORED_GENERIC = ("code_size", "pass_fraction")
 
 
@@ -97,7 +98,6 @@ class BehaviourSpace:
             if config.duplicate_threshold is not None
             else None
         )
-        self._signatures: dict[tuple[str, ...], int] = {}
         self._code_embeddings: dict[int, np.ndarray] = {}  # agent id -> embedding, until the view has it
 
     @property
@@ -139,7 +139,7 @@ class BehaviourSpace:
         passed = [row.task_id for row in tasks if row.passed]
         successes = float(len(passed))
         failures = float(sum(1 for row in tasks if row.executed and not row.passed))
-        signature = self._signatures.setdefault(tuple(sorted(passed)), len(self._signatures))
+        signature = _signature_id(passed)
         generic = {
             "code_size": code_size(files),
             "pass_fraction": successes / max(1, len(self.task_ids)),
@@ -179,7 +179,7 @@ class BehaviourSpace:
         stored = archive.descriptors(run_id)
         in_view = {int(agent_id) for agent_id in base.ids.tolist()}
         columns: dict[int, AgentColumns] = {}
-        for agent in archive.agents(run_id):  # by id: the order the live run saw them, so signature ids match
+        for agent in archive.agents(run_id):
             if agent.genome_hash is None:
                 continue
             files = genome_of(agent.genome_hash)
@@ -207,6 +207,13 @@ class BehaviourSpace:
             descriptor_bounds=self.bounds,
             knn_k=self.config.k,
         )
+
+
+def _signature_id(passed: Sequence[str]) -> int:
+    """A categorical id for the set of passed tasks: 48 bits of its hash (exact as a float64), so it does not
+    depend on the order agents were evaluated in, and a resumed run labels cells as the live one did."""
+    digest = hashlib.sha256("\n".join(sorted(passed)).encode()).hexdigest()
+    return int(digest[:12], 16)
 
 
 def _normalise(value: float, bound: tuple[float, float] | None) -> float:

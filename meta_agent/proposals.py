@@ -152,4 +152,7 @@ class Proposer:
         usage = _Usage(run.prompt_tokens, run.completion_tokens, run.cost_usd)
         if run.error is not None:
             return usage.proposal(None, run.error)
-        return usage.proposal(operator.apply(ctx.parent.genome, run.returned))  # type: ignore[arg-type]
+        try:
+            return usage.proposal(operator.apply(ctx.parent.genome, run.returned))  # type: ignore[arg-type]
+        except EditError as exc:  # here, so the parent's FM usage stays on the invalid child
+            return usage.proposal(None, str(exc))
