@@ -118,7 +118,32 @@ def genome_text(files: Mapping[str, str]) -> str:
     return "\n".join(f"# file: {path}\n{files[path]}" for path in sorted(files))
 
 
-class CodeEmbedder:
+class _Embedder:
+    """What both embedders share: `dim`, and `embed`/`embed_many` over `genome_text`; a subclass turns
+    a non-empty list of texts into a len(texts) x dim float32 matrix of unit rows (`_vectors`)."""
+
+    _dim: int
+
+    @property
+    def dim(self) -> int:
+        """Embedding length."""
+        return self._dim
+
+    def embed(self, files: Mapping[str, str]) -> np.ndarray:
+        """One genome's embedding: float32 vector of length `dim`, unit L2 norm (zero if no text)."""
+        return self.embed_many([files])[0]
+
+    def embed_many(self, genomes: Sequence[Mapping[str, str]]) -> np.ndarray:
+        """len(genomes) x dim float32, one unit-norm row per genome."""
+        if not genomes:
+            return np.zeros((0, self._dim), dtype=np.float32)
+        return self._vectors([genome_text(files) for files in genomes])
+
+    def _vectors(self, texts: list[str]) -> np.ndarray:
+        raise TypeError(f"{type(self).__name__} must define _vectors")  # an abstract hook, never user-facing
+
+
+class CodeEmbedder(_Embedder):
     """Hashed character n-gram vectors of a genome's code: deterministic, no fitting, no network.
 
     scikit-learn's `HashingVectorizer(analyzer="char_wb", alternate_sign=False, norm="l2")`
@@ -149,21 +174,8 @@ class CodeEmbedder:
             norm="l2",
         )
 
-    @property
-    def dim(self) -> int:
-        """Embedding length."""
-        return self._dim
-
-    def embed(self, files: Mapping[str, str]) -> np.ndarray:
-        """One genome's embedding: float32 vector of length `dim`, unit L2 norm (zero if no text)."""
-        return self.embed_many([files])[0]
-
-    def embed_many(self, genomes: Sequence[Mapping[str, str]]) -> np.ndarray:
-        """len(genomes) x dim float32, one unit-norm row per genome."""
-        if not genomes:
-            return np.zeros((0, self._dim), dtype=np.float32)
-        sparse = self._vectorizer.transform([genome_text(files) for files in genomes])
-        return sparse.toarray().astype(np.float32)
+    def _vectors(self, texts: list[str]) -> np.ndarray:
+        return self._vectorizer.transform(texts).toarray().astype(np.float32)
 
 
 class NoveltyConfigError(ArchiveError, ValueError):
@@ -174,7 +186,7 @@ class EmbeddingEndpointError(ArchiveError, ValueError):
     """An embedding endpoint returned vectors of the wrong shape or with NaN/inf values."""
 
 
-class EndpointEmbedder:
+class EndpointEmbedder(_Embedder):
     """Genome embeddings from an embedding endpoint the caller wraps in `embed_fn`.
 
     `embed_fn(texts) -> one vector per text` (e.g. around `litellm.embedding`); the vectors
@@ -191,25 +203,13 @@ class EndpointEmbedder:
         self._embed_fn = embed_fn
         self._dim = int(dim)
 
-    @property
-    def dim(self) -> int:
-        """Embedding length."""
-        return self._dim
-
-    def embed(self, files: Mapping[str, str]) -> np.ndarray:
-        """One genome's embedding: float32 vector of length `dim`, unit L2 norm."""
-        return self.embed_many([files])[0]
-
-    def embed_many(self, genomes: Sequence[Mapping[str, str]]) -> np.ndarray:
-        """len(genomes) x dim float32, one unit-norm row per genome (one endpoint call)."""
-        if not genomes:
-            return np.zeros((0, self._dim), dtype=np.float32)
-        vectors = self._embed_fn([genome_text(files) for files in genomes])
-        matrix = np.asarray(vectors, dtype=np.float64)
-        if matrix.ndim != 2 or matrix.shape[0] != len(genomes) or matrix.shape[1] != self._dim:
+    def _vectors(self, texts: list[str]) -> np.ndarray:
+        """One endpoint call for all texts; shape and values checked."""
+        matrix = np.asarray(self._embed_fn(texts), dtype=np.float64)
+        if matrix.ndim != 2 or matrix.shape[0] != len(texts) or matrix.shape[1] != self._dim:
             raise EmbeddingEndpointError(
-                f"the embedding endpoint returned shape {matrix.shape} for {len(genomes)} texts; "
-                f"expected {len(genomes)} x {self._dim}",
+                f"the embedding endpoint returned shape {matrix.shape} for {len(texts)} texts; "
+                f"expected {len(texts)} x {self._dim}",
                 fix=f"set the embedding dimension to the model's true size (got {matrix.shape[-1]}) "
                 "or choose the embedding model the run was configured with",
             )
