@@ -22,11 +22,11 @@ from archive.models import Agent, AgentStatus, Run, RunStatus
 from archive.selection import make_selector
 from archive.store import Archive, genome_hash
 from evaluators.base import Benchmark, Genome
-from evaluators.runner import AgentResult, Limits
+from evaluators.runner import AgentResult
 from meta_agent.behaviour import BehaviourSpace, TaskRow
 from meta_agent.config import RunConfig
 from meta_agent.errors import ConfigError, RunAborted, SeedFailed
-from meta_agent.evaluation import AgentFMBudget, evaluate_in_sandbox, evaluation_row
+from meta_agent.evaluation import evaluate_in_sandbox, evaluation_row
 from meta_agent.arms import Arm, cost_of, improvement_reward, operator_arms, restore_bandit
 from meta_agent.llm.client import LLMClient
 from meta_agent.llm.errors import FMAuthError, FMUnavailable
@@ -39,7 +39,7 @@ from meta_agent.operators import (
     make_operator,
     supports_self_modify,
 )
-from meta_agent.proposals import Proposal, Proposer
+from meta_agent.proposals import Proposal, Proposer, agent_fm_budget, run_limits
 from sandbox.base import Sandbox, SandboxError
 
 K = TypeVar("K")
@@ -124,24 +124,14 @@ class SearchLoop:
         self.selector = make_selector(config.search.strategy, **self._selector_params())
         self.operators = {name: make_operator(name) for name in config.search.operators}
         self._check_operators()
-        self.limits = Limits(
-            timeout_s=config.evaluation.timeout_s,
-            memory_mb=config.evaluation.memory_mb,
-            max_output_bytes=config.evaluation.max_output_bytes,
-        )
-        self.fm_budget = AgentFMBudget(
-            max_calls=config.evaluation.agent_fm_calls,
-            max_tokens=config.evaluation.agent_fm_tokens,
-            run_seed=config.seed,
-        )
-        self.proposer = Proposer(
+        self.limits = run_limits(config)
+        self.fm_budget = agent_fm_budget(config)
+        self.proposer = Proposer.from_config(
+            config,
             benchmark=benchmark,
             operators=self.operators,
             llms=self.llms,
             sandbox=sandbox,
-            limits=self.limits,
-            run_seed=config.seed,
-            fm_budget=self.fm_budget,
             gateway=lambda: self.gateway,
         )
         self.behaviour = BehaviourSpace(benchmark, config.search.novelty, embed_endpoint=embed_endpoint)

@@ -25,12 +25,31 @@ import numpy as np
 from evaluators.base import Benchmark, Genome
 from evaluators.runner import Limits
 from meta_agent.edits import EditError
+from meta_agent.config import RunConfig
 from meta_agent.evaluation import AgentFMBudget, run_self_modify
 from meta_agent.llm.client import Completion, LLMClient, derive_seed
 from meta_agent.llm.errors import FMBadRequest
 from meta_agent.llm.gateway import FMGateway
 from meta_agent.operators import OPERATOR_KINDS, AnyOperator, PromptContext
 from sandbox.base import Sandbox
+
+
+def run_limits(config: RunConfig) -> Limits:
+    """The per-task limits a run's `evaluation.*` settings override (None keeps the benchmark's)."""
+    return Limits(
+        timeout_s=config.evaluation.timeout_s,
+        memory_mb=config.evaluation.memory_mb,
+        max_output_bytes=config.evaluation.max_output_bytes,
+    )
+
+
+def agent_fm_budget(config: RunConfig) -> AgentFMBudget:
+    """What one agent may spend through the gateway per evaluation (`evaluation.agent_fm_*`)."""
+    return AgentFMBudget(
+        max_calls=config.evaluation.agent_fm_calls,
+        max_tokens=config.evaluation.agent_fm_tokens,
+        run_seed=config.seed,
+    )
 
 
 @dataclass(frozen=True)
@@ -90,6 +109,29 @@ class Proposer:
         self.run_seed = run_seed
         self.fm_budget = fm_budget
         self.gateway = gateway
+
+    @classmethod
+    def from_config(
+        cls,
+        config: RunConfig,
+        *,
+        benchmark: Benchmark,
+        operators: Mapping[str, AnyOperator],
+        llms: Mapping[str, LLMClient],
+        sandbox: Sandbox,
+        gateway: Callable[[], FMGateway | None],
+    ) -> Proposer:
+        """The proposer a run's settings describe (the loop and bench/fm_efficacy.py build it alike)."""
+        return cls(
+            benchmark=benchmark,
+            operators=operators,
+            llms=llms,
+            sandbox=sandbox,
+            limits=run_limits(config),
+            run_seed=config.seed,
+            fm_budget=agent_fm_budget(config),
+            gateway=gateway,
+        )
 
     async def propose(
         self,

@@ -1,0 +1,473 @@
+"""How often does an FM's edit count? Real local models x operators x benchmarks, one step from a fixed parent.
+
+For every cell (model, operator, benchmark) and every seed, N proposals are made
+from the benchmark's seed program (crossover: the seed and a second, fixed
+parent from bench/efficacy_parents/) through the same code path a search uses
+(`Proposer.from_config`: prompt, FM call, parsing, checks, repair), and every
+child that comes out is evaluated in the sandbox. Proposals are made one at a
+time while the previous child is evaluated, as in a search.
+
+Per cell it reports:
+- valid: applied and evaluated without error (circle packing: a valid packing;
+  humaneval: every task ran to an answer), over all proposals, with a 95%
+  Wilson interval;
+- improved: child scores higher than its parent (crossover: than the better
+  parent), over all proposals;
+- best@N: the best child score over a seed's N proposals, averaged over seeds;
+- tokens (prompt + completion) and seconds per proposal (median and 90th
+  percentile of the proposal's wall clock: every FM call it made, repair
+  included; evaluation not included);
+- a histogram of why proposals did not count.
+
+    .venv/bin/python bench/fm_efficacy.py --models qwen2.5-coder-0.5b --operators diff,rewrite \\
+        --benchmarks circle_packing --n 4 --seeds 0,1,2
+    .venv/bin/python bench/fm_efficacy.py --report bench/results/FILE.json     # reprint a saved run
+
+Results go to bench/results/fm_efficacy-<time>.json (every proposal: reply
+reason, score, tokens, seconds). `--set KEY=VALUE` changes the run config of
+every cell (e.g. `--set fm.constrained=off`), so a lever can be measured on
+and off with the same command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import math
+import os
+import platform
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Sequence
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+MODELS = ("smollm2-135m", "qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b")
+OPERATORS = ("diff", "rewrite", "diagnose", "crossover")
+BENCHMARKS = ("circle_packing", "humaneval")
+RESULTS_DIR = Path(__file__).resolve().parent / "results"
+PARENTS_DIR = Path(__file__).resolve().parent / "efficacy_parents"
+SECOND_PARENTS = {"circle_packing": "circle_packing_greedy.py", "humaneval": "humaneval_agent.py"}
+
+
+@dataclass
+class Record:
+    """One proposal and what became of it."""
+
+    model: str
+    operator: str
+    benchmark: str
+    seed: int
+    index: int
+    outcome: str  # valid | invalid_edit | failed_eval | infra
+    reason: str  # "" when valid
+    category: str  # histogram bucket of `reason`
+    parent_score: float
+    score: float | None  # the child's score when it was evaluated
+    improved: bool
+    prompt_tokens: int
+    completion_tokens: int
+    propose_s: float
+    eval_s: float
+    repair_note: str = ""
+
+
+# ----- classifying why a proposal did not count ---------------------------------------------------------
+
+_CATEGORIES: tuple[tuple[str, str], ...] = (
+    (r"no SEARCH/REPLACE block", "format: no SEARCH/REPLACE block"),
+    (r"missing its|more than one =======|no ======= line|REPLACE marker with no", "format: malformed block"),
+    (r"no ```\w* block|had no code", "format: no code block"),
+    (r"did not match", "SEARCH did not match"),
+    (r"matches \d+ places", "SEARCH ambiguous"),
+    (r"changes nothing|left the program unchanged|identical to agent", "no change"),
+    (r"EVOLVE-BLOCK", "edit outside EVOLVE-BLOCK"),
+    (r"not valid Python", "syntax error"),
+    (r"undefined name", "static: undefined name"),
+    (r"static check", "static: other"),
+    (r"copy of program B", "crossover copied B"),
+    (r"the FM refused", "FM refused the prompt"),
+    (r"timed out|timeout", "timeout"),
+    (r"crashed: (\w+)", "crash: {0}"),
+    (r"invalid packing: .*overlap", "invalid packing: overlap"),
+    (r"invalid packing: .*(extends past|negative)", "invalid packing: outside the square"),
+    (r"invalid packing", "invalid packing: other"),
+    (r"no result", "no result (exit without answer)"),
+    (r"no tasks? passed|0/\d+ passed", "ran, no task passed"),
+)
+
+
+def categorize(reason: str) -> str:
+    """The histogram bucket of a public refusal or failure reason."""
+    for pattern, label in _CATEGORIES:
+        match = re.search(pattern, reason, flags=re.IGNORECASE)
+        if match:
+            return label.format(*match.groups()) if match.groups() else label
+    return reason.strip().splitlines()[0][:60] if reason.strip() else "unknown"
+
+
+# ----- one cell --------------------------------------------------------------------------------------
+
+
+def _config(model: str, operator: str, benchmark: str, seed: int, args: argparse.Namespace, runs_dir: str) -> Any:
+    from meta_agent.config import load_config
+
+    options: dict[str, Any] = {}
+    if benchmark == "humaneval":
+        options = {"n_search": args.humaneval_tasks, "stage_sizes": [], "thresholds": []}
+    return load_config(
+        sets=list(args.set or []),
+        overrides={
+            "name": f"efficacy-{benchmark}-{operator}-{seed}",
+            "benchmark": benchmark,
+            "seed": seed,
+            "runs_dir": runs_dir,
+            "fm.model": model,
+            "fm.concurrency": 1,
+            "fm.threads": args.threads,
+            "search.operators": {operator: 1.0},
+            "evaluation.sandbox": args.sandbox,
+            "evaluation.concurrency": 1,
+            "benchmark_options": options,
+        },
+    )
+
+
+def _valid(benchmark: str, result: Any) -> bool:
+    """Applied and evaluated without error: circle packing a valid packing, humaneval every task answered."""
+    if not result.valid or not result.task_results:
+        return False
+    if benchmark == "circle_packing":
+        return all(t.passed for t in result.task_results)
+    return all(t.executed for t in result.task_results)
+
+
+def _failure(result: Any) -> str:
+    if not result.valid:
+        return str(result.invalid_reason or "invalid")
+    bad = next((t for t in result.task_results if not t.executed or not t.passed), None)
+    return bad.feedback if bad is not None else "evaluated"
+
+
+async def _evaluate(benchmark: Any, genome: Any, sandbox: Any, gateway: Any, config: Any, agent_id: int) -> tuple[Any, float]:
+    from meta_agent.evaluation import evaluate_in_sandbox
+    from meta_agent.proposals import agent_fm_budget, run_limits
+
+    started = time.perf_counter()
+    result = await evaluate_in_sandbox(
+        benchmark, genome, sandbox, agent_id=agent_id, iteration=agent_id, split="search",
+        limits=run_limits(config), gateway=gateway, fm_budget=agent_fm_budget(config),
+    )  # fmt: skip
+    return result, time.perf_counter() - started
+
+
+async def _cell(
+    *,
+    model: str,
+    operator_name: str,
+    benchmark_name: str,
+    seeds: Sequence[int],
+    n: int,
+    args: argparse.Namespace,
+    llm: Any,
+    parents: dict[str, Any],
+    sandbox: Any,
+    gateway: Any,
+    runs_dir: str,
+    say: Any,
+) -> list[Record]:
+    """N proposals per seed from the fixed parent(s), each evaluated while the next one is proposed."""
+    from meta_agent.operators import make_operator
+    from meta_agent.proposals import Proposer
+    from meta_agent.session import build_benchmark
+
+    records: list[Record] = []
+    for seed in seeds:
+        config = _config(model, operator_name, benchmark_name, seed, args, runs_dir)
+        benchmark = build_benchmark(config)
+        operator = make_operator(operator_name)
+        proposer = Proposer.from_config(
+            config, benchmark=benchmark, operators={operator_name: operator}, llms={model: llm},
+            sandbox=sandbox, gateway=lambda: gateway,
+        )  # fmt: skip
+        parent, parent_score = parents["parent"], parents["parent_score"]
+        ctx = parents["ctx"]
+        if operator_name == "crossover":
+            ctx = parents["crossover_ctx"]
+            parent_score = max(parent_score, parents["second_score"])
+        pending: list[asyncio.Task[None]] = []
+
+        async def judge(record: Record, genome: Any, agent_id: int) -> None:
+            try:
+                result, record.eval_s = await _evaluate(benchmark, genome, sandbox, gateway, config, agent_id)
+            except Exception as exc:  # noqa: BLE001 - an infrastructure fault is counted, not fatal to the bench
+                record.outcome, record.reason = "infra", f"{type(exc).__name__}: {exc}"
+                record.category = "infrastructure fault"
+                return
+            record.score = float(result.score) if result.valid else None
+            if _valid(benchmark_name, result):
+                record.outcome, record.category = "valid", "valid"
+                record.improved = result.score > parent_score + 1e-12
+            else:
+                record.outcome, record.reason = "failed_eval", _failure(result)
+                record.category = categorize(record.reason)
+            say(f"  {model} {operator_name} {benchmark_name} seed {seed} #{record.index}: {record.outcome}"
+                f" score {record.score} {record.category if record.outcome != 'valid' else ''}")  # fmt: skip
+
+        for index in range(1, n + 1):
+            started = time.perf_counter()
+            proposal = await proposer.propose(operator_name, ctx, model=model, iteration=index, attempt=0)
+            seconds = time.perf_counter() - started
+            record = Record(
+                model=model, operator=operator_name, benchmark=benchmark_name, seed=seed, index=index,
+                outcome="invalid_edit", reason=proposal.reason or "", category="", parent_score=parent_score,
+                score=None, improved=False, prompt_tokens=proposal.prompt_tokens,
+                completion_tokens=proposal.completion_tokens, propose_s=seconds, eval_s=0.0,
+                repair_note=getattr(proposal, "repair_note", "") or "",
+            )  # fmt: skip
+            records.append(record)
+            if proposal.genome is None:
+                record.category = categorize(record.reason)
+                say(f"  {model} {operator_name} {benchmark_name} seed {seed} #{index}: invalid edit "
+                    f"({record.category}) in {seconds:.1f} s")  # fmt: skip
+                continue
+            agent_id = 1000 * seed + index + 10
+            # One evaluation at a time, overlapping the next proposal (as a search's pipeline does).
+            if pending:
+                await pending.pop()
+            pending.append(asyncio.create_task(judge(record, proposal.genome, agent_id)))
+        for task in pending:
+            await task
+    return records
+
+
+async def _evaluate_parents(
+    benchmark_name: str, model: str, args: argparse.Namespace, sandbox: Any, gateway: Any, runs_dir: str
+) -> dict[str, Any]:
+    """The seed (and crossover's second parent) evaluated once: their scores and feedback go into prompts."""
+    from evaluators.base import Genome
+    from meta_agent.prompting import ParentInfo, PromptContext
+    from meta_agent.session import build_benchmark
+
+    config = _config(model, "diff", benchmark_name, 0, args, runs_dir)
+    benchmark = build_benchmark(config)
+    seed = benchmark.seed()
+    seed_result, _ = await _evaluate(benchmark, seed, sandbox, gateway, config, 1)
+    second_text = (PARENTS_DIR / SECOND_PARENTS[benchmark_name]).read_text()
+    second = Genome(files={seed.entry: second_text}, entry=seed.entry)
+    second_result, _ = await _evaluate(benchmark, second, sandbox, gateway, config, 2)
+    parent = ParentInfo(agent_id=1, genome=seed, score=seed_result.score, feedback=seed_result.feedback)
+    other = ParentInfo(agent_id=2, genome=second, score=second_result.score, feedback=second_result.feedback)
+    ctx = PromptContext(contract=benchmark.contract, benchmark=benchmark.name, parent=parent)
+    return {
+        "parent": parent,
+        "parent_score": float(seed_result.score),
+        "second_score": float(second_result.score),
+        "ctx": ctx,
+        "crossover_ctx": PromptContext(
+            contract=benchmark.contract, benchmark=benchmark.name, parent=parent, second_parent=other
+        ),
+    }
+
+
+async def _model_cells(model: str, args: argparse.Namespace, say: Any) -> list[Record]:
+    """Every cell of one model, with one local server and one sandbox for all of them."""
+    from meta_agent.llm.client import MemoryLedger
+    from meta_agent.llm.gateway import FMGateway
+    from meta_agent.session import Reporter, choose_sandbox, fm_endpoint, make_llm_client
+
+    records: list[Record] = []
+    with tempfile.TemporaryDirectory(prefix="cambrian-efficacy-") as runs_dir:
+        config = _config(model, "diff", args.benchmarks[0], 0, args, runs_dir)
+        reporter = Reporter(info=say, warn=say, event=lambda _e: None, progress=lambda *_: contextlib.nullcontext())
+        socket_dir = Path(tempfile.mkdtemp(prefix="cambrian-fm-", dir="/tmp"))
+        os.chmod(socket_dir, 0o711)
+        sandbox = choose_sandbox(config, say, fm_dir=socket_dir)
+        say(f"sandbox: {sandbox.name}")
+        try:
+            with fm_endpoint(config, reporter) as (endpoint, label):
+                llm = make_llm_client(endpoint, config, ledger=MemoryLedger())
+                gateway = FMGateway(llm, socket_dir=socket_dir)
+                try:
+                    for benchmark_name in args.benchmarks:
+                        parents = await _evaluate_parents(benchmark_name, model, args, sandbox, gateway, runs_dir)
+                        say(f"{benchmark_name}: seed scores {parents['parent_score']:.4f}, "
+                            f"crossover's second parent {parents['second_score']:.4f}")  # fmt: skip
+                        for operator_name in args.operators:
+                            records += await _cell(
+                                model=model, operator_name=operator_name, benchmark_name=benchmark_name,
+                                seeds=args.seeds, n=args.n, args=args, llm=llm, parents=parents,
+                                sandbox=sandbox, gateway=gateway, runs_dir=runs_dir, say=say,
+                            )  # fmt: skip
+                finally:
+                    await gateway.close()
+        finally:
+            sandbox.close()
+            shutil.rmtree(socket_dir, ignore_errors=True)
+    return records
+
+
+# ----- statistics and the table ----------------------------------------------------------------------
+
+
+def wilson(successes: int, n: int) -> tuple[float, float, float]:
+    """Proportion and its 95% Wilson interval."""
+    if n == 0:
+        return math.nan, math.nan, math.nan
+    z = 1.96
+    p = successes / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return p, max(0.0, centre - half), min(1.0, centre + half)
+
+
+def _percentile(values: Sequence[float], q: float) -> float:
+    ordered = sorted(values)
+    if not ordered:
+        return math.nan
+    k = (len(ordered) - 1) * q
+    low, high = math.floor(k), math.ceil(k)
+    return ordered[low] + (ordered[high] - ordered[low]) * (k - low)
+
+
+@dataclass
+class CellSummary:
+    model: str
+    operator: str
+    benchmark: str
+    proposals: int
+    valid: int
+    improved: int
+    parent_score: float
+    best_at_n: float | None  # mean over seeds of the best child score (None: no valid child at all)
+    best: float | None
+    tokens_per_proposal: float
+    seconds_median: float
+    seconds_p90: float
+    reasons: dict[str, int] = field(default_factory=dict)
+
+
+def summarize(records: Sequence[Record]) -> list[CellSummary]:
+    cells: dict[tuple[str, str, str], list[Record]] = {}
+    for record in records:
+        cells.setdefault((record.model, record.operator, record.benchmark), []).append(record)
+    out = []
+    for (model, operator, benchmark), rows in cells.items():
+        per_seed: dict[int, list[float]] = {}
+        for r in rows:
+            if r.outcome == "valid" and r.score is not None:
+                per_seed.setdefault(r.seed, []).append(r.score)
+        seeds = sorted({r.seed for r in rows})
+        # A seed with no valid child contributes its parent's score: best@N never rewards failing.
+        bests = [max(per_seed.get(s, []), default=rows[0].parent_score) for s in seeds]
+        valid_scores = [score for scores in per_seed.values() for score in scores]
+        out.append(
+            CellSummary(
+                model=model, operator=operator, benchmark=benchmark, proposals=len(rows),
+                valid=sum(r.outcome == "valid" for r in rows), improved=sum(r.improved for r in rows),
+                parent_score=rows[0].parent_score, best_at_n=statistics.fmean(bests) if bests else None,
+                best=max(valid_scores) if valid_scores else None,
+                tokens_per_proposal=statistics.fmean(r.prompt_tokens + r.completion_tokens for r in rows),
+                seconds_median=statistics.median(r.propose_s for r in rows),
+                seconds_p90=_percentile([r.propose_s for r in rows], 0.9),
+                reasons=dict(Counter(r.category for r in rows if r.outcome != "valid").most_common()),
+            )  # fmt: skip
+        )
+    return out
+
+
+def table(summaries: Sequence[CellSummary]) -> str:
+    """The markdown table the README keeps."""
+    header = ("| benchmark | model | operator | valid (95% CI) | improved (95% CI) | parent | best@N | best "
+              "| tokens/proposal | s/proposal median (p90) | top reasons it did not count |")  # fmt: skip
+    lines = [header, "|" + "---|" * 11]
+    for s in summaries:
+        _, vlo, vhi = wilson(s.valid, s.proposals)
+        _, ilo, ihi = wilson(s.improved, s.proposals)
+        reasons = ", ".join(f"{name} {count}" for name, count in list(s.reasons.items())[:3]) or "-"
+        lines.append(
+            f"| {s.benchmark} | {s.model} | {s.operator} | {s.valid}/{s.proposals} ({vlo:.2f}-{vhi:.2f}) "
+            f"| {s.improved}/{s.proposals} ({ilo:.2f}-{ihi:.2f}) | {s.parent_score:.4f} "
+            f"| {_fmt(s.best_at_n)} | {_fmt(s.best)} | {s.tokens_per_proposal:.0f} "
+            f"| {s.seconds_median:.1f} ({s.seconds_p90:.1f}) | {reasons} |"
+        )
+    return "\n".join(lines)
+
+
+def _fmt(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4f}"
+
+
+def _git_commit() -> str:
+    try:
+        done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=10)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True,
+                               text=True, timeout=10).stdout.strip()  # fmt: skip
+        return done.stdout.strip() + ("+dirty" if dirty else "")
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", default=",".join(MODELS), help="comma-separated registry names")
+    parser.add_argument("--operators", default=",".join(OPERATORS), help="comma-separated")
+    parser.add_argument("--benchmarks", default=",".join(BENCHMARKS), help="comma-separated")
+    parser.add_argument("--n", type=int, default=5, help="proposals per seed and cell (default 5)")
+    parser.add_argument("--seeds", default="0,1,2", help="comma-separated run seeds (default 0,1,2)")
+    parser.add_argument("--sandbox", choices=("auto", "docker", "local"), default="auto")
+    parser.add_argument("--threads", type=int, default=os.cpu_count() or 2, help="llama.cpp threads (default: cores)")
+    parser.add_argument("--humaneval-tasks", type=int, default=6, help="search tasks a humaneval child runs")
+    parser.add_argument("--set", action="append", metavar="KEY=VALUE", help="config override for every cell")
+    parser.add_argument("--label", default="", help="a name for this measurement, kept in the JSON")
+    parser.add_argument("--out", type=Path, default=None, help="JSON file (default bench/results/fm_efficacy-TIME.json)")
+    parser.add_argument("--report", type=Path, default=None, help="print the table of an earlier JSON file only")
+    args = parser.parse_args(argv)
+    if args.report is not None:
+        saved = json.loads(args.report.read_text())
+        print(f"{saved['meta'].get('label', '')} {saved['meta']['command']}")
+        print(table(summarize([Record(**row) for row in saved["proposals"]])))
+        return
+    args.models = [m for m in args.models.split(",") if m]
+    args.operators = [o for o in args.operators.split(",") if o]
+    args.benchmarks = [b for b in args.benchmarks.split(",") if b]
+    args.seeds = [int(s) for s in args.seeds.split(",") if s]
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    out = args.out or RESULTS_DIR / f"fm_efficacy-{datetime.now().strftime('%Y%m%d-%H%M%S')}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    meta = {
+        "command": " ".join([Path(sys.argv[0]).name, *(argv if argv is not None else sys.argv[1:])]),
+        "label": args.label,
+        "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "git": _git_commit(),
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
+        "sets": args.set or [],
+    }
+
+    def say(line: str) -> None:
+        print(line, flush=True)
+
+    records: list[Record] = []
+    started = time.perf_counter()
+    for model in args.models:
+        records += asyncio.run(_model_cells(model, args, say))
+        meta["seconds"] = round(time.perf_counter() - started, 1)
+        out.write_text(json.dumps({"meta": meta, "proposals": [asdict(r) for r in records]}, indent=1))
+    summaries = summarize(records)
+    print(f"\n{len(records)} proposals in {time.perf_counter() - started:.0f} s; per-proposal results: {out}\n")
+    print(table(summaries))
+
+
+if __name__ == "__main__":
+    main()
