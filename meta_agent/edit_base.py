@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from typing import Sequence
 
 _FENCE_RE = re.compile(r"^\s*(`{3,}|~{3,})\s*([^\s`]*)")
+# A line holding nothing but a fence, opening (```python) or closing (```): never a line of code.
+_FENCE_ONLY_RE = re.compile(r"^\s*(?:`{3,}|~{3,})\s*[\w+.#-]*\s*$")
 
 
 class EditError(Exception):

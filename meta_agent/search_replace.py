@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass
 from typing import Callable, Mapping, Sequence
 
-from meta_agent.edit_base import _FENCE_RE, EditBlock, EditError, _join_lines
+from meta_agent.edit_base import _FENCE_ONLY_RE, _FENCE_RE, EditBlock, EditError, _join_lines
 from meta_agent.evolve_blocks import _MARKER_RE, evolve_regions
 
 FORMAT_HINT = "<<<<<<< SEARCH / old lines / ======= / new lines / >>>>>>> REPLACE"
@@ -40,10 +40,9 @@ _PATH_LINE_RE = re.compile(
 
 
 def _strip_section_fence(lines: list[str]) -> list[str]:
-    # Some models wrap a section's code in its own ``` fence; the fence is not code.
-    if len(lines) >= 2 and _FENCE_RE.match(lines[0]) and lines[-1].strip().strip("`~") == "":
-        return lines[1:-1]
-    return lines
+    # Models wrap a section's code in ``` fences, or open one and never close it; a line that is only a
+    # fence (``` or ```python) is never code, so it is dropped wherever it sits.
+    return [line for line in lines if not _FENCE_ONLY_RE.match(line)]
 
 
 def _path_before(lines: Sequence[str], search_line: int) -> str | None:
