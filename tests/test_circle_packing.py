@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
+import re
+import sys
 import textwrap
 from pathlib import Path
 
@@ -12,6 +15,7 @@ import pytest
 
 from evaluators.base import Benchmark, BenchmarkError, Genome, Task
 from evaluators.circle_packing import CirclePacking, check_packing
+from evaluators.circle_packing.feedback import largest_empty_spot, room_to_grow
 from evaluators.harness.run_program import (
     HARNESS_FILE,
     RESULT_FILE,
@@ -51,7 +55,10 @@ def test_is_a_benchmark() -> None:
     assert bench.tasks("holdout") == []
     assert [s.task_ids for s in bench.stages()] == [("n26",)]
     assert "pack_circles(n: int)" in bench.contract and "2.635" in bench.contract
-    assert "standard library" in bench.contract
+    assert "standard library plus numpy and scipy (both installed)" in bench.contract
+    assert "no network; 60 s wall clock and 1024 MiB" in bench.contract
+    assert "plain Python lists or tuples of floats" in bench.contract and "numpy array" in bench.contract
+    assert "may be missing" not in bench.contract and "only the standard library" not in bench.contract
 
 
 def test_seed_runs_valid_in_sandbox() -> None:
@@ -70,6 +77,7 @@ def test_seed_runs_valid_in_sandbox() -> None:
     assert score.executed and score.passed
     assert score.score == pytest.approx(26 / 12)
     assert "sum of radii 2.166667" in score.feedback
+    assert "only the standard library" not in text.lower()
     assert bench.aggregate([score]) == pytest.approx(score.score)
 
 
@@ -208,3 +216,83 @@ def test_harness_value_conversion() -> None:
     for bad, message in [(float("nan"), "NaN"), ([1.0, float("-inf")], "infinity"), ({1, 2}, "set object")]:
         with pytest.raises(UnsafeResultError, match=message):
             to_json_safe(bad)
+
+
+# ---- feedback on a valid packing: what limits the sum
+
+
+def test_grid_feedback_names_the_gap_the_equal_radii_and_the_empty_region() -> None:
+    bench = CirclePacking()
+    task = bench.tasks("search")[0]
+    score = bench.score(task, LocalSandbox().run(bench.run_spec(bench.seed(), task)))
+    feedback = score.feedback
+    assert score.passed and len(feedback) < 600, (len(feedback), feedback)
+    lines = feedback.splitlines()
+    assert lines[0].startswith("valid packing of 26 circles; sum of radii 2.166667 (0.468 below the best known 2.635")
+    assert "all 26 radii equal 0.0833 (a grid of equal circles)" in feedback
+    assert "every circle touches a neighbour or a wall: none can grow unless others move" in feedback
+    assert f"uncovered: {1 - 26 * math.pi / 144:.1%} of the square" in feedback
+    # The seed's 6 x 5 grid leaves the top right empty: 0.333 high, room for a circle of radius about 1/6.
+    spot = re.search(r"largest empty spot fits r=([0-9.]+) at \(([0-9.]+), ([0-9.]+)\)", feedback)
+    assert spot is not None and float(spot[1]) == pytest.approx(1 / 6, abs=0.01) and float(spot[3]) > 0.75
+    assert "equal circles waste space" in feedback and "scipy.optimize" in feedback and "reach about 2.6" in feedback
+
+
+def test_unequal_feedback_names_the_smallest_circles_and_their_room() -> None:
+    bench = CirclePacking(n=4)  # no best known sum for n=4: none is quoted
+    packing = [[0.25, 0.25, 0.25], [0.75, 0.25, 0.25], [0.25, 0.75, 0.25], [0.75, 0.75, 0.1]]
+    score = bench.score(bench.tasks("search")[0], harness_result(packing))
+    feedback = score.feedback
+    assert score.passed and score.score == pytest.approx(0.85) and len(feedback) < 600
+    assert feedback.startswith("valid packing of 4 circles; sum of radii 0.850000; took 0.01 s\n")
+    assert "best known" not in feedback and "2.6" not in feedback
+    assert "radii from 0.1000 to 0.2500" in feedback
+    # Circle 3 is 0.15 from the wall and from both neighbours' edges; the big ones touch each other.
+    assert "smallest: #3 r=0.1000 can grow 0.1500, #0 r=0.2500 touching, #1 r=0.2500 touching" in feedback
+    assert "1 of 4 circles can grow without moving others" in feedback
+    assert f"uncovered: {1 - math.pi * (3 * 0.25**2 + 0.1**2):.1%} of the square" in feedback
+    assert "equal circles" not in feedback and "circles of different sizes" in feedback
+    # The descriptors are unchanged by the richer feedback: the small circle is off the walls.
+    assert score.descriptor == pytest.approx(
+        {"radius_spread": np.std([0.25, 0.25, 0.25, 0.1]) / 0.2125, "border_fraction": 0.75}
+    )
+
+
+def test_room_and_empty_spot_geometry() -> None:
+    centres = np.array([[0.25, 0.25], [0.75, 0.25], [0.25, 0.75]])
+    radii = np.array([0.25, 0.25, 0.2])
+    assert room_to_grow(centres, radii) == pytest.approx([0.0, 0.0, 0.05])
+    x, y, r = largest_empty_spot(centres, np.full(3, 0.25))  # the empty quadrant
+    assert (x, y) == pytest.approx((0.75, 0.75), abs=0.01) and r == pytest.approx(0.25, abs=0.01)
+
+
+def test_numpy_values_returned_by_the_program_are_scored_in_the_real_sandbox() -> None:
+    # The sandbox interpreter here is this venv's (numpy installed), given by path so site-packages stay visible.
+    bench = CirclePacking(n=4)
+    task = bench.tasks("search")[0]
+    for body in (
+        "return np.array([[0.25, 0.25, 0.25], [0.75, 0.25, 0.25], [0.25, 0.75, 0.25], [0.75, 0.75, 0.25]])",
+        "return [(np.float64(x), np.float32(y), np.float64(0.25)) for x, y in ((0.25, 0.25), (0.75, 0.25), "
+        "(0.25, 0.75), (0.75, 0.75))]",
+        "return [[np.int64(0) + 0.25 * (1 + 2 * (i % 2)), 0.25 * (1 + 2 * (i // 2)), np.float16(0.25)] "
+        "for i in range(n)]",
+    ):
+        code = f"import numpy as np\n\ndef pack_circles(n):\n    {body}\n"
+        genome = Genome(files={"packing.py": code}, entry="packing.py")
+        spec = dataclasses.replace(bench.run_spec(genome, task), command=(sys.executable, HARNESS_FILE))
+        result = LocalSandbox().run(spec)
+        score = bench.score(task, result)
+        assert score.passed and score.score == pytest.approx(1.0), (score.feedback, result.stderr)
+    nan_code = "import numpy as np\ndef pack_circles(n):\n    return np.full((n, 3), np.nan)\n"
+    nan = Genome(files={"packing.py": nan_code}, entry="packing.py")
+    result = LocalSandbox().run(dataclasses.replace(bench.run_spec(nan, task), command=(sys.executable, HARNESS_FILE)))
+    assert "result contains NaN" in bench.score(task, result).feedback
+
+
+def test_harness_converts_numpy_without_importing_it() -> None:
+    # The harness is stdlib only: numpy values are converted through their own tolist().
+    from evaluators.harness.run_program import harness_text
+
+    assert "import numpy" not in harness_text()
+    assert to_json_safe([np.float64(0.5), np.int64(3), np.bool_(True), np.array(2.5)]) == [0.5, 3, True, 2.5]
+    assert all(type(v) in (float, int, bool) for v in to_json_safe([np.float32(1.5), np.int8(2), np.bool_(False)]))

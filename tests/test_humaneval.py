@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -15,12 +16,14 @@ from pathlib import Path
 import pytest
 
 from archive.store import Archive
-from evaluators.base import BenchmarkError, FeedbackPolicy, Genome
+from evaluators.base import BenchmarkError, FeedbackPolicy, Genome, Task
 from evaluators.humaneval import HumanEval, assemble_program, load_problems, split_task_ids
+from evaluators.humaneval.check_driver import MAX_VALUE_CHARS, plain_text
 from evaluators.runner import AgentResult, evaluate_agent
 from meta_agent.llm.client import LLMClient
 from meta_agent.llm.gateway import FMGateway
 from meta_agent.llm.ledger import ArchiveLedger
+from sandbox.base import RunResult
 from sandbox.local import LocalSandbox
 
 STAGE_OPTIONS = {"n_search": 3, "stage_sizes": [3], "thresholds": [0.0], "timeout_s": 30.0}
@@ -106,25 +109,118 @@ def test_full_definition_and_bare_body_are_both_accepted() -> None:
     assert not result.task_results[2].executed
 
 
-def test_wrong_solution_fails_without_revealing_tests_or_answers() -> None:
-    bench = HumanEval(**STAGE_OPTIONS)
-    first, second, _ = [t.id for t in bench.tasks("search")]
-    entry = bench.problem(first).entry_point
-    answers = {
-        first: f"def {entry}(*args, **kwargs):\n    return 12345\n",
+def wrong_answers(bench: HumanEval, first: str, second: str) -> dict[str, str]:
+    """A wrong constant for `first`, a ZeroDivisionError for `second`."""
+    return {
+        first: f"def {bench.problem(first).entry_point}(*args, **kwargs):\n    return 12345\n",
         second: f"def {bench.problem(second).entry_point}(*args, **kwargs):\n    return 1 / 0\n",
     }
-    result = evaluate(bench, answering(bench, answers))
+
+
+def test_search_failure_names_the_failing_case() -> None:
+    bench = HumanEval(**STAGE_OPTIONS)
+    first, second, _ = [t.id for t in bench.tasks("search")]
+    result = evaluate(bench, answering(bench, wrong_answers(bench, first, second)))
     wrong, raising = result.task_results[0], result.task_results[1]
     assert not wrong.passed and wrong.executed
-    assert wrong.feedback.startswith(f"{first}: failed (") and "Error" in wrong.feedback
-    assert raising.feedback == f"{second}: failed (the code raised: ZeroDivisionError: division by zero)"
+    # The failing assertion, the call's input, what it returned and what was expected.
+    lines = wrong.feedback.splitlines()
+    assert lines[0] == f"{first}: failed (AssertionError)"
+    assert lines[1].startswith("failing check: assert candidate(")
+    assert lines[1][len("failing check: "):] in " ".join(bench.problem(first).test.split())
+    assert lines[2].startswith("last call: candidate(") and lines[2].endswith(") returned 12345")
+    assert lines[3].startswith("expected: ") and "12345" not in lines[3]
+    # The exception with its message, and the input that raised it.
+    lines = raising.feedback.splitlines()
+    assert lines[0] == f"{second}: failed (the code raised: ZeroDivisionError: division by zero)"
+    assert lines[1].startswith("failing check: assert candidate(")
+    assert lines[2].startswith("last call: candidate(") and lines[2].endswith(") raised ZeroDivisionError")
+    assert len(wrong.feedback) < 800 and len(raising.feedback) < 800
+    for feedback in (wrong.feedback, raising.feedback):  # never the reference solution
+        assert bench.problem(first).canonical_solution.strip() not in feedback
+
+
+def test_failing_case_values_and_errors_from_the_real_check_run() -> None:
+    bench = HumanEval()
+    sandbox = LocalSandbox()
+
+    def verdict(task_id: str, code: str, *, split: str = "search") -> str:
+        task = Task(id=task_id, split=split, inputs={})
+        agent_run = answering_result(code)
+        check = sandbox.run(bench.check_spec(task, agent_run))
+        return bench.score(task, agent_run, check=check).feedback
+
+    # A test inside a loop: the values come from the call that failed, not from the test's text.
+    feedback = verdict("HumanEval/38", "def decode_cyclic(s):\n    return s\n")
+    assert "failing check: assert candidate(encoded_str) == str" in feedback
+    call = re.search(r"last call: candidate\('([a-z]+)'\) returned '([a-z]+)'", feedback)
+    expected = re.search(r"expected: '([a-z]+)'", feedback)
+    assert call and expected and call[1] == call[2] != expected[1]
+    # An error of the tests' own code (the solution returned None): the statement, the call, the message.
+    feedback = verdict("HumanEval/2", "def truncate_number(number):\n    return 0.5 if number == 3.5 else None\n")
+    assert feedback.splitlines()[1:] == [
+        "failing check: assert abs(candidate(1.33) - 0.33) < 1e-6",
+        "last call: candidate(1.33) returned None",
+        "error: TypeError: unsupported operand type(s) for -: 'NoneType' and 'float'",
+    ]
+    # The solution's own objects are named by type: their __repr__ never runs in the check.
+    code = "class S(str):\n    def __repr__(self):\n        raise SystemExit('no')\n\n"
+    code += "def longest(strings):\n    return S('z')\n"
+    feedback = verdict("HumanEval/12", code)
+    assert "last call: candidate([]) returned <solution.S object>" in feedback and "expected: None" in feedback
+    # The helpers a test calls come from the prompt (HumanEval/32's poly): a correct answer passes.
+    problem = bench.problem("HumanEval/32")
+    assert verdict("HumanEval/32", problem.prompt + problem.canonical_solution) == "HumanEval/32: passed"
+
+
+def test_plain_text_writes_builtin_values_and_names_other_objects() -> None:
+    class Loud(list):
+        def __repr__(self) -> str:
+            raise AssertionError("a value's own __repr__ must not run")
+
+    assert plain_text([1, (2,), {"a": None}, 2.5, b"x", True]) == "[1, (2,), {'a': None}, 2.5, b'x', True]"
+    assert plain_text(set()) == "set()" and plain_text(frozenset({3})) == "frozenset({3})"
+    assert plain_text(list(range(20))) == "[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, ...]"
+    assert plain_text(Loud([1])).endswith("Loud object>") and plain_text([Loud()]).startswith("[<")
+    assert plain_text(10**2000) == "<int of 6644 bits>"
+    assert len(plain_text("x" * 10_000)) == MAX_VALUE_CHARS and plain_text("x" * 10_000).endswith("...")
+    assert len(plain_text([[[["deep"] * 50] * 50] * 50])) <= MAX_VALUE_CHARS
+
+
+def answering_result(code: str) -> RunResult:
+    """The agent run of an agent that returned `code` (for check runs without the agent's own run)."""
+    payload = json.dumps({"ok": True, "value": code, "seconds": 0.01})
+    return RunResult(exit_code=0, stdout="", stderr="", duration_s=0.1, files={"result.json": payload})
+
+
+def test_holdout_failure_shows_no_test_case_or_value() -> None:
+    bench = HumanEval(n_holdout=2, timeout_s=30.0)
+    first, second = [t.id for t in bench.tasks("holdout")]
+    # The check runs of the holdout split do not even describe a failing case.
+    for task in bench.tasks("holdout"):
+        spec = bench.check_spec(task, answering_result("def f():\n    pass\n"))
+        assert spec is not None and "REPORT_CASES = False" in spec.files["_check.py"]
+    genome = answering(bench, wrong_answers(bench, first, second))
+    result = evaluate_agent(bench, genome, LocalSandbox(), split="holdout")
+    wrong, raising = result.task_results
+    assert wrong.feedback == f"{first}: failed (AssertionError)"
+    assert raising.feedback == f"{second}: failed (ZeroDivisionError)"
     for task_id, feedback in ((first, wrong.feedback), (second, raising.feedback)):
         problem = bench.problem(task_id)
         test_lines = [line.strip() for line in problem.test.splitlines() if len(line.strip()) > 12]
         assert not any(line in feedback for line in test_lines)
-        assert "candidate" not in feedback and "assert" not in feedback
-        assert problem.canonical_solution.strip() not in feedback
+        assert "candidate" not in feedback and "assert" not in feedback and "expected" not in feedback
+
+
+def test_feedback_policy_without_messages_hides_the_case() -> None:
+    bench = HumanEval(**{**STAGE_OPTIONS, "n_search": 2, "stage_sizes": [2]})
+    bench.feedback_policy = FeedbackPolicy(error_message=False)
+    first, second = [t.id for t in bench.tasks("search")]
+    result = evaluate(bench, answering(bench, wrong_answers(bench, first, second)))
+    assert [t.feedback for t in result.task_results] == [
+        f"{first}: failed (AssertionError)",
+        f"{second}: failed (the code raised: ZeroDivisionError)",
+    ]
 
 
 CHEATS = {

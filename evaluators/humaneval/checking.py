@@ -18,7 +18,7 @@ import secrets
 from dataclasses import dataclass
 from importlib import resources
 
-from evaluators.humaneval.check_driver import NONCE_FILE, RESULT_FILE, SOLUTION_FILE
+from evaluators.humaneval.check_driver import MAX_CASE_CHARS, NONCE_FILE, RESULT_FILE, SOLUTION_FILE
 from evaluators.humaneval.data import Problem
 from sandbox.base import RunResult, RunSpec
 
@@ -44,17 +44,26 @@ def expected_nonce(key: bytes, task_id: str, salt: str) -> str:
 
 
 def check_run_spec(
-    problem: Problem, program: str, *, key: bytes, timeout_s: float = 10.0, memory_mb: int = 512
+    problem: Problem,
+    program: str,
+    *,
+    key: bytes,
+    timeout_s: float = 10.0,
+    memory_mb: int = 512,
+    report_cases: bool = False,
 ) -> RunSpec:
     """The check run: solution.py, the driver with the problem's tests, and a fresh nonce.
 
     timeout_s: wall clock of the whole check, seconds. memory_mb: MiB.
+    report_cases: the driver describes a failing test (statement, input, expected and actual value)
+    in the verdict; only for the search split, whose feedback may show test cases.
     """
     salt = secrets.token_hex(16)
     driver = resources.files("evaluators.humaneval").joinpath("check_driver.py").read_text(encoding="utf-8")
     driver += (
         f"\n\nTEST_SOURCE = {problem.test!r}\nENTRY_POINT = {problem.entry_point!r}\n"
-        "if __name__ == '__main__':\n    sys.exit(main(TEST_SOURCE, ENTRY_POINT))\n"
+        f"PROMPT_SOURCE = {problem.prompt!r}\nREPORT_CASES = {bool(report_cases)!r}\n"
+        "if __name__ == '__main__':\n    sys.exit(main(TEST_SOURCE, ENTRY_POINT, PROMPT_SOURCE, REPORT_CASES))\n"
     )
     nonce = {"salt": salt, "nonce": expected_nonce(key, problem.task_id, salt)}
     return RunSpec(
@@ -76,6 +85,9 @@ class CheckVerdict:
     error_type: str = ""
     error: str = ""  # only for the solution's own errors
     traceback: str = ""  # only the solution's own frames
+    #: The failing test as plain text the check driver made (statement, last call, expected and actual
+    #: values; at most MAX_CASE_CHARS); only when the check run was asked for cases (search split).
+    case: str = ""
 
 
 def read_verdict(check: RunResult, *, key: bytes, task_id: str) -> CheckVerdict:
@@ -109,4 +121,5 @@ def read_verdict(check: RunResult, *, key: bytes, task_id: str) -> CheckVerdict:
         error_type=str(data.get("error_type", "Error"))[:100],
         error="" if phase == "tests" else str(data.get("error", "")),
         traceback="" if phase == "tests" else str(data.get("traceback", "")),
+        case=str(data.get("case", ""))[:MAX_CASE_CHARS],
     )

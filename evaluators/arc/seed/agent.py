@@ -3,7 +3,8 @@
 `solve(task, llm)` gets {"train": [{"input": grid, "output": grid}, ...],
 "test_input": grid} (a grid is a list of rows of ints 0..9) and returns the
 predicted output grid as a JSON string. `llm(prompt, max_tokens=...)` asks
-the run's foundation model. Only the standard library is used.
+the run's foundation model. It uses only the standard library (numpy and scipy
+are importable too).
 
 If the reply holds no usable grid, the agent guesses the test input itself
 (many ARC outputs share much with their input), so it always answers.

@@ -3,7 +3,7 @@
 A grid is a list of rows, each a list of ints 0..9 (colours); all rows have
 the same length. The seed returns a copy of its input (the identity), which
 already earns partial credit on tasks whose output keeps most of the input.
-Only the standard library is guaranteed to be importable.
+The standard library, numpy and scipy are importable.
 """
 
 # EVOLVE-BLOCK-START

@@ -2,8 +2,8 @@
 
 `pack_circles(n)` returns one (x, y, r) triple per circle: centre (x, y) and
 radius r, all in unit-square coordinates. Every circle must lie inside
-[0, 1] x [0, 1] and no two may overlap. Only the standard library is
-guaranteed to be importable.
+[0, 1] x [0, 1] and no two may overlap. The standard library, numpy and
+scipy are importable.
 
 The evolve block holds the imports and the whole function, signature
 included, so an edit may restructure freely (helpers, constants, another

@@ -1,6 +1,7 @@
 """Seed HumanEval agent: one direct FM call, then careful extraction of the function's code.
 
-Standard library only. `solve(task, llm)` returns the complete source of
+Uses only the standard library (numpy and scipy are importable too).
+`solve(task, llm)` returns the complete source of
 task["entry_point"] (with the imports and helpers the reply wrote), or, when the
 reply holds no such definition, the prompt followed by the reply as its body.
 """
