@@ -1,4 +1,4 @@
-"""`cambrian sandbox build|check`: make the sandbox image, and prove the Docker sandbox is hardened.
+"""`cambrian sandbox build|check`: make the sandbox image; prove the Docker sandbox is hardened and has numpy, scipy.
 
 Errors raise SandboxError; the main CLI prints its cause and fix.
 """
@@ -25,10 +25,10 @@ def build(
     rootfs: Optional[Path] = typer.Option(
         None, "--rootfs", help="debootstrap: reuse this root fs, or debootstrap into it and keep it"
     ),
-    force: bool = typer.Option(False, "--force", help="rebuild even if the image exists"),
+    force: bool = typer.Option(False, "--force", help="rebuild even if a current image exists"),
     tag: str = typer.Option(DEFAULT_IMAGE, "--tag", help="image name"),
 ) -> None:
-    """Build the sandbox image once (reused from the engine's cache afterwards)."""
+    """Build the sandbox image once (reused afterwards while its recipe is current; a stale one is rebuilt)."""
     console = Console()
     if method not in _METHODS:
         raise typer.BadParameter(f"--method must be one of {', '.join(_METHODS)}")
@@ -39,7 +39,7 @@ def build(
         force=force,
         progress=lambda line: console.print(f"[dim]{line}[/dim]"),
     )
-    verb = "built" if info.built else "already present"
+    verb = "already present" if not info.built else f"rebuilt ({info.replaced})" if info.replaced else "built"
     console.print(
         f"[green]{info.tag}[/green] {verb} ({info.method}, {info.size_bytes / 1e6:.0f} MB, "
         f"{info.image_id[:19]}, {info.duration_s:.1f} s)"
@@ -57,6 +57,8 @@ def check(
     with DockerSandbox(image=image, pool_size=0, run_label="check") as sandbox:
         report = sandbox.check()
     console.print(f"Docker engine {report.engine_version}; image [bold]{report.image}[/bold] present")
+    if report.packages:
+        console.print("Python packages in the sandbox: " + ", ".join(f"{k} {v}" for k, v in report.packages.items()))
     limits = Table(title="Container limits", show_header=False)
     for name, value in report.limits.items():
         limits.add_row(name, value)

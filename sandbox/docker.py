@@ -57,7 +57,7 @@ from sandbox.docker_container import (
     hardened_settings,
     remove_dead_leftovers,
 )
-from sandbox.image import DEFAULT_IMAGE, connect_engine, image_missing
+from sandbox.image import DEFAULT_IMAGE, ImageStatus, connect_engine, image_missing, image_stale, recipe_of
 from sandbox.local import check_relative_path
 
 if TYPE_CHECKING:
@@ -73,7 +73,8 @@ _REFILL_BACKOFF_S = 2.0  # pool thread: pause after a failed start before trying
 class DockerSandbox:
     """Hardened Docker containers with a pre-started pool (see the module doc for what holds where).
 
-    image: the sandbox image (`cambrian sandbox build` makes the default).
+    image: the sandbox image (`cambrian sandbox build` makes the default); one made by an
+        older recipe (see sandbox.image.RECIPE_VERSION) is refused with the fix.
     pool_size: containers kept started ahead of need (0..); each holds up to memory_mb.
     run_label: stored as the `cambrian.run` label, to tell runs apart in `docker ps`.
     memory_mb, cpus, pids, tmpfs_mb: container-level limits (MiB, cores, processes, MiB per tmpfs).
@@ -108,7 +109,7 @@ class DockerSandbox:
         self.client = client or connect_engine()
         self._labels = container_labels(run_label)
         try:
-            self.client.images.get(image)
+            status = ImageStatus(image, present=True, recipe=recipe_of(self.client.images.get(image).labels))
         except DOCKER_ERRORS as exc:
             if self._owns_client:
                 self.client.close()
@@ -117,6 +118,10 @@ class DockerSandbox:
             raise SandboxError(
                 f"cannot inspect the sandbox image {image!r}: {exc}", fix="check the engine with `docker info`"
             ) from exc
+        if status.stale:
+            if self._owns_client:
+                self.client.close()
+            raise image_stale(status)
         self.leftovers_removed = remove_dead_leftovers(self.client)
         self._lock = threading.Condition()
         self._live: dict[str, SandboxContainer] = {}  # every container this sandbox made and has not removed

@@ -4,7 +4,9 @@ The self-test runs hostile probes in a real sandbox container and reports
 pass/fail per item: the network is unreachable, nothing outside /work is
 writable, the user is not root, every capability is dropped, the host's
 environment and files are not visible, the PID limit holds, and nothing a run
-leaves running survives into the next run.
+leaves running survives into the next run. It also checks that a program can
+import numpy and scipy (and solve a small problem with scipy.optimize), and
+reports their versions.
 """
 
 from __future__ import annotations
@@ -87,6 +89,13 @@ import os
 print(len([p for p in os.listdir("/proc") if p.isdigit()]))
 """
 
+_SCIENTIFIC_PROBE = r"""
+import json
+import numpy, scipy, scipy.optimize
+best = scipy.optimize.minimize(lambda x: float(((x - 0.5) ** 2).sum()), numpy.zeros(3))
+print(json.dumps({"numpy": numpy.__version__, "scipy": scipy.__version__, "solved": bool(abs(best.x - 0.5).max() < 1e-4)}))
+"""
+
 
 @dataclass(frozen=True)
 class CheckItem:
@@ -99,13 +108,18 @@ class CheckItem:
 
 @dataclass(frozen=True)
 class CheckReport:
-    """What `DockerSandbox.check()` found. limits: name -> human-readable value."""
+    """What `DockerSandbox.check()` found.
+
+    limits: name -> human-readable value. packages: importable package -> its version, as seen
+    by a program in the sandbox (empty when the import failed; the item then says why).
+    """
 
     engine_version: str
     image: str
     image_present: bool
     limits: dict[str, str] = field(default_factory=dict)
     items: tuple[CheckItem, ...] = ()
+    packages: dict[str, str] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -127,14 +141,19 @@ def run_check(sandbox: "DockerSandbox") -> CheckReport:
     }
     with tempfile.NamedTemporaryFile("w", prefix="cambrian-canary-", suffix=".txt", delete=False) as handle:
         handle.write(uuid.uuid4().hex)  # a unique host file the probe must not find
+    packages: dict[str, str] = {}
     try:
-        items = _probe_items(sandbox, host_file=handle.name)
+        items = _probe_items(sandbox, host_file=handle.name, packages=packages)
     finally:
         os.unlink(handle.name)
-    return CheckReport(engine_version=version, image=sandbox.image, image_present=True, limits=described, items=items)
+    return CheckReport(
+        engine_version=version, image=sandbox.image, image_present=True, limits=described, items=items,
+        packages=packages,
+    )
 
 
-def _probe_items(sandbox: "DockerSandbox", *, host_file: str) -> tuple[CheckItem, ...]:
+def _probe_items(sandbox: "DockerSandbox", *, host_file: str, packages: dict[str, str]) -> tuple[CheckItem, ...]:
+    """The hardening items; `packages` is filled with the versions the scientific probe saw."""
     items: list[CheckItem] = []
     with sandbox.session() as session:
         result = session.run(
@@ -200,7 +219,28 @@ def _probe_items(sandbox: "DockerSandbox", *, host_file: str) -> tuple[CheckItem
                 f"the next run sees {count or '?'} processes (the runner and itself)",
             )
         )
+        items.append(_scientific_item(session, packages))
     return tuple(items)
+
+
+def _scientific_item(session: object, packages: dict[str, str]) -> CheckItem:
+    """numpy and scipy import in a sandbox program and scipy.optimize solves a small problem."""
+    result = session.run(  # type: ignore[attr-defined]
+        RunSpec(files={"sci.py": _SCIENTIFIC_PROBE}, command=("{python}", "sci.py"), timeout_s=_PROBE_TIMEOUT_S)
+    )
+    try:
+        seen = json.loads(result.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        error = (result.stderr.strip().splitlines() or [f"exit {result.exit_code}"])[-1]
+        return CheckItem("numpy and scipy import", False, f"the import failed: {error[-300:]}")
+    packages.update(numpy=str(seen["numpy"]), scipy=str(seen["scipy"]))
+    versions = f"numpy {seen['numpy']}, scipy {seen['scipy']}"
+    solved = bool(seen["solved"])
+    return CheckItem(
+        "numpy and scipy import",
+        solved,
+        f"{versions}; scipy.optimize.minimize {'solved' if solved else 'did NOT solve'} a test problem",
+    )
 
 
 def _env_item(env: dict[str, str]) -> CheckItem:

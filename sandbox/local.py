@@ -6,8 +6,10 @@ user can, open network connections, and start processes that leave their
 process group. What this backend does give:
 
 - a fresh temporary work dir (cwd, HOME and TMPDIR), removed after the run;
-- a scrubbed environment: PATH, HOME, TMPDIR, LANG, two PYTHON* flags and the
-  spec's own `env`, nothing from the host (no API keys);
+- a scrubbed environment: PATH, HOME, TMPDIR, LANG, two PYTHON* flags,
+  PYTHONPATH (the package folder below), OPENBLAS_NUM_THREADS and
+  OMP_NUM_THREADS (the spec's `cpus`, at least 1) and the spec's own `env`,
+  nothing from the host (no API keys);
 - rlimits: address space (`memory_mb`), CPU seconds (ceil(timeout) + 1),
   largest file written (`max_file_bytes`), processes (`pids`; RLIMIT_NPROC is
   counted per user, not per run, and is not enforced at all for root), no core
@@ -22,10 +24,15 @@ Not enforced here: `network`, `cpus`, read-only mounts. Use the Docker backend
 for anything you would not run on your own account.
 
 Python: "{python}" as a whole argument becomes `<sys.executable> -S`. `-S`
-skips site-packages so a program sees the standard library only, as in the
-Docker image; the script's own directory stays on sys.path (unlike `-I`), which
-the harness needs to import the agent's files. Inside a longer argument
-"{python}" becomes the bare interpreter path.
+skips site-packages so a program sees the standard library, plus numpy and
+scipy as in the Docker image, and nothing else of the interpreter's
+site-packages (which hold Cambrian's own dependencies, litellm among them): a
+read-only folder holding only links to the interpreter's numpy and scipy (and
+the `numpy.libs` / `scipy.libs` folders their wheels bundle, where present) is
+put on PYTHONPATH. Where the interpreter has no numpy or scipy, that folder
+lacks them and importing them fails. The script's own directory stays on
+sys.path (unlike `-I`), which the harness needs to import the agent's files.
+Inside a longer argument "{python}" becomes the bare interpreter path.
 
 Limits are set by a tiny launcher (`python -S -c LAUNCHER`) that calls
 setrlimit and then execs the command, rather than by `preexec_fn`: the loop
@@ -35,6 +42,7 @@ in the presence of threads.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 import os
@@ -46,7 +54,9 @@ import stat
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+import weakref
 from pathlib import Path, PurePosixPath
 from typing import Any, Callable
 
@@ -76,6 +86,20 @@ _MEMORY_ERROR_LINE = re.compile(r"^(\w+\.)*MemoryError\b", re.MULTILINE)
 _OOM_SIGNALS = (-signal.SIGKILL, -signal.SIGSEGV)
 #: PATH inside the sandbox; the interpreter is always given by absolute path.
 _SANDBOX_PATH = "/usr/bin:/bin"
+#: What a program may import besides the standard library. Each package's `<name>.libs` folder
+#: (shared libraries a manylinux wheel bundles, found through $ORIGIN-relative rpaths) is linked too.
+_SHARED_PACKAGES = ("numpy", "scipy")
+_PACKAGE_QUERY_TIMEOUT_S = 30.0  # asking another interpreter where its numpy/scipy live
+#: Run by an interpreter other than Cambrian's own: prints {name: folder} without importing anything.
+_PACKAGE_QUERY = """\
+import importlib.util, json
+found = {}
+for name in %r:
+    spec = importlib.util.find_spec(name)
+    if spec is not None and spec.submodule_search_locations:
+        found[name] = list(spec.submodule_search_locations)[0]
+print(json.dumps(found))
+""" % (_SHARED_PACKAGES,)
 
 
 class UnsafePathError(SandboxError):
@@ -140,6 +164,9 @@ class LocalSandbox:
         self.python = python or sys.executable
         self.root = None if root is None else str(root)
         self._closed = False
+        self._packages_lock = threading.Lock()
+        self._packages_dir: Path | None = None  # made on the first run, removed by close()
+        self._remove_packages: weakref.finalize | None = None
 
     def run(self, spec: RunSpec) -> RunResult:
         """Run `spec` to completion or to its limits; SandboxError only for faults of this backend."""
@@ -168,8 +195,32 @@ class LocalSandbox:
         return _LocalSession(self)
 
     def close(self) -> None:
-        """Nothing is held between runs; later `run` calls are refused. Idempotent."""
+        """Remove the package folder; later `run` calls are refused. Idempotent."""
         self._closed = True
+        with self._packages_lock:
+            if self._remove_packages is not None:
+                self._remove_packages()
+
+    def packages_dir(self) -> Path:
+        """The read-only folder put on PYTHONPATH: links to numpy and scipy of `self.python`, nothing else.
+
+        Made on first use (one folder per LocalSandbox, under the system temp dir), removed by close().
+        """
+        with self._packages_lock:
+            if self._packages_dir is None:
+                try:
+                    folder = Path(tempfile.mkdtemp(prefix="cambrian-packages-"))
+                except OSError as exc:
+                    raise SandboxError(
+                        f"cannot create the local sandbox's package folder: {exc}",
+                        fix="check that the temp dir (TMPDIR) exists, is writable and has free space",
+                    ) from exc
+                for name, target in _package_folders(self.python).items():
+                    (folder / name).symlink_to(target, target_is_directory=True)
+                folder.chmod(0o555)  # a program cannot add modules next to numpy and scipy
+                self._remove_packages = weakref.finalize(self, _remove_tree, folder)
+                self._packages_dir = folder
+            return self._packages_dir
 
 
     def _expand_command(self, command: tuple[str, ...]) -> list[str]:
@@ -218,6 +269,7 @@ class LocalSandbox:
         link.symlink_to(os.path.abspath(mount.host_path))
 
     def _execute(self, workdir: Path, argv: list[str], spec: RunSpec) -> RunResult:
+        threads = str(max(1, int(spec.cpus)))  # BLAS threads: one per core would blow RLIMIT_AS on big hosts
         env = {
             "PATH": _SANDBOX_PATH,
             "HOME": str(workdir),
@@ -225,6 +277,9 @@ class LocalSandbox:
             "LANG": "C.UTF-8",
             "PYTHONDONTWRITEBYTECODE": "1",
             "PYTHONUNBUFFERED": "1",
+            "PYTHONPATH": str(self.packages_dir()),
+            "OPENBLAS_NUM_THREADS": threads,
+            "OMP_NUM_THREADS": threads,
             **spec.env,
         }
         limits = _rlimits(spec)
@@ -273,6 +328,35 @@ class LocalSandbox:
             output_truncated=watch.truncated,
             files=files,
         )
+
+
+def _package_folders(python: str) -> dict[str, str]:
+    """Link name -> folder of numpy, scipy and their bundled `*.libs` for the interpreter `python`.
+
+    Cambrian's own interpreter is asked in-process (find_spec imports nothing); another one is
+    asked by running it. A package that interpreter lacks is simply left out.
+    """
+    if python == sys.executable:
+        found = {}
+        for name in _SHARED_PACKAGES:
+            spec = importlib.util.find_spec(name)
+            if spec is not None and spec.submodule_search_locations:
+                found[name] = list(spec.submodule_search_locations)[0]
+    else:
+        try:
+            done = subprocess.run(
+                [python, "-I", "-c", _PACKAGE_QUERY],
+                capture_output=True, text=True, timeout=_PACKAGE_QUERY_TIMEOUT_S, check=True,
+            )
+            found = dict(json.loads(done.stdout))
+        except (OSError, subprocess.SubprocessError, ValueError):
+            return {}  # no such interpreter (run() then says so) or no answer: standard library only
+    folders = dict(found)
+    for name, package_dir in found.items():
+        bundled = os.path.join(os.path.dirname(package_dir), f"{name}.libs")
+        if os.path.isdir(bundled):
+            folders[f"{name}.libs"] = bundled
+    return folders
 
 
 def _rlimits(spec: RunSpec) -> list[tuple[str, int]]:

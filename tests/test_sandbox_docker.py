@@ -371,6 +371,34 @@ def test_check_reports_every_item_passing(sandbox: DockerSandbox) -> None:
     names = {item.name for item in report.items}
     assert {"network unreachable", "cannot write outside /work", "runs as non-root", "capabilities dropped"} <= names
     assert {"host environment absent", "pids limit holds", "no process survives a run"} <= names
+    assert "numpy and scipy import" in names
+    assert set(report.packages) == {"numpy", "scipy"} and all(report.packages.values())
+
+
+def test_check_cli_prints_numpy_and_scipy_versions() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", "from meta_agent.cli import main; main()", "sandbox", "check"],
+        capture_output=True, text=True, timeout=300, check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Python packages in the sandbox: numpy " in done.stdout and ", scipy " in done.stdout
+
+
+def test_numpy_and_scipy_work_and_nothing_else_of_site_packages(session: DockerSession) -> None:
+    result = session.run(
+        py(
+            """
+            import importlib.util, json
+            import numpy, scipy.optimize
+            centres = numpy.array([[0.25, 0.25], [0.75, 0.75]])
+            gap = scipy.optimize.minimize_scalar(lambda r: (2 * r - numpy.linalg.norm(centres[0] - centres[1])) ** 2)
+            print(json.dumps({"radius": round(float(gap.x), 4),
+                              "pkg_resources": importlib.util.find_spec("pkg_resources") is not None}))
+            """
+        )
+    )
+    assert result.ok, result
+    assert json.loads(result.stdout) == {"radius": round(0.5 ** 0.5 / 2, 4), "pkg_resources": False}
 
 
 def test_circle_packing_seed_scores_through_docker(sandbox: DockerSandbox) -> None:

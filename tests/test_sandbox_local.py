@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import resource
+import subprocess
+import sys
 import textwrap
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -58,14 +61,49 @@ def test_normal_run(sandbox: LocalSandbox) -> None:
     assert not (result.timed_out or result.oom_killed or result.output_truncated)
 
 
-def test_site_packages_hidden_stdlib_works(sandbox: LocalSandbox) -> None:
+def test_numpy_and_scipy_import_the_rest_of_site_packages_does_not(sandbox: LocalSandbox) -> None:
     code = """
-        import importlib.util, json, math
-        print(json.dumps([math.pi, importlib.util.find_spec("numpy") is None]))
+        import importlib.util, json, math, sys
+        import numpy, scipy, scipy.optimize
+        best = scipy.optimize.minimize(lambda x: float(((x - 0.25) ** 2).sum()), numpy.zeros(4))
+        hidden = {name: importlib.util.find_spec(name) is None
+                  for name in ("litellm", "sqlalchemy", "sklearn", "docker", "meta_agent", "sandbox")}
+        print(json.dumps({"pi": math.pi, "solved": bool(abs(best.x - 0.25).max() < 1e-4),
+                          "hidden": hidden, "numpy_at": numpy.__file__}))
     """
     result = sandbox.run(python_spec(code))
     assert result.ok, result.stderr
-    assert result.stdout.strip().endswith("true]")
+    seen = json.loads(result.stdout)
+    assert seen["solved"]
+    assert all(seen["hidden"].values()), seen["hidden"]
+    assert seen["numpy_at"].startswith(str(sandbox.packages_dir()))
+    for forbidden in ("litellm", "sqlalchemy"):
+        failed = sandbox.run(python_spec(f"import {forbidden}"))
+        assert failed.exit_code == 1 and f"No module named '{forbidden}'" in failed.stderr
+
+
+def test_package_folder_holds_only_numpy_and_scipy_and_is_read_only(sandbox: LocalSandbox) -> None:
+    folder = sandbox.packages_dir()
+    names = {entry.name for entry in folder.iterdir()}
+    assert {"numpy", "scipy"} <= names <= {"numpy", "numpy.libs", "scipy", "scipy.libs"}
+    assert all((folder / name).is_symlink() for name in names)
+    result = sandbox.run(python_spec(f"open({str(folder / 'evil.py')!r}, 'w').write('x')"))
+    assert result.exit_code == 1 or os.geteuid() == 0  # root ignores the folder's mode bits
+    sandbox.close()
+    assert not folder.exists()
+
+
+def test_other_interpreter_without_numpy_gets_the_standard_library_only(tmp_path: Path) -> None:
+    bare = tmp_path / "bare-venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True)
+    box = LocalSandbox(python=str(bare / "bin" / "python"))
+    try:
+        assert list(box.packages_dir().iterdir()) == []
+        result = box.run(python_spec("import json; print(json.dumps([1]))"))
+        assert result.ok and result.stdout == "[1]\n", result.stderr
+        assert "No module named 'numpy'" in box.run(python_spec("import numpy")).stderr
+    finally:
+        box.close()
 
 
 def test_crash_reports_exit_code_and_stderr(sandbox: LocalSandbox) -> None:
@@ -150,7 +188,9 @@ def test_host_environment_does_not_leak(sandbox: LocalSandbox, monkeypatch: pyte
     assert env["PATH"] == "/usr/bin:/bin"
     assert env["HOME"] == env["TMPDIR"]
     assert set(env) <= {"PATH", "HOME", "TMPDIR", "LANG", "PYTHONDONTWRITEBYTECODE", "PYTHONUNBUFFERED",
-                        "TASK_SEED", "LC_CTYPE"}
+                        "PYTHONPATH", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "TASK_SEED", "LC_CTYPE"}
+    assert env["PYTHONPATH"] == str(sandbox.packages_dir())
+    assert env["OPENBLAS_NUM_THREADS"] == env["OMP_NUM_THREADS"] == "1"
 
 
 def test_files_placed_and_collected(sandbox: LocalSandbox) -> None:
