@@ -67,17 +67,27 @@ class Reporter:
 
 
 def choose_sandbox(config: RunConfig, warn: Callable[[str], None], *, fm_dir: Path | None = None) -> Sandbox:
-    """The sandbox backend the config asks for; `auto` takes Docker when the engine answers and the image exists.
+    """The sandbox backend the config asks for; `auto` takes Docker when the engine answers and the image is current.
 
+    A stale image (made by an older recipe, see sandbox.image) counts as missing for `auto`;
+    `docker` refuses it (SandboxError naming `cambrian sandbox build`).
     fm_dir: host folder for the per-container FM gateway socket folders (Docker only).
     """
+    from sandbox.image import image_status
+
     choice = config.evaluation.sandbox
     image = config.evaluation.image
     if choice == "auto":
-        if engine_available() and image_exists(image):
+        status = image_status(image) if engine_available() else None
+        if status is not None and status.current:
             choice = "docker"
         else:
-            reason = "no Docker engine answers" if not engine_available() else f"the image {image} is missing"
+            if status is None:
+                reason = "no Docker engine answers"
+            elif status.stale:
+                reason = f"the image {image} is stale ({status.stale_reason()})"
+            else:
+                reason = f"the image {image} is missing"
             warn(
                 f"{reason}, so agents run in the LOCAL sandbox (a subprocess with resource limits, a scrubbed "
                 "environment and its own process group): isolation is weaker than a container. "
