@@ -48,3 +48,28 @@ class EmptyView(ArchiveError, ValueError):
 
 class SelectorConfigError(ArchiveError, ValueError):
     """An unknown selection strategy name or a bad parameter for one."""
+
+
+class ArchiveNotFound(ArchiveError):
+    """A read-only open of an archive file that does not exist (a reader never creates one)."""
+
+
+class NotAnArchive(ArchiveError):
+    """The database holds no Cambrian schema (empty, or someone else's tables)."""
+
+
+class ArchiveOutdated(ArchiveError):
+    """The archive was written by an older Cambrian; a writable open or `cambrian db upgrade RUN` upgrades it."""
+
+    def __init__(self, message: str, *, found: int, needed: int, fix: str = "") -> None:
+        super().__init__(message, fix=fix)
+        self.found = found
+        self.needed = needed
+
+
+class ArchiveTooNew(ArchiveError):
+    """The archive's schema is newer than this Cambrian knows: it refuses to read or change it."""
+
+
+class ArchiveReadOnly(ArchiveError):
+    """A write through an archive opened with readonly=True."""

@@ -1,4 +1,4 @@
-"""The archive's tables: runs, agents, genomes, evaluations and FM calls.
+"""The archive's tables: runs, agents, genomes, evaluations, FM calls and the schema version.
 
 Every column a researcher filters or sorts on is a real column (no JSON blobs
 standing in for columns); the only JSON text is the frozen run config, which is
@@ -89,6 +89,9 @@ class Agent(SQLModel, table=True):
     cost_usd: float = 0.0
     created_at: datetime = Field(default_factory=utcnow)
     updated_at: datetime = Field(default_factory=utcnow)
+    # What the static check repaired in the child before evaluation, e.g. "added `import math`";
+    # None when nothing. Schema version 2; last, where ALTER TABLE ADD COLUMN puts it in older archives.
+    repair_note: Optional[str] = None
 
 
 class Evaluation(SQLModel, table=True):
@@ -151,3 +154,11 @@ class LLMResponse(SQLModel, table=True):
     completion_tokens: int = 0
     cost_usd: float = 0.0
     created_at: datetime = Field(default_factory=utcnow)
+
+
+class SchemaVersion(SQLModel, table=True):
+    """The archive's schema version (archive/schema.py): one row, written when the schema is created or upgraded."""
+
+    id: int = Field(default=1, primary_key=True)
+    version: int
+    updated_at: datetime = Field(default_factory=utcnow)

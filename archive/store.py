@@ -8,6 +8,10 @@ The per-candidate path (add_agent, mark_evaluating, finish_evaluation, get_agent
 ledger) runs prebuilt SQLAlchemy Core statements on the archive's own connection: the
 ORM's session and unit of work cost several times what SQLite does, and the loop pays
 them for every candidate. Rarely called queries keep the ORM for readability.
+
+Opening runs no DDL unless the schema is missing or older than this code: archive/schema.py
+creates or upgrades it in one guarded transaction. `readonly=True` opens for browsing an
+archive a search may be writing: no DDL, no write lock, no write at all.
 """
 
 from __future__ import annotations
@@ -20,20 +24,24 @@ from contextlib import contextmanager
 from pathlib import Path
 from types import MappingProxyType, TracebackType
 from typing import Any, Iterator, Mapping, Sequence
+from urllib.parse import quote
 
 import numpy as np
 from sqlalchemy import Connection, Engine, bindparam, delete, event, func, insert, literal, or_, update
 from sqlalchemy import select as core_select
-from sqlalchemy.engine import make_url
+from sqlalchemy.engine import URL, make_url
 from sqlalchemy.pool import StaticPool
-from sqlmodel import Session, SQLModel, create_engine, select
+from sqlmodel import Session, create_engine, select
 
 from archive.errors import (
     AgentNotFound,
     ArchiveError,
+    ArchiveNotFound,
+    ArchiveReadOnly,
     GenomeNotFound,
     InvalidGenome,
     InvalidTransition,
+    NotAnArchive,
     RunExists,
     RunNotFound,
 )
@@ -50,6 +58,7 @@ from archive.models import (
     RunStatus,
     utcnow,
 )
+from archive.schema import SchemaReport, open_schema
 from archive.view import NO_PARENT, ArchiveView
 
 __all__ = ["TRANSITIONS", "Archive", "CostSummary", "ModelCost", "check_genome_paths", "genome_hash"]
@@ -65,6 +74,9 @@ TRANSITIONS: Mapping[AgentStatus, frozenset[AgentStatus]] = MappingProxyType({
     AgentStatus.evaluated: frozenset(),
     AgentStatus.invalid: frozenset(),
 })
+
+#: How long a connection waits for another's lock, and a reader for a creator's schema, in seconds.
+_BUSY_TIMEOUT_S = 10.0
 
 _NEW_AGENT_STATUSES = (AgentStatus.proposed, AgentStatus.invalid)
 _FINISHED_STATUSES = (AgentStatus.evaluated, AgentStatus.invalid, AgentStatus.failed)
@@ -197,8 +209,15 @@ def check_genome_paths(files: Mapping[str, str], entry: str) -> None:
         )
 
 
-def _configure_sqlite(engine: Engine) -> None:
-    """Per-connection pragmas, and BEGIN issued by us so writers can take the lock up front."""
+def _configure_sqlite(engine: Engine, *, readonly: bool) -> None:
+    """Per-connection pragmas, and BEGIN issued by us so writers can take the lock up front.
+
+    A reader's connections set only the busy timeout: journal_mode=WAL would be a write on a
+    file not yet in WAL mode, and the writer sets it anyway.
+    """
+    busy_timeout = f"busy_timeout={int(_BUSY_TIMEOUT_S * 1000)}"
+    writer = ("journal_mode=WAL", "synchronous=NORMAL", "foreign_keys=ON")
+    pragmas = (busy_timeout,) if readonly else (busy_timeout, *writer)
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
@@ -206,7 +225,7 @@ def _configure_sqlite(engine: Engine) -> None:
         # after our status checks had read: isolation_level=None hands BEGIN to `_on_begin`.
         dbapi_connection.isolation_level = None
         cursor = dbapi_connection.cursor()
-        for pragma in ("busy_timeout=10000", "journal_mode=WAL", "synchronous=NORMAL", "foreign_keys=ON"):
+        for pragma in pragmas:
             cursor.execute(f"PRAGMA {pragma}")
         cursor.close()
 
@@ -216,6 +235,35 @@ def _configure_sqlite(engine: Engine) -> None:
         # Straight to the driver: SQLAlchemy's statement machinery would double the cost
         # of a short transaction, and BEGIN needs none of it.
         connection.connection.driver_connection.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+
+
+def _read_only_sqlite_url(url: URL, *, in_memory: bool) -> URL:
+    """`url` opened with SQLite's mode=ro; ArchiveNotFound when its file does not exist.
+
+    Why mode=ro rather than PRAGMA query_only: SQLite then cannot write the file at all
+    (query_only still lets `PRAGMA journal_mode=DELETE` change it, and a query_only connection
+    closing last checkpoints the WAL into it), and it refuses a missing file instead of creating
+    one. Measured against a live WAL writer (committing continuously, closing and reopening, and
+    creating the file while readers polled it): zero errors on either side. A mode=ro reader may
+    create an empty -wal/-shm beside the file (the WAL index must live somewhere); it never
+    takes the write lock.
+    """
+    if in_memory:
+        raise NotAnArchive(
+            "an in-memory database opened read-only is always empty",
+            fix="open an archive file read-only, or open the in-memory database without readonly=True",
+        )
+    database = url.database or ""
+    if database.startswith("file:"):  # already a URI filename (uri=true): add the mode
+        return url.update_query_dict({"mode": "ro"})
+    path = Path(database).expanduser().resolve()
+    if not path.is_file():
+        raise ArchiveNotFound(
+            f"no archive file at {path}",
+            fix="check the path: a run's archive is RUNS_DIR/<run>/archive.db (`cambrian runs` lists them); "
+            "a read-only open never creates one, a writable open (`cambrian run`) does",
+        )
+    return url.set(database=f"file:{quote(str(path))}", query={**url.query, "mode": "ro", "uri": "true"})
 
 
 def _no_agent(agent_id: int) -> AgentNotFound:
@@ -251,32 +299,44 @@ def _explain_refused_agent(connection: Connection, run_id: int, parents: Sequenc
 class Archive(LedgerMixin):
     """The lineage store of runs, agents, genomes, evaluations and the FM ledger."""
 
-    def __init__(self, url: str) -> None:
-        """Open (creating tables if needed) the database at SQLAlchemy `url`.
+    def __init__(self, url: str, *, readonly: bool = False) -> None:
+        """Open the database at SQLAlchemy `url`; a writable open creates or upgrades its schema.
 
-        For SQLite the parent folder is created and every connection gets WAL journaling,
-        synchronous=NORMAL, foreign keys on and a 10 s busy timeout.
+        The schema step (archive/schema.py) runs no DDL on an archive at the current version;
+        `schema` says what it found and did. ArchiveTooNew for an archive newer than this code.
+        readonly: for browsing an archive a search may be writing: no DDL, no write lock, and
+        every write raises ArchiveReadOnly; ArchiveNotFound when the file does not exist (it
+        is not created), ArchiveOutdated when its schema is older (`cambrian db upgrade RUN`).
+        For SQLite a writable open creates the parent folder, and its connections get WAL
+        journaling, synchronous=NORMAL and foreign keys on; every connection a 10 s busy timeout.
         """
         self.url = url
+        self._readonly = readonly
         parsed = make_url(url)
         self._sqlite = parsed.get_backend_name() == "sqlite"
+        where = parsed.render_as_string(hide_password=True)
         options: dict[str, Any] = {}
         if self._sqlite:
             database = parsed.database or ""
             in_memory = database in ("", ":memory:") or parsed.query.get("mode") == "memory"
-            if in_memory:
+            if not in_memory and not database.startswith("file:"):
+                where = str(Path(database).expanduser())
+            if readonly:
+                # SQLite enforces it too; elsewhere (PostgreSQL) the guard in `_transaction`/`_write` does.
+                parsed = _read_only_sqlite_url(parsed, in_memory=in_memory)
+            elif in_memory:
                 # One shared connection, or each connection would see its own empty database.
                 options["poolclass"] = StaticPool
             elif not database.startswith("file:"):
                 Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
             options["connect_args"] = {"check_same_thread": False}
-        self._engine: Engine = create_engine(url, **options)
+        self._where = where
+        self._engine: Engine = create_engine(parsed, **options)
         if self._sqlite:
-            _configure_sqlite(self._engine)
+            _configure_sqlite(self._engine, readonly=readonly)
         # Write sessions take the SQLite write lock up front (BEGIN IMMEDIATE), so a
         # read-check-write such as a status transition cannot interleave with another process.
         self._write_engine = self._engine.execution_options(cambrian_write=True)
-        SQLModel.metadata.create_all(self._engine)
         dialect = self._engine.dialect.name
         self._insert_genome = insert_ignore_statement(_GENOME, dialect)
         self._insert_response = insert_ignore_statement(LLMResponse.__table__, dialect)  # type: ignore[attr-defined]
@@ -284,11 +344,23 @@ class Archive(LedgerMixin):
         # as the statement). The lock lets any thread use it, one transaction at a time.
         self._connection: Connection | None = None
         self._connection_lock = threading.RLock()
+        try:
+            self.schema: SchemaReport = open_schema(
+                self._transaction, readonly=readonly, where=where, wait_for_creator_s=_BUSY_TIMEOUT_S
+            )
+        except BaseException:
+            self.close()
+            raise
 
     @classmethod
-    def at(cls, path: Path) -> Archive:
-        """Open the SQLite archive file at `path` (e.g. runs/<name>/archive.db)."""
-        return cls(f"sqlite:///{Path(path).expanduser().resolve()}")
+    def at(cls, path: Path, *, readonly: bool = False) -> Archive:
+        """Open the SQLite archive file at `path` (e.g. runs/<name>/archive.db); readonly as in `Archive(...)`."""
+        return cls(f"sqlite:///{Path(path).expanduser().resolve()}", readonly=readonly)
+
+    @property
+    def readonly(self) -> bool:
+        """True when opened with readonly=True: every write raises ArchiveReadOnly."""
+        return self._readonly
 
     @property
     def engine(self) -> Engine:
@@ -321,6 +393,8 @@ class Archive(LedgerMixin):
         `write=True` begins with the write lock taken (BEGIN IMMEDIATE on SQLite). Not
         re-entrant: a method inside a transaction must not call another that opens one.
         """
+        if write and self._readonly:
+            raise self._refuse_write()
         with self._connection_lock:
             connection = self._connection
             if connection is None or connection.closed or connection.invalidated:
@@ -337,8 +411,16 @@ class Archive(LedgerMixin):
     @contextmanager
     def _write(self) -> Iterator[Session]:
         """One ORM transaction: commits on success, rolls everything back on any exception."""
+        if self._readonly:
+            raise self._refuse_write()
         with Session(self._write_engine, expire_on_commit=False) as session, session.begin():
             yield session
+
+    def _refuse_write(self) -> ArchiveReadOnly:
+        return ArchiveReadOnly(
+            f"the archive {self._where} is open read-only: it stores and changes nothing",
+            fix="open it without readonly=True (in the CLI only `run`, `resume`, `eval` and `db upgrade` write)",
+        )
 
     # ----- runs -----
 
@@ -446,6 +528,7 @@ class Archive(LedgerMixin):
         completion_tokens: int = 0,
         cost_usd: float = 0.0,
         link_llm_calls: bool = False,
+        repair_note: str | None = None,
     ) -> Agent:
         """Store an agent and its genome (if `files`) in one transaction.
 
@@ -453,6 +536,8 @@ class Archive(LedgerMixin):
         `files` may be None and `invalid_reason` says why). Parents must be agents of the run.
         link_llm_calls: in the same transaction, attribute the run's unattributed FM calls of
         `iteration` to the new agent (the proposer calls the FM before the agent exists).
+        repair_note: what the static check repaired in the child before evaluation (e.g.
+        "added `import math`"); None when nothing.
         """
         status = AgentStatus(status)
         if status not in _NEW_AGENT_STATUSES:
@@ -469,6 +554,7 @@ class Archive(LedgerMixin):
             "holdout_score": None, "stage_reached": 0, "n_tasks": 0, "invalid_reason": invalid_reason,
             "feedback": feedback, "eval_attempts": 0, "eval_seconds": None, "prompt_tokens": prompt_tokens,
             "completion_tokens": completion_tokens, "cost_usd": cost_usd, "created_at": now, "updated_at": now,
+            "repair_note": repair_note,
         }  # fmt: skip
         with self._transaction(write=True) as connection:
             if files is not None:

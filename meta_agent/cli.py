@@ -20,6 +20,7 @@ from rich.syntax import Syntax
 from rich.table import Table
 from rich.tree import Tree
 
+from archive.errors import ArchiveOutdated, ArchiveTooNew
 from archive.models import Agent, AgentStatus
 from archive.selection import STRATEGY_NAMES
 from archive.store import Archive
@@ -28,7 +29,7 @@ from meta_agent.errors import user_error_types
 from meta_agent.arms import arm_history
 from meta_agent.loop import LoopEvent, LoopOutcome
 from meta_agent.sandbox_cli import sandbox_app
-from meta_agent.session import Reporter, open_run, resume_run, start_run
+from meta_agent.session import Reporter, archive_path, open_run, resume_run, start_run
 
 app = typer.Typer(
     help="Cambrian: open-ended search for self-improving agents.",
@@ -37,7 +38,9 @@ app = typer.Typer(
     add_completion=False,
 )
 models_app = typer.Typer(help="Named models that install offline.", no_args_is_help=True)
+db_app = typer.Typer(help="A run's archive: upgrade one written by an older Cambrian.", no_args_is_help=True)
 app.add_typer(models_app, name="models")
+app.add_typer(db_app, name="db")
 app.add_typer(sandbox_app, name="sandbox")
 
 console = Console()
@@ -197,7 +200,16 @@ def list_runs(runs_dir: Path = RunsDir) -> None:
     table = Table("run", "benchmark", "status", "agents", "best", "created")
     paths = sorted(Path(runs_dir).glob("*/archive.db"))
     for path in paths:
-        with Archive.at(path) as archive:
+        try:
+            archive = Archive.at(path, readonly=True)  # a search may be writing it
+        except ArchiveOutdated as outdated:
+            fix = f"schema v{outdated.found}: `cambrian db upgrade {path.parent.name}`"
+            table.add_row(path.parent.name, "", fix, "", "", "")
+            continue
+        except ArchiveTooNew:
+            table.add_row(path.parent.name, "", "newer schema: upgrade Cambrian", "", "", "")
+            continue
+        with archive:
             for r in archive.list_runs():
                 best = archive.best(int(r.id), n=1)
                 n_agents = len(archive.agents(int(r.id)))
@@ -214,7 +226,7 @@ def list_runs(runs_dir: Path = RunsDir) -> None:
 @app.command()
 def status(run_name: str = typer.Argument(..., metavar="RUN"), runs_dir: Path = RunsDir) -> None:
     """A run's state: agents by status, best and seed scores, FM tokens and cost."""
-    archive, r = open_run(runs_dir, run_name)
+    archive, r = open_run(runs_dir, run_name, readonly=True)
     with archive:
         agents = archive.agents(int(r.id))
         counts = {s.value: sum(1 for a in agents if a.status == s) for s in AgentStatus}
@@ -289,7 +301,7 @@ def tree(
     runs_dir: Path = RunsDir,
 ) -> None:
     """The lineage tree: score, operator and status of every agent."""
-    archive, r = open_run(runs_dir, run_name)
+    archive, r = open_run(runs_dir, run_name, readonly=True)
     with archive:
         agents = archive.best_path(int(r.id)) if best_path else archive.agents(int(r.id))
     shown = {int(a.id) for a in agents}
@@ -319,7 +331,7 @@ def show(
     runs_dir: Path = RunsDir,
 ) -> None:
     """One agent: scores, lineage, feedback, per-task results and code."""
-    archive, r = open_run(runs_dir, run_name)
+    archive, r = open_run(runs_dir, run_name, readonly=True)
     with archive:
         agent = archive.get_agent(agent_id)
         if agent.run_id != r.id:
@@ -362,7 +374,7 @@ def diff(
     """The unified diff between two agents' code."""
     from archive.export import unified_diff
 
-    archive, _ = open_run(runs_dir, run_name)
+    archive, _ = open_run(runs_dir, run_name, readonly=True)
     with archive:
         agent_a, agent_b = archive.get_agent(a), archive.get_agent(b)
         for agent in (agent_a, agent_b):
@@ -385,7 +397,7 @@ def export(
     """Export agents as standalone folders: files, manifest.json and the diff chain from the seed."""
     from archive.export import export_agent
 
-    archive, r = open_run(runs_dir, run_name)
+    archive, r = open_run(runs_dir, run_name, readonly=True)
     with archive:
         ids = [agent] if agent is not None else [int(a.id) for a in archive.best(int(r.id), n=best)]
         if not ids:
@@ -445,6 +457,23 @@ def benchmarks() -> None:
     for bench_name, description in describe_benchmarks():
         table.add_row(bench_name, description)
     console.print(table)
+
+
+# ----- archive schema ----------------------------------------------------------------------------
+
+
+@db_app.command("upgrade")
+def db_upgrade(run_name: str = typer.Argument(..., metavar="RUN"), runs_dir: Path = RunsDir) -> None:
+    """Upgrade a run's archive to this Cambrian's schema in one transaction, keeping every row."""
+    archive, _ = open_run(runs_dir, run_name)  # a writable open upgrades (archive/schema.py)
+    with archive:
+        report = archive.schema
+    path = archive_path(runs_dir, run_name)
+    if not report.changes:
+        console.print(f"{path}: schema version {report.version}, already current")
+        return
+    console.print(f"upgraded {path} from schema version {report.found} to {report.version}: "
+                  + "; ".join(report.changes))
 
 
 # ----- models and serving ------------------------------------------------------------------------

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
 
+from archive.errors import ArchiveOutdated
 from archive.models import Run, RunStatus
 from archive.store import Archive
 from evaluators.base import Benchmark, FeedbackPolicy
@@ -42,8 +43,14 @@ def archive_path(runs_dir: Path, name: str) -> Path:
     return Path(runs_dir) / name / ARCHIVE_FILE
 
 
-def open_run(runs_dir: Path, name: str) -> tuple[Archive, Run]:
-    """The archive and Run row of an existing run, by name."""
+def open_run(runs_dir: Path, name: str, *, readonly: bool = False) -> tuple[Archive, Run]:
+    """The archive and Run row of an existing run, by name.
+
+    readonly: for commands that only read: no DDL, no write lock, so a search writing the
+    archive meanwhile is never disturbed; an archive from an older Cambrian is refused
+    (ArchiveOutdated) instead of upgraded, with `cambrian db upgrade` as the fix. A writable
+    open upgrades it.
+    """
     path = archive_path(runs_dir, name)
     if not path.exists():
         known = sorted(p.parent.name for p in Path(runs_dir).glob(f"*/{ARCHIVE_FILE}"))
@@ -52,8 +59,19 @@ def open_run(runs_dir: Path, name: str) -> tuple[Archive, Run]:
             f"no run named {name!r} in {runs_dir}",
             fix=f"{hint}; `cambrian runs` lists them (use --runs-dir for another folder)",
         )
-    archive = Archive.at(path)
-    return archive, archive.get_run(name)
+    try:
+        archive = Archive.at(path, readonly=readonly)
+    except ArchiveOutdated as outdated:
+        outdated.fix = (
+            f"upgrade it in place with `cambrian db upgrade {name} --runs-dir {runs_dir}` (every row is kept), "
+            "then run this again"
+        )
+        raise
+    try:
+        return archive, archive.get_run(name)
+    except BaseException:
+        archive.close()
+        raise
 
 
 @dataclass

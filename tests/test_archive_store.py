@@ -6,6 +6,7 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from pathlib import Path
@@ -14,18 +15,22 @@ from typing import Iterator
 import numpy as np
 import pytest
 from sqlalchemy import inspect as sa_inspect
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import IntegrityError, OperationalError
 
 from archive.errors import (
     AgentNotFound,
     ArchiveError,
+    ArchiveNotFound,
+    ArchiveReadOnly,
     GenomeNotFound,
     InvalidGenome,
     InvalidTransition,
+    NotAnArchive,
     RunExists,
     RunNotFound,
 )
 from archive.models import AgentStatus, Evaluation, LLMCall, LLMResponse, Run, RunStatus
+from archive.schema import SCHEMA_VERSION
 from archive.store import Archive, genome_hash
 from archive.view import ArchiveView
 
@@ -487,3 +492,90 @@ def test_a_second_holdout_evaluation_replaces_the_first_rows(tmp_path: Path) -> 
         rows = archive.evaluations(int(agent.id))
         assert sorted((r.split, r.task_id) for r in rows) == [("holdout", "h1"), ("holdout", "h2"), ("search", "s1")]
         assert archive.get_agent(int(agent.id)).holdout_score == 0.4
+
+
+def test_repair_note_is_stored_with_the_agent(archive: Archive, run: Run) -> None:
+    repaired = archive.add_agent(run.id, files=SEED_FILES, entry="main.py", repair_note="added `import math`")
+    plain = archive.add_agent(run.id, files=files_with(2), entry="main.py", parent_id=repaired.id, iteration=1)
+    assert (repaired.repair_note, plain.repair_note) == ("added `import math`", None)
+    assert archive.get_agent(repaired.id).repair_note == "added `import math`"
+    assert [a.repair_note for a in archive.agents(run.id)] == ["added `import math`", None]
+    evaluate(archive, repaired.id, 0.6)  # the lifecycle keeps it
+    assert archive.get_agent(repaired.id).repair_note == "added `import math`"
+
+
+def _file_bytes(db_path: Path) -> tuple[bytes, ...]:
+    return tuple(p.read_bytes() for p in (db_path, db_path.with_name(db_path.name + "-wal")) if p.exists())
+
+
+def test_a_read_only_archive_reads_everything_and_refuses_every_write(
+    archive: Archive, run: Run, db_path: Path
+) -> None:
+    seed = archive.add_agent(run.id, files=SEED_FILES, entry="main.py")
+    evaluate(archive, seed.id, 0.4)
+    archive.record_llm_call(LLMCall(run_id=run.id, agent_id=seed.id, model="m", request_hash="r1", cost_usd=0.5))
+    before = _file_bytes(db_path)
+    with Archive.at(db_path, readonly=True) as reader:
+        assert reader.readonly and not archive.readonly
+        assert reader.get_run("demo").id == run.id
+        assert reader.get_agent(seed.id).score == 0.4
+        assert reader.get_genome(str(seed.genome_hash)) == (SEED_FILES, "main.py")
+        assert [e.task_id for e in reader.evaluations(seed.id)] == ["t0"]
+        assert reader.view(run.id).ids.tolist() == [seed.id]
+        assert reader.cost_summary(run.id).cost_usd == 0.5
+        response = LLMResponse(request_hash="r9", model="m", text="t")
+        writes = {
+            "create_run": lambda: reader.create_run(name="x", benchmark="b", seed=0, config_json="{}"),
+            "set_run_status": lambda: reader.set_run_status(run.id, RunStatus.stopped),
+            "update_run_config": lambda: reader.update_run_config(run.id, "{}"),
+            "put_genome": lambda: reader.put_genome({"a.py": "x = 1\n"}, "a.py"),
+            "add_agent": lambda: reader.add_agent(run.id, files=files_with(5), entry="main.py"),
+            "mark_evaluating": lambda: reader.mark_evaluating(seed.id),
+            "finish_evaluation": lambda: reader.finish_evaluation(seed.id, status=AgentStatus.invalid),
+            "mark_failed": lambda: reader.mark_failed(seed.id, "x"),
+            "set_holdout_score": lambda: reader.set_holdout_score(seed.id, 0.1),
+            "record_llm_call": lambda: reader.record_llm_call(LLMCall(run_id=run.id, model="m", request_hash="r2")),
+            "record_llm_exchange": lambda: reader.record_llm_exchange(
+                LLMCall(run_id=run.id, model="m", request_hash="r9"), response
+            ),
+            "store_response": lambda: reader.store_response(response),
+            "link_llm_calls": lambda: reader.link_llm_calls(run.id, iteration=0, agent_id=seed.id),
+        }
+        for name, write in writes.items():
+            with pytest.raises(ArchiveReadOnly) as refused:
+                write()
+            assert "read-only" in str(refused.value) and str(db_path) in str(refused.value), name
+            assert "readonly=True" in refused.value.fix, name
+        # Past the API, SQLite itself refuses: the file is open with mode=ro.
+        with pytest.raises(OperationalError, match="readonly database"), reader.engine.begin() as connection:
+            connection.exec_driver_sql("DELETE FROM llmcall")
+        assert reader.get_agent(seed.id).status is AgentStatus.evaluated
+    assert _file_bytes(db_path) == before
+    assert archive.get_agent(seed.id).status is AgentStatus.evaluated and len(archive.llm_calls(run.id)) == 1
+
+
+def test_a_read_only_open_of_a_missing_file_names_it_and_creates_nothing(tmp_path: Path) -> None:
+    missing = tmp_path / "runs" / "nowhere" / "archive.db"
+    for url in (None, f"sqlite:///{missing}"):
+        with pytest.raises(ArchiveNotFound) as caught:
+            Archive.at(missing, readonly=True) if url is None else Archive(url, readonly=True)
+        assert str(missing) in str(caught.value) and "cambrian runs" in caught.value.fix
+    assert not (tmp_path / "runs").exists()
+    with pytest.raises(NotAnArchive, match="in-memory"):
+        Archive("sqlite://", readonly=True)
+
+
+def test_a_reader_of_an_empty_file_waits_for_its_creator(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "archive.db"
+    path.touch()  # what a creating process has made before its schema transaction commits
+    creator = threading.Timer(0.3, lambda: Archive.at(path).close())
+    creator.start()
+    with Archive.at(path, readonly=True) as reader:
+        assert reader.schema.found == SCHEMA_VERSION and reader.list_runs() == []
+    creator.join()
+    abandoned = tmp_path / "empty.db"
+    abandoned.touch()
+    monkeypatch.setattr("archive.store._BUSY_TIMEOUT_S", 0.2)
+    with pytest.raises(NotAnArchive, match="empty") as caught:
+        Archive.at(abandoned, readonly=True)
+    assert "creates an archive" in caught.value.fix and abandoned.stat().st_size == 0

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from archive.errors import RunNotFound
 from archive.models import AgentStatus, RunStatus
 from archive.store import Archive
 
@@ -92,9 +93,20 @@ def test_search_with_real_local_model_then_browse_and_export(tmp_path: Path, smo
 
 
 def _committed(db: Path) -> dict[int, tuple[str, float | None, str | None]]:
-    with Archive.at(db) as archive:
+    # Read-only: the search may be writing the archive (even creating it) at this instant.
+    with Archive.at(db, readonly=True) as archive:
         run = archive.get_run("killed")
         return {int(a.id): (a.status.value, a.score, a.genome_hash) for a in archive.agents(int(run.id))}
+
+
+def _committed_so_far(db: Path) -> int:
+    """How many agents the live search has committed (0 until its archive and run row exist)."""
+    if not db.exists():
+        return 0
+    try:
+        return len(_committed(db))
+    except RunNotFound:  # the schema is committed a moment before the run row
+        return 0
 
 
 def test_sigkill_mid_run_then_resume_loses_nothing(tmp_path: Path, smollm2_path: Path) -> None:
@@ -107,7 +119,7 @@ def test_sigkill_mid_run_then_resume_loses_nothing(tmp_path: Path, smollm2_path:
     try:
         deadline = time.monotonic() + 400
         while time.monotonic() < deadline:
-            if db.exists() and len(_committed(db)) >= 4:
+            if _committed_so_far(db) >= 4:
                 break
             assert proc.poll() is None, "the run ended before it could be killed"
             time.sleep(0.5)
@@ -132,7 +144,7 @@ def test_sigkill_mid_run_then_resume_loses_nothing(tmp_path: Path, smollm2_path:
             assert (new_status, new_score) == (status, score), f"agent {agent_id} changed after resume"
         else:  # proposed / evaluating when killed: evaluated on resume
             assert new_status in ("evaluated", "invalid")
-    with Archive.at(db) as archive:
+    with Archive.at(db, readonly=True) as archive:
         run = archive.get_run("killed")
         assert run.status == RunStatus.finished
         assert archive.iterations_done(int(run.id)) == 8
