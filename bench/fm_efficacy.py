@@ -38,7 +38,6 @@ import json
 import math
 import os
 import platform
-import re
 import shutil
 import statistics
 import subprocess
@@ -52,6 +51,8 @@ from pathlib import Path
 from typing import Any, Sequence
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from meta_agent.summary import categorize  # noqa: E402 - after the path set-up
 
 MODELS = ("smollm2-135m", "qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b")
 OPERATORS = ("diff", "rewrite", "diagnose", "crossover")
@@ -81,40 +82,6 @@ class Record:
     propose_s: float
     eval_s: float
     repair_note: str = ""
-
-
-# ----- classifying why a proposal did not count ---------------------------------------------------------
-
-_CATEGORIES: tuple[tuple[str, str], ...] = (
-    (r"no SEARCH/REPLACE block", "format: no SEARCH/REPLACE block"),
-    (r"missing its|more than one =======|no ======= line|REPLACE marker with no", "format: malformed block"),
-    (r"no ```\w* block|had no code", "format: no code block"),
-    (r"did not match", "SEARCH did not match"),
-    (r"matches \d+ places", "SEARCH ambiguous"),
-    (r"changes nothing|left the program unchanged|identical to agent", "no change"),
-    (r"EVOLVE-BLOCK", "edit outside EVOLVE-BLOCK"),
-    (r"not valid Python", "syntax error"),
-    (r"undefined name", "static: undefined name"),
-    (r"static check", "static: other"),
-    (r"copy of program B", "crossover copied B"),
-    (r"the FM refused", "FM refused the prompt"),
-    (r"timed out|timeout", "timeout"),
-    (r"crashed: (\w+)", "crash: {0}"),
-    (r"invalid packing: .*overlap", "invalid packing: overlap"),
-    (r"invalid packing: .*(extends past|negative)", "invalid packing: outside the square"),
-    (r"invalid packing", "invalid packing: other"),
-    (r"no result", "no result (exit without answer)"),
-    (r"no tasks? passed|0/\d+ passed", "ran, no task passed"),
-)
-
-
-def categorize(reason: str) -> str:
-    """The histogram bucket of a public refusal or failure reason."""
-    for pattern, label in _CATEGORIES:
-        match = re.search(pattern, reason, flags=re.IGNORECASE)
-        if match:
-            return label.format(*match.groups()) if match.groups() else label
-    return reason.strip().splitlines()[0][:60] if reason.strip() else "unknown"
 
 
 # ----- one cell --------------------------------------------------------------------------------------
@@ -201,7 +168,7 @@ async def _cell(
             config, benchmark=benchmark, operators={operator_name: operator}, llms={model: llm},
             sandbox=sandbox, gateway=lambda: gateway,
         )  # fmt: skip
-        parent, parent_score = parents["parent"], parents["parent_score"]
+        parent_score = parents["parent_score"]
         ctx = parents["ctx"]
         if operator_name == "crossover":
             ctx = parents["crossover_ctx"]
@@ -297,7 +264,7 @@ async def _model_cells(model: str, args: argparse.Namespace, say: Any) -> list[R
         say(f"sandbox: {sandbox.name}")
         try:
             with fm_endpoint(config, reporter) as (endpoint, label):
-                llm = make_llm_client(endpoint, config, ledger=MemoryLedger())
+                llm = make_llm_client(endpoint, config, ledger=MemoryLedger(), warn=say)
                 gateway = FMGateway(llm, socket_dir=socket_dir)
                 try:
                     for benchmark_name in args.benchmarks:

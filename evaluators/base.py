@@ -82,7 +82,10 @@ class TaskScore:
 class FeedbackPolicy:
     """What the meta-agent may see of a task's failure; benchmarks follow it when writing feedback.
 
-    Hidden test source and expected answers are never shown, whatever the policy.
+    Hidden test files are never shown whole, and holdout tasks never show a test case or an expected
+    value. On the search split a benchmark may name the failing case (HumanEval: the failing assert,
+    its input, the expected and the actual value) when `error_message` is on: search tasks drive
+    selection, and the holdout score is what tells overfitting to them apart.
     max_chars: cap on one task's feedback text, characters (>= 40).
     error_type: show the exception's type ("AssertionError").
     error_message: show the exception's message (truncated to fit max_chars).
@@ -139,6 +142,10 @@ class FeedbackPolicy:
 
 @runtime_checkable
 class Benchmark(Protocol):
+    """What a benchmark provides. Optional attributes, read with getattr: `entry_function` (the name of the
+    function the harness calls in the entry file; the static check refuses a child that drops it or
+    changes how it is called), `descriptor_bounds`, `check_spec`, `self_modify_task`."""
+
     name: str
     description: str
     #: What the meta-agent is told about the program it edits: signature, rules, score.

@@ -30,6 +30,7 @@ from meta_agent.arms import arm_history
 from meta_agent.loop import LoopEvent, LoopOutcome
 from meta_agent.sandbox_cli import sandbox_app
 from meta_agent.session import Reporter, archive_path, open_run, resume_run, start_run
+from meta_agent.summary import summarize_run
 
 app = typer.Typer(
     help="Cambrian: open-ended search for self-improving agents.",
@@ -108,6 +109,10 @@ def _print_outcome(name: str, outcome: LoopOutcome, runs_dir: Path) -> None:
         if outcome.seed_score is not None:
             gain = f" (seed {outcome.seed_score:.4f}, {outcome.best_score - outcome.seed_score:+.4f})"
         console.print(f"best score [bold]{outcome.best_score:.4f}[/bold] by agent {outcome.best_agent_id}{gain}")
+    archive, run_row = open_run(runs_dir, name, readonly=True)
+    with archive:
+        for line in summarize_run(archive, int(run_row.id)).lines(name):
+            console.print(line, markup=False, highlight=False)
     console.print(
         f"this session: {outcome.proposals} proposals, {outcome.evaluated} evaluated, {outcome.invalid} invalid; "
         f"FM cost ${outcome.cost_usd:.4f} in all"

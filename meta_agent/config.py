@@ -49,6 +49,18 @@ class FMConfig(_Section):
         default_factory=list,
         description="more models for proposals besides `model` (same forms); the bandit or a uniform draw picks one",
     )
+    constrained: Literal["auto", "on", "off"] = Field(
+        default="auto",
+        description="constrained decoding: each reply must follow its format's grammar (SEARCH sections may only "
+        "copy lines of the parent). auto: on for local servers (llama.cpp, vLLM), off for hosted APIs",
+    )
+    repair_rounds: int = Field(
+        default=1,
+        ge=0,
+        le=3,
+        description="a reply that fails to parse, apply or pass the static check goes back to the FM with the "
+        "exact error, in the same conversation, this many times (ledger purpose `repair`)",
+    )
 
 
 class NoveltyConfig(_Section):

@@ -460,6 +460,7 @@ class SearchLoop:
             model=arm.model or None,
             iteration=iteration,
             link_llm_calls=True,
+            repair_note=proposal.repair_note,
             **proposal.usage(),
         )
         self._genome_owner[child_hash] = int(agent.id)

@@ -5,9 +5,11 @@ calls in between. Each has a `kind` (see OPERATOR_KINDS) that tells the loop how
 to drive it:
 
 - "fm" (`rewrite`, `diff`, `crossover`): `messages(ctx)` -> one FM call -> `apply(parent, reply)`.
-  `rewrite` wants the whole entry file in a fenced block (EVOLVE-BLOCK text outside the
-  markers must stay); `diff` wants SEARCH/REPLACE blocks (see `edits`); `crossover` shows
-  two parents and wants one whole file combining them (`needs_second_parent`).
+  `rewrite` wants the whole entry file in a fenced block (only its EVOLVE-BLOCK's code when the
+  file has one region); `diff` wants SEARCH/REPLACE blocks (see `edits`); `crossover` shows
+  two parents and wants one whole file combining them (`needs_second_parent`). Each says what
+  its reply must look like as a grammar (`grammar(ctx)`, for constrained decoding) and in
+  words (`format_hint(ctx)`, for the repair message after a reply that could not be used).
 - "fm_two_step" (`diagnose`): `plan_messages(ctx)` -> FM -> `parse_plan(reply)`, then
   `messages(ctx with plan)` -> FM -> `apply(parent, reply)`.
 - "sandbox" (`self_modify`, the Darwin Goedel Machine's move): the parent agent itself
@@ -34,14 +36,17 @@ import numpy as np
 
 from evaluators.base import Genome
 from meta_agent.edits import EditError
+from meta_agent.grammars import code_grammar, search_replace_grammar
 from meta_agent.prompting import (
     ParentInfo,
     PromptContext,
     PromptLimits,
     block_format,
+    code_language,
     failed_attempts_section,
     format_files,
     format_score,
+    region_reply,
     render,
     shown_feedback,
     system_message,
@@ -102,6 +107,14 @@ class Operator(Protocol):
 
     def apply(self, parent: Genome, reply: str) -> Genome:
         """The child genome the reply describes; raises EditError with a public reason."""
+        ...
+
+    def grammar(self, ctx: PromptContext) -> str | None:
+        """GBNF the reply must follow under constrained decoding (meta_agent/grammars.py), or None."""
+        ...
+
+    def format_hint(self, ctx: PromptContext) -> str:
+        """A few words on the reply format, for the repair message after a reply that could not be used."""
         ...
 
 
@@ -179,6 +192,22 @@ class RewriteOperator:
         """
         return _apply_rewrite(parent, reply)
 
+    def grammar(self, ctx: PromptContext) -> str | None:
+        """One fenced code block."""
+        return code_grammar(code_language(ctx.parent.genome.entry) or "python")
+
+    def format_hint(self, ctx: PromptContext) -> str:
+        return _code_hint(ctx)
+
+
+def _code_hint(ctx: PromptContext) -> str:
+    language = code_language(ctx.parent.genome.entry) or "python"
+    what = "the EVOLVE-BLOCK's code" if region_reply(ctx.parent.genome) else f"the whole {ctx.parent.genome.entry}"
+    return f": {what} in one ```{language} block"
+
+
+_BLOCKS_HINT = ": SEARCH/REPLACE blocks, SEARCH copying existing lines exactly"
+
 
 @dataclass(frozen=True)
 class DiffOperator:
@@ -201,6 +230,13 @@ class DiffOperator:
         markers, Python files that no longer parse, and edits that change nothing.
         """
         return _apply_search_replace(parent, reply)
+
+    def grammar(self, ctx: PromptContext) -> str | None:
+        """SEARCH/REPLACE blocks whose SEARCH copies a run of the parent's editable lines."""
+        return search_replace_grammar(ctx.parent.genome)
+
+    def format_hint(self, ctx: PromptContext) -> str:
+        return _BLOCKS_HINT
 
 
 @dataclass(frozen=True)
@@ -253,6 +289,13 @@ class CrossoverOperator:
                 fix="write a program that combines ideas of both programs instead of copying one",
             )
         return child
+
+    def grammar(self, ctx: PromptContext) -> str | None:
+        """One fenced code block."""
+        return code_grammar(code_language(ctx.parent.genome.entry) or "python")
+
+    def format_hint(self, ctx: PromptContext) -> str:
+        return _code_hint(ctx)
 
 
 # ---------------------------------------------------------------- two FM calls
@@ -316,6 +359,13 @@ class DiagnoseOperator:
         Raises EditError as `diff` or `rewrite` does.
         """
         return _apply_blocks_or_file(parent, reply)
+
+    def grammar(self, ctx: PromptContext) -> str | None:
+        """The edit (not the plan): SEARCH/REPLACE blocks, as `diff`."""
+        return search_replace_grammar(ctx.parent.genome)
+
+    def format_hint(self, ctx: PromptContext) -> str:
+        return _BLOCKS_HINT
 
 
 # ---------------------------------------------------------------- the registry

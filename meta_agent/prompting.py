@@ -217,19 +217,32 @@ def context_sections(ctx: PromptContext, limits: PromptLimits) -> str:
 def task_values(ctx: PromptContext, limits: PromptLimits) -> dict[str, str]:
     """The values the task templates (rewrite, diff, crossover, diagnose) share."""
     genome = ctx.parent.genome
+    one_region = region_reply(genome)
+    target = (
+        f"the complete new code for the EVOLVE-BLOCK of {genome.entry} (everything between its "
+        "EVOLVE-BLOCK-START and EVOLVE-BLOCK-END lines, imports included)"
+        if one_region
+        else f"the complete new {genome.entry}"
+    )
+    what = f"code of the EVOLVE-BLOCK of {genome.entry}" if one_region else genome.entry
+    evolve_note = render("evolve_note", {}) if has_markers(genome) else ""
     return {
         "contract": ctx.contract.strip(),
         "context": context_sections(ctx, limits),
         "entry": genome.entry,
         "language": code_language(genome.entry),
+        "target": target,
         # A comment, so a small model that copies the format line verbatim still writes valid code.
-        "placeholder": (
-            f"# the complete, improved {genome.entry}"
-            if genome.entry.endswith(".py")
-            else f"the complete, improved {genome.entry}"
-        ),
-        "evolve_note": render("evolve_note", {}) if has_markers(genome) else "",
+        "placeholder": f"# the complete, improved {what}" if genome.entry.endswith(".py") else f"the improved {what}",
+        "evolve_note": evolve_note,
+        # Whole-file replies: a one-region file is answered with its region only, so no note is needed.
+        "whole_note": "" if one_region else evolve_note,
     }
+
+
+def region_reply(genome: Genome) -> bool:
+    """Whether a whole-file operator asks only for the code of the entry file's single EVOLVE-BLOCK."""
+    return len(evolve_regions(genome.files[genome.entry], path=genome.entry)) == 1
 
 
 def block_format(genome: Genome) -> str:

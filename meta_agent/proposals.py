@@ -30,7 +30,9 @@ from meta_agent.evaluation import AgentFMBudget, run_self_modify
 from meta_agent.llm.client import Completion, LLMClient, derive_seed
 from meta_agent.llm.errors import FMBadRequest
 from meta_agent.llm.gateway import FMGateway
-from meta_agent.operators import OPERATOR_KINDS, AnyOperator, PromptContext
+from meta_agent.operators import OPERATOR_KINDS, AnyOperator, Operator, PromptContext
+from meta_agent.prompting import render
+from meta_agent.static_check import check_child
 from sandbox.base import Sandbox
 
 
@@ -66,6 +68,7 @@ class Proposal:
     completion_tokens: int = 0
     cost_usd: float = 0.0
     note: str = ""
+    repair_note: str | None = None  # what was repaired before evaluation (static imports, an FM repair round)
 
     def usage(self) -> dict[str, float | int]:
         return {"prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens, "cost_usd": self.cost_usd}
@@ -82,8 +85,10 @@ class _Usage:
         self.completion_tokens += completion.completion_tokens
         self.cost_usd += completion.cost_usd
 
-    def proposal(self, genome: Genome | None, reason: str | None = None, note: str = "") -> Proposal:
-        return Proposal(genome, reason, self.prompt_tokens, self.completion_tokens, self.cost_usd, note)
+    def proposal(
+        self, genome: Genome | None, reason: str | None = None, note: str = "", repair_note: str | None = None
+    ) -> Proposal:
+        return Proposal(genome, reason, self.prompt_tokens, self.completion_tokens, self.cost_usd, note, repair_note)
 
 
 class Proposer:
@@ -100,7 +105,10 @@ class Proposer:
         run_seed: int,
         fm_budget: AgentFMBudget,
         gateway: Callable[[], FMGateway | None],
+        repair_rounds: int = 1,
     ) -> None:
+        """repair_rounds: times a reply that fails to parse, apply or pass the static check goes back to the
+        FM with the error, in the same conversation (FM operators only; >= 0)."""
         self.benchmark = benchmark
         self.operators = operators
         self.llms = llms
@@ -109,6 +117,9 @@ class Proposer:
         self.run_seed = run_seed
         self.fm_budget = fm_budget
         self.gateway = gateway
+        self.repair_rounds = max(0, repair_rounds)
+        #: The function the harness calls in the entry file; the static check keeps it callable.
+        self.entry_function: str | None = getattr(benchmark, "entry_function", None)
 
     @classmethod
     def from_config(
@@ -131,6 +142,7 @@ class Proposer:
             run_seed=config.seed,
             fm_budget=agent_fm_budget(config),
             gateway=gateway,
+            repair_rounds=config.fm.repair_rounds,
         )
 
     async def propose(
@@ -156,7 +168,7 @@ class Proposer:
             if kind == "local":
                 rng = np.random.default_rng([self.run_seed, iteration, attempt])
                 child, note = operator.mutate_with_note(parent, rng)  # type: ignore[union-attr]
-                return usage.proposal(child, note=note)
+                return self._checked(usage, child, parent, note=note)
             if kind == "sandbox":
                 return await self._self_modify(operator, ctx, iteration=iteration, attempt=attempt)
             llm = self.llms[model]
@@ -167,17 +179,56 @@ class Proposer:
                 )
                 usage.add(planned)
                 ctx = dataclasses.replace(ctx, plan=operator.parse_plan(planned.text))  # type: ignore[union-attr]
-            completion = await llm.complete(operator.messages(ctx), seed=seed, purpose="mutate", iteration=iteration)  # type: ignore[union-attr]
-            usage.add(completion)
-            if operator_name == "crossover":
-                second = ctx.second_parent.genome if ctx.second_parent is not None else None
-                return usage.proposal(operator.apply(parent, completion.text, second_parent=second))  # type: ignore[call-arg]
-            return usage.proposal(operator.apply(parent, completion.text))  # type: ignore[arg-type]
+            return await self._edit(operator, ctx, llm, usage, seed=seed, iteration=iteration)  # type: ignore[arg-type]
         except EditError as exc:
             return usage.proposal(None, str(exc))
         except FMBadRequest as exc:
             # The prompt itself was refused (e.g. longer than the context): the parent's fault, not the FM's.
             return usage.proposal(None, f"the FM refused the prompt: {exc}")
+
+    async def _edit(
+        self, operator: Operator, ctx: PromptContext, llm: LLMClient, usage: _Usage, *, seed: int, iteration: int
+    ) -> Proposal:
+        """Ask for the edit; a reply that cannot become a checked child goes back with its error, up to
+        `repair_rounds` times, in the same conversation (the ledger's purpose "repair")."""
+        messages = list(operator.messages(ctx))
+        grammar = operator.grammar(ctx)
+        second = ctx.second_parent.genome if ctx.second_parent is not None else None
+        errors: list[str] = []
+        for round_ in range(self.repair_rounds + 1):
+            completion = await llm.complete(
+                messages, seed=seed, purpose="repair" if round_ else "mutate", iteration=iteration, grammar=grammar
+            )
+            usage.add(completion)
+            try:
+                if second is not None:
+                    child = operator.apply(ctx.parent.genome, completion.text, second_parent=second)  # type: ignore[call-arg]
+                else:
+                    child = operator.apply(ctx.parent.genome, completion.text)
+                checked = check_child(child, ctx.parent.genome, entry_function=self.entry_function)
+            except EditError as exc:
+                errors.append(str(exc))
+                if round_ == self.repair_rounds:
+                    if round_:
+                        return usage.proposal(None, f"{exc} (still failing after {round_} repair round(s))")
+                    raise
+                messages += [
+                    {"role": "assistant", "content": completion.text},
+                    {"role": "user", "content": render("repair", {
+                        "error": str(exc), "fix": exc.fix.rstrip("."), "format_hint": operator.format_hint(ctx),
+                    }).strip()},
+                ]  # fmt: skip
+                continue
+            repairs = list(checked.repairs)
+            if errors:
+                repairs.insert(0, f"FM repair round {len(errors)} fixed: {_first_line(errors[-1])}")
+            return usage.proposal(checked.genome, repair_note="; ".join(repairs) or None)
+        raise AssertionError("unreachable: the last round returns or raises")
+
+    def _checked(self, usage: _Usage, child: Genome, parent: Genome, *, note: str = "") -> Proposal:
+        """A child that passed the static check (with its repairs), or the reason it did not."""
+        checked = check_child(child, parent, entry_function=self.entry_function)
+        return usage.proposal(checked.genome, note=note, repair_note=checked.repair_note)
 
     async def _self_modify(self, operator: AnyOperator, ctx: PromptContext, *, iteration: int, attempt: int) -> Proposal:
         task = self.benchmark.self_modify_task(operator.task_prompt(ctx))  # type: ignore[attr-defined,union-attr]
@@ -195,6 +246,11 @@ class Proposer:
         if run.error is not None:
             return usage.proposal(None, run.error)
         try:
-            return usage.proposal(operator.apply(ctx.parent.genome, run.returned))  # type: ignore[arg-type]
+            return self._checked(usage, operator.apply(ctx.parent.genome, run.returned), ctx.parent.genome)  # type: ignore[arg-type]
         except EditError as exc:  # here, so the parent's FM usage stays on the invalid child
             return usage.proposal(None, str(exc))
+
+
+def _first_line(text: str, limit: int = 160) -> str:
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    return line if len(line) <= limit else line[: limit - 3] + "..."

@@ -71,25 +71,34 @@ def _check_changed(parent: Genome, files: Mapping[str, str]) -> None:
         )
 
 
+def _region_body(code: str) -> str:
+    """The code a reply wrote for a file with one EVOLVE-BLOCK region: what lies between its markers when it
+    kept exactly one pair, else the whole reply with any stray marker line dropped."""
+    try:
+        regions = evolve_regions(code, path="the reply")
+    except EditError:
+        regions = []
+    lines = code.splitlines()
+    if len(regions) == 1:
+        start, end = regions[0]
+        return "\n".join(lines[start:end]) + "\n"
+    return "\n".join(line for line in lines if "EVOLVE-BLOCK-" not in line) + "\n"
+
+
 def _replace_entry(parent: Genome, code: str) -> Genome:
     """The parent with its entry file replaced by `code` (EVOLVE-BLOCK rules, parses, changed).
 
-    A reply without the EVOLVE-BLOCK markers of a file that has one region is spliced
-    into that region (see `edits.splice_into_region`).
+    For an entry file with one EVOLVE-BLOCK region the reply is that region's new code: what the reply
+    wrote between its markers (or, without markers, all of it, less the lines it copied from outside the
+    region) is spliced in, and the text outside the region stays as it was by construction (see
+    `edits.splice_into_region`). Files with several regions must come back whole, every line outside
+    the regions unchanged.
     """
     original = parent.files[parent.entry]
-    try:
-        rewritten = evolve_regions(code, path=f"the rewritten {parent.entry}")
-    except EditError:
-        # Small models often drop one of the two marker comments: with a single region in the
-        # original, the stray marker carries no information, so splice the code in without it.
-        if len(evolve_regions(original, path=parent.entry)) != 1:
-            raise
-        code = "\n".join(line for line in code.splitlines() if "EVOLVE-BLOCK-" not in line) + "\n"
-        rewritten = []
-    if evolve_regions(original, path=parent.entry) and not rewritten:
-        code = splice_into_region(original, code, path=parent.entry)
-    check_outside_unchanged(original, code, path=parent.entry)
+    if len(evolve_regions(original, path=parent.entry)) == 1:
+        code = splice_into_region(original, _region_body(code), path=parent.entry)
+    else:
+        check_outside_unchanged(original, code, path=parent.entry)
     _check_python(parent.entry, code)
     files = {**parent.files, parent.entry: code}
     _check_changed(parent, files)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import os
 import shutil
@@ -29,11 +30,11 @@ from meta_agent.llm.client import Endpoint, Ledger, LLMClient
 from meta_agent.llm.gateway import FMGateway
 from meta_agent.llm.ledger import ArchiveLedger
 from meta_agent.llm.models import is_local_model, resolve
-from meta_agent.llm.serve import LocalServer
+from meta_agent.llm.serve import GRAMMAR_FIELDS, LocalServer, server_grammar_field
 from meta_agent.loop import LoopEvent, LoopOutcome, SearchLoop
 from sandbox.base import Sandbox
 from sandbox.docker import DockerSandbox
-from sandbox.image import engine_available, image_exists
+from sandbox.image import engine_available, image_status
 from sandbox.local import LocalSandbox
 
 ARCHIVE_FILE = "archive.db"
@@ -91,8 +92,6 @@ def choose_sandbox(config: RunConfig, warn: Callable[[str], None], *, fm_dir: Pa
     `docker` refuses it (SandboxError naming `cambrian sandbox build`).
     fm_dir: host folder for the per-container FM gateway socket folders (Docker only).
     """
-    from sandbox.image import image_status
-
     choice = config.evaluation.sandbox
     image = config.evaluation.image
     if choice == "auto":
@@ -152,7 +151,17 @@ def fm_endpoint(
             fix="use a name from `cambrian models list`, a .gguf path, or a provider/model string such as "
             "openai/gpt-4o-mini (with --api-base for an OpenAI-compatible server)",
         )
-    yield Endpoint(model=spec, api_base=config.fm.api_base, api_key_env=config.fm.api_key_env, label=spec), spec
+    # An OpenAI-compatible server may be a llama.cpp or vLLM server that takes grammars: ask it which.
+    grammar_field = (
+        server_grammar_field(config.fm.api_base)
+        if config.fm.api_base is not None and config.fm.constrained != "off"
+        else None
+    )
+    endpoint = Endpoint(
+        model=spec, api_base=config.fm.api_base, api_key_env=config.fm.api_key_env, label=spec,
+        grammar_field=grammar_field,
+    )  # fmt: skip
+    yield endpoint, spec
 
 
 def start_run(config: RunConfig, reporter: Reporter) -> tuple[str, LoopOutcome]:
@@ -225,7 +234,7 @@ def _search_with_resources(
     with sandbox_with_socket_dir(config, reporter) as (sandbox, socket_dir), contextlib.ExitStack() as models:
         ledger = ArchiveLedger(archive, int(run.id))
         endpoint, label = models.enter_context(fm_endpoint(config, reporter))
-        llm = make_llm_client(endpoint, config, ledger=ledger)
+        llm = make_llm_client(endpoint, config, ledger=ledger, warn=reporter.warn)
         more_llms = {}
         for spec in config.fm.models:
             extra, extra_label = models.enter_context(fm_endpoint(config, reporter, model=spec))
@@ -234,7 +243,7 @@ def _search_with_resources(
                     f"fm.models names the model {extra_label!r} twice (with fm.model or itself)",
                     fix="list each model once: fm.model is the first, fm.models the others",
                 )
-            more_llms[extra_label] = make_llm_client(extra, config, ledger=ledger)
+            more_llms[extra_label] = make_llm_client(extra, config, ledger=ledger, warn=reporter.warn)
         loop = SearchLoop(
             archive=archive,
             run=run,
@@ -272,8 +281,18 @@ def sandbox_with_socket_dir(config: RunConfig, reporter: Reporter) -> Iterator[t
         shutil.rmtree(socket_dir, ignore_errors=True)
 
 
-def make_llm_client(endpoint: Endpoint, config: RunConfig, *, ledger: Ledger) -> LLMClient:
-    """The FM client a run's settings (`fm.*`) describe, recording every call in `ledger`."""
+def make_llm_client(
+    endpoint: Endpoint, config: RunConfig, *, ledger: Ledger, warn: Callable[[str], None] | None = None
+) -> LLMClient:
+    """The FM client a run's settings (`fm.*`) describe, recording every call in `ledger`.
+
+    fm.constrained: "auto" sends reply grammars where the endpoint takes them (local llama.cpp and vLLM
+    servers, and OpenAI-compatible servers that say they are one); "on" sends them to any endpoint (in
+    llama.cpp's `grammar` field where the server's kind is unknown); "off" never. A server that refuses
+    a grammar gets the call again without it, and `warn` is told once.
+    """
+    if config.fm.constrained == "on" and endpoint.grammar_field is None:
+        endpoint = dataclasses.replace(endpoint, grammar_field=GRAMMAR_FIELDS["llamacpp"])
     return LLMClient(
         endpoint,
         ledger=ledger,
@@ -282,6 +301,8 @@ def make_llm_client(endpoint: Endpoint, config: RunConfig, *, ledger: Ledger) ->
         retries=config.fm.retries,
         temperature=config.fm.temperature,
         max_tokens=config.fm.max_tokens,
+        constrained=config.fm.constrained != "off",
+        on_warning=warn,
     )
 
 

@@ -39,10 +39,12 @@ class ScriptedFM:
         self.replies = list(replies)
         self.cost_usd = cost_usd
         self.calls = 0
+        self.requests: list[tuple[str, list[dict]]] = []  # (purpose, messages) of every call
 
     async def complete(self, messages, *, seed, purpose="mutate", agent_id=None, iteration=None, **_):
         text = self.replies[self.calls % len(self.replies)]
         self.calls += 1
+        self.requests.append((purpose, list(messages)))
         digest = hashlib.sha256(f"{self.calls}{text}".encode()).hexdigest()
         return Completion(text, "scripted", 10, 10, self.cost_usd, 0.0, False, digest, seed)
 
@@ -51,13 +53,15 @@ def fenced(code: str) -> str:
     return f"Here is the program.\n```python\n{code}```\n"
 
 
-def make_loop(tmp_path: Path, fm: ScriptedFM, *, benchmark=None, **config) -> tuple[SearchLoop, Archive]:
+def make_loop(tmp_path: Path, scripted: ScriptedFM, *, benchmark=None, **config) -> tuple[SearchLoop, Archive]:
     cfg = RunConfig.model_validate(
         {
             "name": "t",
             "runs_dir": str(tmp_path),
             "search": {"strategy": "greedy", "operators": {"rewrite": 1.0}},
-            "fm": {"concurrency": 1},
+            # Each scripted reply is one proposal's: no repair round takes the next reply (the tests of the
+            # repair round turn it on).
+            "fm": {"concurrency": 1, "repair_rounds": 0},
             "evaluation": {"concurrency": 2, "timeout_s": 3},
             **config,
         }
@@ -66,7 +70,7 @@ def make_loop(tmp_path: Path, fm: ScriptedFM, *, benchmark=None, **config) -> tu
     run = archive.create_run(name="t", benchmark="circle_packing", seed=0, config_json=cfg.to_json())
     loop = SearchLoop(
         archive=archive, run=run, config=cfg, benchmark=benchmark or CirclePacking(), sandbox=LocalSandbox(),
-        llm=fm, model_label="scripted",
+        llm=scripted, model_label="scripted",
     )
     return loop, archive
 
@@ -85,6 +89,35 @@ def test_hostile_children_end_invalid_and_the_loop_goes_on_fake_fm(tmp_path: Pat
     assert reasons[5][0] == AgentStatus.evaluated and children[5].score > 2.0
     # The invalid edits' reasons reach later prompts of the same parent as feedback.
     assert [a.invalid_reason for a in archive.recent_invalid_children(1, 3)][0] == reasons[4][1]
+
+
+def test_a_failed_reply_goes_back_once_with_its_error_fake_fm(tmp_path: Path) -> None:
+    # The first reply drops `import math` and breaks the syntax; the repair round's reply fixes the syntax
+    # but still lacks the import, which the static check adds. One child, evaluated, both repairs recorded.
+    broken = VALID.replace("import math\n", "").replace("return [", "return [[")
+    unimported = VALID.replace("import math\n", "")
+    fm = ScriptedFM([fenced(broken), fenced(unimported)])
+    loop, archive = make_loop(tmp_path, fm, budget={"iterations": 1}, fm={"concurrency": 1, "repair_rounds": 1})
+    asyncio.run(loop.run_until_done())
+    (child,) = [a for a in archive.agents(1) if a.iteration == 1]
+    assert child.status == AgentStatus.evaluated and child.score > 2.0
+    assert "FM repair round 1 fixed: the edited packing.py is not valid Python" in child.repair_note
+    assert "added `import math`" in child.repair_note
+    assert [purpose for purpose, _ in fm.requests] == ["mutate", "repair"]
+    repair_messages = fm.requests[1][1]
+    assert repair_messages[-2] == {"role": "assistant", "content": fenced(broken)}
+    assert "could not be used: the edited packing.py is not valid Python" in repair_messages[-1]["content"]
+    assert "```python block" in repair_messages[-1]["content"]
+
+
+def test_a_reply_failing_every_repair_round_is_invalid_with_the_last_error_fake_fm(tmp_path: Path) -> None:
+    fm = ScriptedFM(["no code at all", "still no code"])
+    loop, archive = make_loop(tmp_path, fm, budget={"iterations": 1}, fm={"concurrency": 1, "repair_rounds": 1})
+    asyncio.run(loop.run_until_done())
+    (child,) = [a for a in archive.agents(1) if a.iteration == 1]
+    assert child.status == AgentStatus.invalid
+    assert "no ```python block" in child.invalid_reason and "after 1 repair round" in child.invalid_reason
+    assert child.prompt_tokens == 20  # both calls' usage stays on the invalid child
 
 
 def test_duplicate_child_is_rejected_fake_fm(tmp_path: Path) -> None:

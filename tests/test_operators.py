@@ -93,7 +93,11 @@ def test_diff_messages_end_with_the_block_example() -> None:
 def test_rewrite_messages_end_with_the_fence_format() -> None:
     user = RewriteOperator().messages(context())[1]["content"]
     assert user.rstrip().endswith("```")
-    assert "complete new packing.py in one ```python block" in user
+    # One EVOLVE-BLOCK: only its code is asked for (the outside cannot change anyway).
+    assert "complete new code for the EVOLVE-BLOCK of packing.py" in user and "```python block" in user
+    plain = Genome(files={"main.py": "print(1)\n"}, entry="main.py")
+    whole = RewriteOperator().messages(context(parent=ParentInfo(agent_id=1, genome=plain, score=None, feedback=None)))
+    assert "complete new main.py in one ```python block" in whole[1]["content"]
 
 
 def test_messages_without_feedback_failures_or_markers() -> None:
@@ -162,10 +166,19 @@ def test_rewrite_reply_without_a_fence() -> None:
         RewriteOperator().apply(GENOME, "Use a hexagonal lattice and grow the radii.")
 
 
-def test_rewrite_refuses_changed_imports() -> None:
+def test_rewrite_of_a_one_region_file_keeps_the_outside_as_it_was() -> None:
+    # The reply's region is spliced in; what it changed outside the markers cannot reach the child.
     new = SEED.replace("import numpy as np", "import numpy as np\nimport math").replace("0.05", "0.06")
+    child = RewriteOperator().apply(GENOME, f"```python\n{new}```").files["packing.py"]
+    assert child == SEED.replace("0.05", "0.06")
+
+
+def test_rewrite_of_a_two_region_file_refuses_changed_imports() -> None:
+    two = SEED.replace("def run_packing():", "# EVOLVE-BLOCK-START\ndef run_packing():") + "# EVOLVE-BLOCK-END\n"
+    genome = Genome(files={"packing.py": two}, entry="packing.py")
+    new = two.replace("import numpy as np", "import numpy as np\nimport math").replace("0.05", "0.06")
     with pytest.raises(EditError, match=r"changed line 3 of packing.py, outside the EVOLVE-BLOCK markers"):
-        RewriteOperator().apply(GENOME, f"```python\n{new}```")
+        RewriteOperator().apply(genome, f"```python\n{new}```")
 
 
 @pytest.mark.parametrize("name", [name for name in OPERATORS if OPERATOR_KINDS[name] != "local"])

@@ -117,8 +117,9 @@ def test_crossover_apply_differs_from_both_parents_fake_fm() -> None:
 
 def test_crossover_apply_respects_the_evolve_block_fake_fm() -> None:
     outside = SEED.replace("import math", "import math, os").replace("0.05", "0.06")
-    with pytest.raises(EditError, match="outside the EVOLVE-BLOCK markers"):
-        CrossoverOperator().apply(GENOME_A, f"```python\n{outside}```", second_parent=GENOME_B)
+    # One region: only the reply's region reaches the child; the outside stays as it was.
+    child = CrossoverOperator().apply(GENOME_A, f"```python\n{outside}```", second_parent=GENOME_B)
+    assert child.files["main.py"] == SEED.replace("0.05", "0.06")
     with pytest.raises(EditError, match="not valid Python"):
         CrossoverOperator().apply(GENOME_A, "```python\ndef radius(i):\n    return (0.05\n```")
 
@@ -190,7 +191,7 @@ def test_self_modify_task_prompt_is_the_source_plus_the_failures() -> None:
     assert prompt.startswith(AGENT.rstrip())
     tail = prompt[len(AGENT) :]
     assert "Rewrite this WHOLE module" in tail and "solve(task, llm) -> str" in tail
-    assert "standard library only" in tail and '"humaneval" (score: 0.25)' in tail
+    assert "only the standard library, numpy and scipy" in tail and '"humaneval" (score: 0.25)' in tail
     assert "#   HumanEval/4: failed (NameError: x)" in tail
     assert "#   1. the edited agent.py is not valid Python" in tail
     ast.parse(prompt)  # the instructions are comments: the prompt is still a Python module

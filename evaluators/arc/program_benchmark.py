@@ -74,6 +74,7 @@ class ArcProgramBenchmark(ArcBenchmarkBase):
     """Evolve `transform(grid)` for one ARC task; score = mean per-pair score, 0..1 (1 = all pairs exact)."""
 
     name = "arc-program"
+    entry_function = FUNCTION  # what the harness calls; the static check keeps it callable
     SEED_ENTRY = SEED_ENTRY
     description = "ARC-AGI-1, one task: evolve transform(grid); train pairs select, test pairs are the holdout."
 

@@ -170,6 +170,7 @@ class DeceptiveTrap:
     """
 
     name = "deceptive"
+    entry_function = FUNCTION  # what the harness calls; the static check keeps it callable
     description = "Concatenated trap functions: small greedy steps lead into a deceptive local optimum (program search)."
 
     def __init__(self, blocks: int = 4, *, block_size: int = 4, timeout_s: float = 30.0, memory_mb: int = 512) -> None:

@@ -84,6 +84,7 @@ class HumanEval:
     """
 
     name = "humaneval"
+    entry_function = FUNCTION  # what the harness calls; the static check keeps it callable
     description = "Agents that call the FM write Python functions from docstrings; hidden tests (HumanEval, 164)."
 
     def __init__(self, **options: Any) -> None:

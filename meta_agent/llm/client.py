@@ -20,7 +20,7 @@ import random
 import time
 from dataclasses import dataclass, field
 from types import MappingProxyType, ModuleType
-from typing import Any, Literal, Mapping, Protocol, Sequence
+from typing import Any, Callable, Literal, Mapping, Protocol, Sequence
 
 from meta_agent.llm.errors import FMAuthError, FMBadRequest, FMUnavailable, LLMError
 
@@ -67,6 +67,9 @@ class Endpoint:
     extra_body: extra JSON fields sent as they are ({"cache_prompt": False}
         makes llama.cpp repeat exactly for a fixed seed).
     label: the short model name the ledger records; defaults to `model`.
+    grammar_field: the request field that carries a GBNF grammar for constrained
+        decoding: "grammar" for llama.cpp, "guided_grammar" for vLLM; None when
+        the server takes none (hosted APIs).
     """
 
     model: str
@@ -74,6 +77,7 @@ class Endpoint:
     api_key_env: str | None = None
     extra_body: Mapping[str, Any] = field(default_factory=dict)
     label: str = ""
+    grammar_field: str | None = None
 
     def __post_init__(self) -> None:
         if not self.label:
@@ -208,7 +212,10 @@ class LLMClient:
     retries: extra attempts after a transient failure (0 = try once).
     backoff_s: the first retry's wait, doubled each time, with jitter in
     [0.5x, 1.5x). temperature (0..2) and max_tokens are the defaults of
-    `complete`.
+    `complete`. constrained: send the grammars callers pass to `complete` in the
+    endpoint's `grammar_field` (ignored when it has none); a server that refuses
+    a grammar is asked again without it, `on_warning` is told once, and later
+    calls send none.
     """
 
     def __init__(
@@ -222,6 +229,8 @@ class LLMClient:
         backoff_s: float = 2.0,
         temperature: float = 0.8,
         max_tokens: int = 2048,
+        constrained: bool = False,
+        on_warning: Callable[[str], None] | None = None,
     ) -> None:
         if concurrency < 1:
             raise ValueError(f"concurrency must be >= 1, got {concurrency}")
@@ -234,18 +243,33 @@ class LLMClient:
         self.temperature = temperature
         self.max_tokens = max_tokens
         self._jitter = random.Random()  # jitter only spreads retries; it need not be reproducible
+        self.grammar_field = endpoint.grammar_field if constrained else None
+        self.on_warning = on_warning or (lambda message: None)
         # A semaphore belongs to the event loop it first waits on; complete_sync makes a new loop per call.
         self._semaphore: tuple[asyncio.AbstractEventLoop, asyncio.Semaphore] | None = None
 
+    @property
+    def constrained(self) -> bool:
+        """Whether grammars are sent (False after a server refused one)."""
+        return self.grammar_field is not None
+
     def params(
-        self, *, seed: int, temperature: float | None = None, max_tokens: int | None = None
+        self,
+        *,
+        seed: int,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
+        grammar: str | None = None,
     ) -> dict[str, Any]:
         """The sampling parameters of one request: what the request hash covers besides the messages."""
+        extra_body = dict(self.endpoint.extra_body)
+        if grammar is not None and self.grammar_field is not None:
+            extra_body[self.grammar_field] = grammar
         return {
             "temperature": self.temperature if temperature is None else temperature,
             "max_tokens": self.max_tokens if max_tokens is None else max_tokens,
             "seed": seed,
-            "extra_body": dict(self.endpoint.extra_body),
+            "extra_body": extra_body,
         }
 
     async def complete(
@@ -258,14 +282,47 @@ class LLMClient:
         iteration: int | None = None,
         temperature: float | None = None,
         max_tokens: int | None = None,
+        grammar: str | None = None,
     ) -> Completion:
         """One chat completion: from the cache when this exact request was answered before.
 
         seed: the per-call seed (see `derive_seed`). purpose: mutate | diagnose
-        | agent | judge, recorded in the ledger. Raises FMUnavailable (no answer
-        after every retry), FMAuthError or FMBadRequest (never retried).
+        | repair | agent | judge, recorded in the ledger. grammar: GBNF the reply
+        must follow, sent only when the client is constrained (see the class).
+        Raises FMUnavailable (no answer after every retry), FMAuthError or
+        FMBadRequest (never retried).
         """
-        params = self.params(seed=seed, temperature=temperature, max_tokens=max_tokens)
+        try:
+            return await self._complete(
+                messages, seed=seed, purpose=purpose, agent_id=agent_id, iteration=iteration,
+                temperature=temperature, max_tokens=max_tokens, grammar=grammar,
+            )  # fmt: skip
+        except FMBadRequest as exc:
+            if grammar is None or self.grammar_field is None:
+                raise
+            self.on_warning(
+                f"{self.endpoint.where()} refused a grammar in {self.grammar_field!r} ({exc}); continuing "
+                "without constrained decoding (set fm.constrained=off to skip the attempt)"
+            )
+            self.grammar_field = None
+        return await self._complete(
+            messages, seed=seed, purpose=purpose, agent_id=agent_id, iteration=iteration,
+            temperature=temperature, max_tokens=max_tokens, grammar=None,
+        )  # fmt: skip
+
+    async def _complete(
+        self,
+        messages: Messages,
+        *,
+        seed: int,
+        purpose: str,
+        agent_id: int | None,
+        iteration: int | None,
+        temperature: float | None,
+        max_tokens: int | None,
+        grammar: str | None,
+    ) -> Completion:
+        params = self.params(seed=seed, temperature=temperature, max_tokens=max_tokens, grammar=grammar)
         key = request_hash(self.endpoint.model, messages, params)
 
         def note(completion: Completion | None, error: str | None) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
 import os
 import shutil
 import signal
@@ -34,7 +35,16 @@ from meta_agent.llm.models import is_local_model, resolve
 
 Backend = Literal["auto", "llamacpp", "vllm"]
 
-DEFAULT_THREADS = 2  # llama.cpp decode is memory-bound; 2 threads is the measured sweet spot here
+def default_threads() -> int:
+    """One llama.cpp thread per core this process may use (more threads than cores only contend)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+#: The request field that carries a GBNF grammar, per server (llama.cpp's `grammar`, vLLM's `guided_grammar`).
+GRAMMAR_FIELDS = {"llamacpp": "grammar", "vllm": "guided_grammar"}
 _LOAD_ERROR_EXIT = 3  # the child's exit status when the model file cannot be loaded
 
 
@@ -65,6 +75,18 @@ def choose_backend(requested: Backend = "auto") -> Literal["llamacpp", "vllm"]:
     return "vllm" if vllm_installed and gpu_available() else "llamacpp"
 
 
+def server_grammar_field(api_base: str, *, timeout_s: float = 3.0) -> str | None:
+    """The grammar field of the OpenAI-compatible server at `api_base`, from who owns its models
+    (`GET /models`: llama.cpp says "llamacpp", vLLM "vllm"); None when it is neither or does not answer."""
+    try:
+        with urllib.request.urlopen(f"{api_base.rstrip('/')}/models", timeout=timeout_s) as response:
+            listing = json.loads(response.read(1 << 20))
+    except (urllib.error.URLError, OSError, ValueError):
+        return None
+    owners = {str(item.get("owned_by", "")).lower() for item in listing.get("data", []) if isinstance(item, dict)}
+    return next((GRAMMAR_FIELDS[name] for name in GRAMMAR_FIELDS if name in owners), None)
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     """A TCP port that is free on `host` right now (the OS picks it)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
@@ -80,8 +102,9 @@ class LocalServer:
     port: None picks a free one. n_ctx: context length per request (tokens);
     llama.cpp allocates n_ctx * n_parallel KV cells so every slot gets the
     full length. n_parallel: requests decoded at once (1..64). threads: CPU
-    threads for llama.cpp (default 2). log_path: where the server's output
-    goes (default: a temp file removed at `stop()`).
+    threads for llama.cpp (default: one per core this process may use).
+    log_path: where the server's output goes (default: a temp file removed at
+    `stop()`).
     """
 
     def __init__(
@@ -103,7 +126,7 @@ class LocalServer:
         self.port = port if port is not None else free_port(host)
         self.n_ctx = n_ctx
         self.n_parallel = n_parallel
-        self.threads = threads if threads is not None else DEFAULT_THREADS
+        self.threads = threads if threads is not None else default_threads()
         self.backend = choose_backend(backend)
         self._own_log = log_path is None
         self.log_path = log_path  # None: a temp file, made at start()
@@ -124,14 +147,21 @@ class LocalServer:
         return self._process is not None and self._process.poll() is None
 
     def endpoint(self) -> Endpoint:
-        """How a client reaches this server."""
-        extra_body = {"cache_prompt": False} if self.backend == "llamacpp" else {}
+        """How a client reaches this server.
+
+        llama.cpp reuses the KV cache of a slot's previous prompt (`cache_prompt`): prompts that share
+        their start (system message, contract, parent) skip most of the prompt processing. Its answers
+        then depend slightly on what the slot held before; exact replay comes from the archive's response
+        cache, keyed by the request, not from the server.
+        """
+        extra_body = {"cache_prompt": True} if self.backend == "llamacpp" else {}
         return Endpoint(
             model=f"openai/{self.alias}",
             api_base=self.base_url,
             api_key_env=None,
             extra_body=extra_body,
             label=self.alias,
+            grammar_field=GRAMMAR_FIELDS[self.backend],
         )
 
     def command(self) -> list[str]:
@@ -318,7 +348,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--n-ctx", type=int, default=8192, help="context per request (tokens)")
     parser.add_argument("--n-parallel", type=int, default=2)
-    parser.add_argument("--threads", type=int, default=DEFAULT_THREADS)
+    parser.add_argument("--threads", type=int, default=None, help="default: one per core")
     parser.add_argument("--parent-pid", type=int, default=None, help="exit when this process is gone")
     args = parser.parse_args(argv)
 
@@ -332,8 +362,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     # llama.cpp splits n_ctx across slots; scale it so each request gets the full length.
     params.n_ctx = args.n_ctx * args.n_parallel
     params.n_parallel = args.n_parallel
-    params.cpuparams.n_threads = args.threads
-    params.cpuparams_batch.n_threads = args.threads
+    threads = args.threads or default_threads()
+    params.cpuparams.n_threads = threads
+    params.cpuparams_batch.n_threads = threads
 
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):

@@ -1,0 +1,163 @@
+"""What a finished search amounts to: the gain over the seed, the edits that made it, and why proposals failed.
+
+Read from the archive alone, so `cambrian run`, `resume` and a bench print the same facts. Reasons
+are grouped into a few categories (`categorize`) so a histogram says what to fix.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+
+from archive.models import Agent, AgentStatus
+from archive.store import Archive
+
+_CATEGORIES: tuple[tuple[str, str], ...] = (
+    (r"no SEARCH/REPLACE block", "format: no SEARCH/REPLACE block"),
+    (r"missing its|more than one =======|no ======= line|REPLACE marker with no", "format: malformed block"),
+    (r"no ```\w* block|had no code", "format: no code block"),
+    (r"did not match", "SEARCH did not match"),
+    (r"matches \d+ places", "SEARCH ambiguous"),
+    (r"changes nothing|left the program unchanged|identical to agent", "no change"),
+    (r"near-duplicate", "near-duplicate"),
+    (r"EVOLVE-BLOCK", "edit outside EVOLVE-BLOCK"),
+    (r"not valid Python|cannot be compiled", "syntax error"),
+    (r"undefined name|undefined local", "static: undefined name"),
+    (r"no longer defines|cannot be called the way", "static: entry function lost"),
+    (r"static check", "static: other"),
+    (r"copy of program B", "crossover copied B"),
+    (r"the FM refused", "FM refused the prompt"),
+    (r"timed out|timeout", "timeout"),
+    (r"crashed: (\w+)", "crash: {0}"),
+    (r"invalid packing: .*overlap", "invalid packing: overlap"),
+    (r"invalid packing: .*(?:extends past|negative)", "invalid packing: outside the square"),
+    (r"invalid packing", "invalid packing: other"),
+    (r"sandbox fault", "sandbox fault"),
+    (r"no result", "no result (exited without an answer)"),
+)
+
+
+def categorize(reason: str) -> str:
+    """The histogram bucket of a public refusal or failure reason (e.g. "SEARCH did not match", "crash: NameError")."""
+    for pattern, label in _CATEGORIES:
+        match = re.search(pattern, reason, flags=re.IGNORECASE)
+        if match:
+            return label.format(*match.groups()) if match.groups() else label
+    first = reason.strip().splitlines()[0] if reason.strip() else "unknown"
+    return first[:60]
+
+
+@dataclass(frozen=True)
+class Edit:
+    """One step on the path from the seed to the best agent."""
+
+    agent_id: int
+    operator: str
+    model: str | None
+    parent_score: float | None
+    score: float
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    seed_id: int | None
+    seed_score: float | None
+    best_id: int | None
+    best_score: float | None
+    path: tuple[Edit, ...]  # seed (excluded) ... best agent
+    proposals: int  # children proposed (iteration > 0), whatever became of them
+    valid: int  # children evaluated with a score
+    improved: int  # children that scored above their parent
+    reasons: dict[str, int] = field(default_factory=dict)  # why the other children did not count, most common first
+
+    @property
+    def gain(self) -> float | None:
+        if self.best_score is None or self.seed_score is None:
+            return None
+        return self.best_score - self.seed_score
+
+    def lines(self, run_name: str) -> list[str]:
+        """The summary in a few plain lines (no markup)."""
+        out: list[str] = []
+        rate = f"{self.valid}/{self.proposals} ({self.valid / self.proposals:.0%})" if self.proposals else "0/0"
+        reasons = ", ".join(f"{name} {count}" for name, count in list(self.reasons.items())[:3])
+        gain = self.gain
+        if gain is not None and gain > 0 and self.best_id is not None and self.seed_score is not None:
+            relative = f" ({gain / abs(self.seed_score):+.1%})" if self.seed_score else ""
+            out.append(
+                f"best agent #{self.best_id} scores {self.best_score:.4f}: {gain:+.4f}{relative} over the seed's "
+                f"{self.seed_score:.4f}"
+            )
+            steps = "; ".join(
+                f"#{e.agent_id} {e.operator}{f' ({e.model})' if e.model else ''} "
+                f"{_score(e.parent_score)} -> {e.score:.4f}"
+                for e in self.path
+            )
+            out.append(f"the edit{'s' if len(self.path) > 1 else ''} that made it: {steps}")
+            if self.seed_id is not None:
+                out.append(f"see the change: cambrian diff {run_name} {self.seed_id} {self.best_id}")
+        elif self.seed_score is not None:
+            out.append(f"no child beat the seed's {self.seed_score:.4f}")
+        out.append(
+            f"children: {self.proposals} proposed, {rate} valid, {self.improved} beat their parent"
+            + (f"; did not count: {reasons}" if reasons else "")
+        )
+        if self.proposals and (self.valid == 0 or (gain is not None and gain <= 0)):
+            out.append(self.fix())
+        return out
+
+    def fix(self) -> str:
+        """What to try when the search improved nothing."""
+        if self.valid == 0:
+            return (
+                "fix: no proposal produced a valid program; use a stronger model (e.g. --model "
+                "qwen2.5-coder-1.5b or a hosted one), keep constrained decoding on (fm.constrained=on for a "
+                "local server, the default there), and read the reasons with `cambrian tree RUN`"
+            )
+        return (
+            "fix: valid children did not score higher; run more iterations (`cambrian resume RUN --iterations N`), "
+            "try a stronger model (e.g. --model qwen2.5-coder-1.5b), or add operators (search.operators)"
+        )
+
+
+def _score(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4f}"
+
+
+def summarize_run(archive: Archive, run_id: int) -> RunSummary:
+    """The facts of a run so far (any status), read from its archive."""
+    agents = archive.agents(run_id)
+    by_id: dict[int, Agent] = {int(a.id): a for a in agents}
+    seeds = [a for a in agents if a.operator == "seed"]
+    seed = seeds[0] if seeds else None
+    children = [a for a in agents if a.iteration > 0]
+    valid = [a for a in children if a.status == AgentStatus.evaluated]
+    improved = 0
+    for child in valid:
+        parent = by_id.get(int(child.parent_id)) if child.parent_id is not None else None
+        if parent is not None and parent.score is not None and child.score is not None and child.score > parent.score:
+            improved += 1
+    reasons = Counter(categorize(a.invalid_reason or "") for a in children if a.status == AgentStatus.invalid)
+    best = archive.best(run_id, 1)
+    best_agent = best[0] if best else None
+    path: list[Edit] = []
+    if best_agent is not None:
+        chain = [best_agent, *archive.ancestors(int(best_agent.id))]
+        for agent in reversed(chain):
+            if agent.iteration <= 0:
+                continue
+            parent = by_id.get(int(agent.parent_id)) if agent.parent_id is not None else None
+            path.append(Edit(int(agent.id), agent.operator, agent.model, parent.score if parent else None,
+                             float(agent.score or 0.0)))  # fmt: skip
+    return RunSummary(
+        seed_id=int(seed.id) if seed is not None else None,
+        seed_score=seed.score if seed is not None else None,
+        best_id=int(best_agent.id) if best_agent is not None else None,
+        best_score=float(best_agent.score) if best_agent is not None and best_agent.score is not None else None,
+        path=tuple(path),
+        proposals=len(children),
+        valid=len(valid),
+        improved=improved,
+        reasons=dict(reasons.most_common()),
+    )

@@ -1,0 +1,89 @@
+"""The static check before any sandbox time: compiles, no undefined names, the entry function kept; known
+imports repaired and the repair recorded."""
+
+from __future__ import annotations
+
+import pytest
+
+from evaluators.base import Genome
+from evaluators.circle_packing.benchmark import CirclePacking
+from evaluators.humaneval import HumanEval
+from meta_agent.edits import EditError
+from meta_agent.static_check import check_child
+
+SEED = CirclePacking().seed()
+TEXT = SEED.files["packing.py"]
+
+
+def child(text: str) -> Genome:
+    return Genome(files={"packing.py": text}, entry="packing.py")
+
+
+def test_a_dropped_import_inside_the_evolve_block_is_added_back_and_recorded() -> None:
+    # What qwen 0.5B did in 8 of 10 rewrites: the function kept, `import math` (inside the block) dropped.
+    checked = check_child(child(TEXT.replace("import math\n", "")), SEED, entry_function="pack_circles")
+    text = checked.genome.files["packing.py"]
+    assert text.count("import math") == 1
+    assert text.index("# EVOLVE-BLOCK-START") < text.index("import math") < text.index("def pack_circles")
+    assert checked.repairs == ("added `import math` at line 14 of packing.py (used but never imported)",)
+    assert checked.repair_note == checked.repairs[0]
+
+
+@pytest.mark.parametrize(
+    ("used", "line"),
+    [
+        ("np.zeros(3)", "import numpy as np"),
+        ("defaultdict(list)", "from collections import defaultdict"),
+        ("minimize(lambda x: x[0] ** 2, [1.0])", "from scipy.optimize import minimize"),
+        ("sqrt(2)", "from math import sqrt"),
+        ("random.random()", "import random"),
+    ],
+)
+def test_known_names_get_their_import(used: str, line: str) -> None:
+    text = TEXT.replace("    circles = []\n", f"    _ = {used}\n    circles = []\n")
+    checked = check_child(child(text), SEED, entry_function="pack_circles")
+    assert line in checked.genome.files["packing.py"] and f"`{line}`" in checked.repair_note
+
+
+def test_unknown_undefined_names_are_refused_with_the_line() -> None:
+    text = TEXT.replace("radius = 0.5 / max(columns, rows)", "radius = 0.5 / max(columns, rows) * shrink")
+    with pytest.raises(EditError, match=r"static check of packing.py: undefined name 'shrink' at line 21: "
+                                        r"'radius = 0.5 / max\(columns, rows\) \* shrink'") as info:  # fmt: skip
+        check_child(child(text), SEED, entry_function="pack_circles")
+    assert "shrink" in info.value.fix
+
+
+def test_code_that_does_not_compile_is_refused_with_the_line() -> None:
+    with pytest.raises(EditError, match=r"not valid Python: .* at line 19"):
+        check_child(child(TEXT.replace("columns = math.ceil", "columns = = math.ceil")), SEED)
+    with pytest.raises(EditError, match=r"'return' outside function"):
+        check_child(child(TEXT.replace("# EVOLVE-BLOCK-END", "return 1\n# EVOLVE-BLOCK-END")), SEED)
+
+
+def test_the_entry_function_must_stay_callable_as_the_harness_calls_it() -> None:
+    with pytest.raises(EditError, match=r"no longer defines `pack_circles`.*pack_circles\(n: int\)"):
+        check_child(child(TEXT.replace("def pack_circles(n: int)", "def pack(n: int)")), SEED, entry_function="pack_circles")
+    renamed = TEXT.replace("def pack_circles(n: int)", "def pack_circles(count: int, n: int = 26)")
+    renamed = renamed.replace("(n)", "(count)").replace("n /", "count /")
+    with pytest.raises(EditError, match=r"requires 'count', which the benchmark never passes"):
+        check_child(child(renamed), SEED, entry_function="pack_circles")
+    # Extra parameters with defaults, or **kwargs, still take the harness's call.
+    ok = TEXT.replace("def pack_circles(n: int)", "def pack_circles(n: int, seed: int = 0, **options)")
+    assert check_child(child(ok), SEED, entry_function="pack_circles").repairs == ()
+
+
+def test_unchanged_files_and_other_entries_are_not_checked() -> None:
+    agent = HumanEval().seed()
+    helper = Genome(files={**agent.files, "notes.txt": "not python ("}, entry=agent.entry)
+    assert check_child(helper, agent, entry_function="solve").genome.files == helper.files
+    changed = {**agent.files, agent.entry: agent.files[agent.entry].replace("MAX_TOKENS = 512", "MAX_TOKENS = 600")}
+    assert check_child(Genome(files=changed, entry=agent.entry), agent, entry_function="solve").repairs == ()
+
+
+def test_imports_go_after_the_docstring_in_a_file_without_markers() -> None:
+    agent = HumanEval().seed()
+    text = agent.files[agent.entry].replace("import re\n", "")
+    checked = check_child(Genome(files={agent.entry: text}, entry=agent.entry), agent, entry_function="solve")
+    fixed = checked.genome.files[agent.entry]
+    assert fixed.index('"""', 3) < fixed.index("import re") < fixed.index("from typing import")
+    assert "added `import re`" in checked.repair_note
