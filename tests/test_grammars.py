@@ -107,10 +107,13 @@ def test_search_replace_grammar_derives_a_real_edit_and_it_applies() -> None:
     grammar = search_replace_grammar(SEED)
     assert grammar is not None and Matcher(grammar).derives(BLOCK)
     assert "0.49" in DiffOperator().apply(SEED, BLOCK).files["packing.py"]
+    doctest = BLOCK.replace("    radius = 0.49", '    """`radius`:\n    >>> 1 + 1\n    2\n    """\n    radius = 0.49')
+    assert Matcher(grammar).derives(doctest)  # doctest and backtick lines are code, not markers
+    assert not Matcher(grammar).derives(BLOCK + BLOCK)  # one block by default
     two = BLOCK + BLOCK.replace("radius = 0.5", "rows = math.ceil(n / columns)\n    radius = 0.5").replace(
         "    radius = 0.49 / max(columns, rows)\n", "    rows = math.ceil(n / columns)\n    radius = 0.48 / max(columns, rows)\n"
     )
-    assert Matcher(grammar).derives(two)
+    assert Matcher(search_replace_grammar(SEED, max_blocks=2)).derives(two)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(
@@ -124,7 +127,7 @@ def test_search_replace_grammar_derives_a_real_edit_and_it_applies() -> None:
         '<<<<<<< SEARCH\n"""Seed program for circle packing: n circles in the unit square, maximise the sum of radii.\n'
         "=======\nx\n>>>>>>> REPLACE\n",  # outside the block
         BLOCK.replace("    radius = 0.49", "```python\n    radius = 0.49"),  # a fence in REPLACE
-        BLOCK * 4,  # more blocks than allowed
+        BLOCK * 2,  # more blocks than allowed
         "<<<<<<< SEARCH\n\n=======\nx = 1\n>>>>>>> REPLACE\n",  # a SEARCH of blank lines only
     ],
 )
@@ -138,7 +141,11 @@ def test_search_lines_come_only_from_contiguous_runs_of_the_editable_region() ->
     first = lines.index("import math")
     last = lines.index("# EVOLVE-BLOCK-END") - 1
     whole = "\n".join(lines[first : last + 1]) + "\n"
-    assert matcher.derives(f"<<<<<<< SEARCH\n{whole}=======\n>>>>>>> REPLACE\n")
+    assert not matcher.derives(f"<<<<<<< SEARCH\n{whole}=======\n>>>>>>> REPLACE\n")  # more than 4 lines
+    four = "\n".join(lines[first : first + 4]) + "\n"
+    assert matcher.derives(f"<<<<<<< SEARCH\n{four}=======\n>>>>>>> REPLACE\n")
+    long = Matcher(search_replace_grammar(SEED, max_search_lines=60))  # type: ignore[arg-type]
+    assert long.derives(f"<<<<<<< SEARCH\n{whole}=======\n>>>>>>> REPLACE\n")
     gap = "    columns = math.ceil(math.sqrt(n))\n    radius = 0.5 / max(columns, rows)\n"  # skips a line
     assert not matcher.derives(f"<<<<<<< SEARCH\n{gap}=======\nx = 1\n>>>>>>> REPLACE\n")
 
@@ -162,6 +169,7 @@ def test_code_grammar_is_one_fenced_block_without_a_fence_inside() -> None:
     assert not matcher.derives(f"Sure:\n```python\n{region}```")
     assert not matcher.derives(f"```python\n```python\n{region}```")
     assert not matcher.derives(f"```python\n{region}```\nDone.")
+    assert matcher.derives('```python\n"""\n`pack_circles(n)` returns circles.\n>>> pack_circles(1)\n"""\n```')
     assert not matcher.derives("```python\n```")
 
 

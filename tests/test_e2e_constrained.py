@@ -1,0 +1,79 @@
+"""Constrained decoding with the real SmolLM2-135M served by llama.cpp (xllamacpp).
+
+SmolLM2 writes poor code, but with the reply grammars on it can no longer write a reply that fails to
+parse: every block has its markers and every SEARCH section is a run of lines of the parent.
+"""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from archive.models import AgentStatus
+from archive.store import Archive
+from evaluators.circle_packing import CirclePacking
+from meta_agent.config import RunConfig
+from meta_agent.llm.client import LLMClient, MemoryLedger, derive_seed
+from meta_agent.llm.ledger import ArchiveLedger
+from meta_agent.llm.serve import LocalServer
+from meta_agent.loop import SearchLoop
+from meta_agent.session import make_llm_client
+from meta_agent.summary import categorize
+from sandbox.local import LocalSandbox
+
+pytestmark = pytest.mark.slow
+
+#: What the grammars make impossible: no reply may be refused for these.
+FORMAT_FAILURES = {
+    "format: no SEARCH/REPLACE block", "format: no code block", "SEARCH did not match", "SEARCH ambiguous",
+    "edit outside EVOLVE-BLOCK",
+}  # fmt: skip
+
+
+def test_every_child_of_a_constrained_smollm2_search_parses(tmp_path: Path, local_fm: LocalServer) -> None:
+    config = RunConfig.model_validate(
+        {
+            "name": "constrained", "runs_dir": str(tmp_path), "seed": 3,
+            "budget": {"iterations": 6},
+            "search": {"strategy": "greedy", "operators": {"diff": 0.5, "rewrite": 0.5}, "max_pending": 2},
+            "fm": {"concurrency": 2, "max_tokens": 400, "constrained": "on", "repair_rounds": 1},
+            "evaluation": {"concurrency": 2, "timeout_s": 20, "agent_fm": False},
+        }
+    )  # fmt: skip
+    warnings: list[str] = []
+    with Archive.at(tmp_path / "archive.db") as archive:
+        run = archive.create_run(name="constrained", benchmark="circle_packing", seed=3, config_json=config.to_json())
+        llm = make_llm_client(local_fm.endpoint(), config, ledger=ArchiveLedger(archive, int(run.id)), warn=warnings.append)
+        loop = SearchLoop(
+            archive=archive, run=run, config=config, benchmark=CirclePacking(), sandbox=LocalSandbox(),
+            llm=llm, model_label=local_fm.alias,
+        )  # fmt: skip
+        asyncio.run(loop.run_until_done())
+        children = [a for a in archive.agents(int(run.id)) if a.iteration > 0]
+        assert len({a.iteration for a in children}) == 6
+        stored = [a for a in children if a.genome_hash is not None]
+        for agent in stored:
+            files, _ = archive.get_genome(str(agent.genome_hash))
+            for path, text in files.items():
+                ast.parse(text, filename=path)  # every stored child parses
+        refused = [categorize(a.invalid_reason or "") for a in children if a.genome_hash is None]
+        assert not FORMAT_FAILURES & set(refused), refused
+        calls = archive.llm_calls(int(run.id))
+    assert llm.constrained and not warnings  # the server took every grammar
+    assert {c.purpose for c in calls} <= {"mutate", "repair"} and all(c.error is None for c in calls)
+
+
+def test_a_grammar_the_server_refuses_falls_back_with_one_warning(local_fm: LocalServer) -> None:
+    warnings: list[str] = []
+    llm = LLMClient(local_fm.endpoint(), ledger=MemoryLedger(), max_tokens=16, constrained=True, on_warning=warnings.append)
+    messages = [{"role": "user", "content": "Say hello."}]
+    first = llm.complete_sync(messages, seed=derive_seed(0, 1, 0), grammar="root ::= this is ( not gbnf")
+    second = llm.complete_sync(messages, seed=derive_seed(0, 2, 0), grammar="root ::= also ( broken")
+    assert first.text and second.text
+    assert len(warnings) == 1 and "refused a grammar" in warnings[0] and "fm.constrained=off" in warnings[0]
+    assert not llm.constrained
+    failed = [e for e in llm.ledger.entries if e.error]  # type: ignore[attr-defined]
+    assert len(failed) == 1 and "400" in failed[0].error

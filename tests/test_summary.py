@@ -1,0 +1,66 @@
+"""The closing summary of a run, read from a real archive: the gain, the edits that made it, or the fix."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from archive.models import AgentStatus
+from archive.store import Archive
+from meta_agent.summary import categorize, summarize_run
+
+FILES = {"p.py": "x = 1\n"}
+
+
+def _evaluated(archive: Archive, run_id: int, score: float, **kwargs: object) -> int:
+    text = f"x = {score}\n"
+    agent = archive.add_agent(run_id, files={"p.py": text}, entry="p.py", **kwargs)  # type: ignore[arg-type]
+    archive.mark_evaluating(int(agent.id))
+    archive.finish_evaluation(int(agent.id), status=AgentStatus.evaluated, score=score)
+    return int(agent.id)
+
+
+def _invalid(archive: Archive, run_id: int, parent: int, iteration: int, reason: str) -> None:
+    archive.add_agent(run_id, parent_id=parent, iteration=iteration, operator="diff", status=AgentStatus.invalid,
+                      invalid_reason=reason)  # fmt: skip
+
+
+def test_the_summary_names_the_gain_and_the_edits_on_the_best_path(tmp_path: Path) -> None:
+    with Archive.at(tmp_path / "a.db") as archive:
+        run_id = int(archive.create_run(name="r", benchmark="b", seed=0, config_json="{}").id)
+        seed = _evaluated(archive, run_id, 2.0)
+        first = _evaluated(archive, run_id, 2.2, parent_id=seed, iteration=1, operator="diff", model="m")
+        _evaluated(archive, run_id, 1.9, parent_id=seed, iteration=2, operator="rewrite", model="m")
+        _invalid(archive, run_id, seed, 3, "SEARCH block 1 did not match packing.py. The closest lines were ...")
+        _invalid(archive, run_id, first, 4, "crashed: NameError: name 'math' is not defined")
+        best = _evaluated(archive, run_id, 2.5, parent_id=first, iteration=5, operator="rewrite", model="m")
+        summary = summarize_run(archive, run_id)
+    assert (summary.seed_id, summary.best_id, summary.best_score) == (seed, best, 2.5)
+    assert [(e.agent_id, e.operator, e.parent_score, e.score) for e in summary.path] == [
+        (first, "diff", 2.0, 2.2), (best, "rewrite", 2.2, 2.5)
+    ]
+    assert (summary.proposals, summary.valid, summary.improved) == (5, 3, 2)
+    assert summary.reasons == {"SEARCH did not match": 1, "crash: NameError": 1}
+    text = "\n".join(summary.lines("r"))
+    assert "best agent #6 scores 2.5000: +0.5000 (+25.0%) over the seed's 2.0000" in text
+    assert f"#{first} diff (m) 2.0000 -> 2.2000; #{best} rewrite (m) 2.2000 -> 2.5000" in text
+    assert f"cambrian diff r {seed} {best}" in text and "fix:" not in text
+
+
+def test_a_run_that_improved_nothing_says_why_and_what_to_do(tmp_path: Path) -> None:
+    with Archive.at(tmp_path / "a.db") as archive:
+        run_id = int(archive.create_run(name="r", benchmark="b", seed=0, config_json="{}").id)
+        seed = _evaluated(archive, run_id, 2.0)
+        for i in range(1, 4):
+            _invalid(archive, run_id, seed, i, "the reply had no SEARCH/REPLACE block; use the format ...")
+        lines = summarize_run(archive, run_id).lines("r")
+    assert lines[0] == "no child beat the seed's 2.0000"
+    assert "3 proposed, 0/3 (0%) valid, 0 beat their parent; did not count: format: no SEARCH/REPLACE block 3" in lines[1]
+    assert lines[2].startswith("fix: no proposal produced a valid program; use a stronger model")
+
+
+def test_reasons_fall_into_categories() -> None:
+    assert categorize("crashed: ZeroDivisionError: division by zero") == "crash: ZeroDivisionError"
+    assert categorize("static check of packing.py: undefined name 'foo' at line 3") == "static: undefined name"
+    assert categorize("invalid packing: circles 1 and 2 overlap by 0.01") == "invalid packing: overlap"
+    assert categorize("SEARCH/REPLACE block 1 is missing its >>>>>>> REPLACE line") == "format: malformed block"
+    assert categorize("something new\nsecond line") == "something new"
