@@ -10,7 +10,10 @@ time while the previous child is evaluated, as in a search.
 Per cell it reports:
 - valid: applied and evaluated without error (circle packing: a valid packing;
   humaneval: every task ran to an answer), over all proposals, with a 95%
-  Wilson interval;
+  Wilson interval. As in a search, a reply that fails to parse, apply or pass
+  the static check, or a child whose run fails, goes back to the FM with the
+  error at most `fm.repair_rounds` times in all (default 1); the table counts
+  the run repairs and how many of them ended valid;
 - improved: child scores higher than its parent (crossover: than the better
   parent), over all proposals;
 - best@N: the best child score over a seed's N proposals, averaged over seeds;
@@ -34,6 +37,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import difflib
 import json
 import math
 import os
@@ -82,6 +86,10 @@ class Record:
     propose_s: float
     eval_s: float
     repair_note: str = ""
+    change: str = ""  # unified diff of the child's entry file against its parent's (truncated)
+    idea: str = ""  # the direction the prompt asked for (search.ideas), if any
+    repaired_after_run: bool = False  # the child failed when run and went back to the FM once (fm.repair_rounds)
+    repair_s: float = 0.0  # wall clock of that repair call
 
 
 # ----- one cell --------------------------------------------------------------------------------------
@@ -109,6 +117,15 @@ def _config(model: str, operator: str, benchmark: str, seed: int, args: argparse
             "benchmark_options": options,
         },
     )
+
+
+def _change(parent: Any, child: Any, limit: int = 3000) -> str:
+    """The child's entry file as a unified diff against the parent's, for reading what the model did."""
+    diff = "".join(difflib.unified_diff(
+        parent.files[parent.entry].splitlines(keepends=True), child.files[child.entry].splitlines(keepends=True),
+        "parent", "child", n=1,
+    ))  # fmt: skip
+    return diff if len(diff) <= limit else diff[:limit] + "\n... (cut)\n"
 
 
 def _valid(benchmark: str, result: Any) -> bool:
@@ -175,9 +192,30 @@ async def _cell(
             parent_score = max(parent_score, parents["second_score"])
         pending: list[asyncio.Task[None]] = []
 
-        async def judge(record: Record, genome: Any, agent_id: int) -> None:
+        async def judge(record: Record, proposal: Any, agent_id: int) -> None:
+            genome = proposal.genome
             try:
                 result, record.eval_s = await _evaluate(benchmark, genome, sandbox, gateway, config, agent_id)
+                failed = not result.valid or not any(t.passed for t in result.task_results)
+                if failed and getattr(proposal, "repairs_left", 0) > 0:
+                    # As the loop does: the failed run goes back to the FM once, in the same conversation.
+                    started = time.perf_counter()
+                    fixed = await proposer.fix(
+                        operator_name, ctx, proposal, result.invalid_reason or result.feedback,
+                        model=model, iteration=record.index, attempt=0,
+                    )  # fmt: skip
+                    record.repair_s = time.perf_counter() - started
+                    record.prompt_tokens += fixed.prompt_tokens
+                    record.completion_tokens += fixed.completion_tokens
+                    record.repaired_after_run = True
+                    if fixed.genome is None:
+                        record.outcome, record.reason = "invalid_edit", str(fixed.reason)
+                        record.category = categorize(record.reason)
+                        return
+                    record.change = _change(ctx.parent.genome, fixed.genome)
+                    record.repair_note = fixed.repair_note or ""
+                    result, seconds = await _evaluate(benchmark, fixed.genome, sandbox, gateway, config, agent_id)
+                    record.eval_s += seconds
             except Exception as exc:  # noqa: BLE001 - an infrastructure fault is counted, not fatal to the bench
                 record.outcome, record.reason = "infra", f"{type(exc).__name__}: {exc}"
                 record.category = "infrastructure fault"
@@ -201,9 +239,11 @@ async def _cell(
                 outcome="invalid_edit", reason=proposal.reason or "", category="", parent_score=parent_score,
                 score=None, improved=False, prompt_tokens=proposal.prompt_tokens,
                 completion_tokens=proposal.completion_tokens, propose_s=seconds, eval_s=0.0,
-                repair_note=getattr(proposal, "repair_note", "") or "",
+                repair_note=getattr(proposal, "repair_note", "") or "", idea=getattr(proposal, "idea", "") or "",
             )  # fmt: skip
             records.append(record)
+            if proposal.genome is not None:
+                record.change = _change(ctx.parent.genome, proposal.genome)
             if proposal.genome is None:
                 record.category = categorize(record.reason)
                 say(f"  {model} {operator_name} {benchmark_name} seed {seed} #{index}: invalid edit "
@@ -213,7 +253,7 @@ async def _cell(
             # One evaluation at a time, overlapping the next proposal (as a search's pipeline does).
             if pending:
                 await pending.pop()
-            pending.append(asyncio.create_task(judge(record, proposal.genome, agent_id)))
+            pending.append(asyncio.create_task(judge(record, proposal, agent_id)))
         for task in pending:
             await task
     return records
@@ -323,6 +363,8 @@ class CellSummary:
     seconds_median: float
     seconds_p90: float
     reasons: dict[str, int] = field(default_factory=dict)
+    run_repairs: int = 0  # children whose failed run went back to the FM
+    run_repairs_valid: int = 0  # ... and ended valid
 
 
 def summarize(records: Sequence[Record]) -> list[CellSummary]:
@@ -349,6 +391,8 @@ def summarize(records: Sequence[Record]) -> list[CellSummary]:
                 seconds_median=statistics.median(r.propose_s for r in rows),
                 seconds_p90=_percentile([r.propose_s for r in rows], 0.9),
                 reasons=dict(Counter(r.category for r in rows if r.outcome != "valid").most_common()),
+                run_repairs=sum(r.repaired_after_run for r in rows),
+                run_repairs_valid=sum(r.repaired_after_run and r.outcome == "valid" for r in rows),
             )  # fmt: skip
         )
     return out
@@ -357,8 +401,8 @@ def summarize(records: Sequence[Record]) -> list[CellSummary]:
 def table(summaries: Sequence[CellSummary]) -> str:
     """The markdown table the README keeps."""
     header = ("| benchmark | model | operator | valid (95% CI) | improved (95% CI) | parent | best@N | best "
-              "| tokens/proposal | s/proposal median (p90) | top reasons it did not count |")  # fmt: skip
-    lines = [header, "|" + "---|" * 11]
+              "| tokens/proposal | s/proposal median (p90) | run repairs (valid after) | top reasons it did not count |")  # fmt: skip
+    lines = [header, "|" + "---|" * 12]
     for s in summaries:
         _, vlo, vhi = wilson(s.valid, s.proposals)
         _, ilo, ihi = wilson(s.improved, s.proposals)
@@ -367,7 +411,7 @@ def table(summaries: Sequence[CellSummary]) -> str:
             f"| {s.benchmark} | {s.model} | {s.operator} | {s.valid}/{s.proposals} ({vlo:.2f}-{vhi:.2f}) "
             f"| {s.improved}/{s.proposals} ({ilo:.2f}-{ihi:.2f}) | {s.parent_score:.4f} "
             f"| {_fmt(s.best_at_n)} | {_fmt(s.best)} | {s.tokens_per_proposal:.0f} "
-            f"| {s.seconds_median:.1f} ({s.seconds_p90:.1f}) | {reasons} |"
+            f"| {s.seconds_median:.1f} ({s.seconds_p90:.1f}) | {s.run_repairs} ({s.run_repairs_valid}) | {reasons} |"
         )
     return "\n".join(lines)
 

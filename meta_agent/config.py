@@ -106,6 +106,10 @@ class SearchConfig(_Section):
     )
     operators: dict[str, float] = Field(default_factory=lambda: {"diff": 0.6, "rewrite": 0.4})
     inspirations: int = Field(default=2, ge=0, le=10, description="other good agents shown in prompts")
+    ideas: bool = Field(
+        default=True,
+        description="give each FM proposal one direction to try, drawn (seeded) from the benchmark's `ideas`",
+    )
     failed_attempts_shown: int = Field(default=3, ge=0, le=20)
     max_pending: int | None = Field(
         default=None,

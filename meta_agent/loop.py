@@ -11,6 +11,7 @@ it, re-queueing `proposed`/`evaluating` agents and redoing missing iterations
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections import OrderedDict, deque
 from dataclasses import dataclass, field
@@ -152,6 +153,8 @@ class SearchLoop:
         self._parents = _LRU[int, ParentInfo](capacity=4096)
         self._genome_owner: dict[str, int] = {}  # genome hash -> first agent with it: the duplicate gate
         self._failures = _LRU[int, deque[str]](capacity=4096)  # parent -> reasons its children were invalid
+        # Children whose FM conversation may take their failed run back (fm.repair_rounds), until evaluated.
+        self._repairable = _LRU[int, _Repairable](capacity=1024)
         self.view = self.behaviour.rebuild(archive, self.run_id, lambda hash_: self._genome(hash_).files)
         if {arm.operator for arm in self.arms} == {"crossover"} and len(self.view) < 2:
             raise ConfigError(
@@ -393,28 +396,46 @@ class SearchLoop:
                 return False
             self._counters.spent_usd += proposal.cost_usd
             stored = dict(iteration=iteration, parent_id=parent_id, second_parent_id=second_parent_id, arm=arm)
-            if proposal.genome is None:
-                self._store_invalid(proposal, reason=str(proposal.reason), **stored)
+            if self._accept(proposal, _Repairable(arm.operator, ctx, proposal, arm.model, iteration, attempt), **stored):
                 return True
-            child_hash = genome_hash(proposal.genome.files)
-            duplicate = self._genome_owner.get(child_hash)
-            if duplicate is not None:
-                reason = f"the edit produced code identical to agent {duplicate}; make a change that differs"
-                self._store_invalid(proposal, reason=reason, **stored)
-                return True
-            embedding = None
-            if self.behaviour.gate is not None:
-                embedding = self.behaviour.code_embedding(proposal.genome.files)
-                near = self.behaviour.gate.check(embedding)
-                if near is not None:
-                    reason = (
-                        f"near-duplicate of agent {near.agent_id} (code similarity {near.similarity:.4f} >= "
-                        f"{self.behaviour.gate.threshold}); make a more substantial change"
-                    )
-                    self._store_invalid(proposal, reason=reason, **stored)
-                    continue
-            self._store_child(proposal, child_hash, embedding, **stored)
+        return True
+
+    def _accept(
+        self,
+        proposal: Proposal,
+        repairable: _Repairable | None,
+        *,
+        iteration: int,
+        parent_id: int,
+        second_parent_id: int | None,
+        arm: Arm,
+    ) -> bool:
+        """Store a proposal: a child queued for evaluation, or an invalid agent with its reason. False only
+        for a near-duplicate, after which the iteration may propose again."""
+        stored = dict(iteration=iteration, parent_id=parent_id, second_parent_id=second_parent_id, arm=arm)
+        if proposal.genome is None:
+            self._store_invalid(proposal, reason=str(proposal.reason), **stored)
             return True
+        child_hash = genome_hash(proposal.genome.files)
+        duplicate = self._genome_owner.get(child_hash)
+        if duplicate is not None:
+            reason = f"the edit produced code identical to agent {duplicate}; make a change that differs"
+            self._store_invalid(proposal, reason=reason, **stored)
+            return True
+        embedding = None
+        if self.behaviour.gate is not None:
+            embedding = self.behaviour.code_embedding(proposal.genome.files)
+            near = self.behaviour.gate.check(embedding)
+            if near is not None:
+                reason = (
+                    f"near-duplicate of agent {near.agent_id} (code similarity {near.similarity:.4f} >= "
+                    f"{self.behaviour.gate.threshold}); make a more substantial change"
+                )
+                self._store_invalid(proposal, reason=reason, **stored)
+                return False
+        agent_id = self._store_child(proposal, child_hash, embedding, **stored)
+        if repairable is not None and proposal.conversation and proposal.repairs_left > 0:
+            self._repairable.put(agent_id, repairable)
         return True
 
     def _choose_arm(self, rng: np.random.Generator) -> Arm:
@@ -448,7 +469,7 @@ class SearchLoop:
         parent_id: int,
         second_parent_id: int | None,
         arm: Arm,
-    ) -> None:
+    ) -> int:
         assert proposal.genome is not None
         agent = self.archive.add_agent(
             self.run_id,
@@ -470,6 +491,7 @@ class SearchLoop:
         message = proposal.note
         self.on_event(LoopEvent("proposed", int(agent.id), iteration, None, self._best_score(), message))
         self._enqueue(int(agent.id))
+        return int(agent.id)
 
     def _store_invalid(
         self,
@@ -623,6 +645,33 @@ class SearchLoop:
                         "evaluation.memory_mb); `cambrian show RUN 1` has the seed's logs",
                     )
                 )
+        repairable = self._repairable.pop(agent_id)
+        if repairable is not None and (not result.valid or not any(t.passed for t in result.task_results)):
+            await self._repair_failed_run(agent, repairable, result.invalid_reason or result.feedback)
+
+    async def _repair_failed_run(self, agent: Agent, repairable: _Repairable, failure: str) -> None:
+        """Send a child's failed run back to the FM in the conversation that wrote it; the answer becomes a new
+        child of the same parent and iteration (its repair_note names the failure). Skipped once stopping."""
+        if self._stop.is_set() or not failure:
+            return
+        arm = Arm(repairable.model, repairable.operator)
+        if self.bandit is not None:
+            self.bandit.record_pull(arm)
+        try:
+            proposal = await self.proposer.fix(
+                repairable.operator, repairable.ctx, repairable.proposal, failure,
+                model=repairable.model, iteration=repairable.iteration, attempt=repairable.attempt,
+            )  # fmt: skip
+        except (FMUnavailable, FMAuthError) as exc:
+            self.on_event(LoopEvent("failed", int(agent.id), agent.iteration, None, self._best_score(),
+                                    f"no repair of agent {agent.id}: {exc}"))  # fmt: skip
+            return
+        self._counters.spent_usd += proposal.cost_usd
+        follow_up = dataclasses.replace(repairable, proposal=proposal)
+        self._accept(
+            proposal, follow_up, iteration=repairable.iteration, parent_id=int(agent.parent_id),  # type: ignore[arg-type]
+            second_parent_id=agent.second_parent_id, arm=arm,
+        )  # fmt: skip
 
     def _reward_bandit(self, agent: Agent) -> None:
         """Credit the child's (model, operator) arm: its improvement over its parent (0 if invalid)."""
@@ -678,6 +727,18 @@ class SearchLoop:
         return self._best[0] if self._best else None
 
 
+@dataclass(frozen=True)
+class _Repairable:
+    """What it takes to send a child's failed run back to the FM that wrote it."""
+
+    operator: str
+    ctx: PromptContext
+    proposal: Proposal
+    model: str
+    iteration: int
+    attempt: int
+
+
 class _LRU(Generic[K, V]):
     """A bounded mapping that forgets the least recently used entry."""
 
@@ -690,6 +751,10 @@ class _LRU(Generic[K, V]):
         if value is not None:
             self._items.move_to_end(key)
         return value
+
+    def pop(self, key: K) -> V | None:
+        """Remove and return the entry (None when absent)."""
+        return self._items.pop(key, None)
 
     def put(self, key: K, value: V) -> None:
         self._items[key] = value

@@ -130,6 +130,7 @@ class PromptContext:
     inspirations: a few other good agents whose (truncated) code is shown for ideas.
     second_parent: the other parent of a crossover (None for one-parent operators).
     plan: the improvement plan the first call of `diagnose` wrote (None before that call).
+    idea: one direction to try, drawn from the benchmark's `ideas` for this proposal (None: no direction).
     """
 
     contract: str
@@ -139,6 +140,7 @@ class PromptContext:
     inspirations: Sequence[ParentInfo] = ()
     second_parent: ParentInfo | None = None
     plan: str | None = None
+    idea: str | None = None
 
 
 @dataclass(frozen=True)
@@ -235,6 +237,7 @@ def task_values(ctx: PromptContext, limits: PromptLimits) -> dict[str, str]:
         # A comment, so a small model that copies the format line verbatim still writes valid code.
         "placeholder": f"# the complete, improved {what}" if genome.entry.endswith(".py") else f"the improved {what}",
         "evolve_note": evolve_note,
+        "idea_note": render("idea", {"idea": ctx.idea.strip()}) if ctx.idea else "",
         # Whole-file replies: a one-region file is answered with its region only, so no note is needed.
         "whole_note": "" if one_region else evolve_note,
     }

@@ -69,6 +69,11 @@ class Proposal:
     cost_usd: float = 0.0
     note: str = ""
     repair_note: str | None = None  # what was repaired before evaluation (static imports, an FM repair round)
+    idea: str | None = None  # the direction the prompt asked the FM to try, if any
+    #: The FM conversation that wrote the child, its last reply included (FM operators): where `Proposer.fix`
+    #: continues when the child fails to run. `repairs_left`: how many more times it may go back.
+    conversation: tuple[Mapping[str, str], ...] = ()
+    repairs_left: int = 0
 
     def usage(self) -> dict[str, float | int]:
         return {"prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens, "cost_usd": self.cost_usd}
@@ -79,6 +84,7 @@ class _Usage:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cost_usd: float = 0.0
+    idea: str | None = None
 
     def add(self, completion: Completion) -> None:
         self.prompt_tokens += completion.prompt_tokens
@@ -88,7 +94,9 @@ class _Usage:
     def proposal(
         self, genome: Genome | None, reason: str | None = None, note: str = "", repair_note: str | None = None
     ) -> Proposal:
-        return Proposal(genome, reason, self.prompt_tokens, self.completion_tokens, self.cost_usd, note, repair_note)
+        return Proposal(
+            genome, reason, self.prompt_tokens, self.completion_tokens, self.cost_usd, note, repair_note, self.idea
+        )
 
 
 class Proposer:
@@ -106,9 +114,11 @@ class Proposer:
         fm_budget: AgentFMBudget,
         gateway: Callable[[], FMGateway | None],
         repair_rounds: int = 1,
+        ideas: bool = True,
     ) -> None:
         """repair_rounds: times a reply that fails to parse, apply or pass the static check goes back to the
-        FM with the error, in the same conversation (FM operators only; >= 0)."""
+        FM with the error, in the same conversation (FM operators only; >= 0). ideas: give each FM proposal
+        one direction drawn from the benchmark's `ideas` (seeded by run seed, iteration and attempt)."""
         self.benchmark = benchmark
         self.operators = operators
         self.llms = llms
@@ -120,6 +130,7 @@ class Proposer:
         self.repair_rounds = max(0, repair_rounds)
         #: The function the harness calls in the entry file; the static check keeps it callable.
         self.entry_function: str | None = getattr(benchmark, "entry_function", None)
+        self.ideas: tuple[str, ...] = tuple(getattr(benchmark, "ideas", ()) or ()) if ideas else ()
 
     @classmethod
     def from_config(
@@ -143,7 +154,15 @@ class Proposer:
             fm_budget=agent_fm_budget(config),
             gateway=gateway,
             repair_rounds=config.fm.repair_rounds,
+            ideas=config.search.ideas,
         )
+
+    def idea(self, iteration: int, attempt: int) -> str | None:
+        """The direction one FM proposal is asked to try: a seeded draw from the benchmark's ideas (None: none)."""
+        if not self.ideas:
+            return None
+        rng = np.random.default_rng([self.run_seed, iteration, attempt, 0x1DEA])
+        return self.ideas[int(rng.integers(len(self.ideas)))]
 
     async def propose(
         self,
@@ -173,6 +192,9 @@ class Proposer:
                 return await self._self_modify(operator, ctx, iteration=iteration, attempt=attempt)
             llm = self.llms[model]
             seed = derive_seed(self.run_seed, iteration, attempt)
+            if ctx.idea is None and ctx.second_parent is None:  # crossover's direction is the other parent
+                ctx = dataclasses.replace(ctx, idea=self.idea(iteration, attempt))
+                usage.idea = ctx.idea
             if kind == "fm_two_step":
                 planned = await llm.complete(
                     operator.plan_messages(ctx), seed=seed, purpose="diagnose", iteration=iteration  # type: ignore[union-attr]
@@ -222,8 +244,59 @@ class Proposer:
             repairs = list(checked.repairs)
             if errors:
                 repairs.insert(0, f"FM repair round {len(errors)} fixed: {_first_line(errors[-1])}")
-            return usage.proposal(checked.genome, repair_note="; ".join(repairs) or None)
+            conversation = (*messages, {"role": "assistant", "content": completion.text})
+            return dataclasses.replace(
+                usage.proposal(checked.genome, repair_note="; ".join(repairs) or None),
+                conversation=conversation,
+                repairs_left=self.repair_rounds - round_,
+            )
         raise AssertionError("unreachable: the last round returns or raises")
+
+    async def fix(
+        self,
+        operator_name: str,
+        ctx: PromptContext,
+        failed: Proposal,
+        failure: str,
+        *,
+        model: str,
+        iteration: int,
+        attempt: int,
+    ) -> Proposal:
+        """The child again, after it failed when run: `failure` (its public feedback: the crash, the timeout,
+        the invalid result) goes back to the FM in the conversation that wrote it (ledger purpose "repair").
+
+        `failed` must carry a conversation and repairs_left > 0. The answer is checked like any reply and
+        comes back as a new Proposal (its usage only); a reply that cannot become a child gives a reason.
+        """
+        if not failed.conversation or failed.repairs_left <= 0:
+            raise ValueError("fix needs a proposal with its FM conversation and repair rounds left")
+        operator = self.operators[operator_name]
+        llm = self.llms[model]
+        ctx = dataclasses.replace(ctx, idea=failed.idea)
+        usage = _Usage(idea=failed.idea)
+        message = render("repair_run", {"failure": failure.strip(), "format_hint": operator.format_hint(ctx)})  # type: ignore[union-attr]
+        messages = [*failed.conversation, {"role": "user", "content": message.strip()}]
+        completion = await llm.complete(
+            messages, seed=derive_seed(self.run_seed, iteration, attempt), purpose="repair", iteration=iteration,
+            grammar=operator.grammar(ctx),  # type: ignore[union-attr]
+        )  # fmt: skip
+        usage.add(completion)
+        second = ctx.second_parent.genome if ctx.second_parent is not None else None
+        try:
+            if second is not None:
+                child = operator.apply(ctx.parent.genome, completion.text, second_parent=second)  # type: ignore[call-arg,union-attr]
+            else:
+                child = operator.apply(ctx.parent.genome, completion.text)  # type: ignore[union-attr,arg-type]
+            checked = check_child(child, ctx.parent.genome, entry_function=self.entry_function)
+        except EditError as exc:
+            return usage.proposal(None, f"{exc} (the repair after a failed run)")
+        note = "; ".join([f"FM repair after the run failed: {_first_line(failure)}", *checked.repairs])
+        return dataclasses.replace(
+            usage.proposal(checked.genome, repair_note=note),
+            conversation=(*messages, {"role": "assistant", "content": completion.text}),
+            repairs_left=failed.repairs_left - 1,
+        )
 
     def _checked(self, usage: _Usage, child: Genome, parent: Genome, *, note: str = "") -> Proposal:
         """A child that passed the static check (with its repairs), or the reason it did not."""

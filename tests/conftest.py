@@ -47,12 +47,15 @@ def local_fm(smollm2_path: Path, tmp_path_factory: pytest.TempPathFactory) -> It
 
 def docker_unavailable_reason() -> str | None:
     """Why the Docker tests cannot run here, or None when the engine answers and the image exists."""
-    from sandbox.image import DEFAULT_IMAGE, engine_available, image_exists
+    from sandbox.image import DEFAULT_IMAGE, engine_available, image_status
 
     if not engine_available():
         return "no Docker engine answers: run `.ci/run` (installs and starts one), or start dockerd as root"
-    if not image_exists(DEFAULT_IMAGE):
+    status = image_status(DEFAULT_IMAGE)
+    if not status.present:
         return f"the sandbox image {DEFAULT_IMAGE} is missing: run `.ci/run` or `cambrian sandbox build`"
+    if not status.current:
+        return f"the sandbox image {DEFAULT_IMAGE} is stale ({status.stale_reason()}): run `cambrian sandbox build`"
     return None
 
 

@@ -226,7 +226,7 @@ def test_grid_feedback_names_the_gap_the_equal_radii_and_the_empty_region() -> N
     task = bench.tasks("search")[0]
     score = bench.score(task, LocalSandbox().run(bench.run_spec(bench.seed(), task)))
     feedback = score.feedback
-    assert score.passed and len(feedback) < 600, (len(feedback), feedback)
+    assert score.passed and len(feedback) < 800, (len(feedback), feedback)
     lines = feedback.splitlines()
     assert lines[0].startswith("valid packing of 26 circles; sum of radii 2.166667 (0.468 below the best known 2.635")
     assert "all 26 radii equal 0.0833 (a grid of equal circles)" in feedback
@@ -235,7 +235,8 @@ def test_grid_feedback_names_the_gap_the_equal_radii_and_the_empty_region() -> N
     # The seed's 6 x 5 grid leaves the top right empty: 0.333 high, room for a circle of radius about 1/6.
     spot = re.search(r"largest empty spot fits r=([0-9.]+) at \(([0-9.]+), ([0-9.]+)\)", feedback)
     assert spot is not None and float(spot[1]) == pytest.approx(1 / 6, abs=0.01) and float(spot[3]) > 0.75
-    assert "equal circles waste space" in feedback and "scipy.optimize" in feedback and "reach about 2.6" in feedback
+    assert "equal circles on a square grid waste space" in feedback and "offset (hexagonal) rows" in feedback
+    assert "scipy.optimize" in feedback and "(about 2.6)" in feedback
 
 
 def test_unequal_feedback_names_the_smallest_circles_and_their_room() -> None:
@@ -243,7 +244,7 @@ def test_unequal_feedback_names_the_smallest_circles_and_their_room() -> None:
     packing = [[0.25, 0.25, 0.25], [0.75, 0.25, 0.25], [0.25, 0.75, 0.25], [0.75, 0.75, 0.1]]
     score = bench.score(bench.tasks("search")[0], harness_result(packing))
     feedback = score.feedback
-    assert score.passed and score.score == pytest.approx(0.85) and len(feedback) < 600
+    assert score.passed and score.score == pytest.approx(0.85) and len(feedback) < 800
     assert feedback.startswith("valid packing of 4 circles; sum of radii 0.850000; took 0.01 s\n")
     assert "best known" not in feedback and "2.6" not in feedback
     assert "radii from 0.1000 to 0.2500" in feedback
@@ -251,7 +252,7 @@ def test_unequal_feedback_names_the_smallest_circles_and_their_room() -> None:
     assert "smallest: #3 r=0.1000 can grow 0.1500, #0 r=0.2500 touching, #1 r=0.2500 touching" in feedback
     assert "1 of 4 circles can grow without moving others" in feedback
     assert f"uncovered: {1 - math.pi * (3 * 0.25**2 + 0.1**2):.1%} of the square" in feedback
-    assert "equal circles" not in feedback and "circles of different sizes" in feedback
+    assert "equal circles" not in feedback and "small ones in the gaps" in feedback
     # The descriptors are unchanged by the richer feedback: the small circle is off the walls.
     assert score.descriptor == pytest.approx(
         {"radius_spread": np.std([0.25, 0.25, 0.25, 0.1]) / 0.2125, "border_fraction": 0.75}

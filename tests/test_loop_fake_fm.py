@@ -120,6 +120,31 @@ def test_a_reply_failing_every_repair_round_is_invalid_with_the_last_error_fake_
     assert child.prompt_tokens == 20  # both calls' usage stays on the invalid child
 
 
+def test_a_child_that_crashes_goes_back_with_its_run_and_the_fix_is_a_new_child_fake_fm(tmp_path: Path) -> None:
+    fm = ScriptedFM([fenced(CRASH), fenced(VALID)])
+    loop, archive = make_loop(tmp_path, fm, budget={"iterations": 1}, fm={"concurrency": 1, "repair_rounds": 1})
+    asyncio.run(loop.run_until_done())
+    crashed, fixed = [a for a in archive.agents(1) if a.iteration == 1]
+    assert crashed.status == AgentStatus.invalid and "ZeroDivisionError" in crashed.invalid_reason
+    assert fixed.status == AgentStatus.evaluated and fixed.score > 2.0 and fixed.parent_id == crashed.parent_id == 1
+    assert fixed.repair_note.startswith("FM repair after the run failed: crashed: ZeroDivisionError")
+    assert [purpose for purpose, _ in fm.requests] == ["mutate", "repair"]
+    sent = fm.requests[1][1]
+    assert sent[-2]["content"] == fenced(CRASH) and "was run and failed" in sent[-1]["content"]
+    assert "ZeroDivisionError" in sent[-1]["content"]
+    assert archive.iterations_done(1) == 1  # the repair is part of the same iteration
+
+
+def test_no_run_repair_once_the_rounds_are_spent_fake_fm(tmp_path: Path) -> None:
+    # The first reply does not parse; the repair round's reply crashes: no round is left for its run.
+    fm = ScriptedFM(["no code at all", fenced(CRASH), fenced(VALID)])
+    loop, archive = make_loop(tmp_path, fm, budget={"iterations": 1}, fm={"concurrency": 1, "repair_rounds": 1})
+    asyncio.run(loop.run_until_done())
+    (child,) = [a for a in archive.agents(1) if a.iteration == 1]
+    assert child.status == AgentStatus.invalid and "ZeroDivisionError" in child.invalid_reason
+    assert [purpose for purpose, _ in fm.requests] == ["mutate", "repair"]
+
+
 def test_duplicate_child_is_rejected_fake_fm(tmp_path: Path) -> None:
     fm = ScriptedFM([fenced(VALID)])  # the same edit twice, from the same parent
     loop, archive = make_loop(tmp_path, fm, budget={"iterations": 2})

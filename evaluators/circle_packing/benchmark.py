@@ -163,6 +163,19 @@ class CirclePacking:
 
     name = "circle_packing"
     entry_function = FUNCTION  # what the harness calls; the static check keeps it callable
+    #: Directions a proposal may be asked to try (one drawn per proposal, `search.ideas`): the moves packing
+    #: work names, in words, no construction given away.
+    ideas = (
+        "arrange the circles in offset (hexagonal) rows: shift every other row by half a spacing and bring the "
+        "rows closer, with the largest radius that still fits",
+        "use fewer, larger circles and put small circles in the gaps between them",
+        "after placing the circles, grow each one until it touches a neighbour or a wall",
+        "place circles one at a time, each where the largest possible circle fits",
+        "optimise all centres and radii together from the current packing with scipy.optimize.minimize "
+        "(method SLSQP, constraints: no overlap, inside the square), maximising the sum of radii",
+        "tune the numbers: the spacing, the radii, the number of rows and columns, the margins",
+        "give the circles along the walls and in the corners different sizes from those in the middle",
+    )
     description = "Pack n circles in the unit square to maximise the sum of their radii (program search)."
     #: Descriptor ranges for binning: radius_spread = std / mean of the radii (0 = equal circles; it exceeds 1
     #: only for a few large circles among specks, up to sqrt(n - 1)); border_fraction = share of circles

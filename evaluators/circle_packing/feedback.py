@@ -85,11 +85,13 @@ def describe_valid_packing(
         f"uncovered: {uncovered:.1%} of the square; the largest empty spot fits r={spot_r:.3f} "
         f"at ({spot_x:.2f}, {spot_y:.2f})"
     )
-    reach = f" to reach about {OPTIMISER_SUMS[n]}" if n in OPTIMISER_SUMS else ""
-    sizes = "equal circles waste space; " if equal else ""
+    reach = f" (about {OPTIMISER_SUMS[n]})" if n in OPTIMISER_SUMS else ""
+    grid = "equal circles on a square grid waste space; " if equal else ""
+    # Concrete moves, smallest first: what packing work (and OpenEvolve's circle-packing prompt) names.
     lines.append(
-        f"hint: {sizes}use circles of different sizes, each grown until it touches neighbours or a wall; "
-        f"optimise all centres and radii together (scipy.optimize, non-overlap constraints){reach}"
+        f"hint: {grid}ideas that raise the sum: offset (hexagonal) rows; fewer large circles with small ones in "
+        "the gaps; grow each circle until it touches a neighbour or a wall; optimise all centres and radii "
+        f"together from the current packing (scipy.optimize.minimize, SLSQP, non-overlap constraints){reach}"
     )
     return "\n".join(lines)
 

@@ -85,6 +85,15 @@ class HumanEval:
 
     name = "humaneval"
     entry_function = FUNCTION  # what the harness calls; the static check keeps it callable
+    #: Directions a proposal may be asked to try (one drawn per proposal, `search.ideas`).
+    ideas = (
+        "check that the returned code compiles (compile()) and, if not, ask the FM again showing the error",
+        "run the examples of the task's docstring against the candidate and retry once with the failing example",
+        "improve the instructions to the FM: name the edge cases to handle (empty inputs, negatives, types)",
+        "ask the FM to reason step by step about the examples before writing the function",
+        "extract the function from the FM's reply more robustly (fences, prose, a missing signature)",
+        "ask for two candidates and return the one that passes more of the docstring's examples",
+    )
     description = "Agents that call the FM write Python functions from docstrings; hidden tests (HumanEval, 164)."
 
     def __init__(self, **options: Any) -> None:
