@@ -35,6 +35,10 @@ from meta_agent.prompting import render
 from meta_agent.static_check import check_child
 from sandbox.base import Sandbox
 
+# How a child made by `Proposer.fix` (a failed run sent back to the FM) begins its repair_note: such a child
+# shares its iteration with the child that failed.
+RUN_REPAIR_NOTE = "FM repair after the run failed"
+
 
 def run_limits(config: RunConfig) -> Limits:
     """The per-task limits a run's `evaluation.*` settings override (None keeps the benchmark's)."""
@@ -291,7 +295,7 @@ class Proposer:
             checked = check_child(child, ctx.parent.genome, entry_function=self.entry_function)
         except EditError as exc:
             return usage.proposal(None, f"{exc} (the repair after a failed run)")
-        note = "; ".join([f"FM repair after the run failed: {_first_line(failure)}", *checked.repairs])
+        note = "; ".join([f"{RUN_REPAIR_NOTE}: {_first_line(failure)}", *checked.repairs])
         return dataclasses.replace(
             usage.proposal(checked.genome, repair_note=note),
             conversation=(*messages, {"role": "assistant", "content": completion.text}),

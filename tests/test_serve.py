@@ -69,7 +69,7 @@ def test_context_manager_and_endpoint(smollm2_path: Path) -> None:
         log = server.log_path
         assert endpoint.model == "openai/smol-ctx" and endpoint.label == "smol-ctx"
         assert endpoint.api_base == server.base_url == f"http://127.0.0.1:{server.port}/v1"
-        assert dict(endpoint.extra_body) == {"cache_prompt": False} and endpoint.api_key_env is None
+        assert dict(endpoint.extra_body) == {"cache_prompt": True} and endpoint.api_key_env is None
     assert pid is not None and _group_gone(pid)
     assert log is not None and not log.exists()  # its own temp log is removed
 

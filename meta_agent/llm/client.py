@@ -384,12 +384,13 @@ class LLMClient:
         iteration: int | None = None,
         temperature: float | None = None,
         max_tokens: int | None = None,
+        grammar: str | None = None,
     ) -> Completion:
         """`complete` for code without an event loop (CLI tools); not callable from inside one."""
         return asyncio.run(
             self.complete(
                 messages, seed=seed, purpose=purpose, agent_id=agent_id, iteration=iteration,
-                temperature=temperature, max_tokens=max_tokens,
+                temperature=temperature, max_tokens=max_tokens, grammar=grammar,
             )  # fmt: skip
         )
 
