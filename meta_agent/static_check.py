@@ -6,7 +6,11 @@ function with a signature the harness can call. A name that is a well-known
 import the model forgot (`math`, `np`, `defaultdict`, `minimize`, ...) is
 repaired by adding the import, and the repair is reported so it can be stored
 on the agent; anything else is refused with an `EditError` that names the file,
-the line and the text. Pure functions of the code: nothing here runs it.
+the line and the text. A child whose code does exactly what its parent's does
+(it only moved blank lines, comments or docstrings, added unused imports, or
+put code after a `return`) is refused too, so that the FM hears it changed
+nothing before any sandbox time is spent. Pure functions of the code: nothing
+here runs it.
 """
 
 from __future__ import annotations
@@ -110,6 +114,7 @@ def check_child(child: Genome, parent: Genome, *, entry_function: str | None = N
         _refuse_fatal(path, text)
     if entry_function is not None and child.entry.endswith(".py") and child.entry in parent.files:
         _check_entry(files[child.entry], parent.files[child.entry], path=child.entry, name=entry_function)
+    _refuse_neutral(files, parent.files)
     return CheckedChild(Genome(files=files, entry=child.entry), tuple(repairs))
 
 
@@ -189,6 +194,56 @@ def _refuse_fatal(path: str, text: str) -> None:
         else "fix the code so that it would run"
     )
     raise EditError(f"static check of {path}: " + "; ".join(problems) + more, fix=fix)
+
+
+def _refuse_neutral(child: Mapping[str, str], parent: Mapping[str, str]) -> None:
+    """Refuse a child whose files all do what the parent's do (see `behaviour_key`)."""
+    if child.keys() != parent.keys():
+        return
+    changed = [path for path, text in child.items() if parent[path] != text]
+    if not changed or not all(p.endswith(".py") for p in changed):
+        return  # an identical child is the operators' own refusal; other files may change behaviour
+    if all(behaviour_key(child[p]) == behaviour_key(parent[p]) for p in changed):
+        raise EditError(
+            f"the edit changes nothing the program does: {', '.join(changed)} differs from the parent only in "
+            "blank lines, comments, docstrings, unused imports or code that can never run (after a return)",
+            fix="change the statements that compute the result",
+        )
+
+
+def behaviour_key(text: str) -> str:
+    """The parts of a module that decide what it does: its AST without docstrings, bare string statements,
+    imports nothing uses and statements after a return, raise, break or continue. Equal keys, same program."""
+    tree = ast.parse(text)
+    unused = {m.lineno for m in pyflakes_checker.Checker(tree).messages if isinstance(m, pyflakes_messages.UnusedImport)}
+    return ast.dump(_Inert(unused).visit(tree), annotate_fields=False, include_attributes=False)
+
+
+class _Inert(ast.NodeTransformer):
+    """Drops the statements `behaviour_key` ignores, in every statement list of the tree."""
+
+    def __init__(self, unused_import_lines: set[int]) -> None:
+        self.unused = unused_import_lines
+
+    def generic_visit(self, node: ast.AST) -> ast.AST:
+        super().generic_visit(node)
+        for field in ("body", "orelse", "finalbody"):
+            statements = getattr(node, field, None)
+            if isinstance(statements, list) and statements and isinstance(statements[0], ast.stmt):
+                setattr(node, field, self._live(statements))
+        return node
+
+    def _live(self, statements: list[ast.stmt]) -> list[ast.stmt]:
+        kept: list[ast.stmt] = []
+        for statement in statements:
+            if isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant):
+                continue  # a docstring or a bare string
+            if isinstance(statement, (ast.Import, ast.ImportFrom)) and statement.lineno in self.unused:
+                continue
+            kept.append(statement)
+            if isinstance(statement, (ast.Return, ast.Raise, ast.Break, ast.Continue)):
+                break  # what follows can never run
+        return kept or [ast.Pass()]
 
 
 def _top_level(tree: ast.Module, name: str) -> ast.AST | None:

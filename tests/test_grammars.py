@@ -17,7 +17,7 @@ from evaluators.humaneval import HumanEval
 from meta_agent.grammars import code_grammar, gbnf_literal, search_replace_grammar
 from meta_agent.operators import DiffOperator, RewriteOperator
 
-SEED = CirclePacking().seed()
+SEED = CirclePacking(start="grid").seed()
 TEXT = SEED.files["packing.py"]
 
 

@@ -69,7 +69,7 @@ def make_loop(tmp_path: Path, scripted: ScriptedFM, *, benchmark=None, **config)
     archive = Archive.at(tmp_path / "archive.db")
     run = archive.create_run(name="t", benchmark="circle_packing", seed=0, config_json=cfg.to_json())
     loop = SearchLoop(
-        archive=archive, run=run, config=cfg, benchmark=benchmark or CirclePacking(), sandbox=LocalSandbox(),
+        archive=archive, run=run, config=cfg, benchmark=benchmark or CirclePacking(start="grid"), sandbox=LocalSandbox(),
         llm=scripted, model_label="scripted",
     )
     return loop, archive
@@ -192,7 +192,7 @@ def test_stop_request_leaves_a_resumable_run_fake_fm(tmp_path: Path) -> None:
     # Resume: a fresh loop over the same archive finishes the budget.
     run = archive.get_run("t")
     again = SearchLoop(
-        archive=archive, run=run, config=loop.config, benchmark=CirclePacking(), sandbox=LocalSandbox(),
+        archive=archive, run=run, config=loop.config, benchmark=CirclePacking(start="grid"), sandbox=LocalSandbox(),
         llm=fm, model_label="scripted",
     )
     outcome = asyncio.run(again.run_until_done())

@@ -137,7 +137,7 @@ def test_self_modify_is_refused_for_a_benchmark_whose_agents_do_not_write_code(t
 
 
 def test_near_duplicates_are_rejected_recorded_and_reproposed_fake_fm(tmp_path: Path) -> None:
-    seed = CirclePacking().seed().files["packing.py"]
+    seed = CirclePacking(start="grid").seed().files["packing.py"]
     near_copy = seed.replace("radius = 0.5 / max(columns, rows)", "radius = 0.4999 / max(columns, rows)")
     fm = ScriptedFM([fenced(near_copy), fenced(near_copy.replace("0.4999", "0.4998")), fenced(VALID)])
     config = _config(
@@ -145,7 +145,7 @@ def test_near_duplicates_are_rejected_recorded_and_reproposed_fake_fm(tmp_path: 
         search={"operators": {"rewrite": 1.0}, "novelty": {"duplicate_threshold": 0.999, "max_reproposals": 2}},
         budget={"iterations": 1},
     )
-    loop, archive = _loop(tmp_path, config, benchmark=CirclePacking(), fm=fm)
+    loop, archive = _loop(tmp_path, config, benchmark=CirclePacking(start="grid"), fm=fm)
     asyncio.run(loop.run_until_done())
     children = [a for a in archive.agents(1) if a.iteration == 1]
     assert [a.status for a in children] == [AgentStatus.invalid, AgentStatus.invalid, AgentStatus.evaluated]
@@ -160,11 +160,11 @@ def test_crossover_and_diagnose_through_the_loop_fake_fm(tmp_path: Path) -> None
     fm = RecordingFM([fenced(VALID), plan, fenced(VALID.replace("0.999", "0.998")),
                       fenced(VALID.replace("0.999", "0.997"))])  # fmt: skip
     config = _config(tmp_path, search={"operators": {"rewrite": 1.0}}, budget={"iterations": 1})
-    loop, archive = _loop(tmp_path, config, benchmark=CirclePacking(), fm=fm)
+    loop, archive = _loop(tmp_path, config, benchmark=CirclePacking(start="grid"), fm=fm)
     asyncio.run(loop.run_until_done())  # iteration 1: rewrite, so there are two evaluated agents
     for operator, iteration in (("diagnose", 2), ("crossover", 3)):
         settings = _config(tmp_path, search={"operators": {operator: 1.0}}, budget={"iterations": iteration})
-        loop, _ = _loop(tmp_path, settings, benchmark=CirclePacking(), fm=fm, archive=archive)
+        loop, _ = _loop(tmp_path, settings, benchmark=CirclePacking(start="grid"), fm=fm, archive=archive)
         asyncio.run(loop.run_until_done())
     by_iteration = {a.iteration: a for a in archive.agents(1)}
     diagnosed, crossed = by_iteration[2], by_iteration[3]
@@ -180,13 +180,13 @@ def test_the_bandit_is_restored_on_resume_and_shown_by_history_fake_fm(tmp_path:
     fm = ScriptedFM([fenced(VALID), "no code at all", fenced(VALID.replace("0.999", "0.99"))])
     settings = dict(search={"operators": {"rewrite": 1.0, "ast_mutate": 1.0}, "bandit": {"algorithm": "ucb1"}})
     loop, archive = _loop(tmp_path, _config(tmp_path, budget={"iterations": 8}, **settings),
-                          benchmark=CirclePacking(), fm=fm)  # fmt: skip
+                          benchmark=CirclePacking(start="grid"), fm=fm)  # fmt: skip
     asyncio.run(loop.run_until_done())
     live = {s.arm: (s.pulls, s.rewarded, round(s.reward_sum, 12)) for s in loop.bandit.stats()}
     assert set(live) == {Arm("scripted", "rewrite"), Arm("", "ast_mutate")}
     assert sum(pulls for pulls, _, _ in live.values()) == 8
     again, _ = _loop(tmp_path, _config(tmp_path, budget={"iterations": 8}, **settings),
-                     benchmark=CirclePacking(), fm=fm, archive=archive)  # fmt: skip
+                     benchmark=CirclePacking(start="grid"), fm=fm, archive=archive)  # fmt: skip
     restored = {s.arm: (s.pulls, s.rewarded, round(s.reward_sum, 12)) for s in again.bandit.stats()}
     assert restored == live
     history = arm_history(archive.agents(1))
@@ -212,7 +212,7 @@ def test_two_models_are_both_tried_by_the_bandit_and_recorded(tmp_path: Path, lo
     first = local_fm.endpoint()
     second = dataclasses.replace(first, label="smollm2-twin")
     loop = SearchLoop(
-        archive=archive, run=run, config=config, benchmark=CirclePacking(), sandbox=LocalSandbox(),
+        archive=archive, run=run, config=config, benchmark=CirclePacking(start="grid"), sandbox=LocalSandbox(),
         llm=LLMClient(first, ledger=ledger, max_tokens=200), model_label=first.label,
         more_llms={"smollm2-twin": LLMClient(second, ledger=ledger, max_tokens=200)},
     )  # fmt: skip

@@ -15,7 +15,7 @@ from evaluators.circle_packing.benchmark import CirclePacking
 from meta_agent.edits import EditError, extract_code, trim_prose
 from meta_agent.operators import DiffOperator, RewriteOperator
 
-SEED = CirclePacking().seed()
+SEED = CirclePacking(start="grid").seed()
 TEXT = SEED.files["packing.py"]
 SEARCH = "    radius = 0.5 / max(columns, rows)\n"
 REPLACE = "    radius = 0.5 / max(columns, rows) * 0.999\n"

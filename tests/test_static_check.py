@@ -6,13 +6,43 @@ from __future__ import annotations
 import pytest
 
 from evaluators.base import Genome
-from evaluators.circle_packing.benchmark import CirclePacking
 from evaluators.humaneval import HumanEval
 from meta_agent.edits import EditError
-from meta_agent.static_check import check_child
+from meta_agent.static_check import behaviour_key, check_child
 
-SEED = CirclePacking().seed()
-TEXT = SEED.files["packing.py"]
+# A fixed parent (the grid seed circle packing had before its rings), so these line-precise checks do not
+# move when the benchmark's seed does.
+TEXT = '''"""Seed program for circle packing: n circles in the unit square, maximise the sum of radii.
+
+`pack_circles(n)` returns one (x, y, r) triple per circle: centre (x, y) and
+radius r, all in unit-square coordinates. Every circle must lie inside
+[0, 1] x [0, 1] and no two may overlap. The standard library, numpy and
+scipy are importable.
+
+The evolve block holds the imports and the whole function, signature
+included, so an edit may restructure freely (helpers, constants, another
+algorithm) as long as `pack_circles(n)` keeps its contract.
+"""
+
+# EVOLVE-BLOCK-START
+import math
+
+
+def pack_circles(n: int) -> list[tuple[float, float, float]]:
+    """Equal circles on a square grid: valid for every n, far from the best packing."""
+    columns = math.ceil(math.sqrt(n))
+    rows = math.ceil(n / columns)
+    radius = 0.5 / max(columns, rows)
+    circles = []
+    for index in range(n):
+        row, column = divmod(index, columns)
+        circles.append(((2 * column + 1) * radius, (2 * row + 1) * radius, radius))
+    return circles
+
+
+# EVOLVE-BLOCK-END
+'''
+SEED = Genome(files={"packing.py": TEXT}, entry="packing.py")
 
 
 def child(text: str) -> Genome:
@@ -82,8 +112,28 @@ def test_unchanged_files_and_other_entries_are_not_checked() -> None:
 
 def test_imports_go_after_the_docstring_in_a_file_without_markers() -> None:
     agent = HumanEval().seed()
-    text = agent.files[agent.entry].replace("import re\n", "")
+    text = agent.files[agent.entry].replace("import re\n", "").replace("MAX_TOKENS = 512", "MAX_TOKENS = 600")
     checked = check_child(Genome(files={agent.entry: text}, entry=agent.entry), agent, entry_function="solve")
     fixed = checked.genome.files[agent.entry]
     assert fixed.index('"""', 3) < fixed.index("import re") < fixed.index("from typing import")
     assert "added `import re`" in checked.repair_note
+
+
+def test_an_edit_that_changes_nothing_the_program_does_is_refused() -> None:
+    neutral = {
+        "blank lines": TEXT.replace("\n\ndef pack_circles", "\n\n\ndef pack_circles"),
+        "an unused import": TEXT.replace("import math\n", "import math\nimport numpy as np\n"),
+        "code after the return": TEXT.replace("    return circles\n", "    return circles\n    circles = []\n"),
+        "a docstring": TEXT.replace("far from the best packing", "a start"),
+        "a comment": TEXT.replace("    circles = []\n", "    circles = []  # the answer\n"),
+    }
+    for what, text in neutral.items():
+        assert text != TEXT, what
+        with pytest.raises(EditError, match="changes nothing the program does") as refused:
+            check_child(child(text), SEED, entry_function="pack_circles")
+        assert refused.value.fix, what
+    # One changed constant, or an import that is used, is a real change.
+    assert check_child(child(TEXT.replace("0.5 / max", "0.49 / max")), SEED).genome
+    used = TEXT.replace("import math\n", "import math\nfrom math import ceil\n").replace("math.ceil(n /", "ceil(n /")
+    assert check_child(child(used), SEED).genome
+    assert behaviour_key(TEXT) == behaviour_key(neutral["code after the return"]) != behaviour_key(used)

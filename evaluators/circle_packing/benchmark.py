@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from importlib import resources
 from types import MappingProxyType
-from typing import Any, Mapping, Sequence
+from typing import Any, Literal, Mapping, Sequence
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -40,12 +40,21 @@ class CirclePackingOptions(BaseModel):
     n: int = Field(26, ge=2, le=200, description="number of circles")
     timeout_s: float = Field(60.0, gt=0, le=3600, description="wall-clock limit per run, seconds")
     memory_mb: int = Field(1024, ge=64, le=65536, description="memory limit per run, MiB")
+    start: Literal["rings", "grid"] = Field(
+        "rings",
+        description="the seed program: rings (centres on rings, each radius as large as its neighbours allow: "
+        "1.0917 for n=26, many single edits improve it) or grid (equal circles on a square grid: 2.1667, a strict "
+        "local optimum for small edits)",
+    )
 
 
 def parse_options(options: Mapping[str, Any] | None) -> CirclePackingOptions:
     """Validate `options`; BenchmarkError names the bad key or value."""
     return parse_benchmark_options(
-        CirclePackingOptions, options, benchmark="circle_packing", hint="n in 2..200, timeout_s > 0, memory_mb >= 64"
+        CirclePackingOptions,
+        options,
+        benchmark="circle_packing",
+        hint="n in 2..200, timeout_s > 0, memory_mb >= 64, start rings or grid",
     )
 
 
@@ -159,6 +168,7 @@ class CirclePacking:
 
     n: number of circles, 2..200 (default 26, the published reference case).
     timeout_s: wall-clock limit of one run, seconds. memory_mb: memory limit, MiB.
+    start: the seed program, "rings" (the shape of OpenEvolve's and ShinkaEvolve's seed) or "grid".
     """
 
     name = "circle_packing"
@@ -184,22 +194,25 @@ class CirclePacking:
         {"radius_spread": (0.0, 1.0), "border_fraction": (0.0, 1.0)}
     )
 
-    def __init__(self, n: int = 26, *, timeout_s: float = 60.0, memory_mb: int = 1024) -> None:
-        self.options = parse_options({"n": n, "timeout_s": timeout_s, "memory_mb": memory_mb})
+    def __init__(
+        self, n: int = 26, *, timeout_s: float = 60.0, memory_mb: int = 1024, start: str = "rings"
+    ) -> None:
+        self.options = parse_options({"n": n, "timeout_s": timeout_s, "memory_mb": memory_mb, "start": start})
         self.contract = self._contract()
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any] | None = None) -> CirclePacking:
         """Build from a user's option mapping; BenchmarkError names an unknown key or bad value."""
         parsed = parse_options(options)
-        return cls(parsed.n, timeout_s=parsed.timeout_s, memory_mb=parsed.memory_mb)
+        return cls(parsed.n, timeout_s=parsed.timeout_s, memory_mb=parsed.memory_mb, start=parsed.start)
 
     @property
     def n(self) -> int:
         return self.options.n
 
     def seed(self) -> Genome:
-        text = resources.files("evaluators.circle_packing").joinpath("seed", SEED_ENTRY).read_text(encoding="utf-8")
+        seed_file = f"{self.options.start}.py"  # seed/rings.py or seed/grid.py, evolved as packing.py
+        text = resources.files("evaluators.circle_packing").joinpath("seed", seed_file).read_text(encoding="utf-8")
         return Genome(files={SEED_ENTRY: text}, entry=SEED_ENTRY)
 
     def tasks(self, split: str) -> Sequence[Task]:
