@@ -35,8 +35,8 @@ from typing import ClassVar, Mapping, Protocol, Union, runtime_checkable
 import numpy as np
 
 from evaluators.base import Genome
-from meta_agent.edits import EditError
-from meta_agent.grammars import code_grammar, search_replace_grammar
+from meta_agent.edits import EditError, evolve_regions
+from meta_agent.grammars import code_grammar, fixed_search_grammar, search_replace_grammar
 from meta_agent.prompting import (
     ParentInfo,
     PromptContext,
@@ -58,7 +58,7 @@ from meta_agent.self_modify import SelfModifyOperator
 
 __all__ = [
     "OPERATORS", "OPERATOR_KINDS", "AnyOperator", "CrossoverOperator", "DiagnoseOperator", "DiffOperator",
-    "LocalOperator", "Operator", "OperatorWeightsError", "ParentInfo", "PromptContext", "PromptLimits",
+    "LinesOperator", "LocalOperator", "Operator", "OperatorWeightsError", "ParentInfo", "PromptContext", "PromptLimits",
     "RewriteOperator", "SandboxOperator", "SelfModifyOperator", "TwoStepOperator", "UnknownOperatorError",
     "choose_operator", "make_operator", "supports_self_modify",
 ]
@@ -68,6 +68,7 @@ OPERATOR_KINDS: Mapping[str, str] = MappingProxyType(
     {
         "rewrite": "fm",
         "diff": "fm",
+        "lines": "fm",
         "crossover": "fm",
         "diagnose": "fm_two_step",
         "self_modify": "sandbox",
@@ -239,6 +240,64 @@ class DiffOperator:
         return _BLOCKS_HINT
 
 
+#: Lines the `lines` operator asks the FM to rewrite at once: 1 to this many, starting at a statement.
+MAX_FOCUS_LINES = 3
+_HEADER = re.compile(r"(def |class |async |return\b|for |while |if |elif |else\b|try\b|except\b|finally\b|with |@|#)")
+
+
+@dataclass(frozen=True)
+class LinesOperator:
+    """The FM rewrites 1-3 lines the proposer picks (name "lines"): one SEARCH/REPLACE block whose SEARCH is
+    those lines. Small models asked for a free edit copy what they see; asked to rewrite named lines, they
+    change them (README, "Making small models' replies count")."""
+
+    kind: ClassVar[str] = OPERATOR_KINDS["lines"]
+    needs_second_parent: ClassVar[bool] = False
+    #: The reply copies at most MAX_FOCUS_LINES lines and replaces them: far below fm.max_tokens.
+    max_reply_tokens: ClassVar[int] = 384
+    limits: PromptLimits = field(default_factory=PromptLimits)
+    name: str = field(default="lines", init=False)
+
+    def pick(self, parent: Genome, rng: np.random.Generator) -> str | None:
+        """The lines to rewrite: a seeded draw of 1..MAX_FOCUS_LINES lines of the entry file's editable code
+        that start at a plain statement (not a header, a docstring or a comment) and occur only once."""
+        text = parent.files[parent.entry]
+        lines = text.splitlines()
+        windows = []
+        for start, end in evolve_regions(text, path=parent.entry) or [(0, len(lines))]:
+            for i in range(start, end):
+                body = lines[i].strip()
+                if not body or _HEADER.match(body) or body.startswith(('"""', "'''")):
+                    continue
+                for size in range(1, MAX_FOCUS_LINES + 1):
+                    window = lines[i : min(i + size, end)]
+                    focus = "\n".join(window).rstrip()
+                    if text.count(focus + "\n") == 1 and focus not in windows:
+                        windows.append(focus)
+        return windows[int(rng.integers(len(windows)))] if windows else None
+
+    def messages(self, ctx: PromptContext) -> list[dict[str, str]]:
+        """System rules, then contract, code and feedback, then the lines to rewrite."""
+        if ctx.focus is None:
+            raise EditError(
+                f"the lines operator found no line of {ctx.parent.genome.entry} it may ask to rewrite",
+                fix="give the program's editable region some code, or use the diff operator",
+            )
+        values = {**task_values(ctx, self.limits), "focus": ctx.focus}
+        return [system_message(ctx), {"role": "user", "content": render("lines", values).strip()}]
+
+    def apply(self, parent: Genome, reply: str) -> Genome:
+        """The parent with the reply's block applied (as `diff` applies blocks)."""
+        return _apply_search_replace(parent, reply)
+
+    def grammar(self, ctx: PromptContext) -> str | None:
+        """One block whose SEARCH is exactly the picked lines."""
+        return fixed_search_grammar(ctx.focus) if ctx.focus is not None else None
+
+    def format_hint(self, ctx: PromptContext) -> str:
+        return ": one SEARCH/REPLACE block whose SEARCH is exactly the lines named, REPLACE the new lines"
+
+
 @dataclass(frozen=True)
 class CrossoverOperator:
     """Two parents, one child: the FM combines their strengths into one whole file (name "crossover").
@@ -386,6 +445,7 @@ def make_operator(name: str, *, limits: PromptLimits | None = None) -> AnyOperat
     builders = {
         "rewrite": RewriteOperator,
         "diff": DiffOperator,
+        "lines": LinesOperator,
         "crossover": CrossoverOperator,
         "diagnose": DiagnoseOperator,
         "self_modify": SelfModifyOperator,

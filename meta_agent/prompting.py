@@ -131,6 +131,7 @@ class PromptContext:
     second_parent: the other parent of a crossover (None for one-parent operators).
     plan: the improvement plan the first call of `diagnose` wrote (None before that call).
     idea: one direction to try, drawn from the benchmark's `ideas` for this proposal (None: no direction).
+    focus: the lines of the entry file the `lines` operator asks the FM to rewrite (None for other operators).
     """
 
     contract: str
@@ -141,6 +142,7 @@ class PromptContext:
     second_parent: ParentInfo | None = None
     plan: str | None = None
     idea: str | None = None
+    focus: str | None = None
 
 
 @dataclass(frozen=True)

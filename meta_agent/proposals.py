@@ -168,6 +168,13 @@ class Proposer:
         rng = np.random.default_rng([self.run_seed, iteration, attempt, 0x1DEA])
         return self.ideas[int(rng.integers(len(self.ideas)))]
 
+    def focus(self, operator: object, parent: Genome, iteration: int, attempt: int) -> str | None:
+        """The lines an operator that picks them (`lines`) asks the FM to rewrite: a seeded draw (else None)."""
+        pick = getattr(operator, "pick", None)
+        if pick is None:
+            return None
+        return pick(parent, np.random.default_rng([self.run_seed, iteration, attempt, 0xF0C5]))
+
     async def propose(
         self,
         operator_name: str,
@@ -199,6 +206,8 @@ class Proposer:
             if ctx.idea is None and ctx.second_parent is None:  # crossover's direction is the other parent
                 ctx = dataclasses.replace(ctx, idea=self.idea(iteration, attempt))
                 usage.idea = ctx.idea
+            if ctx.focus is None:
+                ctx = dataclasses.replace(ctx, focus=self.focus(operator, parent, iteration, attempt))
             if kind == "fm_two_step":
                 planned = await llm.complete(
                     operator.plan_messages(ctx), seed=seed, purpose="diagnose", iteration=iteration  # type: ignore[union-attr]
@@ -223,8 +232,9 @@ class Proposer:
         errors: list[str] = []
         for round_ in range(self.repair_rounds + 1):
             completion = await llm.complete(
-                messages, seed=seed, purpose="repair" if round_ else "mutate", iteration=iteration, grammar=grammar
-            )
+                messages, seed=seed, purpose="repair" if round_ else "mutate", iteration=iteration, grammar=grammar,
+                max_tokens=_reply_cap(operator, llm),
+            )  # fmt: skip
             usage.add(completion)
             try:
                 if second is not None:
@@ -277,13 +287,15 @@ class Proposer:
             raise ValueError("fix needs a proposal with its FM conversation and repair rounds left")
         operator = self.operators[operator_name]
         llm = self.llms[model]
-        ctx = dataclasses.replace(ctx, idea=failed.idea)
+        ctx = dataclasses.replace(
+            ctx, idea=failed.idea, focus=ctx.focus or self.focus(operator, ctx.parent.genome, iteration, attempt)
+        )
         usage = _Usage(idea=failed.idea)
         message = render("repair_run", {"failure": failure.strip(), "format_hint": operator.format_hint(ctx)})  # type: ignore[union-attr]
         messages = [*failed.conversation, {"role": "user", "content": message.strip()}]
         completion = await llm.complete(
             messages, seed=derive_seed(self.run_seed, iteration, attempt), purpose="repair", iteration=iteration,
-            grammar=operator.grammar(ctx),  # type: ignore[union-attr]
+            grammar=operator.grammar(ctx), max_tokens=_reply_cap(operator, llm),  # type: ignore[union-attr,arg-type]
         )  # fmt: skip
         usage.add(completion)
         second = ctx.second_parent.genome if ctx.second_parent is not None else None
@@ -331,3 +343,14 @@ class Proposer:
 def _first_line(text: str, limit: int = 160) -> str:
     line = text.strip().splitlines()[0] if text.strip() else ""
     return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+def _reply_cap(operator: object, llm: LLMClient) -> int | None:
+    """The most tokens a reply of `operator` may take: None (the client's fm.max_tokens), or less where the
+    operator's reply is short by nature (`lines`: a few lines; a small model that loses the format writes
+    on to the limit, so a tight cap is what that costs)."""
+    cap = getattr(operator, "max_reply_tokens", None)
+    if cap is None:
+        return None
+    limit = getattr(llm, "max_tokens", None)
+    return cap if limit is None else min(int(limit), cap)

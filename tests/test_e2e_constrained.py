@@ -38,7 +38,7 @@ def test_every_child_of_a_constrained_smollm2_search_parses(tmp_path: Path, loca
         {
             "name": "constrained", "runs_dir": str(tmp_path), "seed": 3,
             "budget": {"iterations": 6},
-            "search": {"strategy": "greedy", "operators": {"diff": 0.5, "rewrite": 0.5}, "max_pending": 2},
+            "search": {"strategy": "greedy", "operators": {"diff": 0.4, "lines": 0.3, "rewrite": 0.3}, "max_pending": 2},
             "fm": {"concurrency": 2, "max_tokens": 400, "constrained": "on", "repair_rounds": 1},
             "evaluation": {"concurrency": 2, "timeout_s": 20, "agent_fm": False},
         }

@@ -16,6 +16,7 @@ from evaluators.base import Genome
 from evaluators.circle_packing.benchmark import CirclePacking
 from evaluators.harness.run_program import read_outcome
 from evaluators.humaneval import HumanEval
+from evaluators.runner import evaluate_agent
 from meta_agent.edits import EditError
 from meta_agent.llm.client import LLMClient, MemoryLedger
 from meta_agent.llm.serve import LocalServer
@@ -23,6 +24,7 @@ from meta_agent.operators import (
     OPERATOR_KINDS,
     CrossoverOperator,
     DiagnoseOperator,
+    LinesOperator,
     LocalOperator,
     ParentInfo,
     PromptContext,
@@ -266,3 +268,42 @@ def test_ast_mutate_is_registered_as_a_local_operator() -> None:
     assert OPERATOR_KINDS["ast_mutate"] == "local" and isinstance(operator, LocalOperator)
     child = operator.mutate(GENOME_A, np.random.default_rng(0))
     assert isinstance(child, Genome) and child.entry == "main.py"
+
+
+def test_lines_operator_picks_seeded_unique_statement_lines_inside_the_block() -> None:
+    import numpy as np
+
+    operator = make_operator("lines")
+    assert isinstance(operator, LinesOperator) and OPERATOR_KINDS["lines"] == "fm"
+    parent = CirclePacking().seed()
+    text = parent.files["packing.py"]
+    region = text.split("# EVOLVE-BLOCK-START\n")[1].split("# EVOLVE-BLOCK-END")[0]
+    picks = [operator.pick(parent, np.random.default_rng(k)) for k in range(40)]
+    assert picks[:5] == [operator.pick(parent, np.random.default_rng(k)) for k in range(5)]  # seeded
+    assert len(set(picks)) > 10
+    for focus in picks:
+        assert focus is not None and 1 <= len(focus.splitlines()) <= 3
+        assert region.count(focus + "\n") == 1 and text.count(focus + "\n") == 1
+        first = focus.splitlines()[0].strip()
+        assert not first.startswith(("def ", "return", "for ", '"""', "#")), focus
+    # Nothing editable: no pick, and the prompt says so rather than asking for nothing.
+    bare = Genome(files={"p.py": "# EVOLVE-BLOCK-START\n\n# EVOLVE-BLOCK-END\n"}, entry="p.py")
+    assert operator.pick(bare, np.random.default_rng(0)) is None
+    with pytest.raises(EditError, match="no line of p.py"):
+        operator.messages(PromptContext(contract="c", benchmark="b", parent=ParentInfo(agent_id=1, genome=bare, score=0.0, feedback=None)))
+
+
+def test_lines_operator_asks_for_the_named_lines_and_applies_the_block_fake_fm() -> None:
+    operator = LinesOperator()
+    parent = CirclePacking().seed()
+    focus = "        distance = 0.35 * ring"
+    ctx = PromptContext(contract="pack circles", benchmark="circle_packing", parent=ParentInfo(agent_id=1, genome=parent, score=1.09, feedback=None),
+                        focus=focus, idea="tune the numbers")  # fmt: skip
+    prompt = operator.messages(ctx)[-1]["content"]
+    assert f"rewriting only these lines of packing.py:\n```python\n{focus}\n```" in prompt
+    assert "tune the numbers" in prompt
+    assert operator.grammar(ctx).startswith('root ::= "<<<<<<< SEARCH\\n" "        distance = 0.35 * ring\\n"')
+    child = operator.apply(parent, f"<<<<<<< SEARCH\n{focus}\n=======\n        distance = 0.25 * ring\n>>>>>>> REPLACE\n")
+    assert child.files["packing.py"] == parent.files["packing.py"].replace("0.35 * ring", "0.25 * ring")
+    score = evaluate_agent(CirclePacking(), child, LocalSandbox()).score
+    assert score > evaluate_agent(CirclePacking(), parent, LocalSandbox()).score  # the rings pulled in: 1.615
