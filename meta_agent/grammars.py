@@ -122,20 +122,6 @@ def search_replace_grammar(
     ) + "\n"
 
 
-def fixed_search_grammar(search: str) -> str:
-    """GBNF for one SEARCH/REPLACE block whose SEARCH is exactly `search` (its lines, each ending in a
-    newline) and whose REPLACE is any lines: the `lines` operator's reply. A REPLACE line may not open
-    with <, =, > or a backtick (no line of code does; "<<<<< REPLACE" is what a small model writes when
-    it loses count), so the only way out is the real closing marker."""
-    lines = "".join(line + "\n" for line in search.splitlines())
-    return "\n".join(
-        [
-            f'root ::= "<<<<<<< SEARCH\\n" {gbnf_literal(lines)} "=======\\n" newline* ">>>>>>> REPLACE\\n"',
-            'newline ::= [^<=>`\\n] [^\\n]* "\\n" | "\\n"',
-        ]
-    ) + "\n"
-
-
 def code_grammar(language: str = "python") -> str:
     """GBNF for one fenced code block (```python ... ```) with at least one line and no fence inside."""
     return "\n".join(

@@ -36,7 +36,7 @@ import numpy as np
 
 from evaluators.base import Genome
 from meta_agent.edits import EditError, evolve_regions
-from meta_agent.grammars import code_grammar, fixed_search_grammar, search_replace_grammar
+from meta_agent.grammars import code_grammar, search_replace_grammar
 from meta_agent.prompting import (
     ParentInfo,
     PromptContext,
@@ -53,7 +53,7 @@ from meta_agent.prompting import (
     task_values,
     truncate,
 )
-from meta_agent.replies import _apply_blocks_or_file, _apply_rewrite, _apply_search_replace, _same_program
+from meta_agent.replies import _apply_blocks_or_file, _apply_lines, _apply_rewrite, _apply_search_replace, _same_program
 from meta_agent.self_modify import SelfModifyOperator
 
 __all__ = [
@@ -247,13 +247,13 @@ _HEADER = re.compile(r"(def |class |async |return\b|for |while |if |elif |else\b
 
 @dataclass(frozen=True)
 class LinesOperator:
-    """The FM rewrites 1-3 lines the proposer picks (name "lines"): one SEARCH/REPLACE block whose SEARCH is
-    those lines. Small models asked for a free edit copy what they see; asked to rewrite named lines, they
-    change them (README, "Making small models' replies count")."""
+    """The FM rewrites 1-3 lines the proposer picks (name "lines"), replying with the new lines in one code
+    block. Small models asked for a free edit copy what they see; asked to rewrite named lines, in a short
+    prompt, they change them (README, "Making small models' replies count")."""
 
     kind: ClassVar[str] = OPERATOR_KINDS["lines"]
     needs_second_parent: ClassVar[bool] = False
-    #: The reply copies at most MAX_FOCUS_LINES lines and replaces them: far below fm.max_tokens.
+    #: The reply is a few lines: far below fm.max_tokens.
     max_reply_tokens: ClassVar[int] = 384
     limits: PromptLimits = field(default_factory=PromptLimits)
     name: str = field(default="lines", init=False)
@@ -263,39 +263,47 @@ class LinesOperator:
         that start at a plain statement (not a header, a docstring or a comment) and occur only once."""
         text = parent.files[parent.entry]
         lines = text.splitlines()
-        windows = []
+        windows: list[str] = []
         for start, end in evolve_regions(text, path=parent.entry) or [(0, len(lines))]:
             for i in range(start, end):
                 body = lines[i].strip()
                 if not body or _HEADER.match(body) or body.startswith(('"""', "'''")):
                     continue
                 for size in range(1, MAX_FOCUS_LINES + 1):
-                    window = lines[i : min(i + size, end)]
-                    focus = "\n".join(window).rstrip()
+                    focus = "\n".join(lines[i : min(i + size, end)]).rstrip()
                     if text.count(focus + "\n") == 1 and focus not in windows:
                         windows.append(focus)
         return windows[int(rng.integers(len(windows)))] if windows else None
 
     def messages(self, ctx: PromptContext) -> list[dict[str, str]]:
-        """System rules, then contract, code and feedback, then the lines to rewrite."""
+        """A short prompt: the contract, the program and its score, the lines to rewrite, the idea."""
+        genome = ctx.parent.genome
         if ctx.focus is None:
             raise EditError(
-                f"the lines operator found no line of {ctx.parent.genome.entry} it may ask to rewrite",
+                f"the lines operator found no line of {genome.entry} it may ask to rewrite",
                 fix="give the program's editable region some code, or use the diff operator",
             )
-        values = {**task_values(ctx, self.limits), "focus": ctx.focus}
+        values = {
+            **task_values(ctx, self.limits),
+            "score": format_score(ctx.parent.score),
+            "files": format_files(genome),
+            "focus": ctx.focus,
+            "language": code_language(genome.entry) or "python",
+        }
         return [system_message(ctx), {"role": "user", "content": render("lines", values).strip()}]
 
-    def apply(self, parent: Genome, reply: str) -> Genome:
-        """The parent with the reply's block applied (as `diff` applies blocks)."""
-        return _apply_search_replace(parent, reply)
+    def apply(self, parent: Genome, reply: str, *, focus: str | None = None) -> Genome:
+        """The parent with the `focus` lines replaced by the reply's code block."""
+        if focus is None:
+            raise EditError("the lines operator needs the lines it asked for", fix="pass focus=")
+        return _apply_lines(parent, reply, focus)
 
     def grammar(self, ctx: PromptContext) -> str | None:
-        """One block whose SEARCH is exactly the picked lines."""
-        return fixed_search_grammar(ctx.focus) if ctx.focus is not None else None
+        """One fenced code block."""
+        return code_grammar(code_language(ctx.parent.genome.entry) or "python")
 
     def format_hint(self, ctx: PromptContext) -> str:
-        return ": one SEARCH/REPLACE block whose SEARCH is exactly the lines named, REPLACE the new lines"
+        return ": the new lines only, in one code block, with the same indentation"
 
 
 @dataclass(frozen=True)

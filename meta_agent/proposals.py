@@ -228,7 +228,6 @@ class Proposer:
         `repair_rounds` times, in the same conversation (the ledger's purpose "repair")."""
         messages = list(operator.messages(ctx))
         grammar = operator.grammar(ctx)
-        second = ctx.second_parent.genome if ctx.second_parent is not None else None
         errors: list[str] = []
         for round_ in range(self.repair_rounds + 1):
             completion = await llm.complete(
@@ -237,10 +236,7 @@ class Proposer:
             )  # fmt: skip
             usage.add(completion)
             try:
-                if second is not None:
-                    child = operator.apply(ctx.parent.genome, completion.text, second_parent=second)  # type: ignore[call-arg]
-                else:
-                    child = operator.apply(ctx.parent.genome, completion.text)
+                child = _apply(operator, ctx, completion.text)
                 checked = check_child(child, ctx.parent.genome, entry_function=self.entry_function)
             except EditError as exc:
                 errors.append(str(exc))
@@ -298,12 +294,8 @@ class Proposer:
             grammar=operator.grammar(ctx), max_tokens=_reply_cap(operator, llm),  # type: ignore[union-attr,arg-type]
         )  # fmt: skip
         usage.add(completion)
-        second = ctx.second_parent.genome if ctx.second_parent is not None else None
         try:
-            if second is not None:
-                child = operator.apply(ctx.parent.genome, completion.text, second_parent=second)  # type: ignore[call-arg,union-attr]
-            else:
-                child = operator.apply(ctx.parent.genome, completion.text)  # type: ignore[union-attr,arg-type]
+            child = _apply(operator, ctx, completion.text)  # type: ignore[arg-type]
             checked = check_child(child, ctx.parent.genome, entry_function=self.entry_function)
         except EditError as exc:
             return usage.proposal(None, f"{exc} (the repair after a failed run)")
@@ -343,6 +335,16 @@ class Proposer:
 def _first_line(text: str, limit: int = 160) -> str:
     line = text.strip().splitlines()[0] if text.strip() else ""
     return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+def _apply(operator: Operator, ctx: PromptContext, reply: str) -> Genome:
+    """The child `operator` makes of `reply`: with the second parent of a crossover, or the lines a `lines`
+    proposal asked for."""
+    if ctx.second_parent is not None:
+        return operator.apply(ctx.parent.genome, reply, second_parent=ctx.second_parent.genome)  # type: ignore[call-arg]
+    if ctx.focus is not None:
+        return operator.apply(ctx.parent.genome, reply, focus=ctx.focus)  # type: ignore[call-arg]
+    return operator.apply(ctx.parent.genome, reply)
 
 
 def _reply_cap(operator: object, llm: LLMClient) -> int | None:

@@ -119,6 +119,41 @@ def _apply_search_replace(parent: Genome, reply: str) -> Genome:
     return Genome(files=files, entry=parent.entry)
 
 
+def _apply_lines(parent: Genome, reply: str, focus: str) -> Genome:
+    """The parent with the lines `focus` (which occur once in its entry file) replaced by the reply's code.
+
+    New lines written without the old lines' common indentation get it back; a reply with no code is refused.
+    """
+    original = parent.files[parent.entry]
+    language = code_language(parent.entry) or "python"
+    try:
+        code = extract_code(reply, language=language).rstrip()
+    except EditError:
+        code = ""
+    if not code.strip():
+        raise EditError("the reply had no new lines", fix=f"reply with the new lines in one ```{language} block")
+    indent = _indent(focus)
+    if indent and not _indent(code):
+        code = "\n".join(indent + line if line.strip() else line for line in code.splitlines())
+    text = original.replace(focus.rstrip() + "\n", code + "\n", 1)
+    _check_python(parent.entry, text)
+    files = {**parent.files, parent.entry: text}
+    _check_changed(parent, files)
+    return Genome(files=files, entry=parent.entry)
+
+
+def _indent(code: str) -> str:
+    """The whitespace every non-blank line of `code` starts with."""
+    lines = [line for line in code.splitlines() if line.strip()]
+    if not lines:
+        return ""
+    common = lines[0][: len(lines[0]) - len(lines[0].lstrip())]
+    for line in lines[1:]:
+        while common and not line.startswith(common):
+            common = common[:-1]
+    return common
+
+
 def _apply_blocks_or_file(parent: Genome, reply: str) -> Genome:
     # Small models often answer a block request with the whole file: accept either format.
     if _BLOCK_MARKER_RE.search(reply):

@@ -14,7 +14,7 @@ import pytest
 from evaluators.base import Genome
 from evaluators.circle_packing.benchmark import CirclePacking
 from evaluators.humaneval import HumanEval
-from meta_agent.grammars import code_grammar, fixed_search_grammar, gbnf_literal, search_replace_grammar
+from meta_agent.grammars import code_grammar, gbnf_literal, search_replace_grammar
 from meta_agent.operators import DiffOperator, RewriteOperator
 
 SEED = CirclePacking(start="grid").seed()
@@ -179,14 +179,3 @@ def test_literals_escape_quotes_backslashes_and_unicode() -> None:
     line = genome.files["m.py"]
     assert Matcher(search_replace_grammar(genome)).derives(f"<<<<<<< SEARCH\n{line}=======\nx = 1\n>>>>>>> REPLACE\n")  # type: ignore[arg-type]
 
-
-def test_fixed_search_grammar_copies_the_named_lines_and_only_closes_with_the_marker() -> None:
-    focus = "    rows = math.ceil(n / columns)\n    radius = 0.5 / max(columns, rows)"
-    grammar = Matcher(fixed_search_grammar(focus))
-    edit = f"<<<<<<< SEARCH\n{focus}\n=======\n    rows = columns\n    radius = 0.5 / columns\n>>>>>>> REPLACE\n"
-    assert grammar.derives(edit)
-    assert grammar.derives(f"<<<<<<< SEARCH\n{focus}\n=======\n>>>>>>> REPLACE\n")  # deleting the lines
-    assert not grammar.derives(edit.replace("    rows = math.ceil(n / columns)\n", "", 1))  # SEARCH must be whole
-    assert not grammar.derives(edit.replace(">>>>>>> REPLACE", "<<<<< REPLACE\n>>>>>>> REPLACE"))  # a lost marker
-    assert not grammar.derives(edit.replace("    rows = columns", "```python\n    rows = columns"))
-    assert not grammar.derives(edit + "<<<<<<< SEARCH\n")  # one block

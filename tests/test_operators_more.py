@@ -293,17 +293,26 @@ def test_lines_operator_picks_seeded_unique_statement_lines_inside_the_block() -
         operator.messages(PromptContext(contract="c", benchmark="b", parent=ParentInfo(agent_id=1, genome=bare, score=0.0, feedback=None)))
 
 
-def test_lines_operator_asks_for_the_named_lines_and_applies_the_block_fake_fm() -> None:
+def test_lines_operator_asks_for_the_named_lines_and_applies_the_code_fake_fm() -> None:
     operator = LinesOperator()
     parent = CirclePacking().seed()
     focus = "        distance = 0.35 * ring"
-    ctx = PromptContext(contract="pack circles", benchmark="circle_packing", parent=ParentInfo(agent_id=1, genome=parent, score=1.09, feedback=None),
+    ctx = PromptContext(contract="pack circles", benchmark="circle_packing",
+                        parent=ParentInfo(agent_id=1, genome=parent, score=1.09, feedback=None),
                         focus=focus, idea="tune the numbers")  # fmt: skip
     prompt = operator.messages(ctx)[-1]["content"]
-    assert f"rewriting only these lines of packing.py:\n```python\n{focus}\n```" in prompt
-    assert "tune the numbers" in prompt
-    assert operator.grammar(ctx).startswith('root ::= "<<<<<<< SEARCH\\n" "        distance = 0.35 * ring\\n"')
-    child = operator.apply(parent, f"<<<<<<< SEARCH\n{focus}\n=======\n        distance = 0.25 * ring\n>>>>>>> REPLACE\n")
-    assert child.files["packing.py"] == parent.files["packing.py"].replace("0.35 * ring", "0.25 * ring")
+    assert f"Rewrite only these lines of packing.py so that the program scores higher:\n```python\n{focus}\n```" in prompt
+    assert "tune the numbers" in prompt and "pack circles" in prompt and "ring_centres" in prompt
+    assert operator.grammar(ctx).startswith('root ::= "```python\\n" code')
+    improved = parent.files["packing.py"].replace("0.35 * ring", "0.25 * ring")
+    for reply in ("```python\n        distance = 0.25 * ring\n```", "```python\ndistance = 0.25 * ring\n```"):
+        child = operator.apply(parent, reply, focus=focus)  # the lost indentation comes back
+        assert child.files["packing.py"] == improved
     score = evaluate_agent(CirclePacking(), child, LocalSandbox()).score
     assert score > evaluate_agent(CirclePacking(), parent, LocalSandbox()).score  # the rings pulled in: 1.615
+    with pytest.raises(EditError, match="no new lines"):
+        operator.apply(parent, "```python\n```", focus=focus)
+    with pytest.raises(EditError, match="unchanged"):
+        operator.apply(parent, f"```python\n{focus}\n```", focus=focus)
+    with pytest.raises(EditError, match="not valid Python"):
+        operator.apply(parent, "```python\n        distance = = 1\n```", focus=focus)
