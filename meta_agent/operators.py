@@ -245,6 +245,11 @@ MAX_FOCUS_LINES = 3
 _HEADER = re.compile(r"(def |class |async |return\b|for |while |if |elif |else\b|try\b|except\b|finally\b|with |@|#)")
 
 
+def _opens_block(line: str) -> bool:
+    body = line.strip()
+    return bool(_HEADER.match(body)) or body.endswith(":") or body.startswith(('"""', "'''"))
+
+
 @dataclass(frozen=True)
 class LinesOperator:
     """The FM rewrites 1-3 lines the proposer picks (name "lines"), replying with the new lines in one code
@@ -259,8 +264,9 @@ class LinesOperator:
     name: str = field(default="lines", init=False)
 
     def pick(self, parent: Genome, rng: np.random.Generator) -> str | None:
-        """The lines to rewrite: a seeded draw of 1..MAX_FOCUS_LINES lines of the entry file's editable code
-        that start at a plain statement (not a header, a docstring or a comment) and occur only once."""
+        """The lines to rewrite: a seeded draw of 1..MAX_FOCUS_LINES lines of the entry file's editable code,
+        simple statements only (no header such as `for ...:`, docstring or comment), that occur only once.
+        Measured: windows that cut a header from its body came back as syntax errors."""
         text = parent.files[parent.entry]
         lines = text.splitlines()
         windows: list[str] = []
@@ -270,7 +276,10 @@ class LinesOperator:
                 if not body or _HEADER.match(body) or body.startswith(('"""', "'''")):
                     continue
                 for size in range(1, MAX_FOCUS_LINES + 1):
-                    focus = "\n".join(lines[i : min(i + size, end)]).rstrip()
+                    window = lines[i : min(i + size, end)]
+                    if any(_opens_block(line) for line in window):
+                        break  # a header's body would be cut in two: windows are runs of simple statements
+                    focus = "\n".join(window).rstrip()
                     if text.count(focus + "\n") == 1 and focus not in windows:
                         windows.append(focus)
         return windows[int(rng.integers(len(windows)))] if windows else None
