@@ -29,7 +29,7 @@ from typing import Sequence
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
-README_ARGS = ("run", "circle_packing", "--iterations", "8")  # README command 1, after `cambrian`
+README_ARGS = ("run", "circle_packing", "--iterations", "10")  # README command 1, after `cambrian`
 
 
 @dataclass
