@@ -53,13 +53,20 @@ from meta_agent.prompting import (
     task_values,
     truncate,
 )
-from meta_agent.replies import _apply_blocks_or_file, _apply_lines, _apply_rewrite, _apply_search_replace, _same_program
+from meta_agent.replies import (
+    _apply_blocks_or_file,
+    _apply_lines,
+    _apply_rewrite,
+    _apply_search_replace,
+    _same_program,
+)
 from meta_agent.self_modify import SelfModifyOperator
 
 __all__ = [
     "OPERATORS", "OPERATOR_KINDS", "AnyOperator", "CrossoverOperator", "DiagnoseOperator", "DiffOperator",
-    "LinesOperator", "LocalOperator", "Operator", "OperatorWeightsError", "ParentInfo", "PromptContext", "PromptLimits",
-    "RewriteOperator", "SandboxOperator", "SelfModifyOperator", "TwoStepOperator", "UnknownOperatorError",
+    "LinesOperator", "LocalOperator", "Operator", "OperatorWeightsError", "ParentInfo", "PromptContext",
+    "PromptLimits", "RewriteOperator", "SandboxOperator", "SelfModifyOperator", "TwoStepOperator",
+    "UnknownOperatorError",
     "choose_operator", "make_operator", "supports_self_modify",
 ]
 
@@ -240,12 +247,13 @@ class DiffOperator:
         return _BLOCKS_HINT
 
 
-#: Lines the `lines` operator asks the FM to rewrite at once: 1 to this many, starting at a statement.
+#: Lines the `lines` operator asks the FM to rewrite at once: 1 to this many simple statements.
 MAX_FOCUS_LINES = 3
 _HEADER = re.compile(r"(def |class |async |return\b|for |while |if |elif |else\b|try\b|except\b|finally\b|with |@|#)")
 
 
 def _opens_block(line: str) -> bool:
+    """A header (`for ...:`, `def`, `return`...), a comment or a docstring: where a `lines` window may not go."""
     body = line.strip()
     return bool(_HEADER.match(body)) or body.endswith(":") or body.startswith(('"""', "'''"))
 
@@ -272,8 +280,7 @@ class LinesOperator:
         windows: list[str] = []
         for start, end in evolve_regions(text, path=parent.entry) or [(0, len(lines))]:
             for i in range(start, end):
-                body = lines[i].strip()
-                if not body or _HEADER.match(body) or body.startswith(('"""', "'''")):
+                if not lines[i].strip() or _opens_block(lines[i]):
                     continue
                 for size in range(1, MAX_FOCUS_LINES + 1):
                     window = lines[i : min(i + size, end)]

@@ -215,7 +215,8 @@ def behaviour_key(text: str) -> str:
     """The parts of a module that decide what it does: its AST without docstrings, bare string statements,
     imports nothing uses and statements after a return, raise, break or continue. Equal keys, same program."""
     tree = ast.parse(text)
-    unused = {m.lineno for m in pyflakes_checker.Checker(tree).messages if isinstance(m, pyflakes_messages.UnusedImport)}
+    found = pyflakes_checker.Checker(tree).messages
+    unused = {m.lineno for m in found if isinstance(m, pyflakes_messages.UnusedImport)}
     return ast.dump(_Inert(unused).visit(tree), annotate_fields=False, include_attributes=False)
 
 

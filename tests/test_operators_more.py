@@ -290,7 +290,8 @@ def test_lines_operator_picks_seeded_unique_statement_lines_inside_the_block() -
     bare = Genome(files={"p.py": "# EVOLVE-BLOCK-START\n\n# EVOLVE-BLOCK-END\n"}, entry="p.py")
     assert operator.pick(bare, np.random.default_rng(0)) is None
     with pytest.raises(EditError, match="no line of p.py"):
-        operator.messages(PromptContext(contract="c", benchmark="b", parent=ParentInfo(agent_id=1, genome=bare, score=0.0, feedback=None)))
+        bare_parent = ParentInfo(agent_id=1, genome=bare, score=0.0, feedback=None)
+        operator.messages(PromptContext(contract="c", benchmark="b", parent=bare_parent))
 
 
 def test_lines_operator_asks_for_the_named_lines_and_applies_the_code_fake_fm() -> None:
@@ -301,7 +302,8 @@ def test_lines_operator_asks_for_the_named_lines_and_applies_the_code_fake_fm() 
                         parent=ParentInfo(agent_id=1, genome=parent, score=1.09, feedback=None),
                         focus=focus, idea="tune the numbers")  # fmt: skip
     prompt = operator.messages(ctx)[-1]["content"]
-    assert f"Rewrite only these lines of packing.py so that the program scores higher:\n```python\n{focus}\n```" in prompt
+    asked = "Rewrite only these lines of packing.py so that the program scores higher:"
+    assert f"{asked}\n```python\n{focus}\n```" in prompt
     assert "tune the numbers" in prompt and "pack circles" in prompt and "ring_centres" in prompt
     assert operator.grammar(ctx).startswith('root ::= "```python\\n" code')
     improved = parent.files["packing.py"].replace("0.35 * ring", "0.25 * ring")
