@@ -26,6 +26,7 @@ the next prompt of the same parent. The shared reply-to-genome helpers live in
 
 from __future__ import annotations
 
+import ast
 import math
 import re
 from dataclasses import dataclass, field
@@ -247,15 +248,37 @@ class DiffOperator:
         return _BLOCKS_HINT
 
 
-#: Lines the `lines` operator asks the FM to rewrite at once: 1 to this many simple statements.
-MAX_FOCUS_LINES = 3
-_HEADER = re.compile(r"(def |class |async |return\b|for |while |if |elif |else\b|try\b|except\b|finally\b|with |@|#)")
+#: Statements the `lines` operator asks the FM to rewrite at once: 1 to this many simple statements.
+MAX_FOCUS_STATEMENTS = 3
+_COMPOUND = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.If, ast.For, ast.AsyncFor, ast.While, ast.With,
+             ast.AsyncWith, ast.Try, ast.Import, ast.ImportFrom, ast.Return)  # fmt: skip
 
 
-def _opens_block(line: str) -> bool:
-    """A header (`for ...:`, `def`, `return`...), a comment or a docstring: where a `lines` window may not go."""
-    body = line.strip()
-    return bool(_HEADER.match(body)) or body.endswith(":") or body.startswith(('"""', "'''"))
+def _statement_runs(text: str) -> list[tuple[int, int]]:
+    """0-based [start, end) line spans of 1..MAX_FOCUS_STATEMENTS consecutive simple statements of one body
+    (assignments, calls, augmented assignments...; no header, import, return or docstring), each span whole
+    lines. Measured: windows that cut a header from its body, or a statement in two, came back as syntax
+    errors."""
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return []
+    spans: list[tuple[int, int]] = []
+    for node in ast.walk(tree):
+        for name in ("body", "orelse", "finalbody"):
+            body = getattr(node, name, None)
+            if not isinstance(body, list) or not body or not isinstance(body[0], ast.stmt):
+                continue
+            for i, first in enumerate(body):
+                for last in body[i : i + MAX_FOCUS_STATEMENTS]:
+                    if isinstance(last, _COMPOUND) or _is_string(last) or last.end_lineno is None:
+                        break
+                    spans.append((first.lineno - 1, last.end_lineno))
+    return spans
+
+
+def _is_string(statement: ast.stmt) -> bool:
+    return isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant)
 
 
 @dataclass(frozen=True)
@@ -272,23 +295,18 @@ class LinesOperator:
     name: str = field(default="lines", init=False)
 
     def pick(self, parent: Genome, rng: np.random.Generator) -> str | None:
-        """The lines to rewrite: a seeded draw of 1..MAX_FOCUS_LINES lines of the entry file's editable code,
-        simple statements only (no header such as `for ...:`, docstring or comment), that occur only once.
-        Measured: windows that cut a header from its body came back as syntax errors."""
+        """The lines to rewrite: a seeded draw of 1..MAX_FOCUS_STATEMENTS consecutive simple statements of
+        the entry file's editable code (see `_statement_runs`) whose text occurs only once in the file."""
         text = parent.files[parent.entry]
         lines = text.splitlines()
+        regions = evolve_regions(text, path=parent.entry) or [(0, len(lines))]
         windows: list[str] = []
-        for start, end in evolve_regions(text, path=parent.entry) or [(0, len(lines))]:
-            for i in range(start, end):
-                if not lines[i].strip() or _opens_block(lines[i]):
-                    continue
-                for size in range(1, MAX_FOCUS_LINES + 1):
-                    window = lines[i : min(i + size, end)]
-                    if any(_opens_block(line) for line in window):
-                        break  # a header's body would be cut in two: windows are runs of simple statements
-                    focus = "\n".join(window).rstrip()
-                    if text.count(focus + "\n") == 1 and focus not in windows:
-                        windows.append(focus)
+        for start, end in sorted(set(_statement_runs(text))):
+            if not any(low <= start and end <= high for low, high in regions):
+                continue
+            focus = "\n".join(lines[start:end]).rstrip()
+            if focus.strip() and text.count(focus + "\n") == 1 and focus not in windows:
+                windows.append(focus)
         return windows[int(rng.integers(len(windows)))] if windows else None
 
     def messages(self, ctx: PromptContext) -> list[dict[str, str]]:

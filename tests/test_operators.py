@@ -65,7 +65,8 @@ def context(**overrides: object) -> PromptContext:
     return PromptContext(**values)  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize("name", [name for name in OPERATORS if OPERATOR_KINDS[name].startswith("fm")])
+# `lines` shows less on purpose (contract, program, score, the lines): tests/test_operators_more.py.
+@pytest.mark.parametrize("name", [n for n in OPERATORS if OPERATOR_KINDS[n].startswith("fm") and n != "lines"])
 def test_messages_show_contract_code_score_feedback_and_failures(name: str) -> None:
     other = ParentInfo(agent_id=8, genome=GENOME, score=1.1, feedback="valid packing; sum of radii 1.1")
     operator = make_operator(name)
@@ -186,10 +187,13 @@ def test_unchanged_child_is_refused(name: str) -> None:
     whole = f"```python\n{SEED}```"
     blocks = "<<<<<<< SEARCH\n    n = 26\n=======\n    n = 26  \n>>>>>>> REPLACE\n"
     replies = {"rewrite": [whole], "crossover": [whole], "diff": [blocks], "diagnose": [blocks, whole],
-               "self_modify": [SEED, blocks]}[name]
+               "self_modify": [SEED, blocks], "lines": ["```python\n    n = 26  \n```"]}[name]
     for reply in replies:
         with pytest.raises(EditError, match=r"unchanged"):
-            make_operator(name).apply(GENOME, reply)  # type: ignore[union-attr]
+            if name == "lines":  # the lines it asked for come with the reply
+                make_operator(name).apply(GENOME, reply, focus="    n = 26")  # type: ignore[call-arg]
+            else:
+                make_operator(name).apply(GENOME, reply)  # type: ignore[union-attr]
 
 
 def test_make_operator_builds_every_name_and_refuses_others() -> None:
