@@ -132,6 +132,11 @@ def _apply_lines(parent: Genome, reply: str, focus: str) -> Genome:
         code = ""
     if not code.strip():
         raise EditError("the reply had no new lines", fix=f"reply with the new lines in one ```{language} block")
+    if "EVOLVE-BLOCK-" in code:  # a marker would move the editable region for every later child
+        raise EditError(
+            "the new lines write an EVOLVE-BLOCK marker; markers may not be added or moved",
+            fix="reply with code only, without EVOLVE-BLOCK comments",
+        )
     indent = _indent(focus)
     if indent and not _indent(code):
         code = "\n".join(indent + line if line.strip() else line for line in code.splitlines())

@@ -318,3 +318,6 @@ def test_lines_operator_asks_for_the_named_lines_and_applies_the_code_fake_fm() 
         operator.apply(parent, f"```python\n{focus}\n```", focus=focus)
     with pytest.raises(EditError, match="not valid Python"):
         operator.apply(parent, "```python\n        distance = = 1\n```", focus=focus)
+    # New lines may not move the editable region: a marker in them would widen it for every later child.
+    with pytest.raises(EditError, match="EVOLVE-BLOCK marker"):
+        operator.apply(parent, "```python\n# EVOLVE-BLOCK-END\n        distance = 0.3 * ring\n```", focus=focus)
