@@ -19,7 +19,9 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import sqlite3
 import threading
+import time
 from contextlib import contextmanager
 from pathlib import Path
 from types import MappingProxyType, TracebackType
@@ -226,7 +228,7 @@ def _configure_sqlite(engine: Engine, *, readonly: bool) -> None:
         dbapi_connection.isolation_level = None
         cursor = dbapi_connection.cursor()
         for pragma in pragmas:
-            cursor.execute(f"PRAGMA {pragma}")
+            _pragma(cursor, pragma)
         cursor.close()
 
     @event.listens_for(engine, "begin")
@@ -235,6 +237,24 @@ def _configure_sqlite(engine: Engine, *, readonly: bool) -> None:
         # Straight to the driver: SQLAlchemy's statement machinery would double the cost
         # of a short transaction, and BEGIN needs none of it.
         connection.connection.driver_connection.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+
+
+def _pragma(cursor: Any, pragma: str) -> None:
+    """Run one PRAGMA, retrying while another process holds the lock it needs, up to the busy timeout.
+
+    `journal_mode=WAL` on a file another process is creating needs that process's lock, and SQLite
+    answers "database is locked" at once rather than calling the busy handler (measured: one of three
+    processes opening a new archive together failed this way about once in six rounds).
+    """
+    deadline = time.monotonic() + _BUSY_TIMEOUT_S
+    while True:
+        try:
+            cursor.execute(f"PRAGMA {pragma}")
+            return
+        except sqlite3.OperationalError as error:
+            if "locked" not in str(error) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
 
 
 def _read_only_sqlite_url(url: URL, *, in_memory: bool) -> URL:
