@@ -66,7 +66,7 @@ def _config(runs: Path, **extra: object) -> RunConfig:
             "runs_dir": str(runs),
             "budget": {"iterations": 2},
             "search": {"strategy": "greedy", "operators": {"rewrite": 1.0}, "inspirations": 1},
-            "fm": {"concurrency": 1},
+            "fm": {"concurrency": 1, "model": "smollm2-135m"},  # the model the tests have; eval records it
             "evaluation": {"sandbox": "local", "concurrency": 1, "agent_fm": False},
             **extra,
         }
