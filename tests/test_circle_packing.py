@@ -24,6 +24,7 @@ from evaluators.harness.run_program import (
     to_json_safe,
 )
 from evaluators.registry import benchmark_names, describe_benchmarks, get_benchmark
+from evaluators.runner import evaluate_agent
 from sandbox.base import RunResult
 from sandbox.local import LocalSandbox
 
@@ -320,3 +321,14 @@ def test_harness_converts_numpy_without_importing_it() -> None:
     assert "import numpy" not in harness_text()
     assert to_json_safe([np.float64(0.5), np.int64(3), np.bool_(True), np.array(2.5)]) == [0.5, 3, True, 2.5]
     assert all(type(v) in (float, int, bool) for v in to_json_safe([np.float32(1.5), np.int8(2), np.bool_(False)]))
+
+
+def test_start_option_chooses_the_seed_program() -> None:
+    rings, grid = CirclePacking.from_options({}), CirclePacking.from_options({"start": "grid"})
+    assert rings.seed().entry == grid.seed().entry == "packing.py"
+    assert "def ring_centres" in rings.seed().files["packing.py"]
+    assert "def ring_centres" not in grid.seed().files["packing.py"]
+    assert evaluate_agent(grid, grid.seed(), LocalSandbox()).score == pytest.approx(26 / 12)
+    assert evaluate_agent(rings, rings.seed(), LocalSandbox()).score == pytest.approx(SEED_SUM)
+    with pytest.raises(BenchmarkError, match="start"):
+        CirclePacking.from_options({"start": "hexagons"})
