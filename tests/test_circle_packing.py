@@ -32,25 +32,6 @@ from sandbox.local import LocalSandbox
 # The seed's sum of radii for n = 26: rings around the middle, radii from the centres.
 SEED_SUM = 1.091736758942621
 
-# The seed of earlier versions: equal circles on a 6 x 5 grid (sum 26/12), a strict local optimum.
-GRID_PROGRAM = textwrap.dedent(
-    """
-    import math
-
-
-    def pack_circles(n):
-        columns = math.ceil(math.sqrt(n))
-        rows = math.ceil(n / columns)
-        radius = 0.5 / max(columns, rows)
-        circles = []
-        for index in range(n):
-            row, column = divmod(index, columns)
-            circles.append(((2 * column + 1) * radius, (2 * row + 1) * radius, radius))
-        return circles
-    """
-)
-
-
 def harness_result(value: object) -> RunResult:
     """A finished run whose harness returned `value` (for scoring without a sandbox)."""
     payload = json.dumps({"ok": True, "value": value, "seconds": 0.01})
@@ -247,8 +228,8 @@ def test_harness_value_conversion() -> None:
 def test_grid_feedback_names_the_gap_the_equal_radii_and_the_empty_region() -> None:
     bench = CirclePacking()
     task = bench.tasks("search")[0]
-    program = Genome(files={"packing.py": GRID_PROGRAM}, entry="packing.py")
-    score = bench.score(task, LocalSandbox().run(bench.run_spec(program, task)))
+    grid = CirclePacking(start="grid").seed()  # equal circles on a 6 x 5 grid, the seed of earlier versions
+    score = bench.score(task, LocalSandbox().run(bench.run_spec(grid, task)))
     feedback = score.feedback
     assert score.passed and len(feedback) < 800, (len(feedback), feedback)
     lines = feedback.splitlines()

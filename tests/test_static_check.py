@@ -6,43 +6,14 @@ from __future__ import annotations
 import pytest
 
 from evaluators.base import Genome
+from evaluators.circle_packing import CirclePacking
 from evaluators.humaneval import HumanEval
 from meta_agent.edits import EditError
 from meta_agent.static_check import behaviour_key, check_child
 
-# A fixed parent (the grid seed circle packing had before its rings), so these line-precise checks do not
-# move when the benchmark's seed does.
-TEXT = '''"""Seed program for circle packing: n circles in the unit square, maximise the sum of radii.
-
-`pack_circles(n)` returns one (x, y, r) triple per circle: centre (x, y) and
-radius r, all in unit-square coordinates. Every circle must lie inside
-[0, 1] x [0, 1] and no two may overlap. The standard library, numpy and
-scipy are importable.
-
-The evolve block holds the imports and the whole function, signature
-included, so an edit may restructure freely (helpers, constants, another
-algorithm) as long as `pack_circles(n)` keeps its contract.
-"""
-
-# EVOLVE-BLOCK-START
-import math
-
-
-def pack_circles(n: int) -> list[tuple[float, float, float]]:
-    """Equal circles on a square grid: valid for every n, far from the best packing."""
-    columns = math.ceil(math.sqrt(n))
-    rows = math.ceil(n / columns)
-    radius = 0.5 / max(columns, rows)
-    circles = []
-    for index in range(n):
-        row, column = divmod(index, columns)
-        circles.append(((2 * column + 1) * radius, (2 * row + 1) * radius, radius))
-    return circles
-
-
-# EVOLVE-BLOCK-END
-'''
-SEED = Genome(files={"packing.py": TEXT}, entry="packing.py")
+# The grid seed (start = "grid"): a fixed parent, so these line-precise checks do not move with the default seed.
+SEED = CirclePacking(start="grid").seed()
+TEXT = SEED.files["packing.py"]
 
 
 def child(text: str) -> Genome:
@@ -55,7 +26,7 @@ def test_a_dropped_import_inside_the_evolve_block_is_added_back_and_recorded() -
     text = checked.genome.files["packing.py"]
     assert text.count("import math") == 1
     assert text.index("# EVOLVE-BLOCK-START") < text.index("import math") < text.index("def pack_circles")
-    assert checked.repairs == ("added `import math` at line 14 of packing.py (used but never imported)",)
+    assert checked.repairs == ("added `import math` at line 16 of packing.py (used but never imported)",)
     assert checked.repair_note == checked.repairs[0]
 
 
@@ -77,14 +48,14 @@ def test_known_names_get_their_import(used: str, line: str) -> None:
 
 def test_unknown_undefined_names_are_refused_with_the_line() -> None:
     text = TEXT.replace("radius = 0.5 / max(columns, rows)", "radius = 0.5 / max(columns, rows) * shrink")
-    with pytest.raises(EditError, match=r"static check of packing.py: undefined name 'shrink' at line 21: "
+    with pytest.raises(EditError, match=r"static check of packing.py: undefined name 'shrink' at line 23: "
                                         r"'radius = 0.5 / max\(columns, rows\) \* shrink'") as info:  # fmt: skip
         check_child(child(text), SEED, entry_function="pack_circles")
     assert "shrink" in info.value.fix
 
 
 def test_code_that_does_not_compile_is_refused_with_the_line() -> None:
-    with pytest.raises(EditError, match=r"not valid Python: .* at line 19"):
+    with pytest.raises(EditError, match=r"not valid Python: .* at line 21"):
         check_child(child(TEXT.replace("columns = math.ceil", "columns = = math.ceil")), SEED)
     with pytest.raises(EditError, match=r"'return' outside function"):
         check_child(child(TEXT.replace("# EVOLVE-BLOCK-END", "return 1\n# EVOLVE-BLOCK-END")), SEED)
