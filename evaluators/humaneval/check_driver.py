@@ -1,4 +1,5 @@
-"""The HumanEval check run inside the sandbox: import the solution, run the hidden tests, write a verdict.
+"""The HumanEval check run inside the sandbox: the solution runs in a child process; the tests, the secret
+and the verdict stay in this one.
 
 Standard library only. The host copies this file into a FRESH sandbox run, after
 the agent's own run has ended, as `_check.py`, followed by lines that set
@@ -8,20 +9,28 @@ REPORT_CASES and call `sys.exit(main(...))`. Next to it: `solution.py` (the
 program the agent returned, assembled on the host) and `_nonce.json`
 ({"salt", "nonce"}, fresh for every check run).
 
-Order matters:
-1. read `_nonce.json` and delete it, so the solution cannot find it on disk
-   (a file rather than an environment variable: /proc/self/environ keeps a
-   process's initial environment even after os.environ forgets it);
-2. compile the prompt and the tests (instrumented, see below) BEFORE the
-   solution's code runs, so the solution cannot tamper with the compiler;
-3. import `solution` (its import-time code runs here);
-4. run the prompt and then the tests in a namespace of their own, so the
-   solution cannot have replaced `check` or the prompt's helpers; the entry
-   point's name there is the candidate, as in HumanEval's own harness;
-   call `check(candidate)`;
-5. only then write result.json {"passed": true, "salt", "nonce"} (on a failure: "passed": false,
-   "phase", "error_type", for the solution's own errors "error" and its "traceback" lines, and
+Untrusted code never shares a process with the check or the secret. Order matters:
+1. make this process non-dumpable (prctl PR_SET_DUMPABLE 0), so no other process of
+   the sandbox user can read its memory, descriptors or environment through /proc or ptrace;
+2. read `_nonce.json` and delete it, and delete `_check.py` (this file, which holds the
+   tests): the solution finds neither on disk;
+3. compile the prompt and the tests (instrumented, see below), and drop the work dir from
+   sys.path: nothing the solution writes there can be imported here later;
+4. start the child: `python -S -c <CODEC_SOURCE + CHILD_SOURCE> ENTRY_POINT` in the work dir.
+   It imports `solution` (its import-time code runs THERE) and then answers calls: one JSON
+   line per call each way, over pipes, with the values in the plain-data encoding below;
+5. run the prompt and then the tests here, in a namespace of their own; the entry point's name
+   there is a proxy that sends each call's arguments to the child and builds the returned value
+   here from plain data: a value whose `__eq__` always answers True cannot cross, and anything
+   that is not plain data (None, bool, int, float, complex, str, bytes, and lists, tuples, sets,
+   frozensets and dicts of them) fails the check;
+6. kill the child, then write result.json {"passed": true, "salt", "nonce"} (on a failure: "passed":
+   false, "phase", "error_type", for the solution's own errors "error" and its "traceback" lines, and
    with REPORT_CASES a "case": plain text naming the failing check).
+
+Phases of a failure: "import" (solution.py did not import, or has no such function), "solution"
+(a call raised, exited, hung up or returned something that is not plain data), "tests" (the tests'
+own assertion or operation failed on what the solution returned).
 
 The failing case: every `candidate(...)` call of the tests goes through a
 recorder that notes the call's arguments (as text, before the call) and what it
@@ -29,17 +38,11 @@ returned or raised; in `assert <call> == <expected>` (or `is`) the expected
 side is noted too. Nothing the tests compute changes, nor its order. On a
 failure the driver writes, as truncated plain text it makes itself, the failing
 statement of the tests, the last call with its arguments and result, the
-expected value and any non-assertion error. Only exact built-in values (None,
-bool, int, float, complex, str, bytes and lists, tuples, sets and dicts of
-them) are written out; any other object appears as its type's name, so no
-code of the solution runs to make this text. The host asks for cases only on
+expected value and any non-assertion error. The host asks for cases only on
 the search split.
 
-The host accepts a pass only with the right nonce, so a solution that exits
-early (sys.exit, os._exit), prints "PASS" or writes its own result.json does
-not pass. Limits said plainly: the solution runs in this process, so code
-written to dig through the interpreter's memory (frames, gc) could find the
-nonce; the nonce stops the cheap cheats, the sandbox contains the rest.
+The host accepts a pass only with the right nonce, which only this process ever held; the child
+can exit early, print "PASS", write its own result.json or kill this process: none of it is a pass.
 """
 
 from __future__ import annotations
@@ -49,12 +52,14 @@ import builtins
 import itertools
 import json
 import os
+import subprocess
 import sys
 import traceback
 from typing import Any
 
 NONCE_FILE = "_nonce.json"
 RESULT_FILE = "result.json"
+CHECK_FILE = "_check.py"  # this driver's name inside the check run
 SOLUTION_MODULE = "solution"
 SOLUTION_FILE = "solution.py"
 TESTS_FILENAME = "<hidden tests>"  # a name with no file behind it: tracebacks cannot show test lines
@@ -64,11 +69,185 @@ MAX_TRACEBACK_CHARS = 2000
 MAX_CASE_CHARS = 600  # the whole failing-case text
 MAX_VALUE_CHARS = 150  # one value's text within it
 MAX_STATEMENT_CHARS = 200  # the failing statement's source within it
+MAX_MESSAGE_BYTES = 8 * 1024 * 1024  # one line from the child; a longer one fails the check
 CANDIDATE = "candidate"  # the parameter name of HumanEval's check(candidate)
 CALL_HOOK = "_cambrian_call"  # names the instrumented tests use for the recorder
 EXPECT_HOOK = "_cambrian_expect"
 BEGIN_HOOK = "_cambrian_begin"
 _NOTHING = object()
+_PR_SET_DUMPABLE = 4
+
+# The plain-data encoding, run both here and in the child (one text, so the two cannot disagree).
+# JSON carries None, bool, int, finite floats, str and lists as themselves; the rest is tagged:
+# {"t": [...]} tuple, {"s": [...]} set, {"fs": [...]} frozenset, {"d": [[k, v], ...]} dict,
+# {"b": "hex"} bytes, {"c": [re, im]} complex, {"f": "nan" | "inf" | "-inf"} float.
+# Only exact built-in types encode (a subclass does not); decoding builds fresh built-in objects.
+CODEC_SOURCE = r"""
+import json as _json
+import math as _math
+
+MAX_DEPTH = 60
+
+
+class NotPlainData(Exception):
+    pass
+
+
+def encode(value, depth=0):
+    if depth > MAX_DEPTH:
+        raise NotPlainData("a value nested deeper than %d levels" % MAX_DEPTH)
+    kind = type(value)
+    if value is None or kind is bool or kind is int or kind is str:
+        return value
+    if kind is float:
+        return value if _math.isfinite(value) else {"f": repr(value)}
+    if kind is list:
+        return [encode(item, depth + 1) for item in value]
+    if kind is tuple:
+        return {"t": [encode(item, depth + 1) for item in value]}
+    if kind is set or kind is frozenset:
+        return {"s" if kind is set else "fs": [encode(item, depth + 1) for item in value]}
+    if kind is dict:
+        return {"d": [[encode(k, depth + 1), encode(v, depth + 1)] for k, v in value.items()]}
+    if kind is bytes:
+        return {"b": value.hex()}
+    if kind is complex:
+        return {"c": [encode(value.real, depth + 1), encode(value.imag, depth + 1)]}
+    raise NotPlainData("a %s.%s" % (kind.__module__, kind.__qualname__))
+
+
+def decode(data, depth=0):
+    if depth > MAX_DEPTH:
+        raise NotPlainData("a value nested deeper than %d levels" % MAX_DEPTH)
+    kind = type(data)
+    if data is None or kind is bool or kind is int or kind is float or kind is str:
+        return data
+    if kind is list:
+        return [decode(item, depth + 1) for item in data]
+    if kind is dict and len(data) == 1:
+        ((tag, body),) = data.items()
+        if tag == "f" and body in ("nan", "inf", "-inf"):
+            return float(body)
+        if tag == "b" and type(body) is str:
+            try:
+                return bytes.fromhex(body)
+            except ValueError:
+                raise NotPlainData("malformed bytes") from None
+        if type(body) is list:
+            items = [decode(item, depth + 1) for item in body]
+            try:
+                if tag == "t":
+                    return tuple(items)
+                if tag == "s":
+                    return set(items)
+                if tag == "fs":
+                    return frozenset(items)
+                if tag == "d" and all(type(pair) is list and len(pair) == 2 for pair in items):
+                    return {k: v for k, v in items}
+            except TypeError:
+                raise NotPlainData("an unhashable set member or dict key") from None
+            if tag == "c" and len(items) == 2 and all(type(part) is float for part in items):
+                return complex(items[0], items[1])
+    raise NotPlainData("not a plain-data encoding")
+
+
+def _refuse_constant(name):
+    raise NotPlainData("the JSON constant %s" % name)
+
+
+def dumps_line(value):
+    return _json.dumps(value, ensure_ascii=True, allow_nan=False).encode("ascii") + b"\n"
+
+
+def loads_line(line):
+    try:
+        return _json.loads(line.decode("utf-8"), parse_constant=_refuse_constant)
+    except (ValueError, RecursionError) as exc:
+        raise NotPlainData("a malformed message: %s" % type(exc).__name__) from None
+"""
+
+# The child: the solution's process. Its stdin/stdout are the pipes to the check; the solution's
+# own prints go to stderr. Untrusted once `solution` is imported: the check believes nothing it
+# says except a value it can decode as plain data.
+CHILD_SOURCE = r"""
+import os
+import sys
+import traceback
+
+_in = os.fdopen(os.dup(0), "rb")
+_out = os.fdopen(os.dup(1), "wb")
+_null = os.open(os.devnull, os.O_RDONLY)
+os.dup2(_null, 0)
+os.dup2(2, 1)
+sys.path.insert(0, os.getcwd())
+
+
+def _send(message):
+    _out.write(dumps_line(message))
+    _out.flush()
+
+
+def _error(exc):
+    try:
+        text = str(exc)
+    except BaseException:
+        text = ""
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename.endswith("solution.py")]
+    return {"type": type(exc).__name__, "error": text[:1000], "traceback": "".join(traceback.format_list(frames))[-2000:]}
+
+
+try:
+    _candidate = getattr(__import__("solution"), sys.argv[1], None)
+except BaseException as _exc:
+    _send({"import": _error(_exc)})
+    os._exit(0)
+if not callable(_candidate):
+    _send({"import": {"type": "NameError", "error": "solution.py defines no function %r" % sys.argv[1], "traceback": ""}})
+    os._exit(0)
+_send({"ready": True})
+while True:
+    _line = _in.readline()
+    if not _line:
+        os._exit(0)
+    _args, _kwargs = decode(loads_line(_line))
+    try:
+        _value = _candidate(*_args, **_kwargs)
+    except BaseException as _exc:
+        _send({"raised": _error(_exc)})
+        continue
+    try:
+        _reply = {"value": encode(_value)}
+    except NotPlainData as _exc:
+        _reply = {"raised": {"type": "NotPlainData", "error": "the function returned %s, which is not plain data "
+                             "(None, bool, int, float, complex, str, bytes, and lists, tuples, sets and dicts of them)"
+                             % _exc, "traceback": ""}}
+    except (ValueError, RecursionError) as _exc:
+        _reply = {"raised": {"type": type(_exc).__name__, "error": "the returned value cannot be sent: %s" % _exc,
+                             "traceback": ""}}
+    _send(_reply)
+"""
+
+_CODEC: dict[str, Any] = {}
+exec(compile(CODEC_SOURCE, "<plain-data codec>", "exec"), _CODEC)  # noqa: S102 - the same text the child runs
+encode, decode, dumps_line, loads_line = _CODEC["encode"], _CODEC["decode"], _CODEC["dumps_line"], _CODEC["loads_line"]
+NotPlainData: type[Exception] = _CODEC["NotPlainData"]
+
+
+class SolutionError(Exception):
+    """The solution failed in its own process: raised, exited, hung up or answered what is not plain data.
+
+    error_type, message and traceback_text come from the child: untrusted text, shown only as feedback.
+    """
+
+    def __init__(self, error_type: str, message: str, traceback_text: str = "") -> None:
+        super().__init__(message)
+        self.error_type = error_type if error_type.isidentifier() and len(error_type) <= 100 else "Error"
+        self.message = message[:MAX_ERROR_CHARS]
+        self.traceback_text = traceback_text[-MAX_TRACEBACK_CHARS:]
+
+
+class ImportFailed(SolutionError):
+    """solution.py did not import in the child, or defines no such function."""
 
 
 def _read_nonce(workdir: str) -> dict[str, str]:
@@ -82,29 +261,98 @@ def _read_nonce(workdir: str) -> dict[str, str]:
     return {"salt": str(data["salt"]), "nonce": str(data["nonce"])}
 
 
-def _solution_traceback(exc: BaseException) -> str:
-    """Only the solution's own frames: the hidden tests' lines never leave the check run."""
-    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename.endswith(SOLUTION_FILE)]
-    text = "".join(traceback.format_list(frames))
-    return text[-MAX_TRACEBACK_CHARS:]
+def make_undumpable() -> bool:
+    """PR_SET_DUMPABLE 0 for this process: /proc/<pid>/mem, fd, environ and ptrace need CAP_SYS_PTRACE,
+    which the sandbox user lacks. False where it cannot be set (not Linux, no ctypes)."""
+    try:
+        import ctypes
 
-
-def _raised_in_solution(exc: BaseException) -> bool:
-    frames = traceback.extract_tb(exc.__traceback__)
-    return bool(frames) and frames[-1].filename.endswith(SOLUTION_FILE)
+        return ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0) == 0
+    except (ImportError, OSError, AttributeError):
+        return False
 
 
 def _failure(phase: str, exc: BaseException, case: str = "") -> dict[str, Any]:
-    """phase: "import" (solution.py did not import), "solution" (the solution raised during the tests)
-    or "tests" (the tests' own assertion or operation failed: its message may hold expected values).
-    case: the failing-case text (empty unless the host asked for it)."""
-    failure = {"phase": phase, "error_type": type(exc).__name__, "error": "", "traceback": ""}
-    if phase != "tests":
-        failure["error"] = str(exc)[:MAX_ERROR_CHARS]
-        failure["traceback"] = _solution_traceback(exc)
+    """The failure's details for result.json; case: the failing-case text (empty unless asked for)."""
+    if isinstance(exc, SolutionError):
+        failure = {"phase": phase, "error_type": exc.error_type, "error": exc.message, "traceback": exc.traceback_text}
+    else:  # the tests' own failure: its message may hold expected values, so only its type is kept
+        failure = {"phase": phase, "error_type": type(exc).__name__, "error": "", "traceback": ""}
     if case:
         failure["case"] = case[:MAX_CASE_CHARS]
     return failure
+
+
+class CandidateProcess:
+    """The child process that holds the solution, and the proxy the tests call it through."""
+
+    def __init__(self, workdir: str, entry_point: str) -> None:
+        self.process = subprocess.Popen(  # noqa: S603 - this interpreter, a fixed program
+            [sys.executable, "-S", "-c", CODEC_SOURCE + CHILD_SOURCE, entry_point],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=workdir, close_fds=True,
+        )  # fmt: skip
+
+    def start(self) -> None:
+        """Wait for the child's import of the solution; ImportFailed when it did not import."""
+        message = self._receive(during="the import")
+        if message == {"ready": True}:
+            return
+        failed = message.get("import") if isinstance(message, dict) else None
+        if not isinstance(failed, dict):
+            raise ImportFailed("ProtocolError", "the solution's process sent a malformed first message")
+        raise ImportFailed(str(failed.get("type", "")), str(failed.get("error", "")), str(failed.get("traceback", "")))
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            request = dumps_line(encode([list(args), kwargs]))
+        except (NotPlainData, ValueError) as exc:
+            raise TypeError(f"the tests passed the candidate {exc}, which cannot be sent as plain data") from None
+        try:
+            assert self.process.stdin is not None
+            self.process.stdin.write(request)
+            self.process.stdin.flush()
+        except OSError:
+            raise self._ended("a call") from None
+        message = self._receive(during="a call")
+        if isinstance(message, dict) and len(message) == 1 and "value" in message:
+            try:
+                return decode(message["value"])
+            except NotPlainData as exc:
+                raise SolutionError("NotPlainData", f"the solution's answer is not plain data: {exc}") from None
+        raised = message.get("raised") if isinstance(message, dict) else None
+        if not isinstance(raised, dict):
+            raise SolutionError("ProtocolError", "the solution's process sent a malformed answer")
+        raise SolutionError(str(raised.get("type", "")), str(raised.get("error", "")), str(raised.get("traceback", "")))
+
+    def stop(self) -> None:
+        try:
+            self.process.kill()
+            self.process.wait()
+        except OSError:
+            pass  # already gone
+        for stream in (self.process.stdin, self.process.stdout):
+            try:
+                if stream is not None:
+                    stream.close()
+            except OSError:
+                pass
+
+    def _receive(self, *, during: str) -> Any:
+        assert self.process.stdout is not None
+        line = self.process.stdout.readline(MAX_MESSAGE_BYTES + 1)
+        if not line:
+            raise self._ended(during)
+        if len(line) > MAX_MESSAGE_BYTES or not line.endswith(b"\n"):
+            raise SolutionError("ProtocolError", f"the solution's answer is over {MAX_MESSAGE_BYTES} bytes")
+        try:
+            return loads_line(line)
+        except NotPlainData as exc:
+            raise SolutionError("ProtocolError", f"the solution's process sent {exc}") from None
+
+    def _ended(self, during: str) -> SolutionError:
+        code = self.process.wait()
+        cls = ImportFailed if during == "the import" else SolutionError
+        return cls("SystemExit", f"the solution's process ended during {during} (exit code {code})")
 
 
 def plain_text(value: Any, limit: int = MAX_VALUE_CHARS, depth: int = 0) -> str:
@@ -169,7 +417,7 @@ class CaseRecorder:
         try:
             value = function(*args, **kwargs)
         except BaseException as exc:
-            self.raised = type(exc).__name__
+            self.raised = exc.error_type if isinstance(exc, SolutionError) else type(exc).__name__
             raise
         self.returned = value
         return value
@@ -268,61 +516,59 @@ def describe_case(test_source: str, recorder: CaseRecorder, exc: BaseException, 
 
 
 def run_check(
-    test_source: str, entry_point: str, prompt_source: str = "", report_cases: bool = False
+    test_source: str, entry_point: str, prompt_source: str = "", report_cases: bool = False, *, workdir: str = "."
 ) -> tuple[bool, dict[str, Any]]:
-    """Import the solution and run the tests on it: (passed, details of a failure).
+    """Start the solution in a child and run the tests on it here: (passed, details of a failure).
 
-    `passed` comes from this function's own control flow alone, and everything the tests need is
-    taken before the solution's import-time code runs: a solution that patches builtins, this
-    module's helpers or the json module cannot turn a failure into a pass.
-    prompt_source: run before the tests in their namespace (HumanEval's tests call its helpers).
-    report_cases: describe a failing test (the "case" of the failure), for the search split.
+    `passed` comes from this function's own control flow alone; the solution's code never runs in
+    this process. prompt_source: run before the tests in their namespace (HumanEval's tests call its
+    helpers). report_cases: describe a failing test (the "case" of the failure), for the search split.
     """
-    clean_builtins = dict(builtins.__dict__)
-    exec_, getattr_, callable_ = exec, getattr, callable
-    describe, failure, raised_in_solution = describe_case, _failure, _raised_in_solution
     prompt_code = compile(prompt_source, PROMPT_FILENAME, "exec")
     tests_code = compile_tests(test_source)
     recorder = CaseRecorder()
+    candidate = CandidateProcess(workdir, entry_point)
     try:
-        module = __import__(SOLUTION_MODULE)
-    # The solution's code may raise anything at import, SystemExit included: all of it is a failure.
-    except BaseException as exc:  # noqa: BLE001
-        return False, failure("import", exc)
-    candidate = getattr_(module, entry_point, None)
-    if not callable_(candidate):
-        return False, {"phase": "import", "error_type": "NameError",
-                       "error": f"solution.py defines no function {entry_point!r}", "traceback": ""}
-    # The tests see the builtins as they were before the solution ran.
-    namespace: dict[str, Any] = {"__name__": "_hidden_tests", "__builtins__": clean_builtins}
-    try:
-        exec_(prompt_code, namespace)  # noqa: S102 - the benchmark's own prompt: helpers such as poly()
-        namespace[entry_point] = candidate  # a test that names the function means the candidate, as in HumanEval
-        namespace.update(recorder.hooks())
-        exec_(tests_code, namespace)  # noqa: S102 - the benchmark's own tests
-        namespace["check"](candidate)
-    except BaseException as exc:  # noqa: BLE001
-        phase = "solution" if raised_in_solution(exc) else "tests"
-        case = ""
-        if report_cases:
-            try:
-                case = describe(test_source, recorder, exc, phase)
-            except Exception:  # noqa: BLE001 - a failure stays a failure even when it cannot be described
-                case = ""
-        return False, failure(phase, exc, case)
-    return True, {}
+        try:
+            candidate.start()
+        except SolutionError as exc:
+            return False, _failure("import", exc)
+        namespace: dict[str, Any] = {"__name__": "_hidden_tests", "__builtins__": builtins}
+        try:
+            exec(prompt_code, namespace)  # noqa: S102 - the benchmark's own prompt: helpers such as poly()
+            namespace[entry_point] = candidate  # a test that names the function means the candidate, as in HumanEval
+            namespace.update(recorder.hooks())
+            exec(tests_code, namespace)  # noqa: S102 - the benchmark's own tests
+            namespace["check"](candidate)
+        except Exception as exc:  # noqa: BLE001 - any failure of the tests is a failed check
+            phase = "solution" if isinstance(exc, SolutionError) else "tests"
+            case = ""
+            if report_cases:
+                try:
+                    case = describe_case(test_source, recorder, exc, phase)
+                except Exception:  # noqa: BLE001 - a failure stays a failure even when it cannot be described
+                    case = ""
+            return False, _failure(phase, exc, case)
+        return True, {}
+    finally:
+        candidate.stop()
 
 
 def main(test_source: str, entry_point: str, prompt_source: str = "", report_cases: bool = False) -> int:
     """Check entry point inside the sandbox; returns the exit code (0 unless the driver itself breaks)."""
-    workdir = os.getcwd()  # captured first: the solution may change directory
+    make_undumpable()  # first: before the secret is in this process's memory
+    workdir = os.getcwd()
     secret = _read_nonce(workdir)
-    dumps, replace, open_ = json.dumps, os.replace, open  # taken before the solution can patch them
-    sys.path.insert(0, workdir)
-    passed, details = run_check(test_source, entry_point, prompt_source, report_cases)
+    script = os.path.abspath(sys.argv[0]) if sys.argv and sys.argv[0] else ""
+    if os.path.basename(script) == CHECK_FILE and os.path.exists(script):
+        os.remove(script)  # it holds the tests
+    sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != workdir]
+    passed, details = run_check(test_source, entry_point, prompt_source, report_cases, workdir=workdir)
     payload = {**details, "passed": passed, "salt": secret["salt"], "nonce": secret["nonce"] if passed else ""}
     tmp = os.path.join(workdir, f"{RESULT_FILE}.tmp{os.getpid()}")
-    with open_(tmp, "w", encoding="utf-8") as handle:
-        handle.write(dumps(payload))
-    replace(tmp, os.path.join(workdir, RESULT_FILE))
+    if os.path.lexists(tmp):
+        os.remove(tmp)
+    with open(tmp, "x", encoding="utf-8") as handle:  # "x": never through a link the solution planted
+        handle.write(json.dumps(payload))
+    os.replace(tmp, os.path.join(workdir, RESULT_FILE))
     return 0

@@ -1,6 +1,7 @@
 """Host side of the HumanEval check run: assemble the program, build its RunSpec, verify its verdict.
 
-The check run is unforgeable in the ways that matter cheaply: each run gets a
+The check run keeps the solution in a child process apart from the tests and
+the secret (see `check_driver.py`); its verdict is authenticated: each run gets a
 fresh salt and nonce = HMAC-SHA256(key, f"{task_id}:{salt}"), where the key
 is the benchmark instance's own random secret and never enters a sandbox. The
 driver writes the nonce back only after `check(candidate)` returned, and
@@ -18,11 +19,9 @@ import secrets
 from dataclasses import dataclass
 from importlib import resources
 
-from evaluators.humaneval.check_driver import MAX_CASE_CHARS, NONCE_FILE, RESULT_FILE, SOLUTION_FILE
+from evaluators.humaneval.check_driver import CHECK_FILE, MAX_CASE_CHARS, NONCE_FILE, RESULT_FILE, SOLUTION_FILE
 from evaluators.humaneval.data import Problem
 from sandbox.base import RunResult, RunSpec
-
-CHECK_FILE = "_check.py"  # the driver's name inside the check run
 
 
 def assemble_program(prompt: str, entry_point: str, completion: str) -> str:
