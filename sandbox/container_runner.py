@@ -7,17 +7,24 @@ the container's attached stdin/stdout with length-prefixed JSON frames
 (4-byte big-endian length, then UTF-8 JSON). Its first frame is
 {"ready": true, ...}; then, for each request frame, one reply frame.
 
-A request {"op": "run", files, command, timeout_s, memory_mb, max_output_bytes,
+The runner cannot be reached from a task: it makes itself non-dumpable first
+(prctl PR_SET_DUMPABLE 0), so /proc/1/fd, /proc/1/mem and ptrace need
+CAP_SYS_PTRACE, which the sandbox user lacks: a task cannot write a frame on
+the runner's stdout. It ignores SIGINT and SIGTERM (a task may signal it:
+same uid). Every request carries an "id" (random, from the host); the reply
+echoes it, so the host accepts one reply per request and only the runner's.
+
+A request {"op": "run", id, files, command, timeout_s, memory_mb, max_output_bytes,
 max_file_bytes, collect, max_collect_bytes, env} is served by:
 wipe the scratch dirs (/work, /tmp, /dev/shm) -> write the files into /work ->
 fork the command into its own session with rlimits (address space, CPU
-seconds, file size, no core) and a scrubbed env -> read its stdout/stderr up
+seconds, file size, open files, no core) and a scrubbed env -> read its stdout/stderr up
 to the caps (past a cap the group is killed) until it exits or the timeout
 (the group is killed) -> collect files -> SIGKILL every other process of the
 sandbox user (kill(-1) spares only the caller, and PID 1 of a namespace
 cannot be killed from inside it) and reap them all -> wipe again -> reply
-{exit_code, stdout, stderr, duration_s, timed_out, oom_killed,
-output_truncated, files}. A request {"op": "ping"} gets {"pong": true}.
+{id, exit_code, stdout, stderr, duration_s, timed_out, oom_killed,
+output_truncated, files}. A request {"op": "ping", id} gets {"id", "pong": true}.
 A request the runner cannot serve gets {"error": "..."}.
 
 "{python}" as a whole argument becomes `<this interpreter> -S`; inside a
@@ -45,6 +52,9 @@ READ_CHUNK = 65536  # bytes per os.read of a task's pipe
 POLL_S = 0.05  # how often the wait loop checks the leader and the deadline
 DRAIN_GRACE_S = 0.5  # after killing the group: how long to read what is still buffered
 REAP_GRACE_S = 5.0  # how long the cleanup may wait for killed processes to be reaped
+TASK_NOFILE = 256  # open files per task process: a task cannot flood the FM socket with connections
+PR_SET_DUMPABLE, PR_GET_DUMPABLE = 4, 3
+IGNORED_BY_RUNNER = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
 MEMORY_ERROR_LINE = re.compile(r"^(\w+\.)*MemoryError\b", re.MULTILINE)
 
 
@@ -134,6 +144,7 @@ def rlimits(request):
         (resource.RLIMIT_AS, int(request["memory_mb"]) * 1024 * 1024),
         (resource.RLIMIT_CPU, math.ceil(float(request["timeout_s"])) + 1),
         (resource.RLIMIT_FSIZE, int(request["max_file_bytes"])),
+        (resource.RLIMIT_NOFILE, TASK_NOFILE),
         (resource.RLIMIT_CORE, 0),
     ]
 
@@ -147,8 +158,8 @@ def exec_child(argv, env, limits, out_w, err_w):
             if hard != resource.RLIM_INFINITY:
                 value = min(value, hard)
             resource.setrlimit(kind, (value, value))
-        # Python ignores these; an exec'd program expects the defaults (as subprocess restores them).
-        for signum in (signal.SIGPIPE, signal.SIGXFSZ):
+        # Python (and serve(), for the runner) ignores these; an exec'd program expects the defaults.
+        for signum in IGNORED_BY_RUNNER + (signal.SIGPIPE, signal.SIGXFSZ):
             signal.signal(signum, signal.SIG_DFL)
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
@@ -371,9 +382,24 @@ def run_task(request):
     }
 
 
+def make_undumpable():
+    """PR_SET_DUMPABLE 0; returns the flag read back (0 when it took), or None where prctl is missing."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+        return libc.prctl(PR_GET_DUMPABLE, 0, 0, 0, 0)
+    except (ImportError, OSError, AttributeError):
+        return None
+
+
 def serve():
+    dumpable = make_undumpable()
+    for signum in IGNORED_BY_RUNNER:
+        signal.signal(signum, signal.SIG_IGN)
     os.chdir(WORK_DIR)
-    send({"ready": True, "pid": os.getpid(), "uid": os.getuid(), "python": sys.executable})
+    send({"ready": True, "pid": os.getpid(), "uid": os.getuid(), "python": sys.executable, "dumpable": dumpable})
     while True:
         request = receive()
         if request is None:
@@ -387,6 +413,7 @@ def serve():
                 reply = {"error": "unknown request op %r" % request.get("op")}
         except Exception as exc:  # reported to the host, which raises SandboxError
             reply = {"error": "%s: %s" % (type(exc).__name__, exc)}
+        reply["id"] = request.get("id")
         send(reply)
 
 

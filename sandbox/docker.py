@@ -37,6 +37,7 @@ container this sandbox made. Nothing else is ever removed or pruned.
 from __future__ import annotations
 
 import os
+import secrets
 import tempfile
 import threading
 import time
@@ -216,13 +217,20 @@ class DockerSandbox:
             self._live[container.id] = container
         try:
             created.start()
-            container.channel.receive(deadline=time.monotonic() + START_TIMEOUT_S)
+            ready = container.channel.receive(deadline=time.monotonic() + START_TIMEOUT_S)
         except (NoReply, ChannelClosed, *DOCKER_ERRORS) as exc:
             self.discard(container)
             raise SandboxError(
                 f"a sandbox container did not start: {exc} {container.channel.diagnostics()}".strip(),
                 fix="run `cambrian sandbox check`; rebuild the image with `cambrian sandbox build --force`",
             ) from exc
+        if ready.get("dumpable") != 0:
+            self.discard(container)
+            raise SandboxError(
+                "the sandbox runner could not make itself non-dumpable (prctl through ctypes failed: "
+                f"{ready.get('dumpable')!r}), so a task could write on its channel",
+                fix="rebuild the image with `cambrian sandbox build --force` (its python3 needs the ctypes module)",
+            )
         return container
 
     def discard(self, container: SandboxContainer) -> None:
@@ -311,9 +319,12 @@ class DockerSession:
 
     def _run_in(self, container: SandboxContainer, spec: RunSpec) -> RunResult:
         started = time.monotonic()
+        request = _request(spec)
         try:
-            container.channel.send(_request(spec))
-            reply = container.channel.receive(deadline=started + spec.timeout_s + WATCHDOG_GRACE_S)
+            container.channel.send(request)
+            reply = container.channel.receive(
+                deadline=started + spec.timeout_s + WATCHDOG_GRACE_S, max_frame_bytes=reply_cap(spec)
+            )
         except NoReply:
             self._drop_container()  # the watchdog: the whole container goes, the session goes on in a new one
             return RunResult(
@@ -339,6 +350,16 @@ class DockerSession:
                 f"the sandbox container died during a run: {exc} {diagnostics}".strip(),
                 fix="run `cambrian sandbox check`; if the engine restarted, start the run again",
             ) from exc
+        if reply.get("id") != request["id"]:
+            # Only a task writing on the runner's channel sends a reply that does not echo the request's id.
+            self._drop_container()
+            return RunResult(
+                exit_code=None,
+                stdout="",
+                stderr="[cambrian sandbox] a reply that was not the runner's reached the host (the task wrote on "
+                "the runner's channel); the run is void\n",
+                duration_s=time.monotonic() - started,
+            )
         if "error" in reply:
             raise SandboxError(
                 f"the sandbox runner could not serve the run: {reply['error']}",
@@ -374,9 +395,17 @@ def _validate(spec: RunSpec) -> None:
             )
 
 
+def reply_cap(spec: RunSpec) -> int:
+    """The most bytes the runner's reply to `spec` can take: both output streams and every collected file at
+    their caps, each byte escaped in JSON (up to 6 bytes: \\u00XX), plus 1 MiB for the rest."""
+    payload = 2 * int(spec.max_output_bytes) + len(spec.collect) * int(spec.max_collect_bytes) + 8192
+    return 6 * payload + (1 << 20)
+
+
 def _request(spec: RunSpec) -> dict[str, Any]:
     return {
         "op": "run",
+        "id": secrets.token_hex(16),
         "files": dict(spec.files),
         "command": list(spec.command),
         "timeout_s": float(spec.timeout_s),

@@ -6,6 +6,11 @@ three zero bytes, 4-byte big-endian payload length) and the payload. Inside
 the stdout payloads flow the runner's own frames (see container_runner.py): a
 4-byte big-endian length and UTF-8 JSON. What the runner writes to stderr is
 kept (capped) only to explain a failure.
+
+Nothing the container sends is trusted further than it must be: a runner frame
+longer than the caller's cap (`max_frame_bytes`, worked out from the request's
+output and file caps) breaks the channel at once instead of being buffered, and
+the caller matches each reply's "id" to its request (see docker.py).
 """
 
 from __future__ import annotations
@@ -34,6 +39,8 @@ _DOCKER_HEADER = struct.Struct(">BxxxI")
 _FRAME_HEADER = struct.Struct(">I")
 _RECV_BYTES = 1 << 20
 _STDERR_KEEP = 4000  # characters of the runner's stderr kept for error messages
+READY_FRAME_BYTES = 64 * 1024  # the runner's first frame is a few hundred bytes
+_DOCKER_FRAME_BYTES = 16 * 1024 * 1024  # the engine splits output into small frames; a larger one is not its
 
 
 class NoReply(Exception):
@@ -72,10 +79,11 @@ class RunnerChannel:
         except OSError as exc:
             raise ChannelClosed(f"cannot write to the container: {exc}") from exc
 
-    def receive(self, *, deadline: float) -> dict[str, Any]:
-        """The runner's next frame; NoReply past `deadline` (time.monotonic seconds), ChannelClosed at EOF."""
+    def receive(self, *, deadline: float, max_frame_bytes: int = READY_FRAME_BYTES) -> dict[str, Any]:
+        """The runner's next frame; NoReply past `deadline` (time.monotonic seconds), ChannelClosed at EOF
+        or as soon as a frame announces more than `max_frame_bytes` bytes (nothing of it is buffered)."""
         while True:
-            frame = self._next_frame()
+            frame = self._next_frame(max_frame_bytes)
             if frame is not None:
                 return frame
             remaining = deadline - time.monotonic()
@@ -109,6 +117,8 @@ class RunnerChannel:
     def _demultiplex(self) -> None:
         while len(self._raw) >= _DOCKER_HEADER.size:
             stream, size = _DOCKER_HEADER.unpack_from(self._raw)
+            if size > _DOCKER_FRAME_BYTES:
+                raise ChannelClosed(f"the container's stream announced a {size}-byte chunk; the stream is broken")
             end = _DOCKER_HEADER.size + size
             if len(self._raw) < end:
                 return
@@ -120,10 +130,15 @@ class RunnerChannel:
                 self._stderr += payload
                 del self._stderr[: max(0, len(self._stderr) - _STDERR_KEEP)]
 
-    def _next_frame(self) -> dict[str, Any] | None:
+    def _next_frame(self, max_frame_bytes: int) -> dict[str, Any] | None:
         if len(self._stdout) < _FRAME_HEADER.size:
             return None
         (size,) = _FRAME_HEADER.unpack_from(self._stdout)
+        if size > max_frame_bytes:
+            raise ChannelClosed(
+                f"the sandbox runner's channel announced a {size}-byte frame, over the {max_frame_bytes}-byte cap "
+                "of this request"
+            )
         end = _FRAME_HEADER.size + size
         if len(self._stdout) < end:
             return None
