@@ -35,7 +35,7 @@ from meta_agent.loop import LoopEvent, LoopOutcome, SearchLoop
 from sandbox.base import Sandbox
 from sandbox.docker import DockerSandbox
 from sandbox.image import engine_available, image_status
-from sandbox.local import LocalSandbox
+from sandbox.local import LocalSandbox, isolation_summary
 
 ARCHIVE_FILE = "archive.db"
 
@@ -106,13 +106,13 @@ def choose_sandbox(config: RunConfig, warn: Callable[[str], None], *, fm_dir: Pa
             else:
                 reason = f"the image {image} is missing"
             warn(
-                f"{reason}, so agents run in the LOCAL sandbox (a subprocess with resource limits, a scrubbed "
-                "environment and its own process group): isolation is weaker than a container. "
+                f"{reason}, so agents run in the LOCAL sandbox, weaker than a container: {isolation_summary()}. "
                 "For Docker: start the engine and run `cambrian sandbox build`."
             )
             return LocalSandbox()
     if choice == "local":
-        warn("agents run in the local sandbox (--sandbox local): isolation is weaker than a container")
+        warn(f"agents run in the local sandbox (evaluation.sandbox = local), weaker than a container: "
+             f"{isolation_summary()}")  # fmt: skip
         return LocalSandbox()
     return DockerSandbox(
         image=image,

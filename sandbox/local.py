@@ -1,23 +1,32 @@
 """The subprocess sandbox: for machines without Docker.
 
-ISOLATION IS WEAK. The program runs under the same kernel and the same user as
-Cambrian itself; it can read (and, with that user's rights, write) any file the
-user can, open network connections, and start processes that leave their
-process group. What this backend does give:
+ISOLATION IS WEAK. The program runs under the same kernel as Cambrian, sees the
+host's file system and network, and can read every world-readable file. What it
+protects depends on who runs Cambrian:
 
+- as root: each run gets its own unprivileged uid (no groups, no_new_privs, so no
+  setuid program climbs back): it cannot write host files (only world-writable
+  ones), cannot read the Cambrian process's environment or memory, and every
+  process of that uid, setsid() or not, is killed when the run ends;
+  RLIMIT_NPROC binds per run. The interpreter must be reachable by that uid
+  (every folder on its path searchable by others): where it is not, the
+  sandbox refuses and says which folder to open (`chmod o+x`);
+- as another user: the program runs as that user and can read and write what
+  the user can; Cambrian's own process is non-dumpable (prctl), so its
+  environment (API keys) and memory are not readable through /proc, but a
+  process the program starts with setsid() can outlive the run.
+
+Always:
 - a fresh temporary work dir (cwd, HOME and TMPDIR), removed after the run;
 - a scrubbed environment: PATH, HOME, TMPDIR, LANG, two PYTHON* flags,
   PYTHONPATH (the package folder below), OPENBLAS_NUM_THREADS and
   OMP_NUM_THREADS (the spec's `cpus`, at least 1) and the spec's own `env`,
   nothing from the host (no API keys);
 - rlimits: address space (`memory_mb`), CPU seconds (ceil(timeout) + 1),
-  largest file written (`max_file_bytes`), processes (`pids`; RLIMIT_NPROC is
-  counted per user, not per run, and is not enforced at all for root), no core
-  dumps;
+  largest file written (`max_file_bytes`), processes (`pids`), open files, no
+  core dumps;
 - its own session / process group, SIGKILLed as a whole on timeout, on too much
-  output, and always once the program exits, so background processes left
-  behind in the group do not survive the run (a process that calls setsid()
-  itself escapes this);
+  output, and always once the program exits;
 - capped stdout/stderr.
 
 Not enforced here: `network`, `cpus`, read-only mounts. Use the Docker backend
@@ -63,7 +72,8 @@ from typing import Any, Callable
 from sandbox.base import Mount, RunResult, RunSpec, SandboxError
 
 #: Runs inside the child: lower the rlimits (never above the current hard
-#: limit, which an unprivileged user may not raise), then exec the command.
+#: limit, which an unprivileged user may not raise); as root, drop to the run's
+#: own uid (no groups, no_new_privs so no setuid program can climb back); exec.
 _LAUNCHER = """\
 import json, os, resource, sys
 for name, value in json.loads(sys.argv[1]):
@@ -72,12 +82,74 @@ for name, value in json.loads(sys.argv[1]):
     if hard != resource.RLIM_INFINITY:
         value = min(value, hard)
     resource.setrlimit(kind, (value, value))
+uid = int(sys.argv[2])
+if uid >= 0:
+    import ctypes
+    if ctypes.CDLL(None, use_errno=True).prctl(38, 1, 0, 0, 0) != 0:  # PR_SET_NO_NEW_PRIVS
+        sys.stderr.write("cambrian sandbox: cannot set no_new_privs\\n")
+        os._exit(126)
+    os.setgroups([])
+    os.setgid(uid)
+    os.setuid(uid)
 try:
-    os.execvp(sys.argv[2], sys.argv[2:])
+    os.execvp(sys.argv[3], sys.argv[3:])
 except OSError as exc:
-    sys.stderr.write("cambrian sandbox: cannot run %r: %s\\n" % (sys.argv[2], exc))
+    sys.stderr.write("cambrian sandbox: cannot run %r: %s\\n" % (sys.argv[3], exc))
     os._exit(127)
 """
+
+#: As root: after a run, from the run's uid, SIGKILL every process of that uid (kill(-1) reaches exactly
+#: the processes the caller may signal: those of its own uid), until none is left. setsid() escapes nothing.
+_KILL_UID = """\
+import os, signal, sys, time
+uid = int(sys.argv[1])
+os.setgroups([])
+os.setgid(uid)
+os.setuid(uid)
+
+def alive():
+    # Processes of the uid that are not zombies (a zombie is dead: its parent reaps it).
+    count = 0
+    for name in os.listdir("/proc"):
+        if name.isdigit() and int(name) != os.getpid():
+            try:
+                owner = os.stat("/proc/" + name).st_uid
+                with open("/proc/%s/stat" % name) as handle:
+                    state = handle.read().rsplit(")", 1)[1].split()[0]
+            except (OSError, IndexError):
+                continue
+            count += owner == uid and state != "Z"
+    return count
+
+deadline = time.monotonic() + 10
+while time.monotonic() < deadline:
+    try:
+        os.kill(-1, signal.SIGKILL)
+    except ProcessLookupError:
+        break
+    if not alive():
+        break
+    time.sleep(0.002)
+"""
+
+#: Run uids, as root: each LocalSandbox process takes a block of its own (from its pid), one uid per run in
+#: flight, so a run's processes, RLIMIT_NPROC and the kill after it are that run's alone.
+_RUN_UID_BASE = 200_000
+_RUN_UIDS_PER_PROCESS = 64
+_TASK_NOFILE = 256  # open files per process of a run
+
+
+class _RunUids:
+    """This process's block of run uids (shared by every LocalSandbox in it) and which interpreters they reach."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.free = [_RUN_UID_BASE + (os.getpid() % 10_000) * _RUN_UIDS_PER_PROCESS + k
+                     for k in range(_RUN_UIDS_PER_PROCESS)]  # fmt: skip
+        self.reachable: dict[str, tuple[bool, str]] = {}  # interpreter -> (a run uid can start it, why not)
+
+
+_UIDS = _RunUids()
 
 _READ_CHUNK = 65536  # bytes per os.read; bounds the memory one read can take
 _POLL_S = 0.05  # how often the wait loop checks the deadline and the leader
@@ -167,6 +239,9 @@ class LocalSandbox:
         self._packages_lock = threading.Lock()
         self._packages_dir: Path | None = None  # made on the first run, removed by close()
         self._remove_packages: weakref.finalize | None = None
+        #: As root, each run gets an unprivileged uid of its own (None: not root, runs keep the user's uid).
+        self.drops_privileges = os.geteuid() == 0
+        make_undumpable()  # programs of this user cannot read this process's memory or environment
 
     def run(self, spec: RunSpec) -> RunResult:
         """Run `spec` to completion or to its limits; SandboxError only for faults of this backend."""
@@ -177,6 +252,8 @@ class LocalSandbox:
         for path in [*spec.files, *spec.collect]:
             check_relative_path(path)
         argv = self._expand_command(spec.command)
+        if self.drops_privileges:
+            self._check_reachable()
         try:
             workdir = Path(tempfile.mkdtemp(prefix="cambrian-local-", dir=self.root))
         except OSError as exc:
@@ -184,10 +261,19 @@ class LocalSandbox:
                 f"cannot create a work dir for the local sandbox: {exc}",
                 fix="check that the temp dir (TMPDIR or the sandbox root) exists, is writable and has free space",
             ) from exc
+        uid = self._take_uid() if self.drops_privileges else -1
         try:
             self._place_files(workdir, spec)
-            return self._execute(workdir, argv, spec)
+            if uid >= 0:
+                _give_tree(workdir, uid)
+            return self._execute(workdir, argv, spec, uid)  # kills what the run left before it returns
+        except BaseException:
+            if uid >= 0:
+                self._kill_uid(uid)
+            raise
         finally:
+            if uid >= 0:
+                self._give_back_uid(uid)
             _remove_tree(workdir)
 
     def session(self) -> "_LocalSession":
@@ -222,6 +308,59 @@ class LocalSandbox:
                 self._packages_dir = folder
             return self._packages_dir
 
+
+    def _take_uid(self) -> int:
+        with _UIDS.lock:
+            if not _UIDS.free:
+                raise SandboxError(
+                    f"more than {_RUN_UIDS_PER_PROCESS} local sandbox runs at once in one process",
+                    fix="lower evaluation.concurrency",
+                )
+            return _UIDS.free.pop(0)
+
+    def _give_back_uid(self, uid: int) -> None:
+        with _UIDS.lock:
+            _UIDS.free.append(uid)
+
+    def _kill_uid(self, uid: int) -> None:
+        """SIGKILL every process of the run's uid (what it started with setsid() included)."""
+        try:
+            subprocess.run([self.python, "-S", "-c", _KILL_UID, str(uid)], cwd="/", env={}, timeout=30,
+                           capture_output=True, check=False)  # fmt: skip
+        except (OSError, subprocess.SubprocessError):
+            pass  # the interpreter was checked at the first run; the work dir goes anyway
+
+    def _check_reachable(self) -> None:
+        """As root: can a run uid start the interpreter and import from its standard library? Once per interpreter."""
+        with _UIDS.lock:
+            known = _UIDS.reachable.get(self.python)
+        if known is None:
+            uid = self._take_uid()
+            try:
+                done = subprocess.run(
+                    [self.python, "-S", "-c", _LAUNCHER, "[]", str(uid), self.python, "-S", "-c",
+                     "import json, encodings.idna"],
+                    cwd="/", env={}, timeout=60, capture_output=True, text=True,
+                )  # fmt: skip
+                reason = (done.stderr.strip().splitlines() or [f"exit code {done.returncode}"])[-1]
+                known = (done.returncode == 0, reason)
+            except (OSError, subprocess.SubprocessError) as exc:
+                known = (False, str(exc))
+            finally:
+                self._kill_uid(uid)
+                self._give_back_uid(uid)
+            with _UIDS.lock:
+                _UIDS.reachable[self.python] = known
+        reachable, reason = known
+        if not reachable:
+            blocked = _first_closed_folder(self.python)
+            raise SandboxError(
+                f"running as root, the local sandbox runs each program as an unprivileged uid, which cannot "
+                f"start {self.python} ({reason})" + (f": {blocked} is not searchable by other users" if blocked else ""),
+                fix=(f"`chmod o+x {blocked}` (lets other users pass through it, not list it), " if blocked else "")
+                + "install Cambrian with an interpreter outside root's home, run it as a non-root user, "
+                "or use --sandbox docker",
+            )
 
     def _expand_command(self, command: tuple[str, ...]) -> list[str]:
         if not command:
@@ -268,7 +407,7 @@ class LocalSandbox:
         link.parent.mkdir(parents=True, exist_ok=True)
         link.symlink_to(os.path.abspath(mount.host_path))
 
-    def _execute(self, workdir: Path, argv: list[str], spec: RunSpec) -> RunResult:
+    def _execute(self, workdir: Path, argv: list[str], spec: RunSpec, uid: int = -1) -> RunResult:
         threads = str(max(1, int(spec.cpus)))  # BLAS threads: one per core would blow RLIMIT_AS on big hosts
         env = {
             "PATH": _SANDBOX_PATH,
@@ -283,7 +422,7 @@ class LocalSandbox:
             **spec.env,
         }
         limits = _rlimits(spec)
-        launcher = [self.python, "-S", "-c", _LAUNCHER, json.dumps(limits), *argv]
+        launcher = [self.python, "-S", "-c", _LAUNCHER, json.dumps(limits), str(uid), *argv]
         started = time.monotonic()
         try:
             proc = subprocess.Popen(
@@ -305,6 +444,8 @@ class LocalSandbox:
             watch = _watch(proc, spec, deadline=started + spec.timeout_s)
         finally:
             _kill_group(proc.pid)
+            if uid >= 0:
+                self._kill_uid(uid)  # before collecting: nothing of the run may still change its files
             proc.wait()
         duration = time.monotonic() - started
         stderr = watch.stderr.text()
@@ -366,6 +507,7 @@ def _rlimits(spec: RunSpec) -> list[tuple[str, int]]:
         ("RLIMIT_CPU", math.ceil(spec.timeout_s) + 1),
         ("RLIMIT_FSIZE", int(spec.max_file_bytes)),
         ("RLIMIT_NPROC", int(spec.pids)),
+        ("RLIMIT_NOFILE", _TASK_NOFILE),
         ("RLIMIT_CORE", 0),
     ]
 
@@ -472,6 +614,8 @@ def _collect(workdir: Path, spec: RunSpec) -> tuple[dict[str, str], list[str]]:
             continue  # missing (or a symlink loop): the spec says missing files are skipped
         if not stat.S_ISREG(info.st_mode):
             notes.append(f"[cambrian sandbox] {rel} skipped: not a regular file")
+        elif info.st_nlink > 1:  # a hard link the program made to a file it could not read itself
+            notes.append(f"[cambrian sandbox] {rel} skipped: it has other names (a hard link)")
         elif info.st_size > spec.max_collect_bytes:
             notes.append(
                 f"[cambrian sandbox] {rel} skipped: {info.st_size} bytes is over the "
@@ -480,6 +624,47 @@ def _collect(workdir: Path, spec: RunSpec) -> tuple[dict[str, str], list[str]]:
         else:
             files[rel] = real.read_bytes()[: spec.max_collect_bytes].decode("utf-8", errors="replace")
     return files, notes
+
+
+def isolation_summary() -> str:
+    """One sentence on what the local sandbox protects here (who runs Cambrian decides it), for warnings."""
+    if os.geteuid() == 0:
+        return ("each program runs as an unprivileged uid of its own: it cannot write your files or read "
+                "Cambrian's memory or keys, but it can read world-readable files and use the network")
+    return ("programs run as your user: they can read and write your files and use the network "
+            "(Cambrian's own memory and keys stay unreadable)")
+
+
+def make_undumpable() -> bool:
+    """PR_SET_DUMPABLE 0 for this process: other processes of its user cannot read its memory, descriptors or
+    environment through /proc or ptrace. False where it cannot be set (not Linux)."""
+    try:
+        import ctypes
+
+        return ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0) == 0
+    except (ImportError, OSError, AttributeError):
+        return False
+
+
+def _give_tree(root: Path, uid: int) -> None:
+    """Make the work dir and the placed files the run uid's (as root)."""
+    os.chown(root, uid, uid)
+    for folder, dirs, files in os.walk(root):
+        for name in dirs + files:
+            os.lchown(os.path.join(folder, name), uid, uid)
+
+
+def _first_closed_folder(path: str) -> str | None:
+    """The outermost folder on the way to `path` (as given, then with links resolved) that other users
+    cannot pass through; None when every one is open."""
+    for way in (Path(os.path.abspath(path)), Path(os.path.realpath(path))):
+        for folder in reversed(way.parents):
+            try:
+                if not folder.stat().st_mode & stat.S_IXOTH:
+                    return str(folder)
+            except OSError:
+                return str(folder)
+    return None
 
 
 def _remove_tree(path: Path) -> None:

@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 import os
 import resource
+import shutil
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -46,6 +48,17 @@ def wait_gone(pid: int, within_s: float = 3.0) -> bool:
             return True
         time.sleep(0.05)
     return not is_running(pid)
+
+
+@pytest.fixture()
+def open_dir() -> Iterator[Path]:
+    """A folder the program may write to (as root the runs have uids of their own; pytest's tmp_path is 0700)."""
+    folder = Path(tempfile.mkdtemp(prefix="cambrian-open-"))
+    folder.chmod(0o1777)
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def test_implements_protocol(sandbox: LocalSandbox) -> None:
@@ -93,8 +106,11 @@ def test_package_folder_holds_only_numpy_and_scipy_and_is_read_only(sandbox: Loc
     assert not folder.exists()
 
 
-def test_other_interpreter_without_numpy_gets_the_standard_library_only(tmp_path: Path) -> None:
-    bare = tmp_path / "bare-venv"
+def test_other_interpreter_without_numpy_gets_the_standard_library_only() -> None:
+    # Not under tmp_path: pytest keeps that private to its user (0700), and as root the runs use other uids.
+    home = Path(tempfile.mkdtemp(prefix="cambrian-bare-"))
+    home.chmod(0o755)
+    bare = home / "bare-venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True)
     box = LocalSandbox(python=str(bare / "bin" / "python"))
     try:
@@ -104,6 +120,7 @@ def test_other_interpreter_without_numpy_gets_the_standard_library_only(tmp_path
         assert "No module named 'numpy'" in box.run(python_spec("import numpy")).stderr
     finally:
         box.close()
+        shutil.rmtree(home, ignore_errors=True)
 
 
 def test_crash_reports_exit_code_and_stderr(sandbox: LocalSandbox) -> None:
@@ -116,8 +133,8 @@ def test_crash_reports_exit_code_and_stderr(sandbox: LocalSandbox) -> None:
     assert result.failure_reason() == "exited with code 1"
 
 
-def test_timeout_kills_program_and_its_child(sandbox: LocalSandbox, tmp_path: Path) -> None:
-    pid_file = tmp_path / "child.pid"
+def test_timeout_kills_program_and_its_child(sandbox: LocalSandbox, open_dir: Path) -> None:
+    pid_file = open_dir / "child.pid"
     code = f"""
         import subprocess, sys, time
         child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
@@ -133,8 +150,8 @@ def test_timeout_kills_program_and_its_child(sandbox: LocalSandbox, tmp_path: Pa
     assert wait_gone(int(pid_file.read_text()))
 
 
-def test_background_child_does_not_outlive_a_finished_run(sandbox: LocalSandbox, tmp_path: Path) -> None:
-    heartbeat = tmp_path / "heartbeat"
+def test_background_child_does_not_outlive_a_finished_run(sandbox: LocalSandbox, open_dir: Path) -> None:
+    heartbeat = open_dir / "heartbeat"
     code = f"""
         import subprocess, sys
         beat = "import time\\nwhile True:\\n    open({str(heartbeat)!r}, 'a').write('.')\\n    time.sleep(0.05)"
