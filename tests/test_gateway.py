@@ -31,6 +31,7 @@ from meta_agent.llm.gateway import (
     AgentChannel,
     FMGateway,
     GatewayError,
+    prompt_token_bound,
 )
 from meta_agent.llm.ledger import ArchiveLedger
 from meta_agent.llm.serve import LocalServer, free_port
@@ -64,6 +65,7 @@ def setup(tmp_path: Path) -> Iterator[Setup]:
     assert run.id is not None
     # Unix socket paths are limited to 107 bytes; pytest's tmp_path can be longer.
     socket_dir = Path(tempfile.mkdtemp(prefix="cgw-", dir="/tmp"))
+    socket_dir.chmod(0o711)  # as the runs make it: sandbox uids pass through to their socket, cannot list
     yield Setup(archive=archive, run_id=run.id, socket_dir=socket_dir)
     shutil.rmtree(socket_dir, ignore_errors=True)
     archive.close()
@@ -327,7 +329,9 @@ def test_token_budget_caps_max_tokens_then_refuses(local_fm: LocalServer, setup:
         capped = await gateway.open_agent(1, max_calls=10, max_tokens=5000, run_seed=RUN_SEED, iteration=0)
         _, by_gateway, _ = await chat(capped, max_tokens=500, messages=[
             {"role": "user", "content": "Write a long story about a cat."}])  # fmt: skip
-        tight = await gateway.open_agent(2, max_calls=10, max_tokens=3, run_seed=RUN_SEED, iteration=0)
+        # What is left after the prompt's upper bound is the completion cap: 3 tokens.
+        budget = prompt_token_bound([{"role": "user", "content": "Say hi"}]) + 3
+        tight = await gateway.open_agent(2, max_calls=10, max_tokens=budget, run_seed=RUN_SEED, iteration=0)
         _, first, _ = await chat(tight, max_tokens=50, seed=5)
         status, second, _ = await chat(tight, seed=6)
         assert status == 429
@@ -352,7 +356,8 @@ def test_channel_lifecycle_errors(setup: Setup) -> None:
             await gateway.open_agent(4, max_calls=1, max_tokens=10, run_seed=0, iteration=0)
         await channel.close()
         again = await gateway.open_agent(4, max_calls=1, max_tokens=10, run_seed=0, iteration=0)
-        assert gateway.channel(4) is again and again.socket_path == channel.socket_path
+        assert gateway.channel(4) is again and again.socket_path.parent == channel.socket_path.parent
+        assert again.socket_path != channel.socket_path  # a fresh unguessable name each time
 
     run_with_gateway(setup, client, scenario)
 

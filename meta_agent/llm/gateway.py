@@ -1,12 +1,18 @@
 """The host side of the sandbox FM socket: agents call the FM without a key or a network.
 
-Each agent under evaluation gets its own Unix socket, `<socket_dir>/agent-<id>.sock`,
+Each agent under evaluation gets its own Unix socket, `<socket_dir>/agent-<id>-<random>.sock`,
 mounted into its sandbox. The socket's identity IS the agent, so nothing secret
 goes inside: the program speaks a small OpenAI-shaped HTTP/1.1 subset over it
 (`_cambrian_llm.llm(...)` in the sandbox does this) and the gateway forwards
 each call through the run's `LLMClient`, which records it in the ledger with
 purpose "agent" and the agent id. Budgets (calls, and prompt + completion
-tokens) are per agent; a refused call answers 429 and is recorded too.
+tokens) are per agent; a refused call answers 429 and is recorded too. Before a
+call is forwarded, an upper bound of its prompt tokens (one per UTF-8 byte, plus
+the chat template's overhead) and its completion cap are reserved, so no number
+of concurrent calls can spend past the budget. Each agent may have at most
+`max_in_flight` calls in flight and `max_connections` connections open; a
+connection past that is answered 503 at once and closed, so an agent cannot
+exhaust the host process's file descriptors.
 
 The gateway runs on the caller's event loop (the search loop's), so every
 archive write happens on that one thread while sandboxes run in worker threads
@@ -25,6 +31,9 @@ import asyncio
 import json
 import logging
 import os
+import secrets
+import stat
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
@@ -40,12 +49,14 @@ DEFAULT_SANDBOX_SOCKET = "/run/cambrian/fm.sock"
 MAX_BODY_BYTES = 1_000_000  # a larger request body is refused with 413
 AGENT_CALL_SEED_BASE = 1000  # agent call k gets derive_seed(run seed, iteration, 1000 + k): apart from mutations
 _MAX_LINE_BYTES = 8192  # one request or header line
-_MAX_HEADERS = 100
+_MAX_HEADERS = 100  # header LINES (a repeated name counts each time)
+PROMPT_OVERHEAD_TOKENS = 64  # chat-template tokens of one call (a default system prompt, the generation prompt)
+MESSAGE_OVERHEAD_TOKENS = 16  # chat-template tokens around each message
 _MAX_SOCKET_PATH_BYTES = 107  # Linux sun_path is 108 bytes with the trailing NUL
 _SEED_LIMIT = 2**31  # llama.cpp and most providers take a signed 32-bit seed
 _ROLES = ("system", "user", "assistant")
 _REASONS = {
-    200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed", 408: "Request Timeout",
+    200: "OK", 400: "Bad Request", 503: "Service Unavailable", 404: "Not Found", 405: "Method Not Allowed", 408: "Request Timeout",
     411: "Length Required", 413: "Content Too Large", 429: "Too Many Requests",
     431: "Request Header Fields Too Large", 500: "Internal Server Error", 502: "Bad Gateway",
 }  # fmt: skip
@@ -87,8 +98,9 @@ class AgentChannel:
     """One agent's socket, budget and counters. Made by `FMGateway.open_agent`; serves until `close()`.
 
     max_calls: FM calls the agent may make (>= 0). max_tokens: prompt + completion
-    tokens it may use in total (>= 0); a call's max_tokens is capped by what is
-    left, so the last call may overshoot by its prompt tokens, and the next is refused.
+    tokens it may use in total (>= 0); a call reserves `prompt_token_bound` of its
+    messages plus its completion cap, which is lowered to what is left after the
+    prompt's bound; a call whose prompt alone may not fit is refused.
     """
 
     def __init__(
@@ -110,7 +122,9 @@ class AgentChannel:
         self.refusals = 0  # calls refused with 429
         self._gateway = gateway
         self._calls_started = 0  # forwarded or in flight: the next call's index
-        self._tokens_reserved = 0  # max_tokens of the calls in flight
+        self._tokens_reserved = 0  # prompt bound + max_tokens of the calls in flight
+        self._in_flight = 0  # chat calls forwarded and not answered yet
+        self.connections_refused = 0  # connections past max_connections, answered 503
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[Any]] = set()
         self.closed = False
@@ -162,10 +176,16 @@ class AgentChannel:
 
     async def _serve_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
-        if task is not None:
+        over = len(self._connections) >= self._gateway.max_connections
+        if task is not None and not over:
             self._connections.add(task)
         try:
-            status, payload, headers = await self._respond(reader, writer)
+            if over:  # answered without reading a byte: the descriptor is freed at once
+                self.connections_refused += 1
+                message = f"more than {self._gateway.max_connections} connections open; close some and retry"
+                status, payload, headers = 503, _error_body("too_many_connections", message), {}
+            else:
+                status, payload, headers = await self._respond(reader, writer)
             body = json.dumps(payload, ensure_ascii=False).encode("utf-8")
             head = [f"HTTP/1.1 {status} {_REASONS.get(status, 'Error')}", "Content-Type: application/json",
                     f"Content-Length: {len(body)}", "Connection: close",
@@ -174,6 +194,8 @@ class AgentChannel:
             await writer.drain()
         except (ConnectionError, asyncio.IncompleteReadError):
             pass  # the agent hung up: nobody is left to answer
+        except asyncio.CancelledError:
+            pass  # the channel closed: this connection ends here (a connection's task is the top level)
         finally:
             writer.close()
             try:
@@ -227,8 +249,9 @@ class AgentChannel:
             self.run_seed, self.iteration, AGENT_CALL_SEED_BASE + call_index
         )
         wanted = chat.max_tokens if chat.max_tokens is not None else llm.max_tokens
-        cap = min(wanted, self._gateway.max_tokens_per_call, self.tokens_left)
-        refusal = self._refusal()
+        prompt_bound = prompt_token_bound(chat.messages)
+        cap = min(wanted, self._gateway.max_tokens_per_call, self.tokens_left - prompt_bound)
+        refusal = self._refusal(prompt_bound)
         if refusal is not None:
             self.refusals += 1
             params = llm.params(seed=seed, temperature=chat.temperature, max_tokens=max(cap, 0))
@@ -240,7 +263,8 @@ class AgentChannel:
             raise _HTTPError(429, "budget_exceeded", refusal)
         # Reserve before the first await: concurrent calls of one agent must not overspend together.
         self._calls_started += 1
-        self._tokens_reserved += cap
+        self._tokens_reserved += prompt_bound + cap
+        self._in_flight += 1
         try:
             completion = await llm.complete(
                 chat.messages, seed=seed, purpose=self.purpose, agent_id=self.agent_id, iteration=self.iteration,
@@ -250,7 +274,8 @@ class AgentChannel:
             self._calls_started -= 1  # a failed call spends nothing of the agent's budget
             raise
         finally:
-            self._tokens_reserved -= cap
+            self._tokens_reserved -= prompt_bound + cap
+            self._in_flight -= 1
         self.calls_used += 1
         self.tokens_used += completion.prompt_tokens + completion.completion_tokens
         self.prompt_tokens_used += completion.prompt_tokens
@@ -273,34 +298,49 @@ class AgentChannel:
             },
         }  # fmt: skip
 
-    def _refusal(self) -> str | None:
-        """Why the next call is over budget, or None when it may go ahead."""
+    def _refusal(self, prompt_bound: int) -> str | None:
+        """Why the next call (whose prompt may take up to `prompt_bound` tokens) may not go ahead, or None."""
         who = f"agent {self.agent_id}" if self.agent_id is not None else "this agent"
         if self.calls_left <= 0:
             return f"{who} has used all {self.max_calls} FM calls of its budget"
         if self.tokens_left <= 0:
             return f"{who} has used all {self.max_tokens} FM tokens of its budget"
+        if self._in_flight >= self._gateway.max_in_flight:
+            return f"{who} already has {self._in_flight} FM calls in flight (at most {self._gateway.max_in_flight})"
+        if prompt_bound >= self.tokens_left:
+            return (f"the prompt may take up to {prompt_bound} tokens (one per byte, plus the chat template) and "
+                    f"{who} has {self.tokens_left} FM tokens left (reserved calls in flight included)")  # fmt: skip
         return None
 
 
 class FMGateway:
     """Serves one Unix socket per agent on the running event loop, forwarding calls through `llm`.
 
-    socket_dir: where the sockets live; created (mode 0o711) when missing. Keep
+    socket_dir: where the sockets live; created (mode 0o711) when missing, made searchable by others (o+x) when not. Keep
         its path short: a socket path may be at most 107 bytes.
     max_tokens_per_call: the gateway's cap on one call's completion tokens (>= 1).
     read_timeout_s: seconds a connection may take to send its request.
+    max_in_flight: chat calls one agent may have forwarded and unanswered at once (>= 1).
+    max_connections: connections one agent may hold open at once (>= 1); more are answered 503 and closed.
     """
 
     def __init__(
-        self, llm: LLMClient, *, socket_dir: Path, max_tokens_per_call: int = 4096, read_timeout_s: float = 30.0
-    ) -> None:
-        if max_tokens_per_call < 1:
-            raise ValueError(f"max_tokens_per_call must be >= 1, got {max_tokens_per_call}")
+        self, llm: LLMClient, *, socket_dir: Path, max_tokens_per_call: int = 4096, read_timeout_s: float = 30.0,
+        max_in_flight: int = 4, max_connections: int = 32,
+    ) -> None:  # fmt: skip
+        if max_tokens_per_call < 1 or max_in_flight < 1 or max_connections < 1:
+            raise ValueError(
+                "max_tokens_per_call, max_in_flight and max_connections must be >= 1, got "
+                f"{max_tokens_per_call}, {max_in_flight}, {max_connections}"
+            )
         self.llm = llm
         self.socket_dir = Path(socket_dir)
         self.max_tokens_per_call = max_tokens_per_call
         self.read_timeout_s = read_timeout_s
+        self.max_in_flight = max_in_flight
+        self.max_connections = max_connections
+        quiet_repeats(logging.getLogger("asyncio"))  # "Too many open files" from an accept loop, once a minute
+        quiet_repeats(log)
         self._channels: dict[int | str, AgentChannel] = {}  # by agent id, or socket path for id-less runs
 
     async def open_agent(
@@ -314,7 +354,7 @@ class FMGateway:
         socket_path: str | os.PathLike[str] | None = None,
         purpose: str = "agent",
     ) -> AgentChannel:
-        """Start serving `agent_id` on `<socket_dir>/agent-<id>.sock` with a fresh budget.
+        """Start serving `agent_id` on `<socket_dir>/agent-<id>-<random>.sock` with a fresh budget.
 
         agent_id: recorded with each call; None for an agent run that is not an archive agent yet (a parent
             writing its child under `self_modify`): its calls are linked to the child by `iteration`.
@@ -333,7 +373,10 @@ class FMGateway:
         if current is not None and not current.closed:
             raise ValueError(f"agent {agent_id} already has an open FM channel; close it first")
         self._prepare_dir()
-        path = Path(socket_path) if socket_path is not None else self.socket_dir / f"agent-{agent_id}.sock"
+        # A random part: in a folder others may pass through but not list (0711), a program in a sandbox that
+        # shares the host's file system cannot guess another agent's socket and spend its budget.
+        name = f"agent-{agent_id}-{secrets.token_hex(8)}.sock"
+        path = Path(socket_path) if socket_path is not None else self.socket_dir / name
         if len(os.fsencode(str(path))) > _MAX_SOCKET_PATH_BYTES:
             raise GatewayError(
                 f"the FM socket path {str(path)!r} is longer than the {_MAX_SOCKET_PATH_BYTES} bytes "
@@ -392,11 +435,52 @@ class FMGateway:
                 os.chmod(self.socket_dir, 0o711)
             elif not os.access(self.socket_dir, os.W_OK | os.X_OK):
                 raise OSError(f"{self.socket_dir} is not writable")
+            else:
+                mode = stat.S_IMODE(self.socket_dir.stat().st_mode)
+                if not mode & stat.S_IXOTH:  # sandbox uids (local backend as root) must pass through to a socket
+                    os.chmod(self.socket_dir, mode | stat.S_IXOTH)
         except OSError as exc:
             raise GatewayError(
                 f"cannot use {self.socket_dir} as the FM socket folder: {exc}",
                 fix="pass a socket_dir on a local disk that the cambrian user can write",
             ) from exc
+
+
+def prompt_token_bound(messages: list[dict[str, str]]) -> int:
+    """An upper bound of the prompt tokens of `messages`: byte-level tokenizers (BPE, and sentencepiece with
+    byte fallback) never use more than one token per UTF-8 byte, and chat templates add a few per message."""
+    return PROMPT_OVERHEAD_TOKENS + sum(
+        len(m["content"].encode("utf-8")) + len(m["role"]) + MESSAGE_OVERHEAD_TOKENS for m in messages
+    )
+
+
+class RepeatFilter(logging.Filter):
+    """Lets a log line through once per `window_s` seconds; the next one that passes says how many were held back."""
+
+    def __init__(self, window_s: float = 60.0) -> None:
+        super().__init__("cambrian-repeats")
+        self.window_s = window_s
+        self._seen: dict[tuple[str, int, str], tuple[float, int]] = {}  # (logger, level, msg) -> (last shown, held)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        key = (record.name, record.levelno, str(record.msg))
+        now = time.monotonic()
+        shown, held = self._seen.get(key, (-1e18, 0))
+        if now - shown < self.window_s:
+            self._seen[key] = (shown, held + 1)
+            return False
+        if len(self._seen) > 1000:
+            self._seen.clear()
+        self._seen[key] = (now, 0)
+        if held:
+            record.msg = f"{record.msg} [{held} more like this in the last {self.window_s:g} s were not logged]"
+        return True
+
+
+def quiet_repeats(logger: logging.Logger) -> None:
+    """Install one RepeatFilter on `logger` (idempotent)."""
+    if not any(isinstance(f, RepeatFilter) for f in logger.filters):
+        logger.addFilter(RepeatFilter())
 
 
 def _error_body(kind: str, message: str) -> dict[str, Any]:
@@ -410,12 +494,14 @@ async def _read_request(reader: asyncio.StreamReader, writer: asyncio.StreamWrit
         raise _HTTPError(400, "bad_request", "malformed HTTP request line; expected 'METHOD /path HTTP/1.1'")
     method, target, _version = parts
     headers: dict[str, str] = {}
+    lines = 0
     while True:
         line = await _read_line(reader)
         if not line:
             break
-        if len(headers) >= _MAX_HEADERS:
-            raise _HTTPError(431, "bad_request", f"more than {_MAX_HEADERS} request headers")
+        lines += 1
+        if lines > _MAX_HEADERS:
+            raise _HTTPError(431, "bad_request", f"more than {_MAX_HEADERS} request header lines")
         name, sep, value = line.partition(":")
         if not sep or not name.strip():
             raise _HTTPError(400, "bad_request", f"malformed header line {line[:80]!r}")
@@ -455,6 +541,8 @@ def _parse_chat(body: bytes) -> _ChatRequest:
         data = json.loads(body.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as exc:
         raise _HTTPError(400, "invalid_request", f"the request body is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise _HTTPError(400, "invalid_request", "the request body is nested too deeply") from None
     if not isinstance(data, dict):
         raise _HTTPError(400, "invalid_request", "the request body must be a JSON object")
     raw_messages = data.get("messages")

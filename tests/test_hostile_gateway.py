@@ -1,0 +1,191 @@
+"""Agents that attack the FM gateway's budget and the host process's descriptors (scripted fake FM: the
+tests need calls that stay in flight for as long as they say, and count what reaches the FM).
+
+Before: ten concurrent calls with max_tokens=1 and 900 kB prompts were all forwarded (~2.2 M prompt tokens
+against a 50,000-token budget: only the completion cap was reserved), and 20,000 idle connections exhausted
+the host process's descriptors.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import resource
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+from archive.store import Archive
+from meta_agent.llm.client import Completion, Endpoint, LLMClient
+from meta_agent.llm.gateway import AgentChannel, FMGateway, RepeatFilter, prompt_token_bound
+from meta_agent.llm.ledger import ArchiveLedger
+
+
+class SlowScriptedFM:
+    """Stands in for LLMClient.complete: answers after `delay_s`, counts forwarded calls and prompt bytes."""
+
+    def __init__(self, delay_s: float = 0.3) -> None:
+        self.delay_s = delay_s
+        self.forwarded = 0
+        self.prompt_bytes = 0
+        self.in_flight = 0
+        self.most_in_flight = 0
+
+    async def complete(self, messages: list[dict[str, str]], **kwargs: Any) -> Completion:
+        self.forwarded += 1
+        self.prompt_bytes += sum(len(m["content"]) for m in messages)
+        self.in_flight += 1
+        self.most_in_flight = max(self.most_in_flight, self.in_flight)
+        try:
+            await asyncio.sleep(self.delay_s)
+        finally:
+            self.in_flight -= 1
+        tokens = sum(len(m["content"]) for m in messages) // 4
+        return Completion(text="ok", model="scripted", prompt_tokens=tokens, completion_tokens=1, cost_usd=0.0,
+                          latency_s=self.delay_s, cache_hit=False, request_hash="0" * 64, seed=0)  # fmt: skip
+
+
+@pytest.fixture
+def gateway_parts(tmp_path: Path) -> Iterator[tuple[LLMClient, Path, SlowScriptedFM]]:
+    archive = Archive.at(tmp_path / "archive.db")
+    run = archive.create_run(name="hostile-gateway", benchmark="none", seed=1, config_json="{}")
+    assert run.id is not None
+    client = LLMClient(Endpoint(model="openai/unused", api_base="http://127.0.0.1:9/v1"),
+                       ledger=ArchiveLedger(archive, run.id), retries=0)  # fmt: skip
+    fake = SlowScriptedFM()
+    client.complete = fake.complete  # type: ignore[method-assign]
+    socket_dir = Path(tempfile.mkdtemp(prefix="cgh-", dir="/tmp"))
+    yield client, socket_dir, fake
+    shutil.rmtree(socket_dir, ignore_errors=True)
+    archive.close()
+
+
+async def request(channel: AgentChannel, raw: bytes) -> tuple[int, dict[str, Any]]:
+    reader, writer = await asyncio.open_unix_connection(str(channel.socket_path))
+    writer.write(raw)
+    await writer.drain()
+    response = await reader.read()
+    writer.close()
+    head, _, body = response.partition(b"\r\n\r\n")
+    return int(head.split(b" ", 2)[1]), json.loads(body)
+
+
+def chat_request(content: str, max_tokens: int = 1) -> bytes:
+    body = json.dumps({"messages": [{"role": "user", "content": content}], "max_tokens": max_tokens}).encode()
+    return f"POST /v1/chat/completions HTTP/1.1\r\nContent-Length: {len(body)}\r\n\r\n".encode() + body
+
+
+def test_huge_prompts_with_tiny_max_tokens_are_refused_before_the_fm(gateway_parts) -> None:  # type: ignore[no-untyped-def]
+    client, socket_dir, fake = gateway_parts
+
+    async def scenario() -> list[int]:
+        async with FMGateway(client, socket_dir=socket_dir) as gateway:
+            channel = await gateway.open_agent(1, max_calls=100, max_tokens=50_000, run_seed=1, iteration=0)
+            big = "x" * 900_000
+            answers = await asyncio.gather(*(request(channel, chat_request(big)) for _ in range(10)))
+            return [status for status, _ in answers]
+
+    assert asyncio.run(scenario()) == [429] * 10
+    assert fake.forwarded == 0
+
+
+def test_concurrent_calls_reserve_their_prompts_and_cannot_overspend(gateway_parts) -> None:  # type: ignore[no-untyped-def]
+    client, socket_dir, fake = gateway_parts
+    content = "y" * 12_000  # bound ~12,100 tokens: four fit in 50,000 at once, the fifth does not
+
+    async def scenario() -> tuple[list[int], int]:
+        async with FMGateway(client, socket_dir=socket_dir, max_in_flight=8) as gateway:
+            channel = await gateway.open_agent(1, max_calls=100, max_tokens=50_000, run_seed=1, iteration=0)
+            answers = await asyncio.gather(*(request(channel, chat_request(content)) for _ in range(10)))
+            return sorted(status for status, _ in answers), channel.tokens_used
+
+    statuses, used = asyncio.run(scenario())
+    bound = prompt_token_bound([{"role": "user", "content": content}]) + 1
+    assert statuses.count(200) == 50_000 // bound == 4
+    assert fake.prompt_bytes <= 50_000  # bytes bound tokens from above: never past the budget
+
+
+def test_calls_in_flight_are_capped_per_agent(gateway_parts) -> None:  # type: ignore[no-untyped-def]
+    client, socket_dir, fake = gateway_parts
+
+    async def scenario() -> list[int]:
+        async with FMGateway(client, socket_dir=socket_dir, max_in_flight=2) as gateway:
+            channel = await gateway.open_agent(1, max_calls=100, max_tokens=1_000_000, run_seed=1, iteration=0)
+            answers = await asyncio.gather(*(request(channel, chat_request("hi")) for _ in range(6)))
+            return sorted(status for status, _ in answers)
+
+    statuses = asyncio.run(scenario())
+    assert fake.most_in_flight == 2 and statuses.count(200) == 2 and statuses.count(429) == 4
+
+
+def test_a_connection_flood_is_turned_away_and_the_host_keeps_its_descriptors(gateway_parts) -> None:  # type: ignore[no-untyped-def]
+    client, socket_dir, _fake = gateway_parts
+    soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    flood = min(600, soft // 2 - 50)
+
+    async def scenario() -> tuple[int, int, int, int]:
+        async with FMGateway(client, socket_dir=socket_dir, max_connections=16, read_timeout_s=30) as gateway:
+            channel = await gateway.open_agent(1, max_calls=10, max_tokens=10_000, run_seed=1, iteration=0)
+            idle = [await asyncio.open_unix_connection(str(channel.socket_path)) for _ in range(flood)]
+            await asyncio.sleep(0.3)
+            held = len(channel._connections)
+            # While the flood holds its connections, a new one is answered 503 at once (or reset, when the
+            # gateway closes it before reading what was sent): it never waits or holds a descriptor.
+            try:
+                status, _ = await request(channel, b"GET /health HTTP/1.1\r\n\r\n")
+            except ConnectionResetError:
+                status = 503
+            for _reader, writer in idle:
+                writer.close()
+            await asyncio.sleep(0.2)
+            status_after, _ = await request(channel, b"GET /health HTTP/1.1\r\n\r\n")
+            return held, status, status_after, channel.connections_refused
+
+    held, during, after, refused = asyncio.run(scenario())
+    assert held <= 16
+    assert during == 503 and after == 200
+    assert refused >= flood - 16
+
+
+@pytest.mark.parametrize(
+    ("raw", "status"),
+    [
+        (b"GET /health HTTP/1.1\r\n" + b"X-Same: 1\r\n" * 500 + b"\r\n", 431),
+        (b"POST /v1/chat/completions HTTP/1.1\r\nContent-Length: 200000\r\n\r\n" + b"[" * 200_000, 400),
+    ],
+)
+def test_repeated_header_names_and_deep_json_are_client_errors(gateway_parts, raw: bytes, status: int) -> None:  # type: ignore[no-untyped-def]
+    client, socket_dir, fake = gateway_parts
+
+    async def scenario() -> int:
+        async with FMGateway(client, socket_dir=socket_dir) as gateway:
+            channel = await gateway.open_agent(1, max_calls=10, max_tokens=10_000, run_seed=1, iteration=0)
+            return (await request(channel, raw))[0]
+
+    assert asyncio.run(scenario()) == status
+    assert fake.forwarded == 0
+
+
+def test_repeated_log_lines_are_held_back_and_counted() -> None:
+    logger = logging.getLogger("cambrian-test-repeats")
+    seen: list[str] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            seen.append(record.getMessage())
+
+    logger.addHandler(Keep())
+    logger.propagate = False
+    repeat = RepeatFilter(window_s=0.2)
+    logger.addFilter(repeat)
+    for _ in range(10_000):
+        logger.error("socket.accept() out of system resource")
+    time.sleep(0.25)
+    logger.error("socket.accept() out of system resource")
+    assert len(seen) == 2
+    assert "9999 more like this" in seen[1]
