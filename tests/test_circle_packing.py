@@ -313,3 +313,46 @@ def test_start_option_chooses_the_seed_program() -> None:
     assert evaluate_agent(rings, rings.seed(), LocalSandbox()).score == pytest.approx(SEED_SUM)
     with pytest.raises(BenchmarkError, match="start"):
         CirclePacking.from_options({"start": "hexagons"})
+
+
+def _exactly_valid(value: list[list[float]]) -> bool:
+    from fractions import Fraction
+
+    circles = [[Fraction(v) for v in c] for c in value]
+    for x, y, r in circles:
+        if r < 0 or r > x or x + r > 1 or r > y or y + r > 1:
+            return False
+    for i in range(len(circles)):
+        for j in range(i + 1, len(circles)):
+            (xi, yi, ri), (xj, yj, rj) = circles[i], circles[j]
+            if (xi - xj) ** 2 + (yi - yj) ** 2 < (ri + rj) ** 2:
+                return False
+    return True
+
+
+def test_scores_count_only_exactly_valid_packings() -> None:
+    # Overlaps and edge crossings of about 1e-12 (what an optimiser returns) are within the tolerance: the
+    # packing scores, with radii shrunk until the rules hold in exact rational arithmetic on the floats.
+    tiny = [[0.25, 0.25, 0.25 + 1e-12], [0.75 - 1e-12, 0.25, 0.25], [0.25, 0.75, 0.25], [0.75, 0.75, 0.25]]
+    assert not _exactly_valid(tiny)
+    check = check_packing(tiny, 4)
+    assert check.valid and 0 < check.shrunk < 1e-9
+    certified = [[x, y, r] for (x, y), r in zip(check.centres, check.radii)]
+    assert _exactly_valid(certified)
+    assert 1.0 - 1e-9 < check.sum_of_radii < 1.0
+    # An exactly valid packing is scored as it is.
+    exact = [[0.25, 0.25, 0.25], [0.75, 0.25, 0.25], [0.25, 0.75, 0.25], [0.75, 0.75, 0.25]]
+    assert _exactly_valid(exact) and check_packing(exact, 4).shrunk == 0 and check_packing(exact, 4).sum_of_radii == 1.0
+    # Radii from a float formula (sqrt) that round up past the exact limit: certified, never over it.
+    import math
+    r = (math.sqrt(2) - 1) / (2 * math.sqrt(2))  # tangent arrangement whose floats sit on the boundary
+    diagonal = [[r, r, r], [1 - r, 1 - r, r]]
+    check = check_packing(diagonal, 2)
+    assert check.valid and _exactly_valid([[x, y, rr] for (x, y), rr in zip(check.centres, check.radii)])
+    # A real break (1e-6) stays invalid.
+    assert not check_packing([[0.25, 0.25, 0.25 + 1e-6], [0.75, 0.25, 0.25]], 2).valid
+
+
+def test_contract_says_the_check_is_exact() -> None:
+    contract = CirclePacking().contract
+    assert "EXACTLY" in contract and "rational arithmetic" in contract

@@ -10,6 +10,7 @@ what limits its sum (`feedback.py`). Published best for n = 26: about 2.635
 from __future__ import annotations
 
 from dataclasses import dataclass
+from fractions import Fraction
 from importlib import resources
 from types import MappingProxyType
 from typing import Any, Literal, Mapping, Sequence
@@ -23,7 +24,8 @@ from evaluators.harness import harness_spec
 from evaluators.harness.run_program import RESULT_FILE, read_outcome
 from sandbox.base import RunResult, RunSpec
 
-TOLERANCE = 1e-9  # slack allowed on the square's edges and between circles (unit-square units)
+TOLERANCE = 1e-9  # a break of the rules up to this much is repaired by shrinking radii; more is invalid
+_NEAR = 1e-7  # pairs and edges closer than this (in floats) are checked in exact arithmetic
 BORDER_TOUCH = 1e-6  # a circle this close to an edge counts as touching it (unit-square units)
 BEST_KNOWN = {26: 2.635}  # published sums of radii, quoted in feedback and the contract
 FUNCTION = "pack_circles"
@@ -68,6 +70,7 @@ class PackingCheck:
     radii: tuple[float, ...] = ()
     centres: tuple[tuple[float, float], ...] = ()  # (x, y) per circle; empty unless valid
     border_fraction: float = 0.0  # share of circles touching an edge within BORDER_TOUCH, 0..1; 0.0 unless valid
+    shrunk: float = 0.0  # the most any radius was shrunk to make the packing exactly valid (0: it was already)
 
     @property
     def radius_spread(self) -> float:
@@ -119,15 +122,66 @@ def check_packing(value: Any, n: int, *, tolerance: float = TOLERANCE) -> Packin
     violations += _overlaps(x, y, r, tolerance)
     if violations:
         return PackingCheck(valid=False, sum_of_radii=0.0, violations=tuple(violations))
-    touching = (np.minimum.reduce([x - r, 1 - x - r, y - r, 1 - y - r]) <= BORDER_TOUCH).mean()
+    certified = certify(x, y, r)
+    touching = (np.minimum.reduce([x - certified, 1 - x - certified, y - certified, 1 - y - certified])
+                <= BORDER_TOUCH).mean()  # fmt: skip
     return PackingCheck(
         valid=True,
-        sum_of_radii=float(r.sum()),
+        sum_of_radii=float(sum(Fraction(v) for v in certified.tolist())),
         violations=(),
-        radii=tuple(r.tolist()),
+        radii=tuple(certified.tolist()),
         centres=tuple(zip(x.tolist(), y.tolist())),
         border_fraction=float(touching),
+        shrunk=float(np.max(r - certified)) if len(r) else 0.0,
     )
+
+
+def certify(x: np.ndarray, y: np.ndarray, r: np.ndarray) -> np.ndarray:
+    """Radii no larger than `r` with which the packing is EXACTLY valid, checked in rational arithmetic on the
+    floats themselves: r <= x, x + r <= 1 (and for y), and (xi - xj)^2 + (yi - yj)^2 >= (ri + rj)^2.
+
+    A packing within TOLERANCE of valid (what an optimiser returns: overlaps of 1e-16) keeps its centres; each
+    radius that breaks a rule exactly is shrunk by the float gap, then by doubling steps until every rule
+    holds exactly. Radii stay >= 0; a radius of 0 satisfies every rule where the centre is in the square.
+    """
+    radii = np.maximum(r.astype(float), 0.0)
+    n = len(radii)
+    first, second = np.triu_indices(n, k=1)
+    for _ in range(200):
+        broken = _exact_violators(x, y, radii, first, second)
+        if not broken:
+            return radii
+        for i, gap in broken.items():
+            step = max(gap, np.spacing(radii[i]) * 4, 1e-300)
+            radii[i] = max(0.0, radii[i] - step)
+    raise AssertionError("certify: radii did not settle")  # pragma: no cover - each round at least doubles steps
+
+
+def _exact_violators(
+    x: np.ndarray, y: np.ndarray, r: np.ndarray, first: np.ndarray, second: np.ndarray
+) -> dict[int, float]:
+    """Circle index -> a float estimate of how much it must shrink, for every rule broken in exact arithmetic.
+    Rules whose float margin is larger than _NEAR cannot be broken exactly and are not recomputed."""
+    broken: dict[int, float] = {}
+
+    def need(i: int, amount: float) -> None:
+        broken[i] = max(broken.get(i, 0.0), amount)
+
+    margins = np.minimum.reduce([x - r, 1 - x - r, y - r, 1 - y - r])
+    for i in np.flatnonzero(margins < _NEAR).tolist():
+        xi, yi, ri = Fraction(x[i]), Fraction(y[i]), Fraction(r[i])
+        if ri > xi or xi + ri > 1 or ri > yi or yi + ri > 1:
+            need(i, float(-margins[i]))
+    distance = np.hypot(x[first] - x[second], y[first] - y[second])
+    near = np.flatnonzero(distance - (r[first] + r[second]) < _NEAR)
+    for k in near.tolist():
+        i, j = int(first[k]), int(second[k])
+        dx, dy = Fraction(x[i]) - Fraction(x[j]), Fraction(y[i]) - Fraction(y[j])
+        if dx * dx + dy * dy < (Fraction(r[i]) + Fraction(r[j])) ** 2:
+            overlap = float(r[i] + r[j] - distance[k]) / 2
+            need(i, overlap)
+            need(j, overlap)
+    return broken
 
 
 def _overlaps(x: np.ndarray, y: np.ndarray, r: np.ndarray, tolerance: float) -> list[str]:
@@ -256,6 +310,9 @@ class CirclePacking:
         feedback = describe_valid_packing(
             np.asarray(check.centres), np.asarray(check.radii), best_known=BEST_KNOWN.get(n), seconds=outcome.seconds
         )
+        if check.shrunk > 0:
+            feedback += (f"\nScored with radii shrunk by up to {check.shrunk:.1e} to make the packing exactly valid "
+                         "(only exactly valid packings count).")  # fmt: skip
         return TaskScore(
             score=check.sum_of_radii, passed=True, executed=True, feedback=feedback, descriptor=check.descriptor()
         )
@@ -271,9 +328,11 @@ class CirclePacking:
             f"Write `def {FUNCTION}(n: int) -> list[tuple[float, float, float]]` in the entry file. "
             f"It is called once, with n = {n}, and returns one (x, y, r) triple per circle: centre (x, y) "
             "and radius r in unit-square coordinates.\n"
-            "Rules (tolerance 1e-9): exactly n triples of finite numbers; r >= 0; every circle inside the "
-            "unit square (r <= x <= 1 - r and r <= y <= 1 - r); no two circles overlap (the distance between "
-            "centres is at least r_i + r_j).\n"
+            "Rules: exactly n triples of finite numbers; r >= 0; every circle inside the unit square "
+            "(r <= x <= 1 - r and r <= y <= 1 - r); no two circles overlap (the distance between centres is at "
+            "least r_i + r_j). They are checked EXACTLY, in rational arithmetic on the returned floats: a packing "
+            "that breaks them by at most 1e-9 (float rounding, an optimiser's tiny overlaps) is scored with its "
+            "radii shrunk just enough to be exactly valid; a larger break makes the packing invalid.\n"
             "Return plain Python lists or tuples of floats; a numpy array of shape (n, 3) or numpy numbers are "
             "accepted too (converted to plain lists and floats before checking); NaN or infinity is refused.\n"
             "Score: the sum of the radii of a valid packing; 0 for an invalid packing, a crash or a timeout. "
