@@ -424,14 +424,27 @@ def eval_(
     agent_fm: Optional[bool] = typer.Option(
         None, "--agent-fm/--no-agent-fm", help="serve the FM to the agent (default: the run's evaluation.agent_fm)"
     ),
+    config: Optional[Path] = typer.Option(
+        None, "--config", "-c", help="for a folder: YOUR TOML settings (FM, endpoint, key, sandbox, limits)"
+    ),
+    api_base: Optional[str] = typer.Option(None, help="for a folder: OpenAI-compatible server URL for --model"),
+    api_key_env: Optional[str] = typer.Option(None, help="for a folder: NAME of the env var holding the API key"),
+    allow_modified: bool = typer.Option(
+        False, "--allow-modified", help="evaluate a folder whose files differ from its manifest's genome_hash"
+    ),
     runs_dir: Path = RunsDir,
 ) -> None:
-    """Evaluate an agent on a split; a holdout score is stored apart and never reaches selection or prompts."""
+    """Evaluate an agent on a split; a holdout score is stored apart and never reaches selection or prompts.
+
+    A folder from `export` (yours or someone else's) decides only its benchmark, options, seed and whether its
+    agent calls an FM; the FM, its endpoint and key, the sandbox and the limits are yours (defaults, --config,
+    the flags)."""
     from meta_agent.holdout import evaluate_target
 
+    user_config = load_config(config, overrides={"fm.api_base": api_base, "fm.api_key_env": api_key_env})
     outcome = evaluate_target(
         target, split=split, runs_dir=runs_dir, reporter=_CliReporter().reporter(), sandbox=sandbox,
-        model=model, agent_fm=agent_fm,
+        model=model, agent_fm=agent_fm, allow_modified=allow_modified, user_config=user_config,
     )  # fmt: skip
     result = outcome.result
     table = Table("task", "score", "passed", "seconds", "feedback")

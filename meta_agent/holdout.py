@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from archive.export import MANIFEST_NAME
-from archive.store import Archive, genome_hash
+from archive.store import InvalidGenome, check_genome_paths, genome_hash
 from evaluators.base import SPLITS, Benchmark, Genome
 from evaluators.runner import AgentResult, Limits
 from meta_agent.config import RunConfig
@@ -96,18 +96,26 @@ def evaluate_target(
     sandbox: str | None = None,
     model: str | None = None,
     agent_fm: bool | None = None,
+    allow_modified: bool = False,
+    user_config: RunConfig | None = None,
 ) -> EvalOutcome:
     """Evaluate TARGET (`RUN:AGENT` or a folder made by `cambrian export`) on `split` and store it apart.
 
-    sandbox: auto | docker | local (default: the run's choice). model: the FM the agents call (default:
-    the run's). agent_fm: serve the FM to the agent (default: the run's `evaluation.agent_fm`).
+    sandbox: auto | docker | local (default: the run's choice; for a folder, yours). model: the FM the agents
+    call (default: the run's; for a folder, yours). agent_fm: serve the FM to the agent (default: the run's
+    `evaluation.agent_fm`, or the folder's). A folder decides only its benchmark, options, seed and whether its
+    agent calls an FM: the FM, endpoint, key, sandbox and limits come from `user_config` (default: the
+    defaults) and the flags. allow_modified: evaluate a folder whose files differ from its manifest's hash.
     Raises EvalTargetError (bad target, a benchmark without `split` tasks) and the usual user errors.
     """
     if split not in SPLITS:
         raise EvalTargetError(f"unknown split {split!r}", fix=f"use --split {' or --split '.join(SPLITS)}")
     folder = Path(target)
     if folder.is_dir():
-        return _evaluate_folder(folder, split=split, reporter=reporter, overrides=_overrides(sandbox, model, agent_fm))
+        return _evaluate_folder(
+            folder, split=split, reporter=reporter, overrides=_overrides(sandbox, model, agent_fm),
+            allow_modified=allow_modified, user_config=user_config,
+        )  # fmt: skip
     match = _RUN_AGENT_RE.match(target)
     if match is None:
         raise EvalTargetError(
@@ -181,13 +189,28 @@ def _evaluate_run_agent(
 # ----- an exported folder -----------------------------------------------------------------------
 
 
-def _evaluate_folder(folder: Path, *, split: str, reporter: Reporter, overrides: dict[str, Any]) -> EvalOutcome:
+#: What an exported folder may decide about its own evaluation. Everything else (the FM, its endpoint and key,
+#: the sandbox, limits and budgets) comes from the user's own settings: a folder someone sent you must not
+#: send your key to its endpoint or move its agent out of the container.
+FROM_EXPORT = ("benchmark", "benchmark_options", "seed")
+
+
+def _evaluate_folder(
+    folder: Path, *, split: str, reporter: Reporter, overrides: dict[str, Any], allow_modified: bool = False,
+    user_config: RunConfig | None = None,
+) -> EvalOutcome:  # fmt: skip
     manifest = _read_manifest(folder)
     genome = _read_genome(folder, manifest)
     if genome_hash(genome.files) != manifest.get("genome_hash"):
+        if not allow_modified:
+            raise EvalTargetError(
+                f"the files in {folder} are not the exported agent's (their hash differs from the manifest's "
+                "genome_hash): someone changed them after the export",
+                fix="evaluate them as they are with --allow-modified, or export the agent again",
+            )
         reporter.warn(f"the files in {folder} differ from the exported agent (manifest genome_hash): "
-                      "evaluating them as they are now")  # fmt: skip
-    config = _with_overrides(dict(manifest["config"]), overrides, source=f"{folder / MANIFEST_NAME}")
+                      "evaluating them as they are now (--allow-modified)")  # fmt: skip
+    config = folder_config(manifest["config"], user_config, overrides, source=f"{folder / MANIFEST_NAME}")
     agent_id = int(manifest.get("agent_id") or 0)
     subject = _Subject(
         label=str(folder), agent_id=agent_id, iteration=0, genome=genome, config=config,
@@ -209,6 +232,24 @@ def _evaluate_folder(folder: Path, *, split: str, reporter: Reporter, overrides:
     )  # fmt: skip
 
 
+def folder_config(
+    exported: Any, user_config: RunConfig | None, overrides: dict[str, Any], *, source: str
+) -> RunConfig:
+    """The settings an exported folder is evaluated with: the FROM_EXPORT keys of its frozen config and
+    whether its agent calls an FM; the rest from `user_config` (default: the defaults), then `overrides`."""
+    if not isinstance(exported, dict):
+        raise EvalTargetError(f"{source}: 'config' is not an object", fix="export the agent again")
+    own = json.loads((user_config or RunConfig()).to_json())
+    for key in FROM_EXPORT:
+        if key in exported:
+            own[key] = exported[key]
+    # Whether the agent calls an FM is the agent's nature (yours serves it, within your budget), unless you say.
+    exported_agent_fm = (exported.get("evaluation") or {}).get("agent_fm")
+    if isinstance(exported_agent_fm, bool):
+        own.setdefault("evaluation", {})["agent_fm"] = exported_agent_fm
+    return _with_overrides(own, overrides, source=f"{source} with your settings")
+
+
 def _read_manifest(folder: Path) -> dict[str, Any]:
     path = folder / MANIFEST_NAME
     fix = "give a folder made by `cambrian export RUN --to DIR` (the agent-<ID> sub-folder), or RUN:AGENT"
@@ -225,19 +266,34 @@ def _read_manifest(folder: Path) -> dict[str, Any]:
 
 
 def _read_genome(folder: Path, manifest: dict[str, Any]) -> Genome:
+    """The agent's files: plain relative paths (the archive's rule), regular files inside `folder`, no links."""
+    names, entry = manifest["files"], manifest["entry"]
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names) or not isinstance(entry, str):
+        raise EvalTargetError(f"{folder / MANIFEST_NAME}: 'files' must be a list of paths and 'entry' a path",
+                              fix="export the agent again")  # fmt: skip
+    try:
+        check_genome_paths(dict.fromkeys(names, ""), entry)
+    except InvalidGenome as exc:
+        raise EvalTargetError(f"{folder / MANIFEST_NAME}: {exc}", fix=exc.fix) from None
+    root = folder.resolve()
     files: dict[str, str] = {}
-    for relative in manifest["files"]:
+    for relative in names:
         path = folder / relative
-        if not path.is_file():
+        walked = folder
+        for part in Path(relative).parts:  # no link anywhere on the way: a link could point at a host file
+            walked = walked / part
+            if walked.is_symlink():
+                raise EvalTargetError(
+                    f"{walked} is a symbolic link; an exported agent's files are plain files",
+                    fix="replace the link with the file itself, or export the agent again",
+                )
+        if not path.is_file() or not path.resolve().is_relative_to(root):
             raise EvalTargetError(
                 f"{folder} lacks {relative}, a file of the exported agent",
                 fix="export the agent again with `cambrian export RUN --agent ID --to NEW_DIR`",
             )
         files[relative] = path.read_text(encoding="utf-8")
-    if manifest["entry"] not in files:
-        raise EvalTargetError(f"the entry file {manifest['entry']!r} is not among the manifest's files",
-                              fix="export the agent again")  # fmt: skip
-    return Genome(files=files, entry=manifest["entry"])
+    return Genome(files=files, entry=entry)
 
 
 def _holdout_record(subject: _Subject, benchmark: Benchmark, result: AgentResult, *, fm_calls: int) -> dict[str, Any]:
