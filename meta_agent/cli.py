@@ -29,7 +29,7 @@ from meta_agent.errors import user_error_types
 from meta_agent.arms import arm_history
 from meta_agent.loop import LoopEvent, LoopOutcome
 from meta_agent.sandbox_cli import sandbox_app
-from meta_agent.session import Reporter, archive_path, open_run, resume_run, start_run
+from meta_agent.session import INTERRUPTED, Reporter, archive_path, open_run, resume_run, start_run
 from meta_agent.summary import summarize_run
 
 app = typer.Typer(
@@ -104,6 +104,8 @@ class _CliReporter:
 def _print_outcome(name: str, outcome: LoopOutcome, runs_dir: Path) -> None:
     colour = {"finished": "green", "stopped": "yellow"}.get(outcome.status.value, "red")
     console.print(f"\n[bold {colour}]run {name} {outcome.status.value}[/]: {outcome.reason}")
+    if outcome.fix:
+        console.print(f"[bold]fix:[/bold] {outcome.fix}")
     if outcome.best_score is not None:
         gain = ""
         if outcome.seed_score is not None:
@@ -127,6 +129,14 @@ def _print_outcome(name: str, outcome: LoopOutcome, runs_dir: Path) -> None:
     console.print(f"  cambrian export {name} --best 1 --to exported/{name}{flag}")
     if outcome.status.value != "finished":
         console.print(f"  cambrian resume {name}{flag}")
+
+
+def _exit_for(outcome: LoopOutcome) -> None:
+    """Non-zero for a run that failed (1) or was interrupted with Ctrl-C (130); its summary is printed first."""
+    if outcome.status.value == "failed":
+        raise typer.Exit(1)
+    if outcome.reason.startswith(INTERRUPTED):
+        raise typer.Exit(130)
 
 
 @app.command()
@@ -175,6 +185,7 @@ def run(
     )
     name_, outcome = start_run(cfg, _CliReporter().reporter())
     _print_outcome(name_, outcome, runs_dir)
+    _exit_for(outcome)
 
 
 @app.command()
@@ -190,6 +201,7 @@ def resume(
     budget = {"iterations": iterations, "usd": budget_usd, "wall_seconds": wall_seconds}
     outcome = resume_run(runs_dir, run_name, budget, _CliReporter().reporter(), sandbox=sandbox)
     _print_outcome(run_name, outcome, runs_dir)
+    _exit_for(outcome)
 
 
 # ----- browsing ----------------------------------------------------------------------------------

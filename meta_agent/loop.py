@@ -73,6 +73,7 @@ class LoopOutcome:
     evaluated: int  # agents evaluated by this invocation
     invalid: int
     cost_usd: float
+    fix: str = ""  # what to do, when the run failed for a reason the user can fix (the FM, the sandbox)
 
 
 @dataclass
@@ -85,6 +86,7 @@ class _Counters:
     stop_reason: str = ""
     budget_stop: bool = False
     abort: Exception | None = None
+    fm_failure: Exception | None = None  # the last FM error that cost an iteration its proposal
     in_flight: set[int] = field(default_factory=set)
 
 
@@ -304,11 +306,15 @@ class SearchLoop:
 
     def _finish(self, done_before: set[int]) -> LoopOutcome:
         c = self._counters
+        fix = str(getattr(c.abort or c.fm_failure, "fix", "") or "")
+        iterations_left = self.config.budget.iterations - self.archive.iterations_done(self.run_id)
         if c.abort is not None:
             status, reason = RunStatus.failed, str(c.abort)
+        elif c.fm_failure is not None and not c.budget_stop and iterations_left > 0 and not c.stop_reason:
+            # The proposers ran out of iterations to try because the FM failed them: that is a failure.
+            status, reason = RunStatus.failed, f"the FM failed: {c.fm_failure}"
         else:
             pending = self.archive.pending(self.run_id, max_attempts=self.config.evaluation.max_attempts)
-            iterations_left = self.config.budget.iterations - self.archive.iterations_done(self.run_id)
             if c.budget_stop or (not pending and iterations_left <= 0):
                 status = RunStatus.finished
                 reason = c.stop_reason or f"iteration budget of {self.config.budget.iterations} reached"
@@ -327,6 +333,7 @@ class SearchLoop:
             evaluated=c.evaluated,
             invalid=c.invalid,
             cost_usd=c.spent_usd,
+            fix=fix if status == RunStatus.failed else "",
         )
         if c.abort is not None:
             raise c.abort
@@ -356,6 +363,7 @@ class SearchLoop:
             except (FMAuthError,) as exc:
                 self._abort(exc)
             except FMUnavailable as exc:
+                self._counters.fm_failure = exc
                 self._counters.consecutive_faults += 1
                 if self._counters.consecutive_faults >= MAX_CONSECUTIVE_FAULTS:
                     self._abort(exc)

@@ -26,7 +26,7 @@ from evaluators.registry import get_benchmark
 from meta_agent import __version__
 from meta_agent.config import RunConfig
 from meta_agent.errors import ConfigError
-from meta_agent.llm.client import Endpoint, Ledger, LLMClient
+from meta_agent.llm.client import Endpoint, Ledger, LLMClient, probe_endpoint
 from meta_agent.llm.gateway import FMGateway
 from meta_agent.llm.ledger import ArchiveLedger
 from meta_agent.llm.models import is_local_model, resolve
@@ -151,6 +151,8 @@ def fm_endpoint(
             fix="use a name from `cambrian models list`, a .gguf path, or a provider/model string such as "
             "openai/gpt-4o-mini (with --api-base for an OpenAI-compatible server)",
         )
+    # A dead or misconfigured endpoint fails now, in about a second, before the seed is evaluated.
+    probe_endpoint(Endpoint(model=spec, api_base=config.fm.api_base, api_key_env=config.fm.api_key_env))
     # An OpenAI-compatible server may be a llama.cpp or vLLM server that takes grammars: ask it which.
     grammar_field = (
         server_grammar_field(config.fm.api_base)
@@ -338,6 +340,9 @@ def build_benchmark(config: RunConfig) -> Benchmark:
     return benchmark
 
 
+INTERRUPTED = "interrupted (Ctrl-C)"  # the start of a run's stop reason when the user pressed Ctrl-C
+
+
 async def _run_with_signals(loop: SearchLoop, sandbox: Sandbox, gateway: FMGateway | None) -> LoopOutcome:
     """Run the loop (with the agents' FM gateway when asked). First Ctrl-C: stop proposing and let running
     evaluations finish. Second: kill them too."""
@@ -348,7 +353,7 @@ async def _run_with_signals(loop: SearchLoop, sandbox: Sandbox, gateway: FMGatew
         nonlocal presses
         presses += 1
         if presses == 1:
-            loop.request_stop("interrupted (Ctrl-C); running evaluations finish first, Ctrl-C again to kill them")
+            loop.request_stop(f"{INTERRUPTED}; running evaluations finish first, Ctrl-C again to kill them")
         else:
             sandbox.close()  # kills running sandboxed processes; their agents stay queued for resume
 

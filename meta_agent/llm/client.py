@@ -371,7 +371,7 @@ class LLMClient:
         raise FMUnavailable(
             f"FM endpoint {self.endpoint.where()} did not answer after {self.retries + 1} attempts; "
             f"last error: {_describe(last_error)}",
-            fix=self._unavailable_fix(),
+            fix=self._unavailable_fix(last_error),
         ) from last_error
 
     def complete_sync(
@@ -467,16 +467,73 @@ class LLMClient:
             "(for a local server: openai/<alias>) and that the prompt plus max_tokens fits its context",
         )
 
-    def _unavailable_fix(self) -> str:
-        if self.endpoint.api_base:
-            return (
-                f"check that the server at {self.endpoint.api_base} is running "
-                f"(`curl {self.endpoint.api_base.rstrip('/')}/models`; start one with `cambrian serve`), "
-                "or raise timeout_s/retries if it is just slow"
-            )
+    def _unavailable_fix(self, last_error: BaseException | None = None) -> str:
+        return unavailable_fix(self.endpoint, last_error)
+
+
+def unavailable_fix(endpoint: Endpoint, last_error: BaseException | None) -> str:
+    """What to do about an FM that did not answer, by what it did: nothing there, a failing server, limits, time."""
+    where = endpoint.api_base or endpoint.model
+    code = None if last_error is None or _connection_failed(last_error) else _status_code(last_error)
+    if code == 429:
+        return f"{where} is rate-limiting: lower fm.concurrency, or wait and `cambrian resume` the run"
+    if code is not None and code >= 500:
+        return (f"the server at {where} is running but failing (HTTP {code}): read its log (a prompt over its "
+                "context or out of memory are common causes); restarting it may help")  # fmt: skip
+    if isinstance(last_error, (asyncio.TimeoutError, TimeoutError)) or "Timeout" in type(last_error).__name__:
+        return f"{where} is too slow for fm.timeout_s: raise it (or fm.retries), or use a smaller model"
+    if endpoint.api_base:
         return (
-            f"check network access and the provider's status for {self.endpoint.model}; "
-            "on 429s lower the FM concurrency"
+            f"nothing answers at {endpoint.api_base}: start the server (`cambrian serve MODEL`), fix --api-base, "
+            "or give --model with a local model name and no --api-base to let cambrian start one"
+        )
+    return f"check network access and the provider's status for {endpoint.model}"
+
+
+def probe_endpoint(endpoint: Endpoint, *, timeout_s: float = 3.0) -> None:
+    """Fail in about a second, before any work, where an FM endpoint cannot serve: nothing listens at its
+    api_base, it refuses the key, it answers 5xx, or a hosted provider's credentials are missing.
+
+    An OpenAI-compatible server is asked `GET <api_base>/models` (free); a hosted provider is not called
+    (that costs tokens): only its credentials are looked for. Raises FMUnavailable or FMAuthError.
+    """
+    key_env = endpoint.api_key_env
+    if key_env and not os.environ.get(key_env):
+        raise FMAuthError(f"environment variable {key_env} (the API key of {endpoint.where()}) is not set",
+                          fix=f"export {key_env}=<your key> before starting cambrian")  # fmt: skip
+    if not endpoint.api_base:
+        try:
+            missing = list(_litellm().validate_environment(model=endpoint.model).get("missing_keys") or [])
+        except Exception:  # noqa: BLE001 - an unknown provider: its first call will say what is wrong
+            missing = []
+        if missing and not key_env:
+            raise FMAuthError(
+                f"no credentials for {endpoint.model}: {', '.join(missing)} is not set",
+                fix=f"export {missing[0]}=<your key>, or name your key's variable with --api-key-env NAME; "
+                "for a local or self-hosted server give --api-base URL",
+            )
+        return
+    import httpx
+
+    url = endpoint.api_base.rstrip("/") + "/models"
+    headers = {"Authorization": f"Bearer {os.environ[key_env]}"} if key_env else {}
+    try:
+        response = httpx.get(url, headers=headers, timeout=timeout_s)
+    except httpx.TimeoutException as exc:
+        raise FMUnavailable(f"the FM server at {endpoint.api_base} did not answer within {timeout_s:g} s",
+                            fix=unavailable_fix(endpoint, exc)) from exc  # fmt: skip
+    except httpx.HTTPError as exc:
+        raise FMUnavailable(f"no FM server answers at {endpoint.api_base} ({type(exc).__name__}: {exc})",
+                            fix=unavailable_fix(endpoint, ConnectionError(str(exc)))) from exc  # fmt: skip
+    if response.status_code in (401, 403):
+        raise FMAuthError(
+            f"the FM server at {endpoint.api_base} refused the credentials (HTTP {response.status_code})",
+            fix=(f"check the key in ${key_env}" if key_env else "pass --api-key-env NAME, the variable holding the key"),
+        )
+    if response.status_code >= 500:
+        raise FMUnavailable(
+            f"the FM server at {endpoint.api_base} answered HTTP {response.status_code} to GET /models",
+            fix="the server is running but failing: read its log; restarting it may help",
         )
 
 
@@ -518,9 +575,29 @@ def _classify(exc: BaseException) -> _Failure | None:
     return "transient"
 
 
+def _connection_failed(exc: BaseException | None) -> bool:
+    """Did no server answer at all (refused, reset, unreachable)? litellm reports that as an HTTP 500 whose
+    cause is openai's APIConnectionError: look through the chain."""
+    import openai
+
+    seen = 0
+    while exc is not None and seen < 8:
+        if isinstance(exc, openai.APIConnectionError) and not isinstance(exc, openai.APITimeoutError):
+            return True
+        if isinstance(exc, ConnectionError) or type(exc).__name__ in ("ConnectError", "RemoteProtocolError"):
+            return True
+        if "Connection error." in str(exc) or "Connection refused" in str(exc):
+            return True
+        exc = exc.__cause__ or exc.__context__
+        seen += 1
+    return False
+
+
 def _describe(exc: BaseException | None) -> str:
     if exc is None:
         return "none"
+    if _connection_failed(exc):
+        return "no server answered (connection refused, reset or unreachable)"
     code = _status_code(exc)
     text = " ".join(str(exc).split())[:500]
     prefix = f"{type(exc).__name__}" + (f" (HTTP {code})" if code is not None else "")
