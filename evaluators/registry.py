@@ -12,6 +12,7 @@ A built-in name wins over an entry point of the same name.
 from __future__ import annotations
 
 from dataclasses import dataclass
+import difflib
 from importlib.metadata import EntryPoint, entry_points
 from typing import Any, Callable, Mapping
 
@@ -89,8 +90,10 @@ def get_benchmark(name: str, options: Mapping[str, Any] | None = None) -> Benchm
         return builtin.build(options or {})
     plugin = _entry_points().get(name)
     if plugin is None:
+        close = difflib.get_close_matches(name, benchmark_names(), n=1)
         raise BenchmarkError(
-            f"unknown benchmark {name!r}; valid choices: {', '.join(benchmark_names())}",
+            f"unknown benchmark {name!r}" + (f" (did you mean {close[0]!r}?)" if close else "")
+            + f"; valid choices: {', '.join(benchmark_names())}",
             fix=f"pick one of {', '.join(benchmark_names())}, or install a package that registers "
             f"{name!r} in the entry point group {ENTRY_POINT_GROUP!r}",
         )
@@ -101,9 +104,12 @@ def _build_plugin(plugin: EntryPoint, options: dict[str, Any]) -> Benchmark:
     try:
         factory = plugin.load()
     except Exception as exc:  # noqa: BLE001 - any import failure of third-party code
+        package = plugin.dist.name if plugin.dist is not None else "the package that provides it"
         raise BenchmarkError(
-            f"benchmark {plugin.name!r} ({plugin.value}) cannot be loaded: {type(exc).__name__}: {exc}",
-            fix="reinstall the package that provides it, or check its dependencies",
+            f"benchmark {plugin.name!r} cannot be loaded from its entry point line "
+            f"`{plugin.name} = {plugin.value}` (group {ENTRY_POINT_GROUP!r} of {package}): {type(exc).__name__}: {exc}",
+            fix=f"fix that line in {package}'s pyproject.toml ([project.entry-points.\"{ENTRY_POINT_GROUP}\"]: "
+            "module:function, importable) or the module it names, then reinstall the package",
         ) from exc
     bad_keys = [key for key in options if not isinstance(key, str) or not key.isidentifier()]
     if bad_keys:

@@ -478,6 +478,19 @@ def eval_(
         console.print("printed only: a search-split evaluation never replaces the selection score")
 
 
+@app.command("config")
+def config_(
+    config: Optional[Path] = typer.Option(None, "--config", "-c", help="a TOML config file to check and show"),
+    set_: list[str] = typer.Option([], "--set", help="config keys to set, e.g. --set search.strategy=greedy"),
+    show_defaults: bool = typer.Option(False, "--show-defaults", help="show the defaults (the default without -c)"),
+) -> None:
+    """Every config key with its value and meaning: the defaults, or a config file (+ --set) checked and resolved."""
+    from meta_agent.config import defaults_toml
+
+    resolved = None if show_defaults else load_config(config, sets=set_) if (config or set_) else None
+    print(defaults_toml(resolved), end="")
+
+
 @app.command()
 def benchmarks() -> None:
     """The benchmarks this installation knows (built-in and from installed packages)."""
@@ -564,12 +577,11 @@ def main() -> None:
         sys.exit(130)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
-    except Exception as exc:  # click usage errors come through here in standalone_mode=False
-        import click
-
-        if isinstance(exc, click.ClickException):
-            exc.show()
-            sys.exit(exc.exit_code)
+    except Exception as exc:  # usage errors (an unknown command, a bad flag) come through here in standalone_mode=False
+        show, code = getattr(exc, "show", None), getattr(exc, "exit_code", None)
+        if callable(show) and isinstance(code, int):  # click's (or typer's vendored click's) ClickException
+            show()
+            sys.exit(code)
         raise
 
 

@@ -7,6 +7,7 @@ values are rejected with the key named.
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
 import tomllib
@@ -234,6 +235,54 @@ def _parse_value(raw: str) -> Any:
         return raw
 
 
+def config_keys(model: type[BaseModel] | None = None, prefix: str = "") -> list[str]:
+    """Every dotted config key (tables' keys included), e.g. 'search.strategy'."""
+    keys: list[str] = []
+    for name, field in (model or RunConfig).model_fields.items():
+        dotted = f"{prefix}{name}"
+        keys.append(dotted)
+        annotation = field.annotation
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            keys += config_keys(annotation, f"{dotted}.")
+    return keys
+
+
+def defaults_toml(config: RunConfig | None = None) -> str:
+    """`config` (default: the defaults) as commented TOML: every key, its value and what it means."""
+    lines = ["# Cambrian's settings: any key goes in a --config TOML file or on the command line as --set KEY=VALUE"]
+
+    def table(model: type[BaseModel], values: Mapping[str, Any], prefix: str) -> None:
+        nested = []
+        for name, field in model.model_fields.items():
+            annotation = field.annotation
+            if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+                nested.append((name, annotation))
+                continue
+            value = values.get(name)
+            shown = "# (unset)" if value is None else _toml_value(value)
+            note = f"  # {field.description}" if field.description else ""
+            lines.append(f"{name} = {shown}{note}" if value is not None else f"# {name} = (unset){note}")
+        for name, sub in nested:
+            lines.append(f"\n[{prefix}{name}]")
+            table(sub, values.get(name) or {}, f"{prefix}{name}.")
+
+    table(RunConfig, json.loads((config or RunConfig()).to_json()), "")
+    return "\n".join(lines) + "\n"
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{json.dumps(str(k)) if not str(k).isidentifier() else k} = {_toml_value(v)}"
+                               for k, v in value.items()) + "}"
+    return json.dumps(value)
+
+
 def _assign(data: dict[str, Any], dotted: str, value: Any) -> None:
     parts = dotted.split(".")
     node = data
@@ -253,12 +302,13 @@ def _validate(data: Mapping[str, Any], *, source: str) -> RunConfig:
         for err in exc.errors():
             key = ".".join(str(p) for p in err["loc"]) or "(top level)"
             if err["type"] == "extra_forbidden":
-                problems.append(f"unknown key {key!r}")
+                close = difflib.get_close_matches(key, config_keys(), n=1, cutoff=0.75)
+                problems.append(f"unknown key {key!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
             else:
                 problems.append(f"{key}: {err['msg']} (got {err.get('input')!r})")
         raise ConfigError(
             f"bad config in {source}: " + "; ".join(problems),
-            fix="see the keys and defaults with `cambrian run --help` and README.md 'Configuration'",
+            fix="every key with its default and meaning: `cambrian config --show-defaults`",
         ) from None
     _check_names(config)
     return config

@@ -25,7 +25,9 @@ from evaluators.base import Benchmark, FeedbackPolicy
 from evaluators.registry import get_benchmark
 from meta_agent import __version__
 from meta_agent.config import RunConfig
+from meta_agent.edit_base import EditError
 from meta_agent.errors import ConfigError
+from meta_agent.evolve_blocks import evolve_regions
 from meta_agent.llm.client import Endpoint, Ledger, LLMClient, probe_endpoint
 from meta_agent.llm.gateway import FMGateway
 from meta_agent.llm.ledger import ArchiveLedger
@@ -171,6 +173,7 @@ def start_run(config: RunConfig, reporter: Reporter) -> tuple[str, LoopOutcome]:
     config = config.with_default_name()
     assert config.name is not None
     benchmark = build_benchmark(config)
+    _say_what_is_editable(benchmark, reporter)
     path = archive_path(config.runs_dir, config.name)
     if path.exists():
         raise ConfigError(
@@ -188,6 +191,20 @@ def start_run(config: RunConfig, reporter: Reporter) -> tuple[str, LoopOutcome]:
             cambrian_version=__version__,
         )
         return config.name, _search(archive, run, config, benchmark, reporter)
+
+
+def _say_what_is_editable(benchmark: Benchmark, reporter: Reporter) -> None:
+    """At the start of a run: a seed whose entry file has no EVOLVE-BLOCK markers is editable as a whole."""
+    try:
+        genome = benchmark.seed()
+        regions = evolve_regions(genome.files.get(genome.entry, ""), path=genome.entry)
+    except EditError:
+        return  # unbalanced markers: the first edit's refusal names the line
+    except Exception:  # noqa: BLE001 - the loop reports a broken seed with its cause
+        return
+    if not regions:
+        reporter.info(f"the seed's entry file {genome.entry} has no EVOLVE-BLOCK-START/END markers: the whole "
+                      "file is editable (mark the editable part to keep the rest fixed)")  # fmt: skip
 
 
 def resume_run(

@@ -211,6 +211,9 @@ def test_registry_entry_point_plugin(tmp_path: Path, monkeypatch: pytest.MonkeyP
     with pytest.raises(BenchmarkError) as info:
         get_benchmark("missing")
     assert "cannot be loaded" in str(info.value) and info.value.fix
+    # The error names the entry point line to fix, and where it lives.
+    assert "`missing = no_such_module:make`" in str(info.value) and "toy-bench" in str(info.value)
+    assert "pyproject.toml" in info.value.fix
 
 
 def test_harness_value_conversion() -> None:

@@ -128,3 +128,50 @@ def test_a_run_whose_fm_dies_ends_failed_with_the_cause_and_fix_fake_fm(tmp_path
     assert "start the server" in outcome.fix
     run = archive.get_run("t")
     assert run.status == RunStatus.failed and "did not answer" in (run.error or "")
+
+
+# ----- other bad input: names, keys, commands ---------------------------------------------------------
+
+
+def cambrian(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "meta_agent.cli", *args], capture_output=True, text=True,
+                          timeout=120, env={"COLUMNS": "300", "PATH": "/usr/bin:/bin"})  # fmt: skip
+
+
+def test_misspelt_names_get_a_did_you_mean_and_config_keys_are_listed() -> None:
+    done = cambrian("run", "circle_packin", "--iterations", "1")
+    assert done.returncode == 2 and "did you mean 'circle_packing'?" in done.stderr
+    done = cambrian("config", "--set", "search.stratgy=greedy")
+    assert done.returncode == 2 and "did you mean 'search.strategy'?" in done.stderr
+    assert "cambrian config --show-defaults" in done.stderr
+    shown = cambrian("config", "--show-defaults")
+    assert shown.returncode == 0
+    for line in ("[search]", "strategy = ", "[fm]", "repair_rounds = 1", "[evaluation]"):
+        assert line in shown.stdout, shown.stdout
+    resolved = cambrian("config", "--set", "search.strategy=greedy")
+    assert 'strategy = "greedy"' in resolved.stdout
+
+
+def test_an_unknown_command_is_a_usage_error_not_a_traceback() -> None:
+    done = cambrian("nosuch")
+    assert done.returncode == 2 and "No such command 'nosuch'" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_seed_without_evolve_markers_is_said_to_be_editable_as_a_whole() -> None:
+    from evaluators.base import Genome
+    from evaluators.circle_packing import CirclePacking
+    from meta_agent.session import Reporter, _say_what_is_editable
+
+    said: list[str] = []
+    reporter = Reporter(info=said.append, warn=said.append, event=lambda e: None, progress=lambda d, t: None)  # type: ignore[arg-type]
+
+    class Unmarked(CirclePacking):
+        def seed(self) -> Genome:
+            genome = super().seed()
+            text = "\n".join(line for line in genome.files[genome.entry].splitlines() if "EVOLVE-BLOCK" not in line)
+            return Genome(files={genome.entry: text}, entry=genome.entry)
+
+    _say_what_is_editable(CirclePacking(), reporter)
+    assert said == []
+    _say_what_is_editable(Unmarked(), reporter)
+    assert said and "no EVOLVE-BLOCK-START/END markers: the whole file is editable" in said[0]
