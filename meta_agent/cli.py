@@ -478,6 +478,32 @@ def eval_(
         console.print("printed only: a search-split evaluation never replaces the selection score")
 
 
+@app.command()
+def doctor(
+    config: Optional[Path] = typer.Option(None, "--config", "-c", help="check with this TOML config (FM, sandbox)"),
+    model: Optional[str] = typer.Option(None, help="the model to check (default: fm.model)"),
+    api_base: Optional[str] = typer.Option(None, help="an OpenAI-compatible server URL to probe"),
+    api_key_env: Optional[str] = typer.Option(None, help="NAME of the env var holding its API key"),
+    quick: bool = typer.Option(False, "--quick", help="skip the sandbox's live self-test (about 10 s)"),
+) -> None:
+    """Is this machine ready to search? Engine, image and its self-test, local sandbox, model, FM, disk, user."""
+    from meta_agent.doctor import diagnose
+
+    cfg = load_config(config, overrides={"fm.model": model, "fm.api_base": api_base, "fm.api_key_env": api_key_env})
+    marks = {"ok": "[green]ok[/green]  ", "warn": "[yellow]warn[/yellow]", "fail": "[red]FAIL[/red]"}
+
+    def say(finding) -> None:  # type: ignore[no-untyped-def]
+        console.print(f"{marks[finding.verdict]}  [bold]{finding.name}[/bold]: {finding.detail}", highlight=False)
+        if finding.fix and finding.verdict != "ok":
+            console.print(f"        fix: {finding.fix}", highlight=False)
+
+    findings = diagnose(cfg, self_test=not quick, say=say)
+    failed = [f for f in findings if f.verdict == "fail"]
+    console.print(f"{len(failed)} problem(s)" if failed else "ready")
+    if failed:
+        raise typer.Exit(1)
+
+
 @app.command("config")
 def config_(
     config: Optional[Path] = typer.Option(None, "--config", "-c", help="a TOML config file to check and show"),
@@ -565,7 +591,9 @@ def serve(
 def main() -> None:
     """Console-script entry: runs the app and turns user errors into cause + fix."""
     try:
-        app(standalone_mode=False)
+        code = app(standalone_mode=False)  # a typer.Exit(n) inside a command comes back as n here, not raised
+        if isinstance(code, int) and code:
+            sys.exit(code)
     except user_error_types() as exc:
         err_console.print(f"[bold red]error:[/bold red] {exc}")
         fix = getattr(exc, "fix", "")

@@ -4,7 +4,10 @@ The self-test runs hostile probes in a real sandbox container and reports
 pass/fail per item: the network is unreachable, nothing outside /work is
 writable, the user is not root, every capability is dropped, the host's
 environment and files are not visible, the PID limit holds, and nothing a run
-leaves running survives into the next run. It also checks that a program can
+leaves running survives into the next run; the container's runner (PID 1)
+cannot be reached from a task (its stdout, stdin and memory refuse), a task
+has few file descriptors, and the host refuses a reply frame over its cap.
+It also checks that a program can
 import numpy and scipy (and solve a small problem with scipy.optimize), and
 reports their versions.
 """
@@ -15,6 +18,7 @@ import json
 import os
 import socket
 import tempfile
+import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -87,6 +91,24 @@ print(children)
 _PROC_PROBE = r"""
 import os
 print(len([p for p in os.listdir("/proc") if p.isdigit()]))
+"""
+
+_RUNNER_PROBE = r"""
+import json, socket
+refused = []
+for name in ("/proc/1/fd/1", "/proc/1/fd/0", "/proc/1/mem", "/proc/1/environ"):
+    try:
+        with open(name, "r+b" if name.endswith("mem") else "rb", 0) as handle:
+            handle.read(1)
+    except OSError as exc:
+        refused.append(name if isinstance(exc, PermissionError) else name + " (" + type(exc).__name__ + ")")
+held = []
+try:
+    for _ in range(5000):
+        held.append(socket.socket(socket.AF_UNIX))
+except OSError:
+    pass
+print(json.dumps({"refused": refused, "descriptors": len(held)}))
 """
 
 _SCIENTIFIC_PROBE = r"""
@@ -219,8 +241,55 @@ def _probe_items(sandbox: "DockerSandbox", *, host_file: str, packages: dict[str
                 f"the next run sees {count or '?'} processes (the runner and itself)",
             )
         )
+        items += _runner_items(session)
         items.append(_scientific_item(session, packages))
+    items.append(_frame_cap_item())
     return tuple(items)
+
+
+def _runner_items(session: object) -> list[CheckItem]:
+    """The runner is out of a task's reach, and a task has few descriptors."""
+    result = session.run(  # type: ignore[attr-defined]
+        RunSpec(files={"runner.py": _RUNNER_PROBE}, command=("{python}", "runner.py"), timeout_s=_PROBE_TIMEOUT_S)
+    )
+    try:
+        seen = json.loads(result.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        detail = f"the probe failed: exit {result.exit_code}, {result.stderr.strip()[-300:]}"
+        return [CheckItem("runner unreachable from the task", False, detail)]
+    wanted = ["/proc/1/fd/1", "/proc/1/fd/0", "/proc/1/mem", "/proc/1/environ"]
+    return [
+        CheckItem(
+            "runner unreachable from the task",
+            seen["refused"] == wanted,
+            "refused (PermissionError): " + ", ".join(seen["refused"]) if seen["refused"] == wanted
+            else f"reachable: {sorted(set(wanted) - set(seen['refused']))}; refused: {seen['refused']}",
+        ),
+        CheckItem(
+            "descriptor limit holds",
+            0 < int(seen["descriptors"]) < 1024,
+            f"a task stopped after opening {seen['descriptors']} sockets",
+        ),
+    ]
+
+
+def _frame_cap_item() -> CheckItem:
+    """The host breaks the channel on a reply frame over its cap instead of buffering it."""
+    from sandbox.docker_container import ChannelClosed, RunnerChannel
+
+    host, container = socket.socketpair()
+    channel = RunnerChannel(host)
+    try:
+        claim = (4_000_000_000).to_bytes(4, "big")
+        container.sendall(b"\x01\x00\x00\x00" + (len(claim) + 16).to_bytes(4, "big") + claim + b"x" * 16)
+        try:
+            channel.receive(deadline=time.monotonic() + 5, max_frame_bytes=1 << 20)
+        except ChannelClosed as exc:
+            return CheckItem("reply frames capped", True, f"a 4 GB frame header was refused: {exc}"[:200])
+        return CheckItem("reply frames capped", False, "a 4 GB frame header was accepted")
+    finally:
+        channel.close()
+        container.close()
 
 
 def _scientific_item(session: object, packages: dict[str, str]) -> CheckItem:

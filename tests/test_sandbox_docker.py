@@ -376,6 +376,7 @@ def test_check_reports_every_item_passing(sandbox: DockerSandbox) -> None:
     assert {"network unreachable", "cannot write outside /work", "runs as non-root", "capabilities dropped"} <= names
     assert {"host environment absent", "pids limit holds", "no process survives a run"} <= names
     assert "numpy and scipy import" in names
+    assert {"runner unreachable from the task", "descriptor limit holds", "reply frames capped"} <= names
     assert set(report.packages) == {"numpy", "scipy"} and all(report.packages.values())
 
 
