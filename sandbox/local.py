@@ -239,7 +239,7 @@ class LocalSandbox:
         self._packages_lock = threading.Lock()
         self._packages_dir: Path | None = None  # made on the first run, removed by close()
         self._remove_packages: weakref.finalize | None = None
-        #: As root, each run gets an unprivileged uid of its own (None: not root, runs keep the user's uid).
+        #: As root, each run gets an unprivileged uid of its own; otherwise runs keep the user's uid.
         self.drops_privileges = os.geteuid() == 0
         make_undumpable()  # programs of this user cannot read this process's memory or environment
 
@@ -308,7 +308,6 @@ class LocalSandbox:
                 self._packages_dir = folder
             return self._packages_dir
 
-
     def _take_uid(self) -> int:
         with _UIDS.lock:
             if not _UIDS.free:
@@ -352,6 +351,13 @@ class LocalSandbox:
             with _UIDS.lock:
                 _UIDS.reachable[self.python] = known
         reachable, reason = known
+        closed_root = _first_closed_folder(os.path.join(self.root, "x")) if self.root else None
+        if reachable and closed_root:
+            raise SandboxError(
+                f"running as root, the local sandbox runs each program as an unprivileged uid, which cannot reach "
+                f"its work dirs under {self.root}: {closed_root} is not searchable by other users",
+                fix=f"`chmod o+x {closed_root}`, or give LocalSandbox a root folder others may pass through",
+            )
         if not reachable:
             blocked = _first_closed_folder(self.python)
             raise SandboxError(

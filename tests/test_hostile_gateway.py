@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import resource
 import shutil
 import tempfile
@@ -189,3 +190,40 @@ def test_repeated_log_lines_are_held_back_and_counted() -> None:
     logger.error("socket.accept() out of system resource")
     assert len(seen) == 2
     assert "9999 more like this" in seen[1]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="as another user a local program has the user's rights on the folder")
+def test_a_local_program_cannot_find_or_guess_another_agents_socket(gateway_parts) -> None:  # type: ignore[no-untyped-def]
+    from sandbox.base import RunSpec
+    from sandbox.local import LocalSandbox
+
+    client, socket_dir, fake = gateway_parts
+    code = f"""
+import os, socket
+try:
+    print(os.listdir({str(socket_dir)!r}))
+except OSError as exc:
+    print("list refused", type(exc).__name__)
+client = socket.socket(socket.AF_UNIX)
+try:
+    client.connect({str(socket_dir / "agent-2.sock")!r})
+    print("connected")
+except OSError as exc:
+    print("connect refused", type(exc).__name__)
+"""
+
+    async def scenario() -> str:
+        async with FMGateway(client, socket_dir=socket_dir) as gateway:
+            await gateway.open_agent(1, max_calls=1, max_tokens=1000, run_seed=1, iteration=0)
+            other = await gateway.open_agent(2, max_calls=1, max_tokens=1000, run_seed=1, iteration=0)
+            assert other.socket_path.name.startswith("agent-2-") and len(other.socket_path.name) > len("agent-2-.sock")
+            box = LocalSandbox()
+            try:
+                spec = RunSpec(files={"p.py": code}, command=("{python}", "p.py"))
+                return (await asyncio.to_thread(box.run, spec)).stdout
+            finally:
+                box.close()
+
+    out = asyncio.run(scenario())
+    assert "list refused PermissionError" in out and "connect refused FileNotFoundError" in out, out
+    assert fake.forwarded == 0
