@@ -21,6 +21,7 @@ _CATEGORIES: tuple[tuple[str, str], ...] = (
     (r"matches \d+ places", "SEARCH ambiguous"),
     (r"changes nothing|left the program unchanged|identical to agent", "no change"),
     (r"near-duplicate", "near-duplicate"),
+    (r"no code for the EVOLVE-BLOCK region", "rewrite: no code for the region"),  # a content miss, not an edit
     (r"EVOLVE-BLOCK", "edit outside EVOLVE-BLOCK"),
     (r"not valid Python|cannot be compiled", "syntax error"),
     (r"undefined name|undefined local", "static: undefined name"),

@@ -64,3 +64,12 @@ def test_reasons_fall_into_categories() -> None:
     assert categorize("invalid packing: circles 1 and 2 overlap by 0.01") == "invalid packing: overlap"
     assert categorize("SEARCH/REPLACE block 1 is missing its >>>>>>> REPLACE line") == "format: malformed block"
     assert categorize("something new\nsecond line") == "something new"
+
+
+def test_a_rewrite_without_code_for_the_region_is_not_called_an_edit_outside_it() -> None:
+    from meta_agent.summary import categorize
+
+    reason = ("the rewritten packing.py has no code for the EVOLVE-BLOCK region: every line of the reply already "
+              "occurs outside the markers (still failing after 1 repair round(s))")  # fmt: skip
+    assert categorize(reason) == "rewrite: no code for the region"
+    assert categorize("packing.py line 3 is outside the EVOLVE-BLOCK markers") == "edit outside EVOLVE-BLOCK"
