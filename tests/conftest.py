@@ -7,6 +7,8 @@ cache on first use; later sessions find it there already verified.
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from pathlib import Path
 from typing import Iterator
 
@@ -67,3 +69,15 @@ def skip_without_docker() -> None:
     if os.environ.get("CAMBRIAN_REQUIRE_DOCKER") == "1":
         pytest.fail(f"Docker is required here (CAMBRIAN_REQUIRE_DOCKER=1) but {reason}", pytrace=False)
     pytest.skip(reason, allow_module_level=True)
+
+
+@pytest.fixture()
+def open_dir() -> Iterator[Path]:
+    """A folder a sandboxed program may write to (as root the local runs have uids of their own, and pytest's
+    tmp_path is private to its user: 0700)."""
+    folder = Path(tempfile.mkdtemp(prefix="cambrian-open-"))
+    folder.chmod(0o1777)
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)

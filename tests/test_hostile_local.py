@@ -39,16 +39,6 @@ def sandbox() -> Iterator[LocalSandbox]:
         box.close()
 
 
-@pytest.fixture()
-def open_dir() -> Iterator[Path]:
-    folder = Path(tempfile.mkdtemp(prefix="cambrian-open-"))
-    folder.chmod(0o1777)
-    try:
-        yield folder
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
-
-
 def test_the_host_process_environment_and_memory_are_out_of_reach(
     sandbox: LocalSandbox, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -50,17 +50,6 @@ def wait_gone(pid: int, within_s: float = 3.0) -> bool:
     return not is_running(pid)
 
 
-@pytest.fixture()
-def open_dir() -> Iterator[Path]:
-    """A folder the program may write to (as root the runs have uids of their own; pytest's tmp_path is 0700)."""
-    folder = Path(tempfile.mkdtemp(prefix="cambrian-open-"))
-    folder.chmod(0o1777)
-    try:
-        yield folder
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
-
-
 def test_implements_protocol(sandbox: LocalSandbox) -> None:
     assert isinstance(sandbox, Sandbox)
     assert sandbox.name == "local" and sandbox.isolated is False
