@@ -371,7 +371,7 @@ class LLMClient:
         raise FMUnavailable(
             f"FM endpoint {self.endpoint.where()} did not answer after {self.retries + 1} attempts; "
             f"last error: {_describe(last_error)}",
-            fix=self._unavailable_fix(last_error),
+            fix=unavailable_fix(self.endpoint, last_error),
         ) from last_error
 
     def complete_sync(
@@ -466,9 +466,6 @@ class LLMClient:
             fix=f"check that the model name {self.endpoint.model!r} exists at that endpoint "
             "(for a local server: openai/<alias>) and that the prompt plus max_tokens fits its context",
         )
-
-    def _unavailable_fix(self, last_error: BaseException | None = None) -> str:
-        return unavailable_fix(self.endpoint, last_error)
 
 
 def unavailable_fix(endpoint: Endpoint, last_error: BaseException | None) -> str:
