@@ -44,7 +44,13 @@ class FMConfig(_Section):
     max_tokens: int = Field(default=1024, ge=16, le=65536)
     timeout_s: float = Field(default=300, gt=0)
     retries: int = Field(default=3, ge=0, le=10)
-    concurrency: int = Field(default=2, ge=1, le=256)
+    concurrency: int = Field(
+        default=2,
+        ge=1,
+        le=256,
+        description="FM calls at once (default 2; 1 where llama.cpp serves every model on the CPU: there a second "
+        "call at once halves the speed of both)",
+    )
     n_ctx: int = Field(default=8192, ge=512, description="context of a locally served model")
     threads: int | None = Field(default=None, ge=1, description="CPU threads of a locally served model")
     models: list[str] = Field(

@@ -60,7 +60,7 @@ def test_is_a_benchmark() -> None:
     assert [s.task_ids for s in bench.stages()] == [("n26",)]
     assert "pack_circles(n: int)" in bench.contract and "2.635" in bench.contract
     assert "standard library plus numpy and scipy (both installed)" in bench.contract
-    assert "no network; 60 s wall clock and 1024 MiB" in bench.contract
+    assert "no network; 30 s wall clock and 1024 MiB" in bench.contract
     assert "plain Python lists or tuples of floats" in bench.contract and "numpy array" in bench.contract
     assert "may be missing" not in bench.contract and "only the standard library" not in bench.contract
 

@@ -140,3 +140,18 @@ def test_backend_choice() -> None:
         with pytest.raises(ServerStartError) as info:
             choose_backend("vllm")
         assert "vllm" in info.value.fix
+
+
+def test_fm_concurrency_is_one_for_models_llama_cpp_serves_on_the_cpu_unless_set() -> None:
+    from meta_agent.config import load_config
+    from meta_agent.session import resolve_fm_concurrency
+
+    if choose_backend() != "llamacpp":
+        pytest.skip("vLLM and a GPU are present: local models are not served on the CPU here")
+    assert resolve_fm_concurrency(load_config(overrides={"fm.model": "smollm2-135m"})).fm.concurrency == 1
+    chosen = load_config(overrides={"fm.model": "smollm2-135m", "fm.concurrency": 2})
+    assert resolve_fm_concurrency(chosen).fm.concurrency == 2
+    hosted = load_config(overrides={"fm.model": "openai/gpt-4o-mini"})
+    assert resolve_fm_concurrency(hosted).fm.concurrency == 2
+    mixed = load_config(overrides={"fm.model": "smollm2-135m", "fm.models": ["openai/gpt-4o-mini"]})
+    assert resolve_fm_concurrency(mixed).fm.concurrency == 2
