@@ -112,8 +112,10 @@ class SearchConfig(_Section):
     params: dict[str, float | int | bool | str | list[str]] = Field(
         default_factory=dict, description="strategy parameters"
     )
-    # `lines` is what made small local models' edits improve programs (bench/fm_efficacy.py, README).
-    operators: dict[str, float] = Field(default_factory=lambda: {"lines": 0.8, "diff": 0.2})
+    # `lines` is what made small local models' edits improve programs (bench/fm_efficacy.py, README); their
+    # `diff` replies ran to the token cap (150-200 s each for the 1.5B model on 2 cores) and improved nothing.
+    # With a hosted model, give `diff` or `rewrite` weight: they make the larger moves.
+    operators: dict[str, float] = Field(default_factory=lambda: {"lines": 1.0})
     inspirations: int = Field(default=2, ge=0, le=10, description="other good agents shown in prompts")
     ideas: bool = Field(
         default=True,
