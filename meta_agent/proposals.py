@@ -32,7 +32,7 @@ from meta_agent.llm.errors import FMBadRequest
 from meta_agent.llm.gateway import FMGateway
 from meta_agent.operators import OPERATOR_KINDS, AnyOperator, Operator, PromptContext
 from meta_agent.prompting import render
-from meta_agent.static_check import check_child
+from meta_agent.edits import check_child
 from sandbox.base import Sandbox
 
 # How a child made by `Proposer.fix` (a failed run sent back to the FM) begins its repair_note: such a child

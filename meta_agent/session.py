@@ -25,9 +25,9 @@ from evaluators.base import Benchmark, FeedbackPolicy
 from evaluators.registry import get_benchmark
 from meta_agent import __version__
 from meta_agent.config import RunConfig
-from meta_agent.edit_base import EditError
+from meta_agent.edits import EditError
 from meta_agent.errors import ConfigError
-from meta_agent.evolve_blocks import evolve_regions
+from meta_agent.edits import evolve_regions
 from meta_agent.llm.client import Endpoint, Ledger, LLMClient, probe_endpoint
 from meta_agent.llm.gateway import FMGateway
 from meta_agent.llm.ledger import ArchiveLedger

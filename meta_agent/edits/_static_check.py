@@ -23,7 +23,8 @@ from pyflakes import checker as pyflakes_checker
 from pyflakes import messages as pyflakes_messages
 
 from evaluators.base import Genome
-from meta_agent.edits import EditError, evolve_regions
+from meta_agent.edits._base import EditError
+from meta_agent.edits._evolve_blocks import evolve_regions
 
 #: name -> the import line that defines it: modules of the standard library and numpy/scipy (installed in
 #: every sandbox), common aliases, and the names small models most often use without importing them.

@@ -20,8 +20,8 @@ import re
 from dataclasses import dataclass
 from typing import Callable, Mapping, Sequence
 
-from meta_agent.edit_base import _FENCE_ONLY_RE, _FENCE_RE, EditBlock, EditError, _join_lines
-from meta_agent.evolve_blocks import _MARKER_RE, evolve_regions
+from meta_agent.edits._base import _FENCE_ONLY_RE, _FENCE_RE, EditBlock, EditError, _join_lines
+from meta_agent.edits._evolve_blocks import _MARKER_RE, evolve_regions
 
 FORMAT_HINT = "<<<<<<< SEARCH / old lines / ======= / new lines / >>>>>>> REPLACE"
 

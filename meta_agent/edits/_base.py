@@ -1,8 +1,7 @@
 """What every edit module shares: `EditError`, `EditBlock` and the fence and line helpers.
 
-`meta_agent.evolve_blocks` (EVOLVE-BLOCK regions), `meta_agent.search_replace` (SEARCH/REPLACE
-blocks) and `meta_agent.edits` (whole-file replies, and the public face re-exporting all
-three) import from here, so none of them imports another's internals in a cycle.
+`_evolve_blocks` (EVOLVE-BLOCK regions), `_search_replace` (SEARCH/REPLACE blocks) and `_extract`
+(whole-file replies) import from here, so none of them imports another's internals in a cycle.
 """
 
 from __future__ import annotations

@@ -1,36 +1,11 @@
-"""Turning an FM's reply into new file text: SEARCH/REPLACE blocks, fenced code, EVOLVE-BLOCKs.
-
-Pure functions, no I/O. Every refusal is an `EditError` whose message is PUBLIC:
-it is stored on the invalid agent and shown to the next prompt, so it names the
-block, the file and the line, and says what to do differently.
-
-Whole-file replies (`extract_code`) are handled here; SEARCH/REPLACE blocks live in
-`meta_agent.search_replace`, EVOLVE-BLOCK regions in `meta_agent.evolve_blocks` and the
-shared `EditError` / `EditBlock` in `meta_agent.edit_base`. This module re-exports them all,
-so `from meta_agent.edits import ...` is the one import callers need.
-
-The block format (aider / OpenEvolve style), 5-9 marker characters allowed:
-
-    <<<<<<< SEARCH
-    old lines
-    =======
-    new lines
-    >>>>>>> REPLACE
-"""
+"""Whole-file replies: the code of a fenced block, with prose and stray fences trimmed (`extract_code`)."""
 
 from __future__ import annotations
 
 import ast
 import re
 
-from meta_agent.edit_base import _FENCE_ONLY_RE, _FENCE_RE, EditBlock, EditError, _join_lines
-from meta_agent.evolve_blocks import check_outside_unchanged, evolve_regions, splice_into_region
-from meta_agent.search_replace import FORMAT_HINT, apply_blocks, parse_search_replace
-
-__all__ = [
-    "FORMAT_HINT", "EditBlock", "EditError", "apply_blocks", "check_outside_unchanged", "evolve_regions",
-    "extract_code", "parse_search_replace", "splice_into_region", "trim_prose",
-]  # fmt: skip
+from meta_agent.edits._base import _FENCE_ONLY_RE, _FENCE_RE, EditError, _join_lines
 
 _PYTHON_TAGS = frozenset({"python", "py", "python3", "py3"})
 
