@@ -264,7 +264,7 @@ async def _evaluate_parents(
 ) -> dict[str, Any]:
     """The seed (and crossover's second parent) evaluated once: their scores and feedback go into prompts."""
     from evaluators.base import Genome
-    from meta_agent.prompting import ParentInfo, PromptContext
+    from meta_agent.operators import ParentInfo, PromptContext
     from meta_agent.session import build_benchmark
 
     config = _config(model, "diff", benchmark_name, 0, args, runs_dir)

@@ -1,7 +1,7 @@
 """Making one child: drive an operator of any kind and say what came of it.
 
 The loop picks the parent(s), the operator and the model; `Proposer.propose`
-runs the operator the way its kind needs (meta_agent/operators.py):
+runs the operator the way its kind needs (`meta_agent.operators`):
 
 - "fm": one FM call (rewrite, diff, crossover);
 - "fm_two_step": an improvement plan first (purpose "diagnose"), then the edit;
@@ -31,7 +31,7 @@ from meta_agent.llm.client import Completion, LLMClient, derive_seed
 from meta_agent.llm.errors import FMBadRequest
 from meta_agent.llm.gateway import FMGateway
 from meta_agent.operators import OPERATOR_KINDS, AnyOperator, Operator, PromptContext
-from meta_agent.prompting import render
+from meta_agent.operators import render
 from meta_agent.edits import check_child
 from sandbox.base import Sandbox
 

@@ -10,7 +10,7 @@ import pytest
 from evaluators.base import Genome
 from evaluators.circle_packing import CirclePacking
 from evaluators.deceptive import DeceptiveTrap, check_values, value_to_bit
-from meta_agent.ast_mutation import AstMutation, collect_sites
+from meta_agent.operators import AstMutation, collect_sites
 from meta_agent.edits import EditError
 
 GUARDED = """\

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 
-from archive.models import AgentStatus
 from archive.store import Archive
 from evaluators.circle_packing import CirclePacking
 from meta_agent.config import RunConfig

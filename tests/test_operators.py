@@ -30,7 +30,7 @@ from meta_agent.operators import (
     choose_operator,
     make_operator,
 )
-from meta_agent.prompting import PromptTemplateError, render, template_names
+from meta_agent.operators import PromptTemplateError, render, template_names
 
 SEED = """\
 \"\"\"Pack 26 circles into the unit square.\"\"\"

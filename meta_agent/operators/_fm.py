@@ -1,45 +1,19 @@
-"""Mutation operators: a parent (or two) and its context become a child genome.
-
-Operators do no I/O besides reading their prompt templates; the loop does the
-calls in between. Each has a `kind` (see OPERATOR_KINDS) that tells the loop how
-to drive it:
-
-- "fm" (`rewrite`, `diff`, `crossover`): `messages(ctx)` -> one FM call -> `apply(parent, reply)`.
-  `rewrite` wants the whole entry file in a fenced block (only its EVOLVE-BLOCK's code when the
-  file has one region); `diff` wants SEARCH/REPLACE blocks (see `edits`); `crossover` shows
-  two parents and wants one whole file combining them (`needs_second_parent`). Each says what
-  its reply must look like as a grammar (`grammar(ctx)`, for constrained decoding) and in
-  words (`format_hint(ctx)`, for the repair message after a reply that could not be used).
-- "fm_two_step" (`diagnose`): `plan_messages(ctx)` -> FM -> `parse_plan(reply)`, then
-  `messages(ctx with plan)` -> FM -> `apply(parent, reply)`.
-- "sandbox" (`self_modify`, the Darwin Goedel Machine's move): the parent agent itself
-  writes its child. The loop runs the parent's own entry function in the sandbox on
-  `benchmark.self_modify_task(operator.task_prompt(ctx))` and passes what it returned
-  to `apply(parent, returned)`. Only benchmarks with `self_modify_task` support it.
-- "local" (`ast_mutate`, `meta_agent.ast_mutation.AstMutation`): `mutate(parent, rng)`, no FM.
-
-`apply` raises `EditError` with a public reason when the reply cannot become a
-child genome; the loop stores that reason on the invalid agent and shows it to
-the next prompt of the same parent. The shared reply-to-genome helpers live in
-`meta_agent.replies`, the sandbox operator in `meta_agent.self_modify` (re-exported here).
-"""
+"""The FM operators: `rewrite`, `diff`, `lines`, `crossover` (one FM call each) and `diagnose` (two)."""
 
 from __future__ import annotations
 
 import ast
-import math
 import re
 from dataclasses import dataclass, field
-from types import MappingProxyType
-from typing import ClassVar, Mapping, Protocol, Union, runtime_checkable
+from typing import ClassVar
 
 import numpy as np
 
 from evaluators.base import Genome
 from meta_agent.edits import EditError, evolve_regions
-from meta_agent.grammars import code_grammar, search_replace_grammar
-from meta_agent.prompting import (
-    ParentInfo,
+from meta_agent.operators._base import OPERATOR_KINDS
+from meta_agent.operators._grammars import code_grammar, search_replace_grammar
+from meta_agent.operators._prompting import (
     PromptContext,
     PromptLimits,
     block_format,
@@ -54,127 +28,13 @@ from meta_agent.prompting import (
     task_values,
     truncate,
 )
-from meta_agent.replies import (
+from meta_agent.operators._replies import (
     _apply_blocks_or_file,
     _apply_lines,
     _apply_rewrite,
     _apply_search_replace,
     _same_program,
 )
-from meta_agent.self_modify import SelfModifyOperator
-
-__all__ = [
-    "OPERATORS", "OPERATOR_KINDS", "AnyOperator", "CrossoverOperator", "DiagnoseOperator", "DiffOperator",
-    "LinesOperator", "LocalOperator", "Operator", "OperatorWeightsError", "ParentInfo", "PromptContext",
-    "PromptLimits", "RewriteOperator", "SandboxOperator", "SelfModifyOperator", "TwoStepOperator",
-    "UnknownOperatorError",
-    "choose_operator", "make_operator", "supports_self_modify",
-]
-
-#: Operator name -> how the loop drives it: "fm", "fm_two_step", "sandbox" or "local".
-OPERATOR_KINDS: Mapping[str, str] = MappingProxyType(
-    {
-        "rewrite": "fm",
-        "diff": "fm",
-        "lines": "fm",
-        "crossover": "fm",
-        "diagnose": "fm_two_step",
-        "self_modify": "sandbox",
-        "ast_mutate": "local",
-    }
-)
-
-#: Names of the operators `make_operator` builds.
-OPERATORS: tuple[str, ...] = tuple(OPERATOR_KINDS)
-
-
-class UnknownOperatorError(ValueError):
-    """An operator name that does not exist. `fix` lists the valid names."""
-
-    def __init__(self, message: str, *, fix: str = "") -> None:
-        super().__init__(message)
-        self.fix = fix
-
-
-class OperatorWeightsError(ValueError):
-    """Operator weights that cannot be sampled from (negative, not finite, all zero)."""
-
-    def __init__(self, message: str, *, fix: str = "") -> None:
-        super().__init__(message)
-        self.fix = fix
-
-
-@runtime_checkable
-class Operator(Protocol):
-    """Turns a parent into FM messages, and the FM's reply into a child genome."""
-
-    name: str
-
-    def messages(self, ctx: PromptContext) -> list[dict[str, str]]:
-        """OpenAI chat messages (role, content) asking the FM for a variant of `ctx.parent`."""
-        ...
-
-    def apply(self, parent: Genome, reply: str) -> Genome:
-        """The child genome the reply describes; raises EditError with a public reason."""
-        ...
-
-    def grammar(self, ctx: PromptContext) -> str | None:
-        """GBNF the reply must follow under constrained decoding (meta_agent/grammars.py), or None."""
-        ...
-
-    def format_hint(self, ctx: PromptContext) -> str:
-        """A few words on the reply format, for the repair message after a reply that could not be used."""
-        ...
-
-
-@runtime_checkable
-class TwoStepOperator(Operator, Protocol):
-    """An FM operator that first asks for a plan, then for the edit implementing it."""
-
-    def plan_messages(self, ctx: PromptContext) -> list[dict[str, str]]:
-        """Messages asking the FM for a plan (no code)."""
-        ...
-
-    def parse_plan(self, reply: str) -> str:
-        """The plan in the FM's reply; EditError when there is none."""
-        ...
-
-
-@runtime_checkable
-class SandboxOperator(Protocol):
-    """The parent agent writes its child: its entry function runs in the sandbox on a task prompt."""
-
-    name: str
-
-    def task_prompt(self, ctx: PromptContext) -> str:
-        """The prompt the parent agent is given as its task."""
-        ...
-
-    def apply(self, parent: Genome, returned: object) -> Genome:
-        """The child genome the agent's return value describes; raises EditError with a public reason."""
-        ...
-
-
-@runtime_checkable
-class LocalOperator(Protocol):
-    """A mutation without FM or sandbox, drawn from a seeded rng."""
-
-    name: str
-
-    def mutate(self, parent: Genome, rng: np.random.Generator) -> Genome:
-        """A child of `parent`."""
-        ...
-
-
-AnyOperator = Union[Operator, SandboxOperator, LocalOperator]
-
-
-def supports_self_modify(benchmark: object) -> bool:
-    """Whether a benchmark can run `self_modify`: it builds the agent's task with `self_modify_task`."""
-    return callable(getattr(benchmark, "self_modify_task", None))
-
-
-# ---------------------------------------------------------------- one FM call
 
 
 @dataclass(frozen=True)
@@ -470,59 +330,3 @@ class DiagnoseOperator:
 
     def format_hint(self, ctx: PromptContext) -> str:
         return _BLOCKS_HINT
-
-
-# ---------------------------------------------------------------- the registry
-
-
-def make_operator(name: str, *, limits: PromptLimits | None = None) -> AnyOperator:
-    """The operator called `name` (one of OPERATORS); UnknownOperatorError otherwise.
-
-    limits: what prompts show; None keeps each operator's default. OPERATOR_KINDS[name]
-    says which protocol the result follows (Operator, TwoStepOperator, SandboxOperator
-    or LocalOperator).
-    """
-    if name == "ast_mutate":
-        # Imported here: the AST operator is its own module and needs nothing from this one.
-        from meta_agent.ast_mutation import AstMutation
-
-        return AstMutation()
-    builders = {
-        "rewrite": RewriteOperator,
-        "diff": DiffOperator,
-        "lines": LinesOperator,
-        "crossover": CrossoverOperator,
-        "diagnose": DiagnoseOperator,
-        "self_modify": SelfModifyOperator,
-    }
-    if name not in builders:
-        raise UnknownOperatorError(
-            f"there is no mutation operator named {name!r}; the operators are: {', '.join(OPERATORS)}",
-            fix=f"use one of: {', '.join(OPERATORS)}",
-        )
-    builder = builders[name]
-    return builder() if limits is None else builder(limits=limits)
-
-
-def choose_operator(weights: Mapping[str, float], rng: np.random.Generator) -> str:
-    """Draw an operator name with probability proportional to its weight.
-
-    weights: operator name -> weight (finite, >= 0; at least one > 0). Names not
-    listed are never drawn. The draw depends only on `rng` and the weights' order.
-    """
-    for name in weights:
-        if name not in OPERATORS:
-            raise UnknownOperatorError(
-                f"operator weights name {name!r}, which is not an operator; the operators are: "
-                f"{', '.join(OPERATORS)}",
-                fix=f"use only these names as operator weights: {', '.join(OPERATORS)}",
-            )
-    names = list(weights)
-    values = [float(weights[name]) for name in names]
-    if any(not math.isfinite(v) or v < 0 for v in values) or sum(values) <= 0:
-        raise OperatorWeightsError(
-            f"operator weights must be finite, non-negative and not all zero; got {dict(weights)}",
-            fix='give at least one operator a positive weight, e.g. {"diff": 0.7, "rewrite": 0.3}',
-        )
-    probabilities = np.asarray(values) / sum(values)
-    return names[int(rng.choice(len(names), p=probabilities))]

@@ -1,4 +1,4 @@
-"""Prompt templates: loading `meta_agent/prompts/*.txt` and rendering them.
+"""Prompt templates: loading `meta_agent/operators/prompts/*.txt` and rendering them.
 
 Templates are plain text with `$name` placeholders, rendered with
 `string.Template.substitute`, so a placeholder without a value is an error
@@ -34,14 +34,14 @@ class PromptTemplateError(Exception):
 
 def template_names() -> list[str]:
     """The names (file stems) of the packaged templates, sorted."""
-    folder = resources.files("meta_agent").joinpath("prompts")
+    folder = resources.files("meta_agent.operators").joinpath("prompts")
     return sorted(p.name[: -len(".txt")] for p in folder.iterdir() if p.name.endswith(".txt"))
 
 
 @functools.lru_cache(maxsize=64)
 def load_template(name: str) -> string.Template:
-    """The template `meta_agent/prompts/<name>.txt` (read once per process); PromptTemplateError if there is none."""
-    source = resources.files("meta_agent").joinpath("prompts", f"{name}.txt")
+    """The template `meta_agent/operators/prompts/<name>.txt` (read once per process); PromptTemplateError if there is none."""
+    source = resources.files("meta_agent.operators").joinpath("prompts", f"{name}.txt")
     if not source.is_file():
         raise PromptTemplateError(
             f"there is no prompt template named {name!r}; the templates are: "

@@ -4,8 +4,7 @@ A reply is a whole entry file (`rewrite`, `crossover`), SEARCH/REPLACE blocks (`
 either (`diagnose`, `self_modify`). The helpers here apply it to the parent under the
 EVOLVE-BLOCK rules (`meta_agent.edits`), refuse Python that no longer parses, and refuse a
 child that differs from its parent only in whitespace; every refusal is an `EditError` with
-a public reason. The operators in `meta_agent/operators.py` and `meta_agent/self_modify.py`
-call them.
+a public reason. The operators in `_fm.py` and `_self_modify.py` call them.
 """
 
 from __future__ import annotations
@@ -24,7 +23,7 @@ from meta_agent.edits import (
     parse_search_replace,
     splice_into_region,
 )
-from meta_agent.prompting import code_language
+from meta_agent.operators._prompting import code_language
 
 # A line that opens or closes a SEARCH/REPLACE block: its presence means the reply chose the block format.
 _BLOCK_MARKER_RE = re.compile(r"^\s*(?:<{5,9}\s*SEARCH|>{5,9}\s*REPLACE)\s*$", re.MULTILINE)
