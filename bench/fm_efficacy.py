@@ -56,7 +56,7 @@ from typing import Any, Sequence
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from meta_agent.summary import categorize  # noqa: E402 - after the path set-up
+from meta_agent.search import categorize  # noqa: E402 - after the path set-up
 
 MODELS = ("smollm2-135m", "qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b")
 OPERATORS = ("diff", "rewrite", "diagnose", "crossover")
@@ -145,8 +145,8 @@ def _failure(result: Any) -> str:
 
 
 async def _evaluate(benchmark: Any, genome: Any, sandbox: Any, gateway: Any, config: Any, agent_id: int) -> tuple[Any, float]:
-    from meta_agent.evaluation import evaluate_in_sandbox
-    from meta_agent.proposals import agent_fm_budget, run_limits
+    from meta_agent.search import evaluate_in_sandbox
+    from meta_agent.search import agent_fm_budget, run_limits
 
     started = time.perf_counter()
     result = await evaluate_in_sandbox(
@@ -173,8 +173,8 @@ async def _cell(
 ) -> list[Record]:
     """N proposals per seed from the fixed parent(s), each evaluated while the next one is proposed."""
     from meta_agent.operators import make_operator
-    from meta_agent.proposals import Proposer
-    from meta_agent.session import build_benchmark
+    from meta_agent.search import Proposer
+    from meta_agent.search import build_benchmark
 
     records: list[Record] = []
     for seed in seeds:
@@ -265,7 +265,7 @@ async def _evaluate_parents(
     """The seed (and crossover's second parent) evaluated once: their scores and feedback go into prompts."""
     from evaluators.base import Genome
     from meta_agent.operators import ParentInfo, PromptContext
-    from meta_agent.session import build_benchmark
+    from meta_agent.search import build_benchmark
 
     config = _config(model, "diff", benchmark_name, 0, args, runs_dir)
     benchmark = build_benchmark(config)
@@ -292,7 +292,7 @@ async def _model_cells(model: str, args: argparse.Namespace, say: Any) -> list[R
     """Every cell of one model, with one local server and one sandbox for all of them."""
     from meta_agent.llm.client import MemoryLedger
     from meta_agent.llm.gateway import FMGateway
-    from meta_agent.session import Reporter, choose_sandbox, fm_endpoint, make_llm_client
+    from meta_agent.search import Reporter, choose_sandbox, fm_endpoint, make_llm_client
 
     records: list[Record] = []
     with tempfile.TemporaryDirectory(prefix="cambrian-efficacy-") as runs_dir:

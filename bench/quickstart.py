@@ -48,7 +48,7 @@ class SeedRun:
 
 def run_seed(seed: int, extra: Sequence[str], runs_dir: Path) -> SeedRun:
     from archive.store import Archive
-    from meta_agent.summary import summarize_run
+    from meta_agent.search import summarize_run
 
     name = f"quickstart-{seed}"
     command = [sys.executable, "-m", "meta_agent.cli", *README_ARGS, "--set", f"seed={seed}", "--name", name,

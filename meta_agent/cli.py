@@ -26,11 +26,11 @@ from archive.selection import STRATEGY_NAMES
 from archive.store import Archive
 from meta_agent.config import load_config
 from meta_agent.errors import user_error_types
-from meta_agent.arms import arm_history
-from meta_agent.loop import LoopEvent, LoopOutcome
+from meta_agent.search import arm_history
+from meta_agent.search import LoopEvent, LoopOutcome
 from meta_agent.sandbox_cli import sandbox_app
-from meta_agent.session import INTERRUPTED, Reporter, archive_path, open_run, resume_run, start_run
-from meta_agent.summary import summarize_run
+from meta_agent.search import INTERRUPTED, Reporter, archive_path, open_run, resume_run, start_run
+from meta_agent.search import summarize_run
 
 app = typer.Typer(
     help="Cambrian: open-ended search for self-improving agents.",

@@ -98,7 +98,7 @@ class NoveltyConfig(_Section):
 
 
 class BanditConfig(_Section):
-    """Choose (model, operator) per proposal by reward = improvement over the parent (meta_agent/llm/bandit.py)."""
+    """Choose (model, operator) per proposal by reward = improvement over the parent (meta_agent/search/_bandit.py)."""
 
     algorithm: Literal["off", "ucb1", "thompson"] = Field(
         default="off", description="off: operators drawn by their weights, models uniformly"

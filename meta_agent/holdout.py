@@ -33,8 +33,8 @@ from meta_agent.errors import CambrianError
 from meta_agent.llm.client import Ledger, LLMClient, MemoryLedger
 from meta_agent.llm.gateway import FMGateway
 from meta_agent.llm.ledger import ArchiveLedger
-from meta_agent.evaluation import AgentFMBudget, evaluate_in_sandbox, evaluation_row
-from meta_agent.session import (
+from meta_agent.search import AgentFMBudget, evaluate_in_sandbox, evaluation_row
+from meta_agent.search import (
     Reporter,
     build_benchmark,
     fm_endpoint,

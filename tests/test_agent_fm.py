@@ -20,7 +20,7 @@ from meta_agent.config import RunConfig
 from meta_agent.llm.client import LLMClient
 from meta_agent.llm.gateway import FMGateway
 from meta_agent.llm.ledger import ArchiveLedger
-from meta_agent.loop import SearchLoop
+from meta_agent.search import SearchLoop
 from sandbox.local import LocalSandbox
 from tests.conftest import skip_without_docker
 from tests.test_loop_fake_fm import ScriptedFM, fenced

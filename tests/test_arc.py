@@ -35,7 +35,7 @@ from evaluators.registry import benchmark_names
 from evaluators.runner import evaluate_agent
 from meta_agent.config import RunConfig
 from meta_agent.llm.client import Completion
-from meta_agent.loop import SearchLoop
+from meta_agent.search import SearchLoop
 from sandbox.local import LocalSandbox
 
 SEED_AGENT = Path(__file__).resolve().parents[1] / "evaluators" / "arc" / "seed" / "agent.py"

@@ -18,9 +18,9 @@ from meta_agent.config import RunConfig
 from meta_agent.llm.client import LLMClient, MemoryLedger, derive_seed
 from meta_agent.llm.ledger import ArchiveLedger
 from meta_agent.llm.serve import LocalServer
-from meta_agent.loop import SearchLoop
-from meta_agent.session import make_llm_client
-from meta_agent.summary import categorize
+from meta_agent.search import SearchLoop
+from meta_agent.search import make_llm_client
+from meta_agent.search import categorize
 from sandbox.local import LocalSandbox
 
 pytestmark = pytest.mark.slow

@@ -18,7 +18,7 @@ import pytest
 from archive.errors import RunNotFound
 from archive.models import Agent, AgentStatus, RunStatus
 from archive.store import Archive
-from meta_agent.proposals import RUN_REPAIR_NOTE
+from meta_agent.search import RUN_REPAIR_NOTE
 
 pytestmark = pytest.mark.slow
 

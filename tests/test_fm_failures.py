@@ -160,7 +160,7 @@ def test_an_unknown_command_is_a_usage_error_not_a_traceback() -> None:
 def test_a_seed_without_evolve_markers_is_said_to_be_editable_as_a_whole() -> None:
     from evaluators.base import Genome
     from evaluators.circle_packing import CirclePacking
-    from meta_agent.session import Reporter, _say_what_is_editable
+    from meta_agent.search import Reporter, say_what_is_editable
 
     said: list[str] = []
     reporter = Reporter(info=said.append, warn=said.append, event=lambda e: None, progress=lambda d, t: None)  # type: ignore[arg-type]
@@ -171,7 +171,7 @@ def test_a_seed_without_evolve_markers_is_said_to_be_editable_as_a_whole() -> No
             text = "\n".join(line for line in genome.files[genome.entry].splitlines() if "EVOLVE-BLOCK" not in line)
             return Genome(files={genome.entry: text}, entry=genome.entry)
 
-    _say_what_is_editable(CirclePacking(), reporter)
+    say_what_is_editable(CirclePacking(), reporter)
     assert said == []
-    _say_what_is_editable(Unmarked(), reporter)
+    say_what_is_editable(Unmarked(), reporter)
     assert said and "no EVOLVE-BLOCK-START/END markers: the whole file is editable" in said[0]

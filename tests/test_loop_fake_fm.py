@@ -15,7 +15,7 @@ from evaluators.circle_packing import CirclePacking
 from meta_agent.config import RunConfig
 from meta_agent.errors import SeedFailed
 from meta_agent.llm.client import Completion
-from meta_agent.loop import SearchLoop
+from meta_agent.search import SearchLoop
 from sandbox.local import LocalSandbox
 
 VALID = """import math

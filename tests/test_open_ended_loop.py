@@ -20,9 +20,9 @@ from evaluators.circle_packing import CirclePacking
 from evaluators.deceptive import DeceptiveTrap
 from meta_agent.config import RunConfig
 from meta_agent.errors import ConfigError
-from meta_agent.llm.bandit import Arm
-from meta_agent.arms import arm_history
-from meta_agent.loop import SearchLoop
+from meta_agent.search import Arm
+from meta_agent.search import arm_history
+from meta_agent.search import SearchLoop
 from sandbox.local import LocalSandbox
 from tests.test_loop_fake_fm import VALID, ScriptedFM, fenced
 

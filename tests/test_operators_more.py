@@ -261,7 +261,6 @@ def solve(task, llm):
 
 
 def test_ast_mutate_is_registered_as_a_local_operator() -> None:
-    pytest.importorskip("meta_agent.ast_mutation")
     import numpy as np
 
     operator = make_operator("ast_mutate")

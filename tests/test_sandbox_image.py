@@ -373,7 +373,7 @@ def test_stale_image_is_refused_by_the_docker_sandbox_and_avoided_by_auto(
     client: docker.DockerClient, test_tag: str, recipe_label: str
 ) -> None:
     from meta_agent.config import RunConfig
-    from meta_agent.session import choose_sandbox
+    from meta_agent.search import choose_sandbox
     from sandbox.docker import DockerSandbox
     from sandbox.local import LocalSandbox
 

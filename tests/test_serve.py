@@ -144,7 +144,7 @@ def test_backend_choice() -> None:
 
 def test_fm_concurrency_is_one_for_models_llama_cpp_serves_on_the_cpu_unless_set() -> None:
     from meta_agent.config import load_config
-    from meta_agent.session import resolve_fm_concurrency
+    from meta_agent.search import resolve_fm_concurrency
 
     if choose_backend() != "llamacpp":
         pytest.skip("vLLM and a GPU are present: local models are not served on the CPU here")

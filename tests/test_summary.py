@@ -6,7 +6,7 @@ from pathlib import Path
 
 from archive.models import AgentStatus
 from archive.store import Archive
-from meta_agent.summary import categorize, summarize_run
+from meta_agent.search import categorize, summarize_run
 
 FILES = {"p.py": "x = 1\n"}
 
@@ -67,7 +67,7 @@ def test_reasons_fall_into_categories() -> None:
 
 
 def test_a_rewrite_without_code_for_the_region_is_not_called_an_edit_outside_it() -> None:
-    from meta_agent.summary import categorize
+    from meta_agent.search import categorize
 
     reason = ("the rewritten packing.py has no code for the EVOLVE-BLOCK region: every line of the reply already "
               "occurs outside the markers (still failing after 1 repair round(s))")  # fmt: skip

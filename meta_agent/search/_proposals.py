@@ -26,7 +26,7 @@ from evaluators.base import Benchmark, Genome
 from evaluators.runner import Limits
 from meta_agent.edits import EditError
 from meta_agent.config import RunConfig
-from meta_agent.evaluation import AgentFMBudget, run_self_modify
+from meta_agent.search._evaluation import AgentFMBudget, run_self_modify
 from meta_agent.llm.client import Completion, LLMClient, derive_seed
 from meta_agent.llm.errors import FMBadRequest
 from meta_agent.llm.gateway import FMGateway

@@ -33,7 +33,7 @@ from meta_agent.llm.gateway import FMGateway
 from meta_agent.llm.ledger import ArchiveLedger
 from meta_agent.llm.models import is_local_model, resolve
 from meta_agent.llm.serve import GRAMMAR_FIELDS, LocalServer, choose_backend, server_grammar_field
-from meta_agent.loop import LoopEvent, LoopOutcome, SearchLoop
+from meta_agent.search._loop import LoopEvent, LoopOutcome, SearchLoop
 from sandbox.base import Sandbox
 from sandbox.docker import DockerSandbox
 from sandbox.image import engine_available, image_status
@@ -173,7 +173,7 @@ def start_run(config: RunConfig, reporter: Reporter) -> tuple[str, LoopOutcome]:
     config = resolve_fm_concurrency(config.with_default_name())
     assert config.name is not None
     benchmark = build_benchmark(config)
-    _say_what_is_editable(benchmark, reporter)
+    say_what_is_editable(benchmark, reporter)
     path = archive_path(config.runs_dir, config.name)
     if path.exists():
         raise ConfigError(
@@ -205,7 +205,7 @@ def resolve_fm_concurrency(config: RunConfig) -> RunConfig:
     return config.model_copy(update={"fm": config.fm.model_copy(update={"concurrency": 1})})
 
 
-def _say_what_is_editable(benchmark: Benchmark, reporter: Reporter) -> None:
+def say_what_is_editable(benchmark: Benchmark, reporter: Reporter) -> None:
     """At the start of a run: a seed whose entry file has no EVOLVE-BLOCK markers is editable as a whole."""
     try:
         genome = benchmark.seed()

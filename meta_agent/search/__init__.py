@@ -1,0 +1,47 @@
+"""The search core: the loop, how a proposal is made and a child evaluated, behaviour, and the bandit.
+
+- `SearchLoop`, `LoopEvent`, `LoopOutcome`: the asyncio pipeline of proposers and evaluators over an
+  archive, with its budgets, stop and resume;
+- `Proposer`, `Proposal`, `RUN_REPAIR_NOTE`, `agent_fm_budget`, `run_limits`: one proposal, from the
+  parent to a checked child, with repair rounds;
+- `evaluate_in_sandbox`, `evaluation_row`, `AgentFMBudget`, `run_self_modify`: a child's evaluation;
+- `BehaviourSpace`, `TaskRow`: descriptors, embeddings, novelty and the duplicate gate of a run;
+- `Bandit`, `Arm`, `ALGORITHMS`, `BanditError`, `improvement_reward`, `arm_history`: choosing (model,
+  operator) arms by reward, which is search policy;
+- `start_run`, `resume_run`, `open_run`, `archive_path`, `Reporter`, `INTERRUPTED` and the pieces a run is
+  built from (`build_benchmark`, `choose_sandbox`, `fm_endpoint`, `make_llm_client`,
+  `sandbox_with_socket_dir`, `resolve_fm_concurrency`, `say_what_is_editable`);
+- `summarize_run`, `categorize`: the closing summary of a run.
+"""
+
+from meta_agent.search._arms import arm_history
+from meta_agent.search._bandit import ALGORITHMS, Arm, Bandit, BanditError, improvement_reward
+from meta_agent.search._behaviour import BehaviourSpace, TaskRow
+from meta_agent.search._evaluation import AgentFMBudget, evaluate_in_sandbox, evaluation_row, run_self_modify
+from meta_agent.search._loop import LoopEvent, LoopOutcome, SearchLoop
+from meta_agent.search._proposals import RUN_REPAIR_NOTE, Proposal, Proposer, agent_fm_budget, run_limits
+from meta_agent.search._session import (
+    INTERRUPTED,
+    Reporter,
+    archive_path,
+    build_benchmark,
+    choose_sandbox,
+    fm_endpoint,
+    make_llm_client,
+    open_run,
+    resolve_fm_concurrency,
+    resume_run,
+    sandbox_with_socket_dir,
+    say_what_is_editable,
+    start_run,
+)
+from meta_agent.search._summary import categorize, summarize_run
+
+__all__ = [
+    "ALGORITHMS", "INTERRUPTED", "RUN_REPAIR_NOTE", "AgentFMBudget", "Arm", "Bandit", "BanditError",
+    "BehaviourSpace", "LoopEvent", "LoopOutcome", "Proposal", "Proposer", "Reporter", "SearchLoop", "TaskRow",
+    "agent_fm_budget", "archive_path", "arm_history", "build_benchmark", "categorize", "choose_sandbox",
+    "evaluate_in_sandbox", "evaluation_row", "fm_endpoint", "improvement_reward", "make_llm_client", "open_run",
+    "resolve_fm_concurrency", "resume_run", "run_limits", "run_self_modify", "sandbox_with_socket_dir",
+    "say_what_is_editable", "start_run", "summarize_run",
+]  # fmt: skip
