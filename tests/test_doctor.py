@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from meta_agent.config import RunConfig
-from meta_agent.doctor import diagnose
+from meta_agent.cli import diagnose
 from meta_agent.llm.serve import free_port
 from tests.conftest import docker_unavailable_reason
 

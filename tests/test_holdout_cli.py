@@ -22,7 +22,7 @@ from archive.models import AgentStatus
 from archive.store import Archive
 from evaluators.base import FeedbackPolicy
 from meta_agent.config import RunConfig
-from meta_agent.holdout import HOLDOUT_FILE, EvalTargetError, evaluate_target
+from meta_agent.cli import HOLDOUT_FILE, EvalTargetError, evaluate_target
 from meta_agent.search import SearchLoop
 from meta_agent.operators import PromptContext, make_operator
 from meta_agent.search import Reporter, build_benchmark
@@ -234,7 +234,7 @@ def test_cli_eval_show_tree_export_and_exported_dir_fake_fm(
 
 
 def test_a_folders_manifest_cannot_choose_the_fm_endpoint_key_or_sandbox() -> None:
-    from meta_agent.holdout import folder_config
+    from meta_agent.cli import folder_config
 
     hostile = {
         "benchmark": "circle_packing", "benchmark_options": {"n": 7}, "seed": 3,

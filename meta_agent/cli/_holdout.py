@@ -33,10 +33,12 @@ from meta_agent.errors import CambrianError
 from meta_agent.llm.client import Ledger, LLMClient, MemoryLedger
 from meta_agent.llm.gateway import FMGateway
 from meta_agent.llm.ledger import ArchiveLedger
-from meta_agent.search import AgentFMBudget, evaluate_in_sandbox, evaluation_row
 from meta_agent.search import (
+    AgentFMBudget,
     Reporter,
     build_benchmark,
+    evaluate_in_sandbox,
+    evaluation_row,
     fm_endpoint,
     make_llm_client,
     open_run,

@@ -12,9 +12,11 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from meta_agent.cli._app import app
 from sandbox.image import DEFAULT_IMAGE, build_image
 
 sandbox_app = typer.Typer(help="The Docker sandbox: build its image, check its hardening.", no_args_is_help=True)
+app.add_typer(sandbox_app, name="sandbox")
 
 _METHODS = ("auto", "dockerfile", "debootstrap")
 

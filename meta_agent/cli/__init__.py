@@ -1,0 +1,19 @@
+"""`cambrian`: start a search, browse its lineage, export the best agents.
+
+The app (`app`, `main`) and its command groups, one module each: `run`/`resume`/`db upgrade` (`_run`),
+`runs`/`status`/`tree`/`show`/`diff`/`export` (`_browse`), `eval` (`_eval`, with `_holdout`: scoring a
+folder or an archived agent apart from the search), `doctor`/`config`/`benchmarks` (`_setup`, with
+`_doctor`), `models`/`serve` (`_models`) and `sandbox build|check` (`_sandbox`). Importing this package
+registers them all. Also public: `diagnose` (what `cambrian doctor` checks) and the eval pieces
+`evaluate_target`, `folder_config`, `EvalTargetError`, `HOLDOUT_FILE`.
+"""
+
+# isort: off
+# Importing a command module registers its commands; the help lists them in this order.
+from meta_agent.cli import _run, _browse, _eval, _setup, _models, _sandbox  # noqa: F401
+# isort: on
+from meta_agent.cli._app import app, main
+from meta_agent.cli._doctor import Finding, diagnose
+from meta_agent.cli._holdout import HOLDOUT_FILE, EvalTargetError, evaluate_target, folder_config
+
+__all__ = ["HOLDOUT_FILE", "EvalTargetError", "Finding", "app", "diagnose", "evaluate_target", "folder_config", "main"]

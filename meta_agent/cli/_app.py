@@ -1,0 +1,58 @@
+"""`cambrian`: the typer app, the options and consoles every command group shares, and the entry point.
+
+Every error a user can cause is caught once, in `main`, and printed as cause + fix without a traceback.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import typer
+from rich.console import Console
+
+from meta_agent.errors import user_error_types
+
+app = typer.Typer(
+    help="Cambrian: open-ended search for self-improving agents.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+
+console = Console()
+err_console = Console(stderr=True)
+
+RunsDir = typer.Option(
+    Path(os.environ.get("CAMBRIAN_RUNS_DIR", "runs")), "--runs-dir", help="folder holding runs (env CAMBRIAN_RUNS_DIR)"
+)
+
+
+# ----- entry point -------------------------------------------------------------------------------
+
+
+def main() -> None:
+    """Console-script entry: runs the app and turns user errors into cause + fix."""
+    try:
+        code = app(standalone_mode=False)  # a typer.Exit(n) inside a command comes back as n here, not raised
+        if isinstance(code, int) and code:
+            sys.exit(code)
+    except user_error_types() as exc:
+        err_console.print(f"[bold red]error:[/bold red] {exc}")
+        fix = getattr(exc, "fix", "")
+        if fix:
+            err_console.print(f"[bold]fix:[/bold] {fix}")
+        sys.exit(2)
+    except (typer.Abort, KeyboardInterrupt):
+        err_console.print("interrupted")
+        sys.exit(130)
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except Exception as exc:  # usage errors (an unknown command, a bad flag) come through here in standalone_mode=False
+        show, code = getattr(exc, "show", None), getattr(exc, "exit_code", None)
+        if callable(show) and isinstance(code, int):  # click's (or typer's vendored click's) ClickException
+            show()
+            sys.exit(code)
+        raise
+

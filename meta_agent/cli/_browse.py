@@ -1,0 +1,243 @@
+"""`cambrian runs`, `status`, `tree`, `show`, `diff`, `export`: read a run's lineage (the archive opened read-only)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.syntax import Syntax
+from rich.table import Table
+from rich.tree import Tree
+
+from archive.errors import ArchiveOutdated, ArchiveTooNew
+from archive.models import Agent, AgentStatus
+from archive.store import Archive
+from meta_agent.cli._app import RunsDir, app, console
+from meta_agent.search import (
+    arm_history,
+    open_run,
+)
+
+# ----- browsing ----------------------------------------------------------------------------------
+
+
+def fmt_score(score: float | None) -> str:
+    return "—" if score is None else f"{score:.4f}"
+
+
+@app.command("runs")
+def list_runs(runs_dir: Path = RunsDir) -> None:
+    """List the runs in the runs folder."""
+    table = Table("run", "benchmark", "status", "agents", "best", "created")
+    paths = sorted(Path(runs_dir).glob("*/archive.db"))
+    for path in paths:
+        try:
+            archive = Archive.at(path, readonly=True)  # a search may be writing it
+        except ArchiveOutdated as outdated:
+            fix = f"schema v{outdated.found}: `cambrian db upgrade {path.parent.name}`"
+            table.add_row(path.parent.name, "", fix, "", "", "")
+            continue
+        except ArchiveTooNew:
+            table.add_row(path.parent.name, "", "newer schema: upgrade Cambrian", "", "", "")
+            continue
+        with archive:
+            for r in archive.list_runs():
+                best = archive.best(int(r.id), n=1)
+                n_agents = len(archive.agents(int(r.id)))
+                table.add_row(
+                    r.name, r.benchmark, r.status.value, str(n_agents),
+                    fmt_score(best[0].score if best else None), r.created_at.strftime("%Y-%m-%d %H:%M"),
+                )
+    if not paths:
+        console.print(f"no runs in {runs_dir} yet: start one with `cambrian run circle_packing`")
+        return
+    console.print(table)
+
+
+@app.command()
+def status(run_name: str = typer.Argument(..., metavar="RUN"), runs_dir: Path = RunsDir) -> None:
+    """A run's state: agents by status, best and seed scores, FM tokens and cost."""
+    archive, r = open_run(runs_dir, run_name, readonly=True)
+    with archive:
+        agents = archive.agents(int(r.id))
+        counts = {s.value: sum(1 for a in agents if a.status == s) for s in AgentStatus}
+        best = archive.best(int(r.id), n=1)
+        seed = next((a for a in agents if a.operator == "seed"), None)
+        cost = archive.cost_summary(int(r.id))
+        config = json.loads(r.config_json)
+        console.print(f"[bold]{r.name}[/bold]  {r.benchmark}  status [bold]{r.status.value}[/bold]"
+                      + (f"  ({r.error})" if r.error else ""))
+        console.print(f"iterations {archive.iterations_done(int(r.id))}/{config['budget']['iterations']}  "
+                      + "  ".join(f"{k} {v}" for k, v in counts.items()))
+        console.print(f"best {fmt_score(best[0].score if best else None)}"
+                      + (f" (agent {best[0].id})" if best else "")
+                      + f"  seed {fmt_score(seed.score if seed else None)}")
+        valid = sum(1 for a in agents if a.iteration > 0 and a.status == AgentStatus.evaluated)
+        proposals = sum(1 for a in agents if a.iteration > 0)
+        if proposals:
+            console.print(f"valid-edit rate {valid}/{proposals} = {valid / proposals:.0%}")
+        console.print(
+            f"FM: {cost.calls} calls ({cost.cache_hits} cache hits), {cost.prompt_tokens} prompt + "
+            f"{cost.completion_tokens} completion tokens, ${cost.cost_usd:.4f}"
+        )
+        if len(cost.by_model) > 1:
+            for model_name, row in cost.by_model.items():
+                console.print(
+                    f"  {model_name}: {row.calls} calls ({row.cache_hits} cached), "
+                    f"{row.prompt_tokens} + {row.completion_tokens} tokens, ${row.cost_usd:.4f}"
+                )
+        console.print(f"model {config['fm']['model']}, strategy {config['search']['strategy']}, seed {r.seed}")
+        _print_arms(agents, config)
+
+
+def _print_arms(agents: list[Agent], config: dict) -> None:
+    """Per (model, operator): proposals, valid children and reward (improvement over the parent) —
+    the bandit's state when one chooses them, replayed from the archive as a resume would."""
+    history = arm_history(agents)
+    if not history:
+        return
+    algorithm = config["search"].get("bandit", {}).get("algorithm", "off")
+    title = f"operators and models (bandit: {algorithm})"
+    table = Table(title=title, title_justify="left", box=None, pad_edge=False)
+    for column in ("model", "operator", "proposals", "finished", "mean reward", "best reward"):
+        table.add_column(column, justify="left" if column in ("model", "operator") else "right")
+    arms: dict[tuple[str, str], list[float | None]] = {}
+    for arm, reward, _cost in history:
+        arms.setdefault((arm.model or "-", arm.operator), []).append(reward)
+    for (model, operator), rewards in sorted(arms.items()):
+        done = [r for r in rewards if r is not None]
+        mean = f"{sum(done) / len(done):.4g}" if done else "-"
+        table.add_row(model, operator, str(len(rewards)), str(len(done)), mean, f"{max(done):.4g}" if done else "-")
+    console.print(table)
+
+
+def fmt_scores(search: float | None, holdout: float | None) -> str:
+    """Both scores side by side: 'search 0.4000 | holdout 0.3500'."""
+    return f"search {fmt_score(search)} | holdout {fmt_score(holdout)}"
+
+
+def _label(agent: Agent) -> str:
+    colour = {"evaluated": "green", "invalid": "red", "failed": "magenta"}.get(agent.status.value, "yellow")
+    score = f"[bold]{fmt_score(agent.score)}[/bold]"
+    if agent.holdout_score is not None:
+        score = f"[bold]{fmt_score(agent.score)}[/bold] | holdout {fmt_score(agent.holdout_score)}"
+    return f"#{agent.id} {score} {agent.operator} [{colour}]{agent.status.value}[/{colour}]"
+
+
+@app.command()
+def tree(
+    run_name: str = typer.Argument(..., metavar="RUN"),
+    best_path: bool = typer.Option(False, "--best-path", help="only the chain from the seed to the best agent"),
+    max_depth: int = typer.Option(50, help="deepest level shown"),
+    runs_dir: Path = RunsDir,
+) -> None:
+    """The lineage tree: score, operator and status of every agent."""
+    archive, r = open_run(runs_dir, run_name, readonly=True)
+    with archive:
+        agents = archive.best_path(int(r.id)) if best_path else archive.agents(int(r.id))
+    shown = {int(a.id) for a in agents}
+    children: dict[int | None, list[Agent]] = {}
+    for a in agents:
+        parent = a.parent_id if a.parent_id in shown else None
+        children.setdefault(parent, []).append(a)
+    root = Tree(f"[bold]{r.name}[/bold] ({r.benchmark})")
+
+    def add(node: Tree, agent: Agent, depth: int) -> None:
+        branch = node.add(_label(agent))
+        if depth >= max_depth:
+            return
+        for child in children.get(int(agent.id), []):
+            add(branch, child, depth + 1)
+
+    for top in children.get(None, []):
+        add(root, top, 1)
+    console.print(root)
+
+
+@app.command()
+def show(
+    run_name: str = typer.Argument(..., metavar="RUN"),
+    agent_id: int = typer.Argument(..., metavar="AGENT"),
+    code: bool = typer.Option(True, "--code/--no-code", help="print the agent's files"),
+    runs_dir: Path = RunsDir,
+) -> None:
+    """One agent: scores, lineage, feedback, per-task results and code."""
+    archive, r = open_run(runs_dir, run_name, readonly=True)
+    with archive:
+        agent = archive.get_agent(agent_id)
+        if agent.run_id != r.id:
+            raise typer.BadParameter(f"agent {agent_id} is not in run {run_name}")
+        lineage = [a.id for a in reversed(archive.ancestors(agent_id))] + [agent.id]
+        console.print(_label(agent))
+        console.print(f"{fmt_scores(agent.score, agent.holdout_score)}  (search score drives selection; "
+                      f"holdout never does)  stage {agent.stage_reached}  tasks {agent.n_tasks}")
+        console.print(f"lineage {' -> '.join(str(i) for i in lineage)}  operator {agent.operator}  "
+                      f"model {agent.model or '—'}  iteration {agent.iteration}")
+        console.print(f"tokens {agent.prompt_tokens} + {agent.completion_tokens}  cost ${agent.cost_usd:.4f}  "
+                      f"genome {agent.genome_hash or '—'}")
+        if agent.invalid_reason:
+            console.print(f"[red]invalid:[/red] {agent.invalid_reason}")
+        if agent.feedback:
+            console.print(f"[bold]feedback[/bold]\n{agent.feedback}")
+        evaluations = archive.evaluations(agent_id)
+        if evaluations:
+            table = Table("task", "split", "stage", "score", "passed", "seconds", "exit", "notes")
+            for e in evaluations:
+                notes = ", ".join(n for n, on in (("timeout", e.timed_out), ("oom", e.oom_killed),
+                                                  ("output cap", e.output_truncated)) if on)
+                table.add_row(e.task_id, e.split, str(e.stage), f"{e.score:.4f}", "yes" if e.passed else "no",
+                              f"{e.duration_s:.2f}", str(e.exit_code), notes)
+            console.print(table)
+        if code and agent.genome_hash:
+            files, entry = archive.get_genome(agent.genome_hash)
+            for path, text in sorted(files.items()):
+                console.rule(path + ("  (entry)" if path == entry else ""))
+                console.print(Syntax(text, "python" if path.endswith(".py") else "text", line_numbers=True))
+
+
+@app.command()
+def diff(
+    run_name: str = typer.Argument(..., metavar="RUN"),
+    a: int = typer.Argument(..., metavar="A"),
+    b: int = typer.Argument(..., metavar="B"),
+    runs_dir: Path = RunsDir,
+) -> None:
+    """The unified diff between two agents' code."""
+    from archive.export import unified_diff
+
+    archive, _ = open_run(runs_dir, run_name, readonly=True)
+    with archive:
+        agent_a, agent_b = archive.get_agent(a), archive.get_agent(b)
+        for agent in (agent_a, agent_b):
+            if not agent.genome_hash:
+                raise typer.BadParameter(f"agent {agent.id} has no code ({agent.invalid_reason})")
+        files_a, _ = archive.get_genome(agent_a.genome_hash)
+        files_b, _ = archive.get_genome(agent_b.genome_hash)
+    text = unified_diff(files_a, files_b, f"agent{a}", f"agent{b}")
+    console.print(Syntax(text, "diff") if text else "(no differences)")
+
+
+@app.command()
+def export(
+    run_name: str = typer.Argument(..., metavar="RUN"),
+    to: Path = typer.Option(..., "--to", help="destination folder (one sub-folder per agent)"),
+    best: int = typer.Option(1, "--best", help="export the N best agents"),
+    agent: Optional[int] = typer.Option(None, "--agent", help="export this agent instead"),
+    runs_dir: Path = RunsDir,
+) -> None:
+    """Export agents as standalone folders: files, manifest.json and the diff chain from the seed."""
+    from archive.export import export_agent
+
+    archive, r = open_run(runs_dir, run_name, readonly=True)
+    with archive:
+        ids = [agent] if agent is not None else [int(a.id) for a in archive.best(int(r.id), n=best)]
+        if not ids:
+            console.print(f"run {run_name} has no evaluated agent to export yet")
+            raise typer.Exit(1)
+        for agent_id in ids:
+            dest = export_agent(archive, agent_id, to / f"agent-{agent_id}", config_json=r.config_json)
+            exported = archive.get_agent(agent_id)
+            console.print(f"exported agent {agent_id} ({fmt_scores(exported.score, exported.holdout_score)}) to {dest}")
+        console.print(f"score an export on the holdout split: cambrian eval {to / f'agent-{ids[0]}'} --split holdout")

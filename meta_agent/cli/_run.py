@@ -1,0 +1,199 @@
+"""`cambrian run`, `resume` and `db upgrade`: start a search, continue one, bring an older archive up to date."""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+from typing import Iterator, Optional
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from archive.selection import STRATEGY_NAMES
+from meta_agent.cli._app import RunsDir, app, console, err_console
+from meta_agent.config import load_config
+from meta_agent.search import (
+    INTERRUPTED,
+    LoopEvent,
+    LoopOutcome,
+    Reporter,
+    archive_path,
+    open_run,
+    resume_run,
+    start_run,
+    summarize_run,
+)
+
+db_app = typer.Typer(help="A run's archive: upgrade one written by an older Cambrian.", no_args_is_help=True)
+app.add_typer(db_app, name="db")
+
+
+# ----- run / resume ----------------------------------------------------------------------------
+
+
+class CliReporter:
+    """Progress bar and messages for a search, built on rich."""
+
+    def __init__(self) -> None:
+        self.progress: Progress | None = None
+        self.task_id = None
+        self.seed_score: float | None = None
+
+    def info(self, message: str) -> None:
+        console.print(f"[dim]{message}[/dim]")
+
+    def warn(self, message: str) -> None:
+        err_console.print(f"[yellow]warning:[/yellow] {message}")
+
+    def event(self, event: LoopEvent) -> None:
+        if event.kind == "evaluated" and event.iteration == 0:
+            self.seed_score = event.score
+        if self.progress is None or self.task_id is None:
+            return
+        advance = 1 if event.kind in ("proposed", "rejected") else 0
+        best = "—" if event.best_score is None else f"{event.best_score:.4f}"
+        seed = "" if self.seed_score is None else f" (seed {self.seed_score:.4f})"
+        self.progress.update(self.task_id, advance=advance, description=f"best {best}{seed}")
+
+    @contextlib.contextmanager
+    def progress_bar(self, completed: int, total: int) -> Iterator[None]:
+        with Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("proposals"),
+            TimeElapsedColumn(),
+            console=console,
+            transient=False,
+        ) as progress:
+            self.progress = progress
+            self.task_id = progress.add_task("evaluating the seed", total=total, completed=completed)
+            try:
+                yield
+            finally:
+                self.progress = None
+
+    def reporter(self) -> Reporter:
+        return Reporter(info=self.info, warn=self.warn, event=self.event, progress=self.progress_bar)
+
+
+def _print_outcome(name: str, outcome: LoopOutcome, runs_dir: Path) -> None:
+    colour = {"finished": "green", "stopped": "yellow"}.get(outcome.status.value, "red")
+    console.print(f"\n[bold {colour}]run {name} {outcome.status.value}[/]: {outcome.reason}")
+    if outcome.fix:
+        console.print(f"[bold]fix:[/bold] {outcome.fix}")
+    if outcome.best_score is not None:
+        gain = ""
+        if outcome.seed_score is not None:
+            gain = f" (seed {outcome.seed_score:.4f}, {outcome.best_score - outcome.seed_score:+.4f})"
+        console.print(f"best score [bold]{outcome.best_score:.4f}[/bold] by agent {outcome.best_agent_id}{gain}")
+    archive, run_row = open_run(runs_dir, name, readonly=True)
+    with archive:
+        for line in summarize_run(archive, int(run_row.id)).lines(name):
+            console.print(line, markup=False, highlight=False)
+    console.print(
+        f"this session: {outcome.proposals} proposals, {outcome.evaluated} evaluated, {outcome.invalid} invalid; "
+        f"FM cost ${outcome.cost_usd:.4f} in all"
+    )
+    flag = "" if runs_dir == Path("runs") else f" --runs-dir {runs_dir}"
+    console.print(f"stored in {runs_dir / name / 'archive.db'}")
+    console.print("next:")
+    console.print(f"  cambrian status {name}{flag}")
+    console.print(f"  cambrian tree {name} --best-path{flag}")
+    if outcome.best_agent_id is not None:
+        console.print(f"  cambrian show {name} {outcome.best_agent_id}{flag}")
+    console.print(f"  cambrian export {name} --best 1 --to exported/{name}{flag}")
+    if outcome.status.value != "finished":
+        console.print(f"  cambrian resume {name}{flag}")
+
+
+def _exit_for(outcome: LoopOutcome) -> None:
+    """Non-zero for a run that failed (1) or was interrupted with Ctrl-C (130); its summary is printed first."""
+    if outcome.status.value == "failed":
+        raise typer.Exit(1)
+    if outcome.reason.startswith(INTERRUPTED):
+        raise typer.Exit(130)
+
+
+@app.command()
+def run(
+    benchmark: str = typer.Argument("circle_packing", help="benchmark name (`cambrian benchmarks`)"),
+    config: Optional[Path] = typer.Option(None, "--config", "-c", help="TOML config file"),
+    name: Optional[str] = typer.Option(None, help="run name (default: BENCHMARK-TIMESTAMP)"),
+    model: Optional[str] = typer.Option(None, help="local model name, .gguf path, or litellm model string"),
+    api_base: Optional[str] = typer.Option(None, help="OpenAI-compatible server URL for --model"),
+    api_key_env: Optional[str] = typer.Option(None, help="NAME of the env var holding the API key"),
+    sandbox: Optional[str] = typer.Option(None, help="auto (Docker when available) | docker | local"),
+    strategy: Optional[str] = typer.Option(None, help=" | ".join(STRATEGY_NAMES)),
+    iterations: Optional[int] = typer.Option(None, help="proposals to make"),
+    budget_usd: Optional[float] = typer.Option(None, help="stop proposing at this FM spend"),
+    wall_seconds: Optional[float] = typer.Option(None, help="stop after this many seconds"),
+    seed: Optional[int] = typer.Option(None, help="run seed (selection, FM sampling)"),
+    fm_concurrency: Optional[int] = typer.Option(None, help="concurrent FM calls"),
+    eval_concurrency: Optional[int] = typer.Option(None, help="concurrent evaluations"),
+    set_: list[str] = typer.Option([], "--set", help="any config key, e.g. --set search.params.alpha0=1.5"),
+    runs_dir: Path = RunsDir,
+) -> None:
+    """Start a search on BENCHMARK and run it to its budget."""
+    cfg = load_config(
+        config,
+        sets=set_,
+        overrides={
+            "benchmark": benchmark,
+            "name": name,
+            "runs_dir": runs_dir,
+            "fm.model": model,
+            "fm.api_base": api_base,
+            "fm.api_key_env": api_key_env,
+            "fm.concurrency": fm_concurrency,
+            "evaluation.sandbox": sandbox,
+            "evaluation.concurrency": eval_concurrency,
+            "search.strategy": strategy,
+            "budget.iterations": iterations,
+            "budget.usd": budget_usd,
+            "budget.wall_seconds": wall_seconds,
+            "seed": seed,
+        },
+    ).with_default_name()
+    console.print(
+        f"[bold]cambrian[/bold] run [cyan]{cfg.name}[/cyan]: {cfg.benchmark}, model {cfg.fm.model}, "
+        f"strategy {cfg.search.strategy}, {cfg.budget.iterations} iterations"
+    )
+    name_, outcome = start_run(cfg, CliReporter().reporter())
+    _print_outcome(name_, outcome, runs_dir)
+    _exit_for(outcome)
+
+
+@app.command()
+def resume(
+    run_name: str = typer.Argument(..., metavar="RUN"),
+    iterations: Optional[int] = typer.Option(None, help="new total iteration budget"),
+    budget_usd: Optional[float] = typer.Option(None, help="new FM spend limit"),
+    wall_seconds: Optional[float] = typer.Option(None, help="stop after this many seconds"),
+    sandbox: Optional[str] = typer.Option(None, help="switch the sandbox backend: auto | docker | local"),
+    runs_dir: Path = RunsDir,
+) -> None:
+    """Continue a run: re-queue unfinished agents and make the missing proposals."""
+    budget = {"iterations": iterations, "usd": budget_usd, "wall_seconds": wall_seconds}
+    outcome = resume_run(runs_dir, run_name, budget, CliReporter().reporter(), sandbox=sandbox)
+    _print_outcome(run_name, outcome, runs_dir)
+    _exit_for(outcome)
+
+
+
+
+# ----- archive schema ----------------------------------------------------------------------------
+
+
+@db_app.command("upgrade")
+def db_upgrade(run_name: str = typer.Argument(..., metavar="RUN"), runs_dir: Path = RunsDir) -> None:
+    """Upgrade a run's archive to this Cambrian's schema in one transaction, keeping every row."""
+    archive, _ = open_run(runs_dir, run_name)  # a writable open upgrades (archive/schema.py)
+    with archive:
+        report = archive.schema
+    path = archive_path(runs_dir, run_name)
+    if not report.changes:
+        console.print(f"{path}: schema version {report.version}, already current")
+        return
+    console.print(f"upgraded {path} from schema version {report.found} to {report.version}: "
+                  + "; ".join(report.changes))

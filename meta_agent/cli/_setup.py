@@ -1,0 +1,62 @@
+"""`cambrian doctor`, `config` and `benchmarks`: is this machine ready, what a run would use, what there is to search."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.table import Table
+
+from meta_agent.cli._app import app, console
+from meta_agent.config import load_config
+
+
+@app.command()
+def doctor(
+    config: Optional[Path] = typer.Option(None, "--config", "-c", help="check with this TOML config (FM, sandbox)"),
+    model: Optional[str] = typer.Option(None, help="the model to check (default: fm.model)"),
+    api_base: Optional[str] = typer.Option(None, help="an OpenAI-compatible server URL to probe"),
+    api_key_env: Optional[str] = typer.Option(None, help="NAME of the env var holding its API key"),
+    quick: bool = typer.Option(False, "--quick", help="skip the sandbox's live self-test (about 10 s)"),
+) -> None:
+    """Is this machine ready to search? Engine, image and its self-test, local sandbox, model, FM, disk, user."""
+    from meta_agent.cli._doctor import diagnose
+
+    cfg = load_config(config, overrides={"fm.model": model, "fm.api_base": api_base, "fm.api_key_env": api_key_env})
+    marks = {"ok": "[green]ok[/green]  ", "warn": "[yellow]warn[/yellow]", "fail": "[red]FAIL[/red]"}
+
+    def say(finding) -> None:  # type: ignore[no-untyped-def]
+        console.print(f"{marks[finding.verdict]}  [bold]{finding.name}[/bold]: {finding.detail}", highlight=False)
+        if finding.fix and finding.verdict != "ok":
+            console.print(f"        fix: {finding.fix}", highlight=False)
+
+    findings = diagnose(cfg, self_test=not quick, say=say)
+    failed = [f for f in findings if f.verdict == "fail"]
+    console.print(f"{len(failed)} problem(s)" if failed else "ready")
+    if failed:
+        raise typer.Exit(1)
+
+
+@app.command("config")
+def config_(
+    config: Optional[Path] = typer.Option(None, "--config", "-c", help="a TOML config file to check and show"),
+    set_: list[str] = typer.Option([], "--set", help="config keys to set, e.g. --set search.strategy=greedy"),
+    show_defaults: bool = typer.Option(False, "--show-defaults", help="show the defaults (the default without -c)"),
+) -> None:
+    """Every config key with its value and meaning: the defaults, or a config file (+ --set) checked and resolved."""
+    from meta_agent.config import defaults_toml
+
+    resolved = None if show_defaults else load_config(config, sets=set_) if (config or set_) else None
+    print(defaults_toml(resolved), end="")
+
+
+@app.command()
+def benchmarks() -> None:
+    """The benchmarks this installation knows (built-in and from installed packages)."""
+    from evaluators.registry import describe_benchmarks
+
+    table = Table("benchmark", "description")
+    for bench_name, description in describe_benchmarks():
+        table.add_row(bench_name, description)
+    console.print(table)
