@@ -145,8 +145,7 @@ def _failure(result: Any) -> str:
 
 
 async def _evaluate(benchmark: Any, genome: Any, sandbox: Any, gateway: Any, config: Any, agent_id: int) -> tuple[Any, float]:
-    from meta_agent.search import evaluate_in_sandbox
-    from meta_agent.search import agent_fm_budget, run_limits
+    from meta_agent.search import agent_fm_budget, evaluate_in_sandbox, run_limits
 
     started = time.perf_counter()
     result = await evaluate_in_sandbox(
@@ -173,8 +172,7 @@ async def _cell(
 ) -> list[Record]:
     """N proposals per seed from the fixed parent(s), each evaluated while the next one is proposed."""
     from meta_agent.operators import make_operator
-    from meta_agent.search import Proposer
-    from meta_agent.search import build_benchmark
+    from meta_agent.search import Proposer, build_benchmark
 
     records: list[Record] = []
     for seed in seeds:
@@ -290,8 +288,7 @@ async def _evaluate_parents(
 
 async def _model_cells(model: str, args: argparse.Namespace, say: Any) -> list[Record]:
     """Every cell of one model, with one local server and one sandbox for all of them."""
-    from meta_agent.llm.client import MemoryLedger
-    from meta_agent.llm.gateway import FMGateway
+    from meta_agent.llm import FMGateway, MemoryLedger
     from meta_agent.search import Reporter, choose_sandbox, fm_endpoint, make_llm_client
 
     records: list[Record] = []

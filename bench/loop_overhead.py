@@ -34,7 +34,7 @@ from archive.selection import make_selector  # noqa: E402
 from archive.store import Archive  # noqa: E402
 from evaluators.registry import get_benchmark  # noqa: E402
 from meta_agent.config import RunConfig  # noqa: E402
-from meta_agent.llm.client import Completion  # noqa: E402
+from meta_agent.llm import Completion  # noqa: E402
 from meta_agent.search import SearchLoop  # noqa: E402
 from sandbox.base import RunResult, RunSpec  # noqa: E402
 from sandbox.local import LocalSandbox  # noqa: E402

@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from sandbox.base import RunResult, RunSpec  # noqa: E402
 from sandbox.docker import ContainerLimits, DockerSandbox, hardened_settings  # noqa: E402
-from sandbox.image import DEFAULT_IMAGE, connect_engine, image_missing, image_exists  # noqa: E402
+from sandbox.image import DEFAULT_IMAGE, connect_engine, image_exists, image_missing  # noqa: E402
 from sandbox.local import LocalSandbox  # noqa: E402
 
 PROGRAM = "print('hello from the sandbox')\n"

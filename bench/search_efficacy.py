@@ -82,8 +82,7 @@ def run_one(job: Job) -> RunResult:
     from archive.models import AgentStatus
     from archive.store import Archive
     from meta_agent.config import load_config
-    from meta_agent.search import SearchLoop
-    from meta_agent.search import build_benchmark
+    from meta_agent.search import SearchLoop, build_benchmark
     from sandbox.docker import DockerSandbox
     from sandbox.local import LocalSandbox
 

@@ -32,7 +32,7 @@ def user_error_types() -> tuple[type[Exception], ...]:
     from archive.errors import ArchiveError
     from evaluators.base import BenchmarkError
     from meta_agent.edits import EditError
-    from meta_agent.llm.errors import LLMError
+    from meta_agent.llm import LLMError
     from sandbox.base import SandboxError
 
     return (CambrianError, ArchiveError, BenchmarkError, LLMError, SandboxError, EditError)

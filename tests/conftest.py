@@ -14,9 +14,7 @@ from typing import Iterator
 
 import pytest
 
-from meta_agent.llm.errors import ChecksumMismatch, ModelDownloadError
-from meta_agent.llm.models import pull
-from meta_agent.llm.serve import LocalServer
+from meta_agent.llm import ChecksumMismatch, LocalServer, ModelDownloadError, pull
 
 SMOLLM2 = "smollm2-135m"
 

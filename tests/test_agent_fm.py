@@ -17,9 +17,7 @@ from archive.models import AgentStatus
 from archive.store import Archive
 from evaluators.circle_packing import CirclePacking
 from meta_agent.config import RunConfig
-from meta_agent.llm.client import LLMClient
-from meta_agent.llm.gateway import FMGateway
-from meta_agent.llm.ledger import ArchiveLedger
+from meta_agent.llm import ArchiveLedger, FMGateway, LLMClient
 from meta_agent.search import SearchLoop
 from sandbox.local import LocalSandbox
 from tests.conftest import skip_without_docker

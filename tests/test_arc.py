@@ -34,7 +34,7 @@ from evaluators.harness.run_program import TASK_FILE
 from evaluators.registry import benchmark_names
 from evaluators.runner import evaluate_agent
 from meta_agent.config import RunConfig
-from meta_agent.llm.client import Completion
+from meta_agent.llm import Completion
 from meta_agent.search import SearchLoop
 from sandbox.local import LocalSandbox
 

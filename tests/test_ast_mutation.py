@@ -10,8 +10,8 @@ import pytest
 from evaluators.base import Genome
 from evaluators.circle_packing import CirclePacking
 from evaluators.deceptive import DeceptiveTrap, check_values, value_to_bit
-from meta_agent.operators import AstMutation, collect_sites
 from meta_agent.edits import EditError
+from meta_agent.operators import AstMutation, collect_sites
 
 GUARDED = """\
 \"\"\"Constants outside the block must never change: 7, 2.5, a + b.\"\"\"

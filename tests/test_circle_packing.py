@@ -28,7 +28,6 @@ from evaluators.runner import evaluate_agent
 from sandbox.base import RunResult
 from sandbox.local import LocalSandbox
 
-
 # The seed's sum of radii for n = 26: rings around the middle, radii from the centres.
 SEED_SUM = 1.091736758942621
 

@@ -7,9 +7,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from meta_agent.config import RunConfig
 from meta_agent.cli import diagnose
-from meta_agent.llm.serve import free_port
+from meta_agent.config import RunConfig
+from meta_agent.llm import free_port
 from tests.conftest import docker_unavailable_reason
 
 

@@ -15,12 +15,8 @@ import pytest
 from archive.store import Archive
 from evaluators.circle_packing import CirclePacking
 from meta_agent.config import RunConfig
-from meta_agent.llm.client import LLMClient, MemoryLedger, derive_seed
-from meta_agent.llm.ledger import ArchiveLedger
-from meta_agent.llm.serve import LocalServer
-from meta_agent.search import SearchLoop
-from meta_agent.search import make_llm_client
-from meta_agent.search import categorize
+from meta_agent.llm import ArchiveLedger, LLMClient, LocalServer, MemoryLedger, derive_seed
+from meta_agent.search import SearchLoop, categorize, make_llm_client
 from sandbox.local import LocalSandbox
 
 pytestmark = pytest.mark.slow

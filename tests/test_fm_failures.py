@@ -17,9 +17,7 @@ from typing import Iterator
 import pytest
 
 from archive.models import RunStatus
-from meta_agent.llm.client import Endpoint, LLMClient, MemoryLedger, probe_endpoint
-from meta_agent.llm.errors import FMAuthError, FMUnavailable
-from meta_agent.llm.serve import free_port
+from meta_agent.llm import Endpoint, FMAuthError, FMUnavailable, LLMClient, MemoryLedger, free_port, probe_endpoint
 from tests.test_loop_fake_fm import make_loop
 
 

@@ -24,17 +24,20 @@ from sqlmodel import Session, select
 from archive.models import LLMCall
 from archive.store import Archive
 from evaluators.harness.llm_client import LLM_CLIENT_FILE, llm_client_text
-from meta_agent.llm.client import Endpoint, LLMClient, derive_seed
-from meta_agent.llm.gateway import (
+from meta_agent.llm import (
     MAX_BODY_BYTES,
     SOCKET_ENV,
     AgentChannel,
+    ArchiveLedger,
+    Endpoint,
     FMGateway,
     GatewayError,
+    LLMClient,
+    LocalServer,
+    derive_seed,
+    free_port,
     prompt_token_bound,
 )
-from meta_agent.llm.ledger import ArchiveLedger
-from meta_agent.llm.serve import LocalServer, free_port
 from sandbox.base import RunResult, RunSpec
 from sandbox.local import LocalSandbox
 

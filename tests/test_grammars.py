@@ -14,8 +14,7 @@ import pytest
 from evaluators.base import Genome
 from evaluators.circle_packing.benchmark import CirclePacking
 from evaluators.humaneval import HumanEval
-from meta_agent.operators import code_grammar, gbnf_literal, search_replace_grammar
-from meta_agent.operators import DiffOperator, RewriteOperator
+from meta_agent.operators import DiffOperator, RewriteOperator, code_grammar, gbnf_literal, search_replace_grammar
 
 SEED = CirclePacking(start="grid").seed()
 TEXT = SEED.files["packing.py"]

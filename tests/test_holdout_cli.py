@@ -21,11 +21,10 @@ import pytest
 from archive.models import AgentStatus
 from archive.store import Archive
 from evaluators.base import FeedbackPolicy
-from meta_agent.config import RunConfig
 from meta_agent.cli import HOLDOUT_FILE, EvalTargetError, evaluate_target
-from meta_agent.search import SearchLoop
+from meta_agent.config import RunConfig
 from meta_agent.operators import PromptContext, make_operator
-from meta_agent.search import Reporter, build_benchmark
+from meta_agent.search import Reporter, SearchLoop, build_benchmark
 from sandbox.local import LocalSandbox
 from tests.test_loop_fake_fm import ScriptedFM, fenced
 

@@ -22,9 +22,16 @@ from typing import Any, Iterator
 import pytest
 
 from archive.store import Archive
-from meta_agent.llm.client import Completion, Endpoint, LLMClient
-from meta_agent.llm.gateway import AgentChannel, FMGateway, RepeatFilter, prompt_token_bound
-from meta_agent.llm.ledger import ArchiveLedger
+from meta_agent.llm import (
+    AgentChannel,
+    ArchiveLedger,
+    Completion,
+    Endpoint,
+    FMGateway,
+    LLMClient,
+    RepeatFilter,
+    prompt_token_bound,
+)
 
 
 class SlowScriptedFM:

@@ -20,9 +20,7 @@ from evaluators.base import BenchmarkError, FeedbackPolicy, Genome, Task
 from evaluators.humaneval import HumanEval, assemble_program, load_problems, split_task_ids
 from evaluators.humaneval.check_driver import MAX_VALUE_CHARS, plain_text
 from evaluators.runner import AgentResult, evaluate_agent
-from meta_agent.llm.client import LLMClient
-from meta_agent.llm.gateway import FMGateway
-from meta_agent.llm.ledger import ArchiveLedger
+from meta_agent.llm import ArchiveLedger, FMGateway, LLMClient
 from sandbox.base import RunResult
 from sandbox.local import LocalSandbox
 

@@ -16,15 +16,18 @@ from typing import Iterator
 
 import pytest
 
-from meta_agent.llm.client import (
+from meta_agent.llm import (
     Endpoint,
+    FMAuthError,
+    FMBadRequest,
+    FMUnavailable,
     LLMClient,
+    LocalServer,
     MemoryLedger,
     derive_seed,
+    free_port,
     request_hash,
 )
-from meta_agent.llm.errors import FMAuthError, FMBadRequest, FMUnavailable
-from meta_agent.llm.serve import LocalServer, free_port
 
 MESSAGES = [
     {"role": "system", "content": "You are a terse assistant."},

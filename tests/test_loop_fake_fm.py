@@ -14,7 +14,7 @@ from evaluators.base import Genome
 from evaluators.circle_packing import CirclePacking
 from meta_agent.config import RunConfig
 from meta_agent.errors import SeedFailed
-from meta_agent.llm.client import Completion
+from meta_agent.llm import Completion
 from meta_agent.search import SearchLoop
 from sandbox.local import LocalSandbox
 

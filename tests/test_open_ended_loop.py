@@ -20,9 +20,7 @@ from evaluators.circle_packing import CirclePacking
 from evaluators.deceptive import DeceptiveTrap
 from meta_agent.config import RunConfig
 from meta_agent.errors import ConfigError
-from meta_agent.search import Arm
-from meta_agent.search import arm_history
-from meta_agent.search import SearchLoop
+from meta_agent.search import Arm, SearchLoop, arm_history
 from sandbox.local import LocalSandbox
 from tests.test_loop_fake_fm import VALID, ScriptedFM, fenced
 
@@ -197,8 +195,7 @@ def test_two_models_are_both_tried_by_the_bandit_and_recorded(tmp_path: Path, lo
     """Two labelled clients of the real SmolLM2 server stand for two models: UCB1 tries every arm once."""
     import dataclasses
 
-    from meta_agent.llm.client import LLMClient
-    from meta_agent.llm.ledger import ArchiveLedger
+    from meta_agent.llm import ArchiveLedger, LLMClient
 
     config = _config(
         tmp_path,

@@ -23,14 +23,16 @@ from meta_agent.operators import (
     ParentInfo,
     PromptContext,
     PromptLimits,
+    PromptTemplateError,
     RewriteOperator,
     SandboxOperator,
     TwoStepOperator,
     UnknownOperatorError,
     choose_operator,
     make_operator,
+    render,
+    template_names,
 )
-from meta_agent.operators import PromptTemplateError, render, template_names
 
 SEED = """\
 \"\"\"Pack 26 circles into the unit square.\"\"\"

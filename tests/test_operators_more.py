@@ -18,8 +18,7 @@ from evaluators.harness.run_program import read_outcome
 from evaluators.humaneval import HumanEval
 from evaluators.runner import evaluate_agent
 from meta_agent.edits import EditError
-from meta_agent.llm.client import LLMClient, MemoryLedger
-from meta_agent.llm.serve import LocalServer
+from meta_agent.llm import LLMClient, LocalServer, MemoryLedger
 from meta_agent.operators import (
     OPERATOR_KINDS,
     CrossoverOperator,

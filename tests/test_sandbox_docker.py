@@ -23,7 +23,6 @@ import pytest
 from sandbox.base import Mount, RunSpec, SandboxError
 from sandbox.image import DEFAULT_IMAGE, build_image, engine_available
 from sandbox.local import UnsafePathError
-
 from tests.conftest import skip_without_docker  # noqa: E402
 
 skip_without_docker()

@@ -14,8 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from meta_agent.llm.errors import ServerStartError
-from meta_agent.llm.serve import LocalServer, choose_backend, gpu_available
+from meta_agent.llm import LocalServer, ServerStartError, choose_backend, gpu_available
 
 
 def _get_json(url: str) -> tuple[int, dict]:
@@ -107,7 +106,7 @@ def test_server_exits_when_its_parent_dies(smollm2_path: Path, tmp_path: Path) -
         f"""
         import time
         from pathlib import Path
-        from meta_agent.llm.serve import LocalServer
+        from meta_agent.llm import LocalServer
         server = LocalServer(Path({str(smollm2_path)!r}), alias="orphan", n_ctx=1024, n_parallel=1,
                              backend="llamacpp", log_path=Path({str(tmp_path / "orphan.log")!r}))
         server.start(timeout_s=180)

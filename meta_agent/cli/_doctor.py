@@ -126,7 +126,7 @@ def _local_sandbox(add: Callable[[Finding], None]) -> None:
 
 
 def _model(add: Callable[[Finding], None], config: RunConfig) -> None:
-    from meta_agent.llm.models import is_local_model, list_models
+    from meta_agent.llm import is_local_model, list_models
 
     spec = config.fm.model
     if not is_local_model(spec):
@@ -148,9 +148,7 @@ def _model(add: Callable[[Finding], None], config: RunConfig) -> None:
 
 
 def _endpoint(add: Callable[[Finding], None], config: RunConfig) -> None:
-    from meta_agent.llm.client import Endpoint, probe_endpoint
-    from meta_agent.llm.errors import LLMError
-    from meta_agent.llm.models import is_local_model
+    from meta_agent.llm import Endpoint, LLMError, is_local_model, probe_endpoint
 
     if is_local_model(config.fm.model) and config.fm.api_base is None:
         add(Finding("FM endpoint", "ok", "a local server Cambrian starts for each run (llama.cpp)"))
@@ -165,7 +163,7 @@ def _endpoint(add: Callable[[Finding], None], config: RunConfig) -> None:
 
 
 def _disk(add: Callable[[Finding], None], runs_dir: Path) -> None:
-    from meta_agent.llm.models import models_dir
+    from meta_agent.llm import models_dir
 
     for label, path in (("runs folder", runs_dir), ("model cache", models_dir())):
         existing = Path(path).resolve()

@@ -30,9 +30,7 @@ from evaluators.base import SPLITS, Benchmark, Genome
 from evaluators.runner import AgentResult, Limits
 from meta_agent.config import RunConfig
 from meta_agent.errors import CambrianError
-from meta_agent.llm.client import Ledger, LLMClient, MemoryLedger
-from meta_agent.llm.gateway import FMGateway
-from meta_agent.llm.ledger import ArchiveLedger
+from meta_agent.llm import ArchiveLedger, FMGateway, Ledger, LLMClient, MemoryLedger
 from meta_agent.search import (
     AgentFMBudget,
     Reporter,

@@ -1,4 +1,15 @@
-"""Foundation-model access: the litellm client and ledger, local servers, offline model registry.
+"""Foundation-model access: the litellm client and ledger, the sandbox FM gateway, local servers, and
+the offline model registry.
+
+- `LLMClient`, `Endpoint`, `Completion`, `Ledger`, `MemoryLedger`, `derive_seed`, `request_hash`,
+  `probe_endpoint`: calls to any litellm model or OpenAI-compatible server, with retries, a response cache
+  and a ledger entry per call;
+- `ArchiveLedger`: the ledger kept in a run's archive;
+- `FMGateway`, `AgentChannel`, `prompt_token_bound`: the host side of an agent's FM socket (budgets, every
+  call recorded, no key inside the sandbox);
+- `LocalServer`, `serve_forever`, `choose_backend`, `free_port`: llama.cpp (CPU) or vLLM (GPU) servers;
+- `REGISTRY`, `pull`, `resolve`, `verify`, `list_models`, `is_local_model`: named models that install offline;
+- `LLMError` and its subclasses, each with a `fix`.
 
 litellm fetches a price map over the network at import time unless told to use
 its bundled copy. Every module that imports litellm lives below this package,
@@ -19,3 +30,73 @@ def _quiet_litellm() -> None:
 
 
 _quiet_litellm()
+
+from meta_agent.llm._client import (
+    Completion,
+    Endpoint,
+    Ledger,
+    LedgerEntry,
+    LLMClient,
+    MemoryLedger,
+    derive_seed,
+    probe_endpoint,
+    request_hash,
+    unavailable_fix,
+)
+from meta_agent.llm._errors import (
+    ChecksumMismatch,
+    FMAuthError,
+    FMBadRequest,
+    FMUnavailable,
+    LLMError,
+    ModelDownloadError,
+    ModelNotFound,
+    ServerStartError,
+)
+from meta_agent.llm._gateway import (
+    DEFAULT_SANDBOX_SOCKET,
+    MAX_BODY_BYTES,
+    SOCKET_ENV,
+    AgentChannel,
+    FMGateway,
+    GatewayError,
+    RepeatFilter,
+    prompt_token_bound,
+    quiet_repeats,
+)
+from meta_agent.llm._ledger import ArchiveLedger
+from meta_agent.llm._models import (
+    REGISTRY,
+    ModelSpec,
+    ModelStatus,
+    get_spec,
+    is_local_model,
+    list_models,
+    model_names,
+    model_path,
+    models_dir,
+    pull,
+    resolve,
+    verify,
+)
+from meta_agent.llm._serve import (
+    GRAMMAR_FIELDS,
+    LocalServer,
+    choose_backend,
+    default_threads,
+    free_port,
+    gpu_available,
+    serve_forever,
+    server_grammar_field,
+)
+
+__all__ = [
+    "DEFAULT_SANDBOX_SOCKET", "GRAMMAR_FIELDS", "MAX_BODY_BYTES", "REGISTRY", "SOCKET_ENV", "AgentChannel",
+    "ArchiveLedger", "ChecksumMismatch", "Completion", "Endpoint", "FMAuthError", "FMBadRequest", "FMGateway",
+    "FMUnavailable", "GatewayError", "LLMClient", "LLMError", "Ledger", "LedgerEntry", "LocalServer",
+    "MemoryLedger", "ModelDownloadError", "ModelNotFound", "ModelSpec", "ModelStatus", "RepeatFilter",
+    "ServerStartError", "choose_backend", "default_threads", "derive_seed", "free_port", "get_spec",
+    "gpu_available", "is_local_model", "list_models", "model_names", "model_path", "models_dir",
+    "probe_endpoint", "prompt_token_bound", "pull", "quiet_repeats", "request_hash", "resolve", "serve_forever",
+    "server_grammar_field", "unavailable_fix", "verify",
+]  # fmt: skip

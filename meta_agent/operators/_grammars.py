@@ -8,7 +8,7 @@ the file's editable (EVOLVE-BLOCK) regions. The code grammar makes a whole-file
 or region reply one fenced block with no fence inside.
 
 Pure functions of the parent's text; `fm.constrained` decides whether a request
-carries them (meta_agent/llm/client.py sends them to the server).
+carries them (meta_agent/llm/_client.py sends them to the server).
 """
 
 from __future__ import annotations

@@ -16,7 +16,13 @@ from typing import ClassVar
 from evaluators.base import Genome
 from meta_agent.edits import EditError
 from meta_agent.operators._prompting import PromptContext, PromptLimits, format_score, recent_attempts, render, truncate
-from meta_agent.operators._replies import _BLOCK_MARKER_RE, _apply_rewrite, _apply_search_replace, _parses, _replace_entry
+from meta_agent.operators._replies import (
+    _BLOCK_MARKER_RE,
+    _apply_rewrite,
+    _apply_search_replace,
+    _parses,
+    _replace_entry,
+)
 
 # A line opening a fenced block: a returned module's own strings may hold ``` mid-line, never this.
 _FENCE_LINE_RE = re.compile(r"^\s*(?:`{3,}|~{3,})", re.MULTILINE)

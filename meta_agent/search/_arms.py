@@ -13,8 +13,8 @@ from typing import Mapping, Sequence
 
 from archive.models import Agent, AgentStatus
 from meta_agent.config import BanditConfig
-from meta_agent.search._bandit import Arm, Bandit, improvement_reward
 from meta_agent.operators import OPERATOR_KINDS
+from meta_agent.search._bandit import Arm, Bandit, improvement_reward
 
 __all__ = ["Arm", "arm_history", "cost_of", "improvement_reward", "operator_arms", "restore_bandit"]
 

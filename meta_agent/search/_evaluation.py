@@ -14,7 +14,7 @@ from archive.models import Evaluation
 from evaluators.base import Benchmark, Genome, Task
 from evaluators.harness.run_program import read_outcome
 from evaluators.runner import AgentResult, Limits, TaskResult, evaluate_agent
-from meta_agent.llm.gateway import AgentChannel, FMGateway
+from meta_agent.llm import AgentChannel, FMGateway
 from sandbox.base import FM_SOCKET_INSIDE, Sandbox, SandboxSession
 
 

@@ -24,14 +24,9 @@ from archive.selection import make_selector
 from archive.store import Archive, genome_hash
 from evaluators.base import Benchmark, Genome
 from evaluators.runner import AgentResult
-from meta_agent.search._behaviour import BehaviourSpace, TaskRow
 from meta_agent.config import RunConfig
 from meta_agent.errors import ConfigError, RunAborted, SeedFailed
-from meta_agent.search._evaluation import evaluate_in_sandbox, evaluation_row
-from meta_agent.search._arms import Arm, cost_of, improvement_reward, operator_arms, restore_bandit
-from meta_agent.llm.client import LLMClient
-from meta_agent.llm.errors import FMAuthError, FMUnavailable
-from meta_agent.llm.gateway import FMGateway, GatewayError
+from meta_agent.llm import FMAuthError, FMGateway, FMUnavailable, GatewayError, LLMClient
 from meta_agent.operators import (
     OPERATOR_KINDS,
     ParentInfo,
@@ -40,6 +35,9 @@ from meta_agent.operators import (
     make_operator,
     supports_self_modify,
 )
+from meta_agent.search._arms import Arm, cost_of, improvement_reward, operator_arms, restore_bandit
+from meta_agent.search._behaviour import BehaviourSpace, TaskRow
+from meta_agent.search._evaluation import evaluate_in_sandbox, evaluation_row
 from meta_agent.search._proposals import Proposal, Proposer, agent_fm_budget, run_limits
 from sandbox.base import Sandbox, SandboxError
 

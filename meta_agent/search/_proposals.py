@@ -24,15 +24,11 @@ import numpy as np
 
 from evaluators.base import Benchmark, Genome
 from evaluators.runner import Limits
-from meta_agent.edits import EditError
 from meta_agent.config import RunConfig
+from meta_agent.edits import EditError, check_child
+from meta_agent.llm import Completion, FMBadRequest, FMGateway, LLMClient, derive_seed
+from meta_agent.operators import OPERATOR_KINDS, AnyOperator, Operator, PromptContext, render
 from meta_agent.search._evaluation import AgentFMBudget, run_self_modify
-from meta_agent.llm.client import Completion, LLMClient, derive_seed
-from meta_agent.llm.errors import FMBadRequest
-from meta_agent.llm.gateway import FMGateway
-from meta_agent.operators import OPERATOR_KINDS, AnyOperator, Operator, PromptContext
-from meta_agent.operators import render
-from meta_agent.edits import check_child
 from sandbox.base import Sandbox
 
 # How a child made by `Proposer.fix` (a failed run sent back to the FM) begins its repair_note: such a child

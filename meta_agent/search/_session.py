@@ -25,14 +25,22 @@ from evaluators.base import Benchmark, FeedbackPolicy
 from evaluators.registry import get_benchmark
 from meta_agent import __version__
 from meta_agent.config import RunConfig
-from meta_agent.edits import EditError
+from meta_agent.edits import EditError, evolve_regions
 from meta_agent.errors import ConfigError
-from meta_agent.edits import evolve_regions
-from meta_agent.llm.client import Endpoint, Ledger, LLMClient, probe_endpoint
-from meta_agent.llm.gateway import FMGateway
-from meta_agent.llm.ledger import ArchiveLedger
-from meta_agent.llm.models import is_local_model, resolve
-from meta_agent.llm.serve import GRAMMAR_FIELDS, LocalServer, choose_backend, server_grammar_field
+from meta_agent.llm import (
+    GRAMMAR_FIELDS,
+    ArchiveLedger,
+    Endpoint,
+    FMGateway,
+    Ledger,
+    LLMClient,
+    LocalServer,
+    choose_backend,
+    is_local_model,
+    probe_endpoint,
+    resolve,
+    server_grammar_field,
+)
 from meta_agent.search._loop import LoopEvent, LoopOutcome, SearchLoop
 from sandbox.base import Sandbox
 from sandbox.docker import DockerSandbox

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Callable, Literal
 
-from meta_agent.llm.errors import ChecksumMismatch, ModelDownloadError, ModelNotFound
+from meta_agent.llm._errors import ChecksumMismatch, ModelDownloadError, ModelNotFound
 
 #: Gets one short human-readable line per step of a pull ("downloading part 2/6 ...").
 ProgressCallback = Callable[[str], None]

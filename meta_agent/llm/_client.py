@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType, ModuleType
 from typing import Any, Callable, Literal, Mapping, Protocol, Sequence
 
-from meta_agent.llm.errors import FMAuthError, FMBadRequest, FMUnavailable, LLMError
+from meta_agent.llm._errors import FMAuthError, FMBadRequest, FMUnavailable, LLMError
 
 Messages = Sequence[Mapping[str, Any]]
 _Failure = Literal["transient", "auth", "bad_request"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from archive.models import LLMCall, LLMResponse
 from archive.store import Archive
-from meta_agent.llm.client import Completion
+from meta_agent.llm._client import Completion
 
 
 class ArchiveLedger:

@@ -38,8 +38,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-from meta_agent.llm.client import LLMClient, derive_seed, request_hash
-from meta_agent.llm.errors import LLMError
+from meta_agent.llm._client import LLMClient, derive_seed, request_hash
+from meta_agent.llm._errors import LLMError
 from sandbox.base import Mount
 
 log = logging.getLogger(__name__)

@@ -5,8 +5,8 @@ so a crash inside llama.cpp or vLLM cannot take the search loop down with it,
 and `stop()` can kill everything it started. Both backends speak the OpenAI
 API, so the rest of Cambrian only ever sees an `Endpoint`.
 
-Run as `python -m meta_agent.llm.serve --model PATH --alias A --port P` this
-module is that child for the llama.cpp backend.
+`python -m meta_agent.llm --model PATH --alias A --port P` (this module's `main`) is that child for the
+llama.cpp backend.
 """
 
 from __future__ import annotations
@@ -29,9 +29,9 @@ from pathlib import Path
 from types import TracebackType
 from typing import Callable, Literal, Sequence
 
-from meta_agent.llm.client import Endpoint
-from meta_agent.llm.errors import ServerStartError
-from meta_agent.llm.models import is_local_model, resolve
+from meta_agent.llm._client import Endpoint
+from meta_agent.llm._errors import ServerStartError
+from meta_agent.llm._models import is_local_model, resolve
 
 Backend = Literal["auto", "llamacpp", "vllm"]
 
@@ -168,7 +168,7 @@ class LocalServer:
         """The argv of the server process."""
         if self.backend == "llamacpp":
             return [
-                sys.executable, "-m", "meta_agent.llm.serve",
+                sys.executable, "-m", "meta_agent.llm",
                 "--model", str(self.model_path), "--alias", self.alias,
                 "--host", self.host, "--port", str(self.port),
                 "--n-ctx", str(self.n_ctx), "--n-parallel", str(self.n_parallel),
@@ -341,7 +341,7 @@ def serve_forever(
 
 def main(argv: Sequence[str] | None = None) -> int:
     """The llama.cpp server process: serve until SIGTERM/SIGINT or until the parent dies."""
-    parser = argparse.ArgumentParser(prog="python -m meta_agent.llm.serve")
+    parser = argparse.ArgumentParser(prog="python -m meta_agent.llm")
     parser.add_argument("--model", required=True, help="path to a .gguf file")
     parser.add_argument("--alias", required=True, help="model name clients send")
     parser.add_argument("--host", default="127.0.0.1")
@@ -397,7 +397,3 @@ def _temp_log_path(alias: str) -> Path:
 
 def _safe(text: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in text)[:40]
-
-
-if __name__ == "__main__":
-    sys.exit(main())
