@@ -1,7 +1,6 @@
 """Open-ended parent-selection strategies: `HGM`, `MapElites` and `Novelty`.
 
-They follow the same `ParentSelector` protocol as the classic strategies in
-`archive/selection.py` (which re-exports them and holds the registry) but read the view's
+They follow the same `ParentSelector` protocol as the classic strategies but read the view's
 extra columns: `hgm` its clade-pooled counts, `map_elites` its descriptors, `novelty` its
 nearest-neighbour distances. `hgm` has no closed form, so its `probabilities` is a
 reproducible Monte Carlo estimate (n Beta samples per pick, about 10 ms at 100k agents).
@@ -14,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from archive.selection_base import _average_ranks, _check_k, _check_view, _draw, _is_int, _require
+from archive.selection._base import _average_ranks, _check_k, _check_view, _draw, _is_int, _require
 from archive.view import ArchiveView
 
 _HGM_SIGNALS = ("auto", "tasks", "improvement")

@@ -1,11 +1,12 @@
-"""Helpers shared by the parent-selection strategies: view and k checks, draws and ranks.
+"""The `ParentSelector` protocol and the helpers every strategy shares: view and k checks, draws, ranks.
 
-`archive/selection.py` (the classic strategies and the registry) and `archive/open_ended.py`
-(HGM, MAP-Elites, novelty) both import from here, so neither imports the other's internals
-and there is no import cycle. Every helper is pure: numpy over an `ArchiveView`, no I/O.
+`_classic` and `_open_ended` both import from here, so neither imports the other's internals. Every
+helper is pure: numpy over an `ArchiveView`, no I/O.
 """
 
 from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
@@ -61,3 +62,17 @@ def _require(condition: bool, strategy: str, message: str, fix: str) -> None:
 def _is_int(value: object, *, minimum: int) -> bool:
     return isinstance(value, (int, np.integer)) and not isinstance(value, bool) and value >= minimum
 
+
+@runtime_checkable
+class ParentSelector(Protocol):
+    """A parent-selection strategy. Implementations are pure and keep no per-call state."""
+
+    name: str
+
+    def probabilities(self, view: ArchiveView) -> np.ndarray:
+        """Probability (float64, >= 0, sums to 1) that one draw picks each view row."""
+        ...
+
+    def select(self, view: ArchiveView, k: int, rng: np.random.Generator) -> np.ndarray:
+        """`k` (>= 0) agent ids (int64), drawn independently with replacement."""
+        ...

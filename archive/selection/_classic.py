@@ -1,46 +1,16 @@
-"""Parent selection: pure, seeded strategies over an `ArchiveView`.
-
-Every strategy answers two questions: `probabilities(view)` (the chance each view row is
-picked by one draw; sums to 1) and `select(view, k, rng)` (k agent ids, drawn independently
-with replacement). Nothing here does I/O; the same view and the same seeded
-`np.random.Generator` give the same parents. Everything is vectorised: at 100k agents one
-`select` costs about 0.1-2 ms (rank-based strategies reuse the view's incremental ranking;
-`hgm` draws n Beta samples per pick, about 10 ms).
-
-This file holds the protocol, the classic strategies and the registry (`make_selector`).
-The open-ended strategies (`hgm`, `map_elites`, `novelty`) live in `archive/open_ended.py`
-and are re-exported here; the helpers both files share live in `archive/selection_base.py`.
-"""
+"""The classic strategies: `uniform`, `greedy`, `tournament`, `power_law` (rank^-a) and `dgm`
+(sigmoid(lambda (s - a0)) / (1 + children))."""
 
 from __future__ import annotations
 
 import dataclasses
 import math
-import types
 from dataclasses import dataclass
-from typing import Any, Mapping, Protocol, runtime_checkable
 
 import numpy as np
 
-from archive.errors import SelectorConfigError
-from archive.open_ended import HGM, MapElites, Novelty
-from archive.selection_base import _average_ranks, _check_k, _check_view, _draw, _require
+from archive.selection._base import _average_ranks, _check_k, _check_view, _draw, _require
 from archive.view import ArchiveView
-
-
-@runtime_checkable
-class ParentSelector(Protocol):
-    """A parent-selection strategy. Implementations are pure and keep no per-call state."""
-
-    name: str
-
-    def probabilities(self, view: ArchiveView) -> np.ndarray:
-        """Probability (float64, >= 0, sums to 1) that one draw picks each view row."""
-        ...
-
-    def select(self, view: ArchiveView, k: int, rng: np.random.Generator) -> np.ndarray:
-        """`k` (>= 0) agent ids (int64), drawn independently with replacement."""
-        ...
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -195,50 +165,3 @@ class DGM:
 
 #: Below this largest weight, DGM recomputes in log space (subnormals lose precision).
 _UNDERFLOW_GUARD = 1e-250
-
-
-_SELECTORS: Mapping[str, type] = types.MappingProxyType(
-    {
-        "uniform": Uniform,
-        "greedy": Greedy,
-        "tournament": Tournament,
-        "power_law": PowerLaw,
-        "dgm": DGM,
-        "hgm": HGM,
-        "map_elites": MapElites,
-        "novelty": Novelty,
-    }
-)
-
-#: Names `make_selector` accepts, e.g. for a CLI `--strategy` choice.
-STRATEGY_NAMES: tuple[str, ...] = tuple(_SELECTORS)
-
-
-def _parameter_names(cls: type) -> list[str]:
-    return [f.name for f in dataclasses.fields(cls) if f.init]
-
-
-def make_selector(name: str, **params: Any) -> ParentSelector:
-    """The strategy called `name` (one of `STRATEGY_NAMES`) built with keyword `params`.
-
-    Params arrive as parsed from TOML: numbers, strings, booleans or lists (e.g. map_elites
-    `dims`); each strategy validates its own.
-
-    Raises SelectorConfigError (a ValueError) for an unknown name, an unknown parameter or
-    a bad parameter value; the message names the valid choices.
-    """
-    cls = _SELECTORS.get(name)
-    if cls is None:
-        raise SelectorConfigError(
-            f"unknown selection strategy {name!r}; valid strategies: {', '.join(STRATEGY_NAMES)}",
-            fix=f"use one of: {', '.join(STRATEGY_NAMES)}",
-        )
-    valid = _parameter_names(cls)
-    unknown = sorted(set(params) - set(valid))
-    if unknown:
-        accepted = ", ".join(valid) if valid else "none"
-        raise SelectorConfigError(
-            f"{name}: unknown parameter(s) {', '.join(unknown)}; {name} accepts: {accepted}",
-            fix=f"remove {', '.join(unknown)} or use one of: {accepted}",
-        )
-    return cls(**params)
