@@ -41,7 +41,7 @@ import secrets
 import tempfile
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import docker
 import docker.errors
@@ -60,9 +60,6 @@ from sandbox.docker_container import (
 )
 from sandbox.image import DEFAULT_IMAGE, ImageStatus, connect_engine, image_missing, image_stale, recipe_of
 from sandbox.local import check_relative_path
-
-if TYPE_CHECKING:
-    from sandbox.docker_check import CheckReport
 
 __all__ = ["DockerSandbox", "DockerSession", "ContainerLimits", "hardened_settings", "WATCHDOG_GRACE_S"]
 
@@ -163,12 +160,6 @@ class DockerSandbox:
             container.remove()
         if self._owns_client:
             self.client.close()
-
-    def check(self) -> "CheckReport":
-        """Engine version, image, limits and a live hardening self-test (see sandbox.docker_check)."""
-        from sandbox.docker_check import run_check  # it imports this module: imported here, not at the top
-
-        return run_check(self)
 
     def __enter__(self) -> "DockerSandbox":
         return self

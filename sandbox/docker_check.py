@@ -130,7 +130,7 @@ class CheckItem:
 
 @dataclass(frozen=True)
 class CheckReport:
-    """What `DockerSandbox.check()` found.
+    """What `run_check(sandbox)` found.
 
     limits: name -> human-readable value. packages: importable package -> its version, as seen
     by a program in the sandbox (empty when the import failed; the item then says why).

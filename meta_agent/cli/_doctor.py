@@ -82,10 +82,11 @@ def _image(add: Callable[[Finding], None], image: str) -> bool:
 
 def _self_test(add: Callable[[Finding], None], image: str) -> None:
     from sandbox.docker import DockerSandbox
+    from sandbox.docker_check import run_check
 
     try:
         with DockerSandbox(image=image, pool_size=0, run_label="doctor") as sandbox:
-            report = sandbox.check()
+            report = run_check(sandbox)
     except Exception as exc:  # noqa: BLE001 - a sandbox that cannot even start is this finding
         add(Finding("sandbox self-test", "fail", f"{type(exc).__name__}: {exc}"[:300],
                     "cambrian sandbox build --force, then cambrian sandbox check"))  # fmt: skip

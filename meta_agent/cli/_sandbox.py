@@ -54,10 +54,11 @@ def check(
 ) -> None:
     """Show the engine, image and limits, and run a live hardening self-test (exit 1 if any item fails)."""
     from sandbox.docker import DockerSandbox  # needs the engine: imported only when checking
+    from sandbox.docker_check import run_check
 
     console = Console()
     with DockerSandbox(image=image, pool_size=0, run_label="check") as sandbox:
-        report = sandbox.check()
+        report = run_check(sandbox)
     console.print(f"Docker engine {report.engine_version}; image [bold]{report.image}[/bold] present")
     if report.packages:
         console.print("Python packages in the sandbox: " + ", ".join(f"{k} {v}" for k, v in report.packages.items()))

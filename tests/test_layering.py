@@ -1,0 +1,101 @@
+"""The layering the package docstrings promise, read from the source: who may import whom.
+
+`archive` and `sandbox` import no other Cambrian package; `evaluators` imports only `sandbox`;
+`meta_agent` may import them all. No module imports itself back through others: imports inside
+functions count, and so do those under `if TYPE_CHECKING:` (a type checker follows them).
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("archive", "sandbox", "evaluators", "meta_agent")
+ALLOWED = {
+    "archive": {"archive"},
+    "sandbox": {"sandbox"},
+    "evaluators": {"evaluators", "sandbox"},
+    "meta_agent": set(PACKAGES),
+}
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imports(tree: ast.AST) -> list[tuple[int, str]]:
+    """(line, imported module) of every absolute import, in functions and under TYPE_CHECKING too (this
+    code base uses no relative imports)."""
+    found: list[tuple[int, str]] = []
+
+    def visit(node: ast.AST) -> None:
+        if isinstance(node, ast.Import):
+            found.extend((node.lineno, alias.name) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.append((node.lineno, node.module))
+            # `from pkg import module` imports the module too
+            found.extend((node.lineno, f"{node.module}.{alias.name}") for alias in node.names)
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(tree)
+    return found
+
+
+def _graph() -> dict[str, list[tuple[int, str]]]:
+    modules = {
+        _module_name(path): path
+        for package in PACKAGES
+        for path in (ROOT / package).rglob("*.py")
+        if "__pycache__" not in path.parts
+    }
+    graph: dict[str, list[tuple[int, str]]] = {}
+    for name, path in modules.items():
+        targets = []
+        for line, imported in _imports(ast.parse(path.read_text(), filename=str(path))):
+            if imported in modules:
+                targets.append((line, imported))
+        graph[name] = targets
+    return graph
+
+
+def test_each_package_imports_only_what_its_layer_allows() -> None:
+    broken = []
+    for module, targets in _graph().items():
+        package = module.split(".")[0]
+        for line, target in targets:
+            if target.split(".")[0] not in ALLOWED[package]:
+                broken.append(f"{module.replace('.', '/')}.py:{line} imports {target}")
+    assert not broken, "imports across the layering:\n" + "\n".join(broken)
+
+
+def test_no_module_imports_itself_back() -> None:
+    graph = {module: sorted({t for _, t in targets if t != module}) for module, targets in _graph().items()}
+    # A package's __init__ importing its own submodules (and they importing siblings through the package)
+    # is how a public face works; a cycle is one between modules that are not each other's package.
+    def related(a: str, b: str) -> bool:
+        return a.startswith(b + ".") or b.startswith(a + ".")
+
+    cycles = []
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(module: str) -> None:
+        state[module] = 1
+        stack.append(module)
+        for target in graph.get(module, []):
+            if state.get(target) == 1:
+                cycle = stack[stack.index(target):] + [target]
+                if not all(related(a, b) for a, b in zip(cycle, cycle[1:])):
+                    cycles.append(" -> ".join(cycle))
+            elif target not in state:
+                visit(target)
+        stack.pop()
+        state[module] = 2
+
+    for module in sorted(graph):
+        if module not in state:
+            visit(module)
+    assert not cycles, "import cycles:\n" + "\n".join(cycles)
