@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import difflib
 import json
+from collections.abc import Mapping
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from archive.errors import ArchiveError, DestinationNotEmpty, InvalidGenome
 from archive.models import Agent

@@ -8,9 +8,10 @@ object the way a closed ORM session would have left it.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, TypeVar
+from typing import Any, TypeVar
 
 from sqlalchemy import Connection, bindparam, case, func, insert, select, update
 from sqlalchemy.dialects import postgresql, sqlite

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import enum
 from datetime import datetime, timezone
-from typing import Optional
 
 from sqlmodel import Field, SQLModel
 
@@ -38,13 +37,13 @@ REQUEUE_STATUSES = (AgentStatus.proposed, AgentStatus.evaluating)
 
 
 class Run(SQLModel, table=True):
-    id: Optional[int] = Field(default=None, primary_key=True)
+    id: int | None = Field(default=None, primary_key=True)
     name: str = Field(index=True, unique=True)
     benchmark: str
     seed: int
     config_json: str  # the frozen RunConfig, read whole
     status: RunStatus = Field(default=RunStatus.running)
-    error: Optional[str] = None
+    error: str | None = None
     cambrian_version: str = ""
     created_at: datetime = Field(default_factory=utcnow)
     updated_at: datetime = Field(default_factory=utcnow)
@@ -67,23 +66,23 @@ class GenomeFile(SQLModel, table=True):
 
 
 class Agent(SQLModel, table=True):
-    id: Optional[int] = Field(default=None, primary_key=True)
+    id: int | None = Field(default=None, primary_key=True)
     run_id: int = Field(foreign_key="run.id", index=True)
-    genome_hash: Optional[str] = Field(default=None, foreign_key="genome.hash", index=True)
-    parent_id: Optional[int] = Field(default=None, foreign_key="agent.id", index=True)
-    second_parent_id: Optional[int] = Field(default=None, foreign_key="agent.id")
+    genome_hash: str | None = Field(default=None, foreign_key="genome.hash", index=True)
+    parent_id: int | None = Field(default=None, foreign_key="agent.id", index=True)
+    second_parent_id: int | None = Field(default=None, foreign_key="agent.id")
     iteration: int = Field(default=0, index=True)  # 0 for seeds
     operator: str = "seed"
-    model: Optional[str] = None
+    model: str | None = None
     status: AgentStatus = Field(default=AgentStatus.proposed, index=True)
-    score: Optional[float] = Field(default=None, index=True)  # search split; drives selection
-    holdout_score: Optional[float] = None  # never read by selection or prompts
+    score: float | None = Field(default=None, index=True)  # search split; drives selection
+    holdout_score: float | None = None  # never read by selection or prompts
     stage_reached: int = 0
     n_tasks: int = 0
-    invalid_reason: Optional[str] = None
-    feedback: Optional[str] = None  # public feedback shown to later prompts
+    invalid_reason: str | None = None
+    feedback: str | None = None  # public feedback shown to later prompts
     eval_attempts: int = 0
-    eval_seconds: Optional[float] = None
+    eval_seconds: float | None = None
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cost_usd: float = 0.0
@@ -91,13 +90,13 @@ class Agent(SQLModel, table=True):
     updated_at: datetime = Field(default_factory=utcnow)
     # What the static check repaired in the child before evaluation, e.g. "added `import math`";
     # None when nothing. Schema version 2; last, where ALTER TABLE ADD COLUMN puts it in older archives.
-    repair_note: Optional[str] = None
+    repair_note: str | None = None
 
 
 class Evaluation(SQLModel, table=True):
     """One task run of one agent."""
 
-    id: Optional[int] = Field(default=None, primary_key=True)
+    id: int | None = Field(default=None, primary_key=True)
     agent_id: int = Field(foreign_key="agent.id", index=True)
     task_id: str
     split: str = "search"
@@ -106,7 +105,7 @@ class Evaluation(SQLModel, table=True):
     passed: bool = False
     executed: bool = True  # False: crashed, timed out, OOM, output limit, no result
     duration_s: float = 0.0
-    exit_code: Optional[int] = None
+    exit_code: int | None = None
     timed_out: bool = False
     oom_killed: bool = False
     output_truncated: bool = False
@@ -127,10 +126,10 @@ class AgentDescriptor(SQLModel, table=True):
 class LLMCall(SQLModel, table=True):
     """One foundation-model call: the ledger every cost figure is summed from."""
 
-    id: Optional[int] = Field(default=None, primary_key=True)
-    run_id: Optional[int] = Field(default=None, foreign_key="run.id", index=True)
-    agent_id: Optional[int] = Field(default=None, index=True)
-    iteration: Optional[int] = Field(default=None, index=True)
+    id: int | None = Field(default=None, primary_key=True)
+    run_id: int | None = Field(default=None, foreign_key="run.id", index=True)
+    agent_id: int | None = Field(default=None, index=True)
+    iteration: int | None = Field(default=None, index=True)
     purpose: str = "mutate"  # mutate | diagnose | agent | judge
     model: str
     prompt_tokens: int = 0
@@ -138,9 +137,9 @@ class LLMCall(SQLModel, table=True):
     cost_usd: float = 0.0
     latency_s: float = 0.0
     request_hash: str = Field(index=True)
-    seed: Optional[int] = None
+    seed: int | None = None
     cache_hit: bool = False
-    error: Optional[str] = None
+    error: str | None = None
     created_at: datetime = Field(default_factory=utcnow)
 
 

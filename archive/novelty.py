@@ -9,8 +9,8 @@ code is nearly identical to an accepted agent's before it costs an evaluation.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Callable, Mapping, Sequence
 
 import numpy as np
 

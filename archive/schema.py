@@ -18,9 +18,9 @@ current models already.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Callable
 
 from sqlalchemy import Connection, Table, delete, insert, inspect, select
 from sqlalchemy.exc import DBAPIError

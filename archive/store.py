@@ -22,10 +22,11 @@ import math
 import sqlite3
 import threading
 import time
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from types import MappingProxyType, TracebackType
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any
 from urllib.parse import quote
 
 import numpy as np
@@ -66,16 +67,18 @@ from archive.view import NO_PARENT, ArchiveView
 __all__ = ["TRANSITIONS", "Archive", "CostSummary", "ModelCost", "check_genome_paths", "genome_hash"]
 
 #: Allowed agent status changes; anything else raises InvalidTransition.
-TRANSITIONS: Mapping[AgentStatus, frozenset[AgentStatus]] = MappingProxyType({
-    AgentStatus.proposed: frozenset({AgentStatus.evaluating, AgentStatus.invalid}),
-    # evaluating -> evaluating: a killed run resumes an evaluation it had started.
-    AgentStatus.evaluating: frozenset(
-        {AgentStatus.evaluating, AgentStatus.evaluated, AgentStatus.invalid, AgentStatus.failed}
-    ),
-    AgentStatus.failed: frozenset({AgentStatus.evaluating}),  # retry after an infrastructure fault
-    AgentStatus.evaluated: frozenset(),
-    AgentStatus.invalid: frozenset(),
-})
+TRANSITIONS: Mapping[AgentStatus, frozenset[AgentStatus]] = MappingProxyType(
+    {
+        AgentStatus.proposed: frozenset({AgentStatus.evaluating, AgentStatus.invalid}),
+        # evaluating -> evaluating: a killed run resumes an evaluation it had started.
+        AgentStatus.evaluating: frozenset(
+            {AgentStatus.evaluating, AgentStatus.evaluated, AgentStatus.invalid, AgentStatus.failed}
+        ),
+        AgentStatus.failed: frozenset({AgentStatus.evaluating}),  # retry after an infrastructure fault
+        AgentStatus.evaluated: frozenset(),
+        AgentStatus.invalid: frozenset(),
+    }
+)
 
 #: How long a connection waits for another's lock, and a reader for a creator's schema, in seconds.
 _BUSY_TIMEOUT_S = 10.0
@@ -444,9 +447,7 @@ class Archive(LedgerMixin):
 
     # ----- runs -----
 
-    def create_run(
-        self, *, name: str, benchmark: str, seed: int, config_json: str, cambrian_version: str = ""
-    ) -> Run:
+    def create_run(self, *, name: str, benchmark: str, seed: int, config_json: str, cambrian_version: str = "") -> Run:
         """Store a new run (status running). RunExists if `name` is taken."""
         with self._write() as session:
             if session.exec(select(Run.id).where(Run.name == name)).first() is not None:
@@ -503,9 +504,7 @@ class Archive(LedgerMixin):
         check_genome_paths(files, entry)
         digest = genome_hash(files)
         n_bytes = sum(len(text.encode("utf-8")) for text in files.values())
-        genome_row = {
-            "hash": digest, "entry": entry, "n_files": len(files), "n_bytes": n_bytes, "created_at": utcnow()
-        }
+        genome_row = {"hash": digest, "entry": entry, "n_files": len(files), "n_bytes": n_bytes, "created_at": utcnow()}
         # The files go in with the genome row, in the same transaction, so a stored genome
         # row always has all its files: an existing row means nothing more to write.
         if insert_ignore(connection, self._insert_genome, _GENOME, genome_row):
@@ -684,7 +683,6 @@ class Archive(LedgerMixin):
         if rows:
             # A list runs as one executemany; a single row skips that machinery.
             connection.execute(_INSERT_EVALUATION, rows if len(rows) > 1 else rows[0])
-
 
     # ----- agents: queries -----
 

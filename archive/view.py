@@ -10,7 +10,7 @@ their k nearest-neighbour distances (novelty).
 from __future__ import annotations
 
 import math
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
@@ -129,9 +129,7 @@ class ArchiveView:
         n = len(ids)
         parents = np.full(n, NO_PARENT, dtype=np.int64) if parent_ids is None else np.asarray(parent_ids, np.int64)
         if not (len(ids) == len(scores) == len(parents)):
-            raise ValueError(
-                f"ids, scores and parent_ids differ in length: {len(ids)}, {len(scores)}, {len(parents)}"
-            )
+            raise ValueError(f"ids, scores and parent_ids differ in length: {len(ids)}, {len(scores)}, {len(parents)}")
         if not np.all(np.isfinite(scores)):
             raise ValueError("every score in a view must be finite (NaN/inf would break selection)")
         if len(np.unique(ids)) != n:

@@ -49,10 +49,11 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -144,7 +145,9 @@ def _failure(result: Any) -> str:
     return bad.feedback if bad is not None else "evaluated"
 
 
-async def _evaluate(benchmark: Any, genome: Any, sandbox: Any, gateway: Any, config: Any, agent_id: int) -> tuple[Any, float]:
+async def _evaluate(
+    benchmark: Any, genome: Any, sandbox: Any, gateway: Any, config: Any, agent_id: int
+) -> tuple[Any, float]:
     from meta_agent.search import agent_fm_budget, evaluate_in_sandbox, run_limits
 
     started = time.perf_counter()
@@ -380,9 +383,14 @@ def summarize(records: Sequence[Record]) -> list[CellSummary]:
         valid_scores = [score for scores in per_seed.values() for score in scores]
         out.append(
             CellSummary(
-                model=model, operator=operator, benchmark=benchmark, proposals=len(rows),
-                valid=sum(r.outcome == "valid" for r in rows), improved=sum(r.improved for r in rows),
-                parent_score=rows[0].parent_score, best_at_n=statistics.fmean(bests) if bests else None,
+                model=model,
+                operator=operator,
+                benchmark=benchmark,
+                proposals=len(rows),
+                valid=sum(r.outcome == "valid" for r in rows),
+                improved=sum(r.improved for r in rows),
+                parent_score=rows[0].parent_score,
+                best_at_n=statistics.fmean(bests) if bests else None,
                 best=max(valid_scores) if valid_scores else None,
                 tokens_per_proposal=statistics.fmean(r.prompt_tokens + r.completion_tokens for r in rows),
                 seconds_median=statistics.median(r.propose_s for r in rows),
@@ -398,7 +406,8 @@ def summarize(records: Sequence[Record]) -> list[CellSummary]:
 def table(summaries: Sequence[CellSummary]) -> str:
     """The markdown table the README keeps."""
     header = ("| benchmark | model | operator | valid (95% CI) | improved (95% CI) | parent | best@N | best "
-              "| tokens/proposal | s/proposal median (p90) | run repairs (valid after) | top reasons it did not count |")  # fmt: skip
+              "| tokens/proposal | s/proposal median (p90) | run repairs (valid after) "
+              "| top reasons it did not count |")  # fmt: skip
     lines = [header, "|" + "---|" * 12]
     for s in summaries:
         _, vlo, vhi = wilson(s.valid, s.proposals)
@@ -439,7 +448,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--humaneval-tasks", type=int, default=6, help="search tasks a humaneval child runs")
     parser.add_argument("--set", action="append", metavar="KEY=VALUE", help="config override for every cell")
     parser.add_argument("--label", default="", help="a name for this measurement, kept in the JSON")
-    parser.add_argument("--out", type=Path, default=None, help="JSON file (default bench/results/fm_efficacy-TIME.json)")
+    parser.add_argument(
+        "--out", type=Path, default=None, help="JSON file (default bench/results/fm_efficacy-TIME.json)"
+    )
     parser.add_argument("--report", type=Path, default=None, help="print the table of an earlier JSON file only")
     args = parser.parse_args(argv)
     if args.report is not None:

@@ -52,13 +52,13 @@ class ReplaySandbox:
     def run(self, spec: RunSpec) -> RunResult:
         return self.result
 
-    def session(self) -> "ReplaySandbox":
+    def session(self) -> ReplaySandbox:
         return self
 
     def close(self) -> None:
         pass
 
-    def __enter__(self) -> "ReplaySandbox":
+    def __enter__(self) -> ReplaySandbox:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -89,8 +89,15 @@ def populate(archive: Archive, run_id: int, n: int, files: dict[str, str], entry
         parent = None if i == 0 else int(rng.integers(1, i + 1))
         rows.append(
             dict(
-                id=i + 1, run_id=run_id, genome_hash=h, parent_id=parent, iteration=i, operator="diff",
-                status=AgentStatus.evaluated, score=float(scores[i]), n_tasks=1,
+                id=i + 1,
+                run_id=run_id,
+                genome_hash=h,
+                parent_id=parent,
+                iteration=i,
+                operator="diff",
+                status=AgentStatus.evaluated,
+                score=float(scores[i]),
+                n_tasks=1,
             )
         )
     with archive.engine.begin() as conn:
@@ -113,11 +120,16 @@ def bench_select_insert(size: int, repeats: int, files: dict[str, str], entry: s
             t1 = time.perf_counter()
             text = dict(files)
             text[entry] += f"\n# {i}\n"
-            agent = archive.add_agent(int(run.id), files=text, entry=entry, parent_id=parent, operator="diff",
-                                      iteration=size + i)
+            agent = archive.add_agent(
+                int(run.id), files=text, entry=entry, parent_id=parent, operator="diff", iteration=size + i
+            )
             archive.mark_evaluating(int(agent.id))
             archive.finish_evaluation(
-                int(agent.id), status=AgentStatus.evaluated, score=1.0, feedback="ok", eval_seconds=0.0,
+                int(agent.id),
+                status=AgentStatus.evaluated,
+                score=1.0,
+                feedback="ok",
+                eval_seconds=0.0,
                 evaluations=[Evaluation(agent_id=0, task_id="n26", score=1.0, passed=True)],
             )
             view.add(int(agent.id), 1.0, parent)
@@ -151,8 +163,13 @@ def bench_loop(
         run = archive.create_run(name="bench", benchmark="circle_packing", seed=0, config_json=config.to_json())
         populate(archive, int(run.id), size, files, entry)
         loop = SearchLoop(
-            archive=archive, run=run, config=config, benchmark=get_benchmark("circle_packing"),
-            sandbox=ReplaySandbox(seed_result), llm=ScriptedFM(files[entry]), model_label="scripted",
+            archive=archive,
+            run=run,
+            config=config,
+            benchmark=get_benchmark("circle_packing"),
+            sandbox=ReplaySandbox(seed_result),
+            llm=ScriptedFM(files[entry]),
+            model_label="scripted",
             on_event=lambda event: stamps.append((time.perf_counter(), time.process_time())),
         )
         stamps: list[tuple[float, float]] = []
@@ -178,14 +195,18 @@ def main() -> None:
     sandbox.close()
     assert seed_result.ok, seed_result.stderr
 
-    print(f"{'agents':>8} | {'view build':>10} | {'select':>9} | {'insert+eval':>11} | {'select+insert':>13} | "
-          f"{'loop wall/cand.':>15} | {'loop CPU/cand.':>14}")
+    print(
+        f"{'agents':>8} | {'view build':>10} | {'select':>9} | {'insert+eval':>11} | {'select+insert':>13} | "
+        f"{'loop wall/cand.':>15} | {'loop CPU/cand.':>14}"
+    )
     print("-" * 101)
     for size in args.sizes:
         r = bench_select_insert(size, args.candidates, files, entry)
         wall_ms, cpu_ms = bench_loop(size, args.candidates, files, entry, seed_result)
-        print(f"{size:>8} | {r['view_build_s'] * 1e3:>8.0f}ms | {r['select_ms']:>7.3f}ms | {r['insert_ms']:>9.3f}ms"
-              f" | {r['select_ms'] + r['insert_ms']:>11.3f}ms | {wall_ms:>13.3f}ms | {cpu_ms:>12.3f}ms")
+        print(
+            f"{size:>8} | {r['view_build_s'] * 1e3:>8.0f}ms | {r['select_ms']:>7.3f}ms | {r['insert_ms']:>9.3f}ms"
+            f" | {r['select_ms'] + r['insert_ms']:>11.3f}ms | {wall_ms:>13.3f}ms | {cpu_ms:>12.3f}ms"
+        )
     print("\nselect: median of one dgm selection over the in-memory view; insert+eval: median of the three")
     print("archive transactions one candidate costs (proposed, evaluating, evaluated with its evaluation row);")
     print("loop: SearchLoop time per candidate (wall, and CPU of this process) with an instant scripted FM and a")

@@ -35,10 +35,10 @@ import os
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 
@@ -111,7 +111,9 @@ def run_one(job: Job) -> RunResult:
         # load_config drops None overrides (CLI semantics): switch the gate off explicitly.
         config.search.novelty.duplicate_threshold = None
         benchmark = build_benchmark(config)
-        sandbox = LocalSandbox() if job.sandbox == "local" else DockerSandbox(image=config.evaluation.image, pool_size=1)
+        sandbox = (
+            LocalSandbox() if job.sandbox == "local" else DockerSandbox(image=config.evaluation.image, pool_size=1)
+        )
         try:
             with Archive.at(Path(tmp) / "archive.db") as archive:
                 run = archive.create_run(
@@ -171,14 +173,18 @@ def wilson(successes: int, n: int) -> tuple[float, float, float]:
     return p, max(0.0, centre - half), min(1.0, centre + half)
 
 
-def bootstrap_mean_ci(values: Sequence[float], *, rng: np.random.Generator, draws: int = 10_000) -> tuple[float, float, float]:
+def bootstrap_mean_ci(
+    values: Sequence[float], *, rng: np.random.Generator, draws: int = 10_000
+) -> tuple[float, float, float]:
     """Mean and its 95% percentile-bootstrap interval."""
     x = np.asarray(values, dtype=float)
     means = x[rng.integers(0, len(x), size=(draws, len(x)))].mean(axis=1)
     return float(x.mean()), float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))
 
 
-def bootstrap_diff_ci(a: Sequence[float], b: Sequence[float], *, rng: np.random.Generator, draws: int = 10_000) -> tuple[float, float, float]:
+def bootstrap_diff_ci(
+    a: Sequence[float], b: Sequence[float], *, rng: np.random.Generator, draws: int = 10_000
+) -> tuple[float, float, float]:
     """mean(a) - mean(b) and its 95% percentile-bootstrap interval (independent samples)."""
     x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     dx = x[rng.integers(0, len(x), size=(draws, len(x)))].mean(axis=1)
@@ -263,7 +269,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         for done, result in enumerate(pool.map(run_one, jobs), start=1):
             results.append(result)
             print(f"[{done}/{len(jobs)}] {result.benchmark} {result.strategy} seed {result.seed}: best "
-                  f"{result.best:.4f} after {result.evaluations} evaluations ({result.seconds:.1f} s)", flush=True)  # fmt: skip
+                  f"{result.best:.4f} after {result.evaluations} evaluations ({result.seconds:.1f} s)",
+                  flush=True)  # fmt: skip
     wall = time.perf_counter() - started
     evaluations = sum(r.evaluations for r in results)
     print(f"\n{evaluations} evaluations in {wall:.0f} s ({evaluations / wall:.1f} per second with {args.jobs} jobs)")

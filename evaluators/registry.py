@@ -11,13 +11,14 @@ A built-in name wins over an entry point of the same name.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 import difflib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
-from typing import Any, Callable, Mapping
+from typing import Any
 
-from evaluators.base import Benchmark, BenchmarkError
 from evaluators.arc import ArcAgentBenchmark, ArcProgramBenchmark
+from evaluators.base import Benchmark, BenchmarkError
 from evaluators.circle_packing import CirclePacking
 from evaluators.deceptive import DeceptiveTrap
 from evaluators.humaneval import HumanEval
@@ -92,7 +93,8 @@ def get_benchmark(name: str, options: Mapping[str, Any] | None = None) -> Benchm
     if plugin is None:
         close = difflib.get_close_matches(name, benchmark_names(), n=1)
         raise BenchmarkError(
-            f"unknown benchmark {name!r}" + (f" (did you mean {close[0]!r}?)" if close else "")
+            f"unknown benchmark {name!r}"
+            + (f" (did you mean {close[0]!r}?)" if close else "")
             + f"; valid choices: {', '.join(benchmark_names())}",
             fix=f"pick one of {', '.join(benchmark_names())}, or install a package that registers "
             f"{name!r} in the entry point group {ENTRY_POINT_GROUP!r}",
@@ -108,7 +110,7 @@ def _build_plugin(plugin: EntryPoint, options: dict[str, Any]) -> Benchmark:
         raise BenchmarkError(
             f"benchmark {plugin.name!r} cannot be loaded from its entry point line "
             f"`{plugin.name} = {plugin.value}` (group {ENTRY_POINT_GROUP!r} of {package}): {type(exc).__name__}: {exc}",
-            fix=f"fix that line in {package}'s pyproject.toml ([project.entry-points.\"{ENTRY_POINT_GROUP}\"]: "
+            fix=f'fix that line in {package}\'s pyproject.toml ([project.entry-points."{ENTRY_POINT_GROUP}"]: '
             "module:function, importable) or the module it names, then reinstall the package",
         ) from exc
     bad_keys = [key for key in options if not isinstance(key, str) or not key.isidentifier()]

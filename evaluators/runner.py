@@ -28,9 +28,9 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
-from typing import Mapping, Sequence
 
 from evaluators.base import SPLITS, Benchmark, BenchmarkError, Genome, Stage, Task, TaskScore
 from evaluators.harness.run_program import read_outcome

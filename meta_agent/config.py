@@ -10,11 +10,12 @@ from __future__ import annotations
 import difflib
 import json
 import re
-import tomllib
+from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal, Mapping
+from typing import Any, Literal
 
+import tomllib
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from meta_agent.errors import ConfigError
@@ -185,7 +186,7 @@ class RunConfig(_Section):
             raise ValueError("use letters, digits, '.', '_' and '-' (at most 100), starting with a letter or digit")
         return name
 
-    def with_default_name(self) -> "RunConfig":
+    def with_default_name(self) -> RunConfig:
         if self.name:
             return self
         stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
@@ -199,7 +200,7 @@ class RunConfig(_Section):
         return self.model_dump_json(indent=2)
 
     @classmethod
-    def from_json(cls, text: str) -> "RunConfig":
+    def from_json(cls, text: str) -> RunConfig:
         return _validate(json.loads(text), source="the run's stored config")
 
 
@@ -286,8 +287,13 @@ def _toml_value(value: Any) -> str:
     if isinstance(value, list):
         return "[" + ", ".join(_toml_value(v) for v in value) + "]"
     if isinstance(value, dict):
-        return "{" + ", ".join(f"{json.dumps(str(k)) if not str(k).isidentifier() else k} = {_toml_value(v)}"
-                               for k, v in value.items()) + "}"
+        return (
+            "{"
+            + ", ".join(
+                f"{json.dumps(str(k)) if not str(k).isidentifier() else k} = {_toml_value(v)}" for k, v in value.items()
+            )
+            + "}"
+        )
     return json.dumps(value)
 
 

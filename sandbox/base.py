@@ -6,8 +6,9 @@ A backend takes a `RunSpec` (files to place, a command, limits) and returns a
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Mapping, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 
 class SandboxError(Exception):
@@ -68,12 +69,7 @@ class RunResult:
 
     @property
     def ok(self) -> bool:
-        return (
-            self.exit_code == 0
-            and not self.timed_out
-            and not self.oom_killed
-            and not self.output_truncated
-        )
+        return self.exit_code == 0 and not self.timed_out and not self.oom_killed and not self.output_truncated
 
     def failure_reason(self) -> str | None:
         """A short, public sentence saying why the run did not finish cleanly."""
@@ -106,7 +102,7 @@ class SandboxSession(Protocol):
 
     def close(self) -> None: ...
 
-    def __enter__(self) -> "SandboxSession": ...
+    def __enter__(self) -> SandboxSession: ...
 
     def __exit__(self, *exc: object) -> None: ...
 

@@ -82,7 +82,7 @@ def send(message):
     body = json.dumps(message, ensure_ascii=False).encode("utf-8", errors="replace")
     view = memoryview(HEADER.pack(len(body)) + body)
     while view:
-        view = view[os.write(1, view):]
+        view = view[os.write(1, view) :]
 
 
 def wipe_scratch():

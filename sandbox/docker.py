@@ -133,7 +133,7 @@ class DockerSandbox:
 
     # ----- the Sandbox protocol --------------------------------------------------------------
 
-    def session(self) -> "DockerSession":
+    def session(self) -> DockerSession:
         """A session for one agent's runs; it takes its container on its first run."""
         self._refuse_if_closed()
         return DockerSession(self)
@@ -161,7 +161,7 @@ class DockerSandbox:
         if self._owns_client:
             self.client.close()
 
-    def __enter__(self) -> "DockerSandbox":
+    def __enter__(self) -> DockerSandbox:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -297,7 +297,7 @@ class DockerSession:
             self._closed = True
             self._drop_container()
 
-    def __enter__(self) -> "DockerSession":
+    def __enter__(self) -> DockerSession:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -407,5 +407,3 @@ def _request(spec: RunSpec) -> dict[str, Any]:
         "max_collect_bytes": int(spec.max_collect_bytes),
         "env": dict(spec.env),
     }
-
-

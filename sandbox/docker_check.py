@@ -115,7 +115,8 @@ _SCIENTIFIC_PROBE = r"""
 import json
 import numpy, scipy, scipy.optimize
 best = scipy.optimize.minimize(lambda x: float(((x - 0.5) ** 2).sum()), numpy.zeros(3))
-print(json.dumps({"numpy": numpy.__version__, "scipy": scipy.__version__, "solved": bool(abs(best.x - 0.5).max() < 1e-4)}))
+solved = bool(abs(best.x - 0.5).max() < 1e-4)
+print(json.dumps({"numpy": numpy.__version__, "scipy": scipy.__version__, "solved": solved}))
 """
 
 
@@ -149,7 +150,7 @@ class CheckReport:
         return self.image_present and all(item.passed for item in self.items)
 
 
-def run_check(sandbox: "DockerSandbox") -> CheckReport:
+def run_check(sandbox: DockerSandbox) -> CheckReport:
     """Inspect the engine and run the hostile probes in one fresh session of `sandbox`."""
     version = str(sandbox.client.version().get("Version", "unknown"))
     limits = sandbox.limits
@@ -169,12 +170,16 @@ def run_check(sandbox: "DockerSandbox") -> CheckReport:
     finally:
         os.unlink(handle.name)
     return CheckReport(
-        engine_version=version, image=sandbox.image, image_present=True, limits=described, items=items,
+        engine_version=version,
+        image=sandbox.image,
+        image_present=True,
+        limits=described,
+        items=items,
         packages=packages,
     )
 
 
-def _probe_items(sandbox: "DockerSandbox", *, host_file: str, packages: dict[str, str]) -> tuple[CheckItem, ...]:
+def _probe_items(sandbox: DockerSandbox, *, host_file: str, packages: dict[str, str]) -> tuple[CheckItem, ...]:
     """The hardening items; `packages` is filled with the versions the scientific probe saw."""
     items: list[CheckItem] = []
     with sandbox.session() as session:
@@ -201,9 +206,7 @@ def _probe_items(sandbox: "DockerSandbox", *, host_file: str, packages: dict[str
                 "read-only root fs" if not written else f"wrote {', '.join(written)}",
             )
         )
-        items.append(
-            CheckItem("runs as non-root", report["uid"] != 0 and report["euid"] != 0, f"uid {report['uid']}")
-        )
+        items.append(CheckItem("runs as non-root", report["uid"] != 0 and report["euid"] != 0, f"uid {report['uid']}"))
         caps = report["caps"]
         items.append(
             CheckItem(
@@ -262,7 +265,8 @@ def _runner_items(session: object) -> list[CheckItem]:
         CheckItem(
             "runner unreachable from the task",
             seen["refused"] == wanted,
-            "refused (PermissionError): " + ", ".join(seen["refused"]) if seen["refused"] == wanted
+            "refused (PermissionError): " + ", ".join(seen["refused"])
+            if seen["refused"] == wanted
             else f"reachable: {sorted(set(wanted) - set(seen['refused']))}; refused: {seen['refused']}",
         ),
         CheckItem(

@@ -62,7 +62,7 @@ class RunnerChannel:
         self._closed = False
 
     @classmethod
-    def attach(cls, client: docker.DockerClient, container_id: str) -> "RunnerChannel":
+    def attach(cls, client: docker.DockerClient, container_id: str) -> RunnerChannel:
         """Attach to a created (not yet started) container, so no early output is missed."""
         params = {"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1}
         wrapper = client.api.attach_socket(container_id, params=params)
@@ -92,7 +92,7 @@ class RunnerChannel:
             try:
                 self._sock.settimeout(remaining)
                 chunk = self._sock.recv(_RECV_BYTES)
-            except (socket.timeout, TimeoutError):
+            except TimeoutError:
                 continue
             except OSError as exc:
                 raise ChannelClosed(f"the container's stream broke: {exc}") from exc
@@ -239,8 +239,6 @@ class SandboxContainer:
             pass  # engine trouble: the leftover sweep of a later start removes it (its pid label is dead)
         if self.fm_dir is not None:
             shutil.rmtree(self.fm_dir, ignore_errors=True)
-
-
 
 
 def _pid_alive(pid: int) -> bool:

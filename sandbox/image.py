@@ -43,9 +43,10 @@ import tarfile
 import tempfile
 import threading
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Callable, Iterator, Literal
+from typing import Literal
 
 import docker
 import docker.errors
@@ -267,9 +268,7 @@ def build_image(
     say = progress or (lambda _line: None)
     started = time.monotonic()
     if method not in ("auto", "dockerfile", "debootstrap"):
-        raise SandboxError(
-            f"unknown image build method {method!r}", fix="use one of: auto, dockerfile, debootstrap"
-        )
+        raise SandboxError(f"unknown image build method {method!r}", fix="use one of: auto, dockerfile, debootstrap")
     engine = client or connect_engine(timeout_s=_BUILD_TIMEOUT_S)
     try:
         status = image_status(tag, client=engine)
@@ -295,7 +294,7 @@ def build_image(
 
 
 def choose_build_method(client: docker.DockerClient, method: BuildMethod, say: Progress) -> str:
-    """"dockerfile" or "debootstrap": `method` itself, or for "auto" what the registry probe allows."""
+    """ "dockerfile" or "debootstrap": `method` itself, or for "auto" what the registry probe allows."""
     if method != "auto":
         return method
     reachable = registry_answers(client)
@@ -378,9 +377,7 @@ def _remove_replaced(client: docker.DockerClient, old_id: str, tag: str, say: Pr
 def _build_from_dockerfile(client: docker.DockerClient, tag: str, say: Progress) -> None:
     say(f"building {tag} from {BASE_IMAGE}")
     try:
-        client.images.build(
-            fileobj=io.BytesIO(_DOCKERFILE.encode()), tag=tag, rm=True, forcerm=True, pull=True
-        )
+        client.images.build(fileobj=io.BytesIO(_DOCKERFILE.encode()), tag=tag, rm=True, forcerm=True, pull=True)
     except (docker.errors.BuildError, docker.errors.APIError) as exc:
         raise SandboxError(
             f"building {tag} from {BASE_IMAGE} failed: {exc}",
@@ -485,9 +482,7 @@ def _debootstrap(rootfs: Path, *, mirror: str, say: Progress) -> None:
     argv = [program, "--variant=minbase", f"--include={','.join(DEBIAN_PACKAGES)}", SUITE, str(partial), mirror]
     try:
         try:
-            done = subprocess.run(
-                argv, capture_output=True, text=True, timeout=_DEBOOTSTRAP_TIMEOUT_S, check=False
-            )
+            done = subprocess.run(argv, capture_output=True, text=True, timeout=_DEBOOTSTRAP_TIMEOUT_S, check=False)
         except subprocess.TimeoutExpired as exc:
             raise SandboxError(
                 f"debootstrap did not finish within {_DEBOOTSTRAP_TIMEOUT_S:.0f} s",
@@ -630,8 +625,10 @@ def _import_rootfs(client: docker.DockerClient, rootfs: Path, tag: str) -> None:
 def _write_rootfs_tar(tar: tarfile.TarFile, rootfs: Path) -> None:
     """Everything under `rootfs`, with passwd/group gaining the sandbox user, an empty /work, and
     links to numpy and scipy in the standard library's folder (programs run as `python3 -S`)."""
-    replaced = {"./etc/passwd": "sandbox:x:{uid}:{uid}:cambrian sandbox:/work:/usr/sbin/nologin\n",
-                "./etc/group": "sandbox:x:{uid}:\n"}
+    replaced = {
+        "./etc/passwd": "sandbox:x:{uid}:{uid}:cambrian sandbox:/work:/usr/sbin/nologin\n",
+        "./etc/group": "sandbox:x:{uid}:\n",
+    }
 
     def skip_replaced(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
         return None if info.name in replaced else info

@@ -66,8 +66,9 @@ import tempfile
 import threading
 import time
 import weakref
+from collections.abc import Callable
 from pathlib import Path, PurePosixPath
-from typing import Any, Callable
+from typing import Any
 
 from sandbox.base import Mount, RunResult, RunSpec, SandboxError
 
@@ -246,9 +247,7 @@ class LocalSandbox:
     def run(self, spec: RunSpec) -> RunResult:
         """Run `spec` to completion or to its limits; SandboxError only for faults of this backend."""
         if self._closed:
-            raise SandboxError(
-                "this LocalSandbox was closed", fix="create a new LocalSandbox for further runs"
-            )
+            raise SandboxError("this LocalSandbox was closed", fix="create a new LocalSandbox for further runs")
         for path in [*spec.files, *spec.collect]:
             check_relative_path(path)
         argv = self._expand_command(spec.command)
@@ -276,7 +275,7 @@ class LocalSandbox:
                 self._give_back_uid(uid)
             _remove_tree(workdir)
 
-    def session(self) -> "_LocalSession":
+    def session(self) -> _LocalSession:
         """Every local run already starts in a fresh work dir with its process group killed at the end."""
         return _LocalSession(self)
 
@@ -362,7 +361,8 @@ class LocalSandbox:
             blocked = _first_closed_folder(self.python)
             raise SandboxError(
                 f"running as root, the local sandbox runs each program as an unprivileged uid, which cannot "
-                f"start {self.python} ({reason})" + (f": {blocked} is not searchable by other users" if blocked else ""),
+                f"start {self.python} ({reason})"
+                + (f": {blocked} is not searchable by other users" if blocked else ""),
                 fix=(f"`chmod o+x {blocked}` (lets other users pass through it, not list it), " if blocked else "")
                 + "install Cambrian with an interpreter outside root's home, run it as a non-root user, "
                 "or use --sandbox docker",
@@ -404,8 +404,7 @@ class LocalSandbox:
         if PurePosixPath(mount.sandbox_path).is_absolute():
             if os.path.abspath(mount.sandbox_path) != os.path.abspath(mount.host_path):
                 raise SandboxError(
-                    f"the local sandbox cannot show {mount.host_path!r} at the absolute path "
-                    f"{mount.sandbox_path!r}",
+                    f"the local sandbox cannot show {mount.host_path!r} at the absolute path {mount.sandbox_path!r}",
                     fix="give the mount a relative sandbox_path (placed in the work dir) or the host path itself",
                 )
             return
@@ -459,9 +458,7 @@ class LocalSandbox:
         killed_by_us = watch.timed_out or watch.truncated
         # SIGXCPU: RLIMIT_CPU (just above the wall limit) ran out, a timeout by another clock.
         timed_out = watch.timed_out or returncode == -signal.SIGXCPU
-        oom = not killed_by_us and (
-            returncode in _OOM_SIGNALS or bool(_MEMORY_ERROR_LINE.search(stderr[-4000:]))
-        )
+        oom = not killed_by_us and (returncode in _OOM_SIGNALS or bool(_MEMORY_ERROR_LINE.search(stderr[-4000:])))
         files, notes = _collect(workdir, spec)
         if notes:
             stderr = stderr + ("\n" if stderr and not stderr.endswith("\n") else "") + "\n".join(notes) + "\n"
@@ -493,7 +490,10 @@ def _package_folders(python: str) -> dict[str, str]:
         try:
             done = subprocess.run(
                 [python, "-I", "-c", _PACKAGE_QUERY],
-                capture_output=True, text=True, timeout=_PACKAGE_QUERY_TIMEOUT_S, check=True,
+                capture_output=True,
+                text=True,
+                timeout=_PACKAGE_QUERY_TIMEOUT_S,
+                check=True,
             )
             found = dict(json.loads(done.stdout))
         except (OSError, subprocess.SubprocessError, ValueError):
@@ -635,10 +635,14 @@ def _collect(workdir: Path, spec: RunSpec) -> tuple[dict[str, str], list[str]]:
 def isolation_summary() -> str:
     """One sentence on what the local sandbox protects here (who runs Cambrian decides it), for warnings."""
     if os.geteuid() == 0:
-        return ("each program runs as an unprivileged uid of its own: it cannot write your files or read "
-                "Cambrian's memory or keys, but it can read world-readable files and use the network")
-    return ("programs run as your user: they can read and write your files and use the network "
-            "(Cambrian's own memory and keys stay unreadable)")
+        return (
+            "each program runs as an unprivileged uid of its own: it cannot write your files or read "
+            "Cambrian's memory or keys, but it can read world-readable files and use the network"
+        )
+    return (
+        "programs run as your user: they can read and write your files and use the network "
+        "(Cambrian's own memory and keys stay unreadable)"
+    )
 
 
 def make_undumpable() -> bool:
@@ -702,7 +706,7 @@ class _LocalSession:
     def close(self) -> None:
         pass
 
-    def __enter__(self) -> "_LocalSession":
+    def __enter__(self) -> _LocalSession:
         return self
 
     def __exit__(self, *exc: object) -> None:

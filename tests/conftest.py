@@ -9,8 +9,8 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
@@ -35,9 +35,7 @@ def local_fm(smollm2_path: Path, tmp_path_factory: pytest.TempPathFactory) -> It
     n_parallel=2 so two tests' calls can overlap; 4096 tokens of context per request.
     """
     log = tmp_path_factory.mktemp("local_fm") / "server.log"
-    server = LocalServer(
-        smollm2_path, alias=SMOLLM2, n_ctx=4096, n_parallel=2, backend="llamacpp", log_path=log
-    )
+    server = LocalServer(smollm2_path, alias=SMOLLM2, n_ctx=4096, n_parallel=2, backend="llamacpp", log_path=log)
     server.start(timeout_s=180)
     try:
         yield server

@@ -67,8 +67,13 @@ def test_agent_calls_reach_the_fm_through_the_gateway_and_are_recorded(kind: str
     run = archive.create_run(name="t", benchmark="circle_packing", seed=0, config_json=cfg.to_json())
     agent_llm = LLMClient(local_fm.endpoint(), ledger=ArchiveLedger(archive, int(run.id)), max_tokens=8)
     loop = SearchLoop(
-        archive=archive, run=run, config=cfg, benchmark=CirclePacking(start="grid"), sandbox=sandbox,
-        llm=ScriptedFM([fenced(CALLS_FM)]), model_label="scripted",
+        archive=archive,
+        run=run,
+        config=cfg,
+        benchmark=CirclePacking(start="grid"),
+        sandbox=sandbox,
+        llm=ScriptedFM([fenced(CALLS_FM)]),
+        model_label="scripted",
         gateway=FMGateway(agent_llm, socket_dir=fm_dir),
     )
 

@@ -41,7 +41,7 @@ from sandbox.local import LocalSandbox
 SEED_AGENT = Path(__file__).resolve().parents[1] / "evaluators" / "arc" / "seed" / "agent.py"
 
 # a5313dff fills the cells a colour-2 outline encloses with colour 1; cells reached from the border stay.
-FLOOD_FILL = '''
+FLOOD_FILL = """
 def transform(grid):
     rows, columns = len(grid), len(grid[0])
     outside = set()
@@ -55,7 +55,7 @@ def transform(grid):
         stack += [(r + 1, c), (r - 1, c), (r, c + 1), (r, c - 1)]
     return [[1 if grid[r][c] == 0 and (r, c) not in outside else grid[r][c] for c in range(columns)]
             for r in range(rows)]
-'''
+"""
 CRASH = "def transform(grid):\n    return grid[99]\n"
 ALL_ONES = "def transform(grid):\n    return [[1 for _ in row] for row in grid]\n"
 
@@ -153,7 +153,9 @@ def test_answer_never_enters_the_agents_run_spec() -> None:
             answer = bench._answers[task.id]
             visible = [p["output"] for p in sent["kwargs"]["task"]["train"]] + [sent["kwargs"]["task"]["test_input"]]
             arc_id = task.id.split("-")[0]
-            assert sent["kwargs"]["task"]["train"] == [{"input": p.input, "output": p.output} for p in arc[arc_id].train]
+            assert sent["kwargs"]["task"]["train"] == [
+                {"input": p.input, "output": p.output} for p in arc[arc_id].train
+            ]
             if answer not in visible and len(answer) * len(answer[0]) >= 4:
                 assert all(json.dumps(answer) not in text for text in files.values())
                 checked += 1
@@ -334,15 +336,24 @@ def test_arc_program_search_runs_end_to_end_fake_fm(tmp_path: Path) -> None:
     archive = Archive.at(tmp_path / "archive.db")
     run = archive.create_run(name="arc", benchmark="arc-program", seed=0, config_json=config.to_json())
     loop = SearchLoop(
-        archive=archive, run=run, config=config, benchmark=ArcProgramBenchmark(), sandbox=LocalSandbox(),
-        llm=ScriptedFM(fenced), model_label="scripted",
+        archive=archive,
+        run=run,
+        config=config,
+        benchmark=ArcProgramBenchmark(),
+        sandbox=LocalSandbox(),
+        llm=ScriptedFM(fenced),
+        model_label="scripted",
     )
     outcome = asyncio.run(loop.run_until_done())
     assert outcome.status == RunStatus.finished
     agents = archive.agents(int(run.id))
     statuses = {a.iteration: a.status for a in agents}
-    assert statuses == {0: AgentStatus.evaluated, 1: AgentStatus.evaluated, 2: AgentStatus.invalid,
-                        3: AgentStatus.evaluated}
+    assert statuses == {
+        0: AgentStatus.evaluated,
+        1: AgentStatus.evaluated,
+        2: AgentStatus.invalid,
+        3: AgentStatus.evaluated,
+    }
     assert agents[1].score < agents[0].score < agents[3].score == 1.0
     assert archive.best(int(run.id))[0].iteration == 3
 
@@ -353,9 +364,29 @@ def test_arc_program_search_through_the_cli(tmp_path: Path, smollm2_path: Path) 
         pytest.skip("arc-program is not registered in evaluators/registry.py yet (the lead adds the built-in)")
     runs = tmp_path / "runs"
     proc = subprocess.run(
-        [sys.executable, "-m", "meta_agent.cli", "run", "arc-program", "--name", "arcp", "--iterations", "2",
-         "--model", "smollm2-135m", "--seed", "1", "--set", "fm.max_tokens=300", "--runs-dir", str(runs)],
-        capture_output=True, text=True, timeout=900, env={**os.environ, "COLUMNS": "200", "NO_COLOR": "1"},
+        [
+            sys.executable,
+            "-m",
+            "meta_agent.cli",
+            "run",
+            "arc-program",
+            "--name",
+            "arcp",
+            "--iterations",
+            "2",
+            "--model",
+            "smollm2-135m",
+            "--seed",
+            "1",
+            "--set",
+            "fm.max_tokens=300",
+            "--runs-dir",
+            str(runs),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env={**os.environ, "COLUMNS": "200", "NO_COLOR": "1"},
     )
     assert proc.returncode == 0, f"{proc.stdout}\n{proc.stderr}"
     with Archive.at(runs / "arcp" / "archive.db") as archive:
@@ -374,10 +405,30 @@ def test_arc_agent_search_through_the_cli_records_agent_llm_calls(tmp_path: Path
     runs = tmp_path / "runs"
     options = ["n_search=2", "n_holdout=1", "stage_sizes=[1]", "thresholds=[0.0]"]
     proc = subprocess.run(
-        [sys.executable, "-m", "meta_agent.cli", "run", "arc", "--name", "arca", "--iterations", "1",
-         "--model", "smollm2-135m", "--seed", "1", "--set", "fm.max_tokens=300",
-         *[arg for option in options for arg in ("--set", f"benchmark_options.{option}")], "--runs-dir", str(runs)],
-        capture_output=True, text=True, timeout=900, env={**os.environ, "COLUMNS": "200", "NO_COLOR": "1"},
+        [
+            sys.executable,
+            "-m",
+            "meta_agent.cli",
+            "run",
+            "arc",
+            "--name",
+            "arca",
+            "--iterations",
+            "1",
+            "--model",
+            "smollm2-135m",
+            "--seed",
+            "1",
+            "--set",
+            "fm.max_tokens=300",
+            *[arg for option in options for arg in ("--set", f"benchmark_options.{option}")],
+            "--runs-dir",
+            str(runs),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env={**os.environ, "COLUMNS": "200", "NO_COLOR": "1"},
     )
     assert proc.returncode == 0, f"{proc.stdout}\n{proc.stderr}"
     with Archive.at(runs / "arca" / "archive.db") as archive:

@@ -10,8 +10,9 @@ from __future__ import annotations
 import multiprocessing as mp
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from archive.models import AgentStatus, Evaluation, LLMCall
 from archive.schema import SCHEMA_VERSION, UNVERSIONED

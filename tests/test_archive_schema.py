@@ -11,8 +11,8 @@ import os
 import sqlite3
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 from sqlalchemy import event
@@ -202,7 +202,10 @@ def test_a_writable_open_upgrades_a_version_1_archive_keeping_every_row(
         seed, child = archive.agents(int(run.id))
         assert (seed.status, seed.score, seed.feedback, seed.repair_note) == (AgentStatus.evaluated, 0.5, "ok", None)
         assert (child.parent_id, child.status, child.invalid_reason, child.cost_usd) == (
-            1, AgentStatus.invalid, "no edit", 0.001
+            1,
+            AgentStatus.invalid,
+            "no edit",
+            0.001,
         )
         assert archive.get_genome("g1") == ({"main.py": "def solve():\n    return 1\n"}, "main.py")
         assert [(e.task_id, e.score, e.passed) for e in archive.evaluations(1)] == [("t0", 0.5, True)]

@@ -7,10 +7,10 @@ import subprocess
 import sys
 import textwrap
 import threading
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from pathlib import Path
-from typing import Iterator
 
 import numpy as np
 import pytest
@@ -374,8 +374,10 @@ def test_llm_ledger_and_cost_summary(archive: Archive, run: Run) -> None:
     assert set(summary.by_model) == {"gpt", "qwen"}
     assert (summary.by_model["gpt"].calls, summary.by_model["gpt"].cost_usd) == (2, pytest.approx(0.015))
     assert (summary.by_model["qwen"].cache_hits, summary.by_model["qwen"].prompt_tokens) == (1, 140)
-    for call in (LLMCall(run_id=run.id, model="qwen", request_hash="r4", iteration=2),
-                 LLMCall(run_id=run.id, model="qwen", request_hash="r5", iteration=2, agent_id=77)):
+    for call in (
+        LLMCall(run_id=run.id, model="qwen", request_hash="r4", iteration=2),
+        LLMCall(run_id=run.id, model="qwen", request_hash="r5", iteration=2, agent_id=77),
+    ):
         archive.record_llm_call(call)
     assert archive.link_llm_calls(run.id, iteration=2, agent_id=5) == 1
     assert [(c.request_hash, c.agent_id) for c in archive.llm_calls(run.id)][-2:] == [("r4", 5), ("r5", 77)]
@@ -481,12 +483,15 @@ def test_a_second_holdout_evaluation_replaces_the_first_rows(tmp_path: Path) -> 
         agent = archive.add_agent(int(run.id), files={"a.py": "x = 1\n"}, entry="a.py")
         archive.mark_evaluating(int(agent.id))
         archive.finish_evaluation(
-            int(agent.id), status=AgentStatus.evaluated, score=0.5,
+            int(agent.id),
+            status=AgentStatus.evaluated,
+            score=0.5,
             evaluations=[Evaluation(agent_id=0, task_id="s1", score=0.5)],
         )
         for score in (0.2, 0.4):
             archive.set_holdout_score(
-                int(agent.id), score,
+                int(agent.id),
+                score,
                 evaluations=[Evaluation(agent_id=0, task_id="h1", score=score), Evaluation(agent_id=0, task_id="h2")],
             )
         rows = archive.evaluations(int(agent.id))

@@ -31,6 +31,7 @@ from sandbox.local import LocalSandbox
 # The seed's sum of radii for n = 26: rings around the middle, radii from the centres.
 SEED_SUM = 1.091736758942621
 
+
 def harness_result(value: object) -> RunResult:
     """A finished run whose harness returned `value` (for scoring without a sandbox)."""
     payload = json.dumps({"ok": True, "value": value, "seconds": 0.01})
@@ -347,6 +348,7 @@ def test_scores_count_only_exactly_valid_packings() -> None:
     assert _exactly_valid(exact) and check_packing(exact, 4).shrunk == 0 and check_packing(exact, 4).sum_of_radii == 1.0
     # Radii from a float formula (sqrt) that round up past the exact limit: certified, never over it.
     import math
+
     r = (math.sqrt(2) - 1) / (2 * math.sqrt(2))  # tangent arrangement whose floats sit on the boundary
     diagonal = [[r, r, r], [1 - r, 1 - r, r]]
     check = check_packing(diagonal, 2)

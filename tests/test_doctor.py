@@ -21,7 +21,9 @@ def test_doctor_names_each_problem_with_its_fix(tmp_path: Path) -> None:
     })  # fmt: skip
     findings = {f.name: f for f in diagnose(config, self_test=False)}
     endpoint = findings["FM endpoint"]
-    assert endpoint.verdict == "fail" and "no FM server answers" in endpoint.detail and "start the server" in endpoint.fix
+    assert (
+        endpoint.verdict == "fail" and "no FM server answers" in endpoint.detail and "start the server" in endpoint.fix
+    )
     assert findings["local sandbox"].verdict == "ok"
     assert findings["running as root"].verdict in ("ok", "warn")
     if docker_unavailable_reason() is None:

@@ -33,7 +33,11 @@ def test_every_child_of_a_constrained_smollm2_search_parses(tmp_path: Path, loca
         {
             "name": "constrained", "runs_dir": str(tmp_path), "seed": 3,
             "budget": {"iterations": 6},
-            "search": {"strategy": "greedy", "operators": {"diff": 0.4, "lines": 0.3, "rewrite": 0.3}, "max_pending": 2},
+            "search": {
+                "strategy": "greedy",
+                "operators": {"diff": 0.4, "lines": 0.3, "rewrite": 0.3},
+                "max_pending": 2,
+            },
             "fm": {"concurrency": 2, "max_tokens": 400, "constrained": "on", "repair_rounds": 1},
             "evaluation": {"concurrency": 2, "timeout_s": 20, "agent_fm": False},
         }
@@ -41,7 +45,9 @@ def test_every_child_of_a_constrained_smollm2_search_parses(tmp_path: Path, loca
     warnings: list[str] = []
     with Archive.at(tmp_path / "archive.db") as archive:
         run = archive.create_run(name="constrained", benchmark="circle_packing", seed=3, config_json=config.to_json())
-        llm = make_llm_client(local_fm.endpoint(), config, ledger=ArchiveLedger(archive, int(run.id)), warn=warnings.append)
+        llm = make_llm_client(
+            local_fm.endpoint(), config, ledger=ArchiveLedger(archive, int(run.id)), warn=warnings.append
+        )
         loop = SearchLoop(
             archive=archive, run=run, config=config, benchmark=CirclePacking(), sandbox=LocalSandbox(),
             llm=llm, model_label=local_fm.alias,
@@ -63,7 +69,9 @@ def test_every_child_of_a_constrained_smollm2_search_parses(tmp_path: Path, loca
 
 def test_a_grammar_the_server_refuses_falls_back_with_one_warning(local_fm: LocalServer) -> None:
     warnings: list[str] = []
-    llm = LLMClient(local_fm.endpoint(), ledger=MemoryLedger(), max_tokens=16, constrained=True, on_warning=warnings.append)
+    llm = LLMClient(
+        local_fm.endpoint(), ledger=MemoryLedger(), max_tokens=16, constrained=True, on_warning=warnings.append
+    )
     messages = [{"role": "user", "content": "Say hello."}]
     first = llm.complete_sync(messages, seed=derive_seed(0, 1, 0), grammar="root ::= this is ( not gbnf")
     second = llm.complete_sync(messages, seed=derive_seed(0, 2, 0), grammar="root ::= also ( broken")

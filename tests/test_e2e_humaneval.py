@@ -18,10 +18,28 @@ def test_humaneval_search_through_docker_records_every_agent_fm_call(tmp_path: P
     skip_without_docker()
     runs = tmp_path / "runs"
     out = cambrian(
-        "run", "humaneval", "--name", "he", "--iterations", "3", "--model", "smollm2-135m",
-        "--sandbox", "docker", "--seed", "2", "--fm-concurrency", "1", "--eval-concurrency", "2",
-        "--set", "fm.max_tokens=400",
-        "--set", "benchmark_options.stage_sizes=[5]", "--set", "benchmark_options.thresholds=[0.2]",
+        "run",
+        "humaneval",
+        "--name",
+        "he",
+        "--iterations",
+        "3",
+        "--model",
+        "smollm2-135m",
+        "--sandbox",
+        "docker",
+        "--seed",
+        "2",
+        "--fm-concurrency",
+        "1",
+        "--eval-concurrency",
+        "2",
+        "--set",
+        "fm.max_tokens=400",
+        "--set",
+        "benchmark_options.stage_sizes=[5]",
+        "--set",
+        "benchmark_options.thresholds=[0.2]",
         runs_dir=runs,
     )
     assert "run he finished" in out.stdout, out.stdout + out.stderr

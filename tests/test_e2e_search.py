@@ -29,7 +29,10 @@ def cambrian(*args: str, runs_dir: Path, timeout: float = 600, check: bool = Tru
     env = {**os.environ, "COLUMNS": "200", "NO_COLOR": "1"}
     proc = subprocess.run(
         [*CAMBRIAN, *args, "--runs-dir", str(runs_dir)],
-        capture_output=True, text=True, timeout=timeout, env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
     )
     if check:
         assert proc.returncode == 0, f"cambrian {' '.join(args)} failed:\n{proc.stdout}\n{proc.stderr}"
@@ -38,10 +41,24 @@ def cambrian(*args: str, runs_dir: Path, timeout: float = 600, check: bool = Tru
 
 def _search_args(name: str, iterations: int) -> list[str]:
     return [
-        "run", "circle_packing", "--name", name, "--iterations", str(iterations),
-        "--model", "smollm2-135m", "--seed", "1",
-        "--set", "fm.max_tokens=400", "--set", "evaluation.timeout_s=20",
-        "--fm-concurrency", "2", "--eval-concurrency", "2",
+        "run",
+        "circle_packing",
+        "--name",
+        name,
+        "--iterations",
+        str(iterations),
+        "--model",
+        "smollm2-135m",
+        "--seed",
+        "1",
+        "--set",
+        "fm.max_tokens=400",
+        "--set",
+        "evaluation.timeout_s=20",
+        "--fm-concurrency",
+        "2",
+        "--eval-concurrency",
+        "2",
     ]
 
 
@@ -115,7 +132,9 @@ def test_sigkill_mid_run_then_resume_loses_nothing(tmp_path: Path, smollm2_path:
     db = runs / "killed" / "archive.db"
     proc = subprocess.Popen(
         [*CAMBRIAN, *_search_args("killed", 8), "--runs-dir", str(runs)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
     )
     try:
         deadline = time.monotonic() + 400

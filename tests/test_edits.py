@@ -121,9 +121,7 @@ def test_apply_exact() -> None:
 
 
 def test_apply_ignores_trailing_whitespace() -> None:
-    out = apply_blocks(
-        {"packing.py": SEED}, [block("    n = 26   \n", "    n = 27\n")], default_path="packing.py"
-    )
+    out = apply_blocks({"packing.py": SEED}, [block("    n = 26   \n", "    n = 27\n")], default_path="packing.py")
     assert out["packing.py"] == SEED.replace("n = 26", "n = 27")
 
 
@@ -155,8 +153,11 @@ def test_apply_blocks_in_order_on_several_files() -> None:
 
 def test_apply_no_match_shows_closest_lines() -> None:
     with pytest.raises(EditError) as info:
-        apply_blocks({"packing.py": SEED}, [block("    radii = np.full(n, 0.5)\n", "    radii = 1\n", index=2)],
-                     default_path="packing.py")
+        apply_blocks(
+            {"packing.py": SEED},
+            [block("    radii = np.full(n, 0.5)\n", "    radii = 1\n", index=2)],
+            default_path="packing.py",
+        )
     message = str(info.value)
     assert message.startswith("SEARCH block 2 did not match packing.py. The closest lines were (similarity 0.")
     assert "   7 |     radii = np.full(n, 0.05)" in message
@@ -170,13 +171,15 @@ def test_apply_ambiguous_match_is_refused() -> None:
 
 def test_apply_unknown_file_lists_the_files() -> None:
     with pytest.raises(EditError, match=r"names 'other.py', which is not a file.*packing.py, util.py"):
-        apply_blocks({"packing.py": SEED, "util.py": ""}, [block("x\n", "y\n", path="other.py")],
-                     default_path="packing.py")
+        apply_blocks(
+            {"packing.py": SEED, "util.py": ""}, [block("x\n", "y\n", path="other.py")], default_path="packing.py"
+        )
 
 
 def test_apply_matches_a_path_by_its_file_name() -> None:
-    out = apply_blocks({"packing.py": SEED}, [block("    n = 26\n", "    n = 27\n", path="seed/packing.py")],
-                       default_path="packing.py")
+    out = apply_blocks(
+        {"packing.py": SEED}, [block("    n = 26\n", "    n = 27\n", path="seed/packing.py")], default_path="packing.py"
+    )
     assert set(out) == {"packing.py"}
 
 
@@ -191,8 +194,7 @@ def test_apply_identical_search_and_replace_is_refused() -> None:
 
 
 def test_apply_tolerates_blank_lines_around_search() -> None:
-    out = apply_blocks({"packing.py": SEED}, [block("\n    n = 26\n\n", "\n    n = 27\n\n")],
-                       default_path="packing.py")
+    out = apply_blocks({"packing.py": SEED}, [block("\n    n = 26\n\n", "\n    n = 27\n\n")], default_path="packing.py")
     assert out["packing.py"] == SEED.replace("n = 26", "n = 27")
 
 
@@ -214,8 +216,7 @@ def test_evolve_regions_ignores_markers_in_strings_and_refuses_unbalanced() -> N
 
 def test_apply_edit_above_the_start_marker_is_refused() -> None:
     with pytest.raises(EditError) as info:
-        apply_blocks({"packing.py": SEED}, [block("import numpy as np\n", "import math\n")],
-                     default_path="packing.py")
+        apply_blocks({"packing.py": SEED}, [block("import numpy as np\n", "import math\n")], default_path="packing.py")
     assert str(info.value) == (
         "SEARCH/REPLACE block 1 edits line 1 of packing.py, outside the EVOLVE-BLOCK markers; "
         "only code between # EVOLVE-BLOCK-START and # EVOLVE-BLOCK-END may change"
@@ -225,20 +226,25 @@ def test_apply_edit_above_the_start_marker_is_refused() -> None:
 def test_apply_edit_spanning_a_marker_is_refused() -> None:
     search = "    return centers, radii\n# EVOLVE-BLOCK-END\n"
     with pytest.raises(EditError, match=r"edits line 9 of packing.py \(an EVOLVE-BLOCK marker\)"):
-        apply_blocks({"packing.py": SEED}, [block(search, "    return radii, centers\n# EVOLVE-BLOCK-END\n")],
-                     default_path="packing.py")
+        apply_blocks(
+            {"packing.py": SEED},
+            [block(search, "    return radii, centers\n# EVOLVE-BLOCK-END\n")],
+            default_path="packing.py",
+        )
 
 
 def test_apply_replacement_adding_a_marker_is_refused() -> None:
     with pytest.raises(EditError, match=r"writes an EVOLVE-BLOCK marker"):
-        apply_blocks({"packing.py": SEED}, [block("    n = 26\n", "    n = 26\n# EVOLVE-BLOCK-END\n")],
-                     default_path="packing.py")
+        apply_blocks(
+            {"packing.py": SEED}, [block("    n = 26\n", "    n = 26\n# EVOLVE-BLOCK-END\n")], default_path="packing.py"
+        )
 
 
 def test_apply_edit_fully_inside_the_region_is_allowed() -> None:
     search = "def construct_packing():\n    n = 26\n"
-    out = apply_blocks({"packing.py": SEED}, [block(search, "def construct_packing():\n    n = 30\n")],
-                       default_path="packing.py")
+    out = apply_blocks(
+        {"packing.py": SEED}, [block(search, "def construct_packing():\n    n = 30\n")], default_path="packing.py"
+    )
     assert "n = 30" in out["packing.py"]
     assert evolve_regions(out["packing.py"]) == [(3, 8)]
 
@@ -299,8 +305,10 @@ def test_extract_code_refuses_prose_and_wrong_languages() -> None:
 
 def test_splice_into_region_keeps_the_outside_and_refuses_empty_code() -> None:
     spliced = splice_into_region(SEED, "import numpy as np\n\ndef construct_packing():\n    return 1, 2\n")
-    assert spliced == SEED.replace(SEED[SEED.index("def construct"): SEED.index("# EVOLVE-BLOCK-END")],
-                                   "def construct_packing():\n    return 1, 2\n")
+    assert spliced == SEED.replace(
+        SEED[SEED.index("def construct") : SEED.index("# EVOLVE-BLOCK-END")],
+        "def construct_packing():\n    return 1, 2\n",
+    )
     check_outside_unchanged(SEED, spliced)
     with pytest.raises(EditError, match=r"no code for the EVOLVE-BLOCK region"):
         splice_into_region(SEED, "import numpy as np\n")

@@ -11,8 +11,8 @@ import http.server
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
@@ -114,8 +114,10 @@ class DeadFM:
     """Stands in for an FM that died after the run started: every call fails as a dead server's would."""
 
     async def complete(self, messages, **_):  # type: ignore[no-untyped-def]
-        raise FMUnavailable("FM endpoint http://127.0.0.1:9/v1 did not answer after 1 attempts; last error: "
-                            "no server answered", fix="nothing answers at http://127.0.0.1:9/v1: start the server")
+        raise FMUnavailable(
+            "FM endpoint http://127.0.0.1:9/v1 did not answer after 1 attempts; last error: no server answered",
+            fix="nothing answers at http://127.0.0.1:9/v1: start the server",
+        )
 
 
 def test_a_run_whose_fm_dies_ends_failed_with_the_cause_and_fix_fake_fm(tmp_path: Path) -> None:

@@ -14,9 +14,10 @@ import shutil
 import stat
 import tempfile
 import textwrap
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Awaitable, Callable, Iterator, TypeVar
+from typing import Any, TypeVar
 
 import pytest
 from sqlmodel import Session, select
@@ -126,9 +127,7 @@ def assert_ran(result: RunResult) -> None:
 # ----- through a real sandbox ---------------------------------------------------------------------
 
 
-def test_agent_in_local_sandbox_calls_the_fm_and_the_call_is_recorded(
-    local_fm: LocalServer, setup: Setup
-) -> None:
+def test_agent_in_local_sandbox_calls_the_fm_and_the_call_is_recorded(local_fm: LocalServer, setup: Setup) -> None:
     client = setup.client(local_fm.endpoint(), max_tokens=32)
     program = """
         import json
@@ -154,9 +153,7 @@ def test_agent_in_local_sandbox_calls_the_fm_and_the_call_is_recorded(
     assert not channel.socket_path.exists()  # closing the gateway removed the socket
 
 
-def test_budget_of_calls_refuses_the_third_call_and_records_the_refusal(
-    local_fm: LocalServer, setup: Setup
-) -> None:
+def test_budget_of_calls_refuses_the_third_call_and_records_the_refusal(local_fm: LocalServer, setup: Setup) -> None:
     client = setup.client(local_fm.endpoint(), max_tokens=32)
     program = """
         from _cambrian_llm import llm, LLMBudgetExceeded
@@ -268,8 +265,11 @@ def test_fm_failure_is_a_502_without_the_fm_address_or_host_env(setup: Setup, mo
         (post("/v1/chat/completions", b'{"max_tokens": 5}'), 400, "'messages'"),
         (post("/v1/chat/completions", b'{"messages": [{"role": "user", "content": 5}]}'), 400, "content"),
         (post("/v1/chat/completions", b'{"messages": [{"role": "robot", "content": "x"}]}'), 400, "role"),
-        (post("/v1/chat/completions", b'{"messages": [{"role": "user", "content": "x"}], "max_tokens": 0}'),
-         400, "max_tokens"),
+        (
+            post("/v1/chat/completions", b'{"messages": [{"role": "user", "content": "x"}], "max_tokens": 0}'),
+            400,
+            "max_tokens",
+        ),
         (post("/v1/chat/completions", b'{"messages": [{"role": "user", "content": "x"}], "seed": -1}'), 400, "seed"),
         (post("/v1/chat/completions", b"[1, 2]"), 400, "JSON object"),
         (b"POST /v1/chat/completions HTTP/1.1\r\nContent-Length: %d\r\n\r\n" % (MAX_BODY_BYTES + 1), 413, "over"),

@@ -58,7 +58,7 @@ class Matcher:
     def ends(self, symbol: str, text: str, start: int) -> set[int]:
         return self._ends(symbol, text, start)
 
-    @functools.lru_cache(maxsize=None)  # noqa: B019 - per-matcher cache in a test helper
+    @functools.cache  # noqa: B019 - per-matcher cache in a test helper
     def _ends(self, symbol: str, text: str, start: int) -> frozenset[int]:
         out: set[int] = set()
         for alt in self.rules[symbol]:
@@ -99,7 +99,10 @@ class Matcher:
 
 # ----- the tests ------------------------------------------------------------------------------------------
 
-BLOCK = "<<<<<<< SEARCH\n    radius = 0.5 / max(columns, rows)\n=======\n    radius = 0.49 / max(columns, rows)\n>>>>>>> REPLACE\n"
+BLOCK = (
+    "<<<<<<< SEARCH\n    radius = 0.5 / max(columns, rows)\n=======\n"
+    "    radius = 0.49 / max(columns, rows)\n>>>>>>> REPLACE\n"
+)
 
 
 def test_search_replace_grammar_derives_a_real_edit_and_it_applies() -> None:
@@ -110,7 +113,8 @@ def test_search_replace_grammar_derives_a_real_edit_and_it_applies() -> None:
     assert Matcher(grammar).derives(doctest)  # doctest and backtick lines are code, not markers
     assert not Matcher(grammar).derives(BLOCK + BLOCK)  # one block by default
     two = BLOCK + BLOCK.replace("radius = 0.5", "rows = math.ceil(n / columns)\n    radius = 0.5").replace(
-        "    radius = 0.49 / max(columns, rows)\n", "    rows = math.ceil(n / columns)\n    radius = 0.48 / max(columns, rows)\n"
+        "    radius = 0.49 / max(columns, rows)\n",
+        "    rows = math.ceil(n / columns)\n    radius = 0.48 / max(columns, rows)\n",
     )
     assert Matcher(search_replace_grammar(SEED, max_blocks=2)).derives(two)  # type: ignore[arg-type]
 
@@ -121,7 +125,9 @@ def test_search_replace_grammar_derives_a_real_edit_and_it_applies() -> None:
         "Here is the change:\n" + BLOCK,  # prose
         BLOCK.replace(">>>>>>> REPLACE\n", ""),  # truncated
         BLOCK.replace("    radius = 0.5 / max", "    radius = 0.5/max"),  # SEARCH not copied exactly
-        BLOCK.replace("    radius = 0.5 / max(columns, rows)\n=", "    radius = 0.5 / max(columns, rows)\n    return circles\n="),
+        BLOCK.replace(
+            "    radius = 0.5 / max(columns, rows)\n=", "    radius = 0.5 / max(columns, rows)\n    return circles\n="
+        ),
         "<<<<<<< SEARCH\n# EVOLVE-BLOCK-START\nimport math\n=======\nimport math\n>>>>>>> REPLACE\n",  # a marker
         '<<<<<<< SEARCH\n"""Seed program for circle packing: n circles in the unit square, maximise the sum of radii.\n'
         "=======\nx\n>>>>>>> REPLACE\n",  # outside the block
@@ -153,7 +159,7 @@ def test_files_without_markers_and_other_files_are_editable_with_a_path_line() -
     agent = HumanEval().seed()
     genome = Genome(files={**agent.files, "util.py": "def helper():\n    return 1\n"}, entry=agent.entry)
     matcher = Matcher(search_replace_grammar(genome))  # type: ignore[arg-type]
-    assert matcher.derives('<<<<<<< SEARCH\nMAX_TOKENS = 512\n=======\nMAX_TOKENS = 700\n>>>>>>> REPLACE\n')
+    assert matcher.derives("<<<<<<< SEARCH\nMAX_TOKENS = 512\n=======\nMAX_TOKENS = 700\n>>>>>>> REPLACE\n")
     util = "util.py\n<<<<<<< SEARCH\n    return 1\n=======\n    return 2\n>>>>>>> REPLACE\n"
     assert matcher.derives(util)
     assert not matcher.derives(util.replace("util.py\n", ""))  # that line is not in agent.py
@@ -164,7 +170,10 @@ def test_code_grammar_is_one_fenced_block_without_a_fence_inside() -> None:
     matcher = Matcher(code_grammar())
     region = TEXT[TEXT.index("import math") : TEXT.index("# EVOLVE-BLOCK-END")]
     assert matcher.derives(f"```python\n{region}```")
-    assert "import math" in RewriteOperator().apply(SEED, f"```python\n{region.replace('0.5', '0.49')}```").files["packing.py"]
+    assert (
+        "import math"
+        in RewriteOperator().apply(SEED, f"```python\n{region.replace('0.5', '0.49')}```").files["packing.py"]
+    )
     assert not matcher.derives(f"Sure:\n```python\n{region}```")
     assert not matcher.derives(f"```python\n```python\n{region}```")
     assert not matcher.derives(f"```python\n{region}```\nDone.")
@@ -177,4 +186,3 @@ def test_literals_escape_quotes_backslashes_and_unicode() -> None:
     genome = Genome(files={"m.py": 's = "caf\\u00e9 \\\\ \\"q\\""  # é\n'}, entry="m.py")
     line = genome.files["m.py"]
     assert Matcher(search_replace_grammar(genome)).derives(f"<<<<<<< SEARCH\n{line}=======\nx = 1\n>>>>>>> REPLACE\n")  # type: ignore[arg-type]
-

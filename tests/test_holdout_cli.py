@@ -49,7 +49,7 @@ def example_registered(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[
     dist_info.mkdir(parents=True)
     (dist_info / "METADATA").write_text("Metadata-Version: 2.1\nName: cambrian-example-benchmark\nVersion: 0.1.0\n")
     (dist_info / "entry_points.txt").write_text(
-        '[cambrian.benchmarks]\nexample = cambrian_example_benchmark:make_benchmark\n'
+        "[cambrian.benchmarks]\nexample = cambrian_example_benchmark:make_benchmark\n"
     )
     monkeypatch.syspath_prepend(str(EXAMPLE_DIR))
     monkeypatch.syspath_prepend(str(site))
@@ -218,7 +218,9 @@ def test_cli_eval_show_tree_export_and_exported_dir_fake_fm(
     folder = exported / f"agent-{best_id}"
     assert json.loads((folder / "manifest.json").read_text())["holdout_score"] == pytest.approx(1.0)
 
-    out = _cli("eval", str(folder), "--split", "holdout", "--sandbox", "local", "--model", "smollm2-135m", env=env).stdout
+    out = _cli(
+        "eval", str(folder), "--split", "holdout", "--sandbox", "local", "--model", "smollm2-135m", env=env
+    ).stdout
     assert f"stored in {folder / HOLDOUT_FILE}" in out
     record = json.loads((folder / HOLDOUT_FILE).read_text())
     assert record["split"] == "holdout" and record["score"] == pytest.approx(1.0)
@@ -237,7 +239,11 @@ def test_a_folders_manifest_cannot_choose_the_fm_endpoint_key_or_sandbox() -> No
 
     hostile = {
         "benchmark": "circle_packing", "benchmark_options": {"n": 7}, "seed": 3,
-        "fm": {"model": "openai/gpt-4o", "api_base": "http://attacker.example:8080/v1", "api_key_env": "OPENAI_API_KEY"},
+        "fm": {
+            "model": "openai/gpt-4o",
+            "api_base": "http://attacker.example:8080/v1",
+            "api_key_env": "OPENAI_API_KEY",
+        },
         "evaluation": {"sandbox": "local", "image": "attacker/image:latest", "agent_fm": True, "timeout_s": 3600,
                        "agent_fm_tokens": 10_000_000},
     }  # fmt: skip

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import textwrap
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
 
@@ -240,5 +240,5 @@ def test_plain_data_round_trips_exactly_and_refuses_everything_else() -> None:
             encode(hostile)
     for line in (b'{"t": [1], "s": [2]}\n', b'{"x": 1}\n', b'NaN\n', b'{"s": [[1]]}\n', b"[" * 100000 + b"\n",
                  b'{"d": [[[1], 2]]}\n'):  # fmt: skip
-        with pytest.raises(Exception):
+        with pytest.raises(Exception):  # noqa: B017 - each line is malformed differently, so fails differently
             decode(loads_line(line))

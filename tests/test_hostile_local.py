@@ -15,8 +15,8 @@ import tempfile
 import textwrap
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
@@ -70,7 +70,7 @@ def test_as_root_a_program_runs_as_an_unprivileged_uid_that_cannot_write_host_fi
         code = f"""
             import os
             print(os.getuid(), os.getgid(), os.getgroups())
-            for target in ({str(host_file)!r}, {str(host_dir / 'new.txt')!r}, "/etc/cambrian-test"):
+            for target in ({str(host_file)!r}, {str(host_dir / "new.txt")!r}, "/etc/cambrian-test"):
                 try:
                     open(target, "w").write("owned")
                     print("wrote", target)

@@ -13,7 +13,7 @@ import struct
 import textwrap
 import threading
 import time
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
 

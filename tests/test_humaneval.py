@@ -125,7 +125,7 @@ def test_search_failure_names_the_failing_case() -> None:
     lines = wrong.feedback.splitlines()
     assert lines[0] == f"{first}: failed (AssertionError)"
     assert lines[1].startswith("failing check: assert candidate(")
-    assert lines[1][len("failing check: "):] in " ".join(bench.problem(first).test.split())
+    assert lines[1][len("failing check: ") :] in " ".join(bench.problem(first).test.split())
     assert lines[2].startswith("last call: candidate(") and lines[2].endswith(") returned 12345")
     assert lines[3].startswith("expected: ") and "12345" not in lines[3]
     # The exception with its message, and the input that raised it.
@@ -307,7 +307,7 @@ def test_options_are_validated() -> None:
 
 
 def test_assemble_program() -> None:
-    prompt = "from typing import List\n\ndef f(x: List[int]) -> int:\n    \"\"\"Doc.\"\"\"\n"
+    prompt = 'from typing import List\n\ndef f(x: List[int]) -> int:\n    """Doc."""\n'
     assert assemble_program(prompt, "f", "    return 1\n") == prompt + "    return 1\n"
     full = assemble_program(prompt, "f", "def f(x):\n    return 2\n")
     assert full.startswith(prompt.rstrip()) and full.endswith("def f(x):\n    return 2\n")
@@ -325,9 +325,7 @@ def test_seed_agent_runs_through_the_gateway_on_the_real_model(tmp_path: Path, l
 
     async def evaluate_seed() -> AgentResult:
         async with FMGateway(fm, socket_dir=socket_dir) as gateway:
-            channel = await gateway.open_agent(
-                int(agent.id), max_calls=4, max_tokens=4000, run_seed=0, iteration=0
-            )
+            channel = await gateway.open_agent(int(agent.id), max_calls=4, max_tokens=4000, run_seed=0, iteration=0)
             try:
                 env = channel.env(str(channel.socket_path))
                 return await asyncio.to_thread(evaluate_agent, bench, seed, LocalSandbox(), env=env)

@@ -73,6 +73,7 @@ def test_each_package_imports_only_what_its_layer_allows() -> None:
 
 def test_no_module_imports_itself_back() -> None:
     graph = {module: sorted({t for _, t in targets if t != module}) for module, targets in _graph().items()}
+
     # A package's __init__ importing its own submodules (and they importing siblings through the package)
     # is how a public face works; a cycle is one between modules that are not each other's package.
     def related(a: str, b: str) -> bool:
@@ -87,7 +88,7 @@ def test_no_module_imports_itself_back() -> None:
         stack.append(module)
         for target in graph.get(module, []):
             if state.get(target) == 1:
-                cycle = stack[stack.index(target):] + [target]
+                cycle = stack[stack.index(target) :] + [target]
                 if not all(related(a, b) for a, b in zip(cycle, cycle[1:])):
                     cycles.append(" -> ".join(cycle))
             elif target not in state:

@@ -10,9 +10,9 @@ import asyncio
 import json
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Iterator
 
 import pytest
 
@@ -201,9 +201,7 @@ def test_retries_503_then_succeeds_fake_fm(stub_fm: StubFM) -> None:
 
 
 def test_extra_body_reaches_the_server_fake_fm(stub_fm: StubFM) -> None:
-    endpoint = Endpoint(
-        model="openai/stub-model", api_base=stub_fm.api_base, extra_body={"cache_prompt": False}
-    )
+    endpoint = Endpoint(model="openai/stub-model", api_base=stub_fm.api_base, extra_body={"cache_prompt": False})
     LLMClient(endpoint, ledger=MemoryLedger()).complete_sync(MESSAGES, seed=1)
     assert stub_fm.bodies[0]["cache_prompt"] is False
 
@@ -258,13 +256,9 @@ def test_unreachable_server_raises_fm_unavailable_with_fix_fake_fm() -> None:
     assert len(ledger.entries) == 2 and all(e.error for e in ledger.entries)
 
 
-def test_missing_api_key_variable_names_it_fake_fm(
-    stub_fm: StubFM, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_missing_api_key_variable_names_it_fake_fm(stub_fm: StubFM, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("CAMBRIAN_TEST_UNSET_KEY", raising=False)
-    endpoint = Endpoint(
-        model="openai/stub-model", api_base=stub_fm.api_base, api_key_env="CAMBRIAN_TEST_UNSET_KEY"
-    )
+    endpoint = Endpoint(model="openai/stub-model", api_base=stub_fm.api_base, api_key_env="CAMBRIAN_TEST_UNSET_KEY")
 
     with pytest.raises(FMAuthError) as info:
         LLMClient(endpoint, ledger=MemoryLedger()).complete_sync(MESSAGES, seed=1)

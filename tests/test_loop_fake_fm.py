@@ -69,8 +69,13 @@ def make_loop(tmp_path: Path, scripted: ScriptedFM, *, benchmark=None, **config)
     archive = Archive.at(tmp_path / "archive.db")
     run = archive.create_run(name="t", benchmark="circle_packing", seed=0, config_json=cfg.to_json())
     loop = SearchLoop(
-        archive=archive, run=run, config=cfg, benchmark=benchmark or CirclePacking(start="grid"), sandbox=LocalSandbox(),
-        llm=scripted, model_label="scripted",
+        archive=archive,
+        run=run,
+        config=cfg,
+        benchmark=benchmark or CirclePacking(start="grid"),
+        sandbox=LocalSandbox(),
+        llm=scripted,
+        model_label="scripted",
     )
     return loop, archive
 
@@ -192,8 +197,13 @@ def test_stop_request_leaves_a_resumable_run_fake_fm(tmp_path: Path) -> None:
     # Resume: a fresh loop over the same archive finishes the budget.
     run = archive.get_run("t")
     again = SearchLoop(
-        archive=archive, run=run, config=loop.config, benchmark=CirclePacking(start="grid"), sandbox=LocalSandbox(),
-        llm=fm, model_label="scripted",
+        archive=archive,
+        run=run,
+        config=loop.config,
+        benchmark=CirclePacking(start="grid"),
+        sandbox=LocalSandbox(),
+        llm=fm,
+        model_label="scripted",
     )
     outcome = asyncio.run(again.run_until_done())
     assert outcome.status == RunStatus.finished

@@ -21,15 +21,15 @@ from archive.novelty import (
 
 SEED = Path(__file__).resolve().parents[1] / "evaluators" / "circle_packing" / "seed" / "grid.py"
 
-LOOP = '''    circles = []
+LOOP = """    circles = []
     for index in range(n):
         row, column = divmod(index, columns)
         circles.append(((2 * column + 1) * radius, (2 * row + 1) * radius, radius))
-    return circles'''
-COMPREHENSION = '''    return [
+    return circles"""
+COMPREHENSION = """    return [
         ((2 * (i % columns) + 1) * radius, (2 * (i // columns) + 1) * radius, radius)
         for i in range(n)
-    ]'''
+    ]"""
 
 
 def test_code_embedding_is_deterministic_unit_float32() -> None:
@@ -93,7 +93,9 @@ def test_endpoint_embedder_fake_endpoint_normalises_and_checks_the_shape() -> No
 
 
 def test_behaviour_vector_orders_tasks_and_fills_gaps() -> None:
-    vector = behaviour_vector({"t2": 0.5, "t1": 1.0, "extra": 9.0}, task_ids=["t1", "t2", "t3"], descriptor=[3.0, np.nan])
+    vector = behaviour_vector(
+        {"t2": 0.5, "t1": 1.0, "extra": 9.0}, task_ids=["t1", "t2", "t3"], descriptor=[3.0, np.nan]
+    )
     assert vector.dtype == np.float32 and vector.tolist() == [3.0, 0.0, 1.0, 0.5, 0.0]
     assert behaviour_vector({}, task_ids=[]).shape == (0,)
 

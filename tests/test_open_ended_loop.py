@@ -55,8 +55,10 @@ def _loop(tmp_path: Path, config: RunConfig, *, benchmark=None, fm=None, archive
     benchmark = benchmark or DeceptiveTrap()
     archive = archive or Archive.at(tmp_path / "archive.db")
     runs = archive.list_runs()
-    run = runs[0] if runs else archive.create_run(
-        name="t", benchmark=benchmark.name, seed=config.seed, config_json=config.to_json()
+    run = (
+        runs[0]
+        if runs
+        else archive.create_run(name="t", benchmark=benchmark.name, seed=config.seed, config_json=config.to_json())
     )
     loop = SearchLoop(
         archive=archive, run=run, config=config, benchmark=benchmark, sandbox=LocalSandbox(),
@@ -91,7 +93,8 @@ def test_a_resumed_run_rebuilds_the_view_the_live_run_held(tmp_path: Path) -> No
     live, rebuilt = loop.view, again.view
     assert rebuilt.ids.tolist() == live.ids.tolist()
     for column in ("scores", "parent_ids", "n_children", "successes", "failures", "clade_successes",
-                   "clade_failures", "clade_improved", "clade_not_improved", "embeddings", "knn_distances"):  # fmt: skip
+                   "clade_failures", "clade_improved", "clade_not_improved", "embeddings",
+                   "knn_distances"):  # fmt: skip
         np.testing.assert_allclose(getattr(rebuilt, column), getattr(live, column), err_msg=column)
     np.testing.assert_array_equal(np.isnan(rebuilt.descriptors), np.isnan(live.descriptors))
     np.testing.assert_allclose(np.nan_to_num(rebuilt.descriptors), np.nan_to_num(live.descriptors))
@@ -220,8 +223,8 @@ def test_two_models_are_both_tried_by_the_bandit_and_recorded(tmp_path: Path, lo
     assert {s.arm.model for s in loop.bandit.stats() if s.pulls} == {first.label, "smollm2-twin"}
 
 
-SELF_WRITING_AGENT = '''"""An agent that needs no FM: it returns `pass`-bodied code for HumanEval tasks, and, when asked to
-rewrite itself (the self_modify task), returns its own source with one constant changed."""
+SELF_WRITING_AGENT = '''"""An agent that needs no FM: it returns `pass`-bodied code for HumanEval tasks, and,
+when asked to rewrite itself (the self_modify task), returns its own source with one constant changed."""
 
 VERSION = 1
 

@@ -188,8 +188,14 @@ def test_rewrite_of_a_two_region_file_refuses_changed_imports() -> None:
 def test_unchanged_child_is_refused(name: str) -> None:
     whole = f"```python\n{SEED}```"
     blocks = "<<<<<<< SEARCH\n    n = 26\n=======\n    n = 26  \n>>>>>>> REPLACE\n"
-    replies = {"rewrite": [whole], "crossover": [whole], "diff": [blocks], "diagnose": [blocks, whole],
-               "self_modify": [SEED, blocks], "lines": ["```python\n    n = 26  \n```"]}[name]
+    replies = {
+        "rewrite": [whole],
+        "crossover": [whole],
+        "diff": [blocks],
+        "diagnose": [blocks, whole],
+        "self_modify": [SEED, blocks],
+        "lines": ["```python\n    n = 26  \n```"],
+    }[name]
     for reply in replies:
         with pytest.raises(EditError, match=r"unchanged"):
             if name == "lines":  # the lines it asked for come with the reply
@@ -239,8 +245,8 @@ def test_rewrite_without_markers_is_spliced_into_the_region() -> None:
     # Small models often drop the marker comments (and keep or drop the code around them).
     region = SEED.split("# EVOLVE-BLOCK-START\n")[1].split("# EVOLVE-BLOCK-END\n")[0]
     improved = region.replace("0.05", "0.06")
-    whole_without_markers = SEED.replace(region, improved).replace("# EVOLVE-BLOCK-START\n", "").replace(
-        "# EVOLVE-BLOCK-END\n", ""
+    whole_without_markers = (
+        SEED.replace(region, improved).replace("# EVOLVE-BLOCK-START\n", "").replace("# EVOLVE-BLOCK-END\n", "")
     )
     expected = SEED.replace(region, improved)
     for reply in (improved, whole_without_markers):

@@ -235,14 +235,14 @@ def test_self_modify_refuses_bad_returns_fake_fm(returned: object, reason: str) 
 
 def test_self_modify_runs_the_parent_agent_in_the_sandbox() -> None:
     # A scripted agent (no FM call) that returns its own source, taken from the prompt, improved.
-    rewriter = '''\
+    rewriter = """\
 VERSION = 1
 
 
 def solve(task, llm):
     source = task["prompt"].split("\\n# " + "-" * 10)[0]
     return source.replace("VERSION = " + "1", "VERSION = " + "2") + "\\n"
-'''
+"""
     parent = Genome(files={"agent.py": rewriter}, entry="agent.py")
     bench = HumanEval(n_search=1, stage_sizes=[1], thresholds=[0.0], timeout_s=30.0)
     assert supports_self_modify(bench) and not supports_self_modify(CirclePacking())
@@ -250,7 +250,10 @@ def solve(task, llm):
     prompt = operator.task_prompt(agent_context(parent=ParentInfo(agent_id=9, genome=parent, score=0.0, feedback=None)))
     task = bench.self_modify_task(prompt)
     assert (task.id, task.split, task.inputs["entry_point"], task.inputs["prompt"]) == (
-        "self_modify", "search", "solve", prompt
+        "self_modify",
+        "search",
+        "solve",
+        prompt,
     )
     result = LocalSandbox().run(bench.run_spec(parent, task))
     outcome = read_outcome(result.files)

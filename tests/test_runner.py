@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 import textwrap
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 import pytest
 

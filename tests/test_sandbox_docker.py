@@ -15,8 +15,8 @@ import textwrap
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
@@ -73,7 +73,10 @@ def client() -> Iterator[docker.DockerClient]:
 
 def test_normal_task_with_files_and_collect(session: DockerSession) -> None:
     spec = RunSpec(
-        files={"pkg/util.py": "VALUE = 7\n", "main.py": "from pkg.util import VALUE\nopen('out.txt','w').write(str(VALUE*6))\nprint('done')\n"},
+        files={
+            "pkg/util.py": "VALUE = 7\n",
+            "main.py": "from pkg.util import VALUE\nopen('out.txt','w').write(str(VALUE*6))\nprint('done')\n",
+        },
         command=("{python}", "main.py"),
         collect=("out.txt", "missing.txt"),
         env={"EXTRA": "1"},
@@ -242,7 +245,8 @@ def test_host_canary_env_is_absent(session: DockerSession, monkeypatch: pytest.M
     result = session.run(
         py(
             "import json, os\nprint(json.dumps(dict(os.environ)))\n"
-            "try:\n    print(open('/proc/1/environ', 'rb').read())\nexcept OSError as exc:\n    print(type(exc).__name__)\n"
+            "try:\n    print(open('/proc/1/environ', 'rb').read())\n"
+            "except OSError as exc:\n    print(type(exc).__name__)\n"
         )
     )
     assert result.ok, result
@@ -307,7 +311,10 @@ def test_mounts_get_a_dedicated_container(sandbox: DockerSandbox, tmp_path: Path
     shared.mkdir()
     (shared / "data.txt").write_text("from the host")
     spec = RunSpec(
-        files={"main.py": "print(open('/gateway/data.txt').read())\ntry:\n    open('/gateway/x', 'w')\nexcept OSError:\n    print('read-only')\n"},
+        files={
+            "main.py": "print(open('/gateway/data.txt').read())\n"
+            "try:\n    open('/gateway/x', 'w')\nexcept OSError:\n    print('read-only')\n"
+        },
         command=("{python}", "main.py"),
         mounts=(Mount(host_path=str(shared), sandbox_path="/gateway"),),
     )
@@ -383,7 +390,10 @@ def test_check_reports_every_item_passing(sandbox: DockerSandbox) -> None:
 def test_check_cli_prints_numpy_and_scipy_versions() -> None:
     done = subprocess.run(
         [sys.executable, "-c", "from meta_agent.cli import main; main()", "sandbox", "check"],
-        capture_output=True, text=True, timeout=300, check=False,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "Python packages in the sandbox: numpy " in done.stdout and ", scipy " in done.stdout
@@ -403,7 +413,7 @@ def test_numpy_and_scipy_work_and_nothing_else_of_site_packages(session: DockerS
         )
     )
     assert result.ok, result
-    assert json.loads(result.stdout) == {"radius": round(0.5 ** 0.5 / 2, 4), "pkg_resources": False}
+    assert json.loads(result.stdout) == {"radius": round(0.5**0.5 / 2, 4), "pkg_resources": False}
 
 
 def test_circle_packing_seed_scores_through_docker(sandbox: DockerSandbox) -> None:

@@ -20,9 +20,9 @@ import subprocess
 import sys
 import textwrap
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Iterator
 
 import docker
 import docker.errors
@@ -319,7 +319,10 @@ def build_rootfs(client: docker.DockerClient, tmp_path_factory: pytest.TempPathF
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-c", "from meta_agent.cli import main; main()", *args],
-        capture_output=True, text=True, timeout=1200, check=False,
+        capture_output=True,
+        text=True,
+        timeout=1200,
+        check=False,
     )
 
 

@@ -11,9 +11,9 @@ import sys
 import tempfile
 import textwrap
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
@@ -193,8 +193,19 @@ def test_host_environment_does_not_leak(sandbox: LocalSandbox, monkeypatch: pyte
     assert env["TASK_SEED"] == "7"
     assert env["PATH"] == "/usr/bin:/bin"
     assert env["HOME"] == env["TMPDIR"]
-    assert set(env) <= {"PATH", "HOME", "TMPDIR", "LANG", "PYTHONDONTWRITEBYTECODE", "PYTHONUNBUFFERED",
-                        "PYTHONPATH", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "TASK_SEED", "LC_CTYPE"}
+    assert set(env) <= {
+        "PATH",
+        "HOME",
+        "TMPDIR",
+        "LANG",
+        "PYTHONDONTWRITEBYTECODE",
+        "PYTHONUNBUFFERED",
+        "PYTHONPATH",
+        "OPENBLAS_NUM_THREADS",
+        "OMP_NUM_THREADS",
+        "TASK_SEED",
+        "LC_CTYPE",
+    }
     assert env["PYTHONPATH"] == str(sandbox.packages_dir())
     assert env["OPENBLAS_NUM_THREADS"] == env["OMP_NUM_THREADS"] == "1"
 
@@ -206,8 +217,12 @@ def test_files_placed_and_collected(sandbox: LocalSandbox) -> None:
         open("big.txt", "w").write("y" * 5000)
     """
     spec = RunSpec(
-        files={"main.py": textwrap.dedent(code), "pkg/__init__.py": "", "pkg/helper.py": "VALUE = 'ab'\n",
-               "out/.keep": ""},
+        files={
+            "main.py": textwrap.dedent(code),
+            "pkg/__init__.py": "",
+            "pkg/helper.py": "VALUE = 'ab'\n",
+            "out/.keep": "",
+        },
         command=("{python}", "main.py"),
         collect=("out/result.txt", "missing.txt", "big.txt"),
         max_collect_bytes=1000,

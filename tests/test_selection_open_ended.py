@@ -89,7 +89,11 @@ def test_deep_random_trees_agree_between_from_arrays_and_add() -> None:
                         successes=successes[i], failures=failures[i])  # fmt: skip
     shuffled = rng.permutation(n)
     view = ArchiveView.from_arrays(
-        shuffled, scores[shuffled], parent_ids=parents[shuffled], successes=successes[shuffled], failures=failures[shuffled]
+        shuffled,
+        scores[shuffled],
+        parent_ids=parents[shuffled],
+        successes=successes[shuffled],
+        failures=failures[shuffled],
     )
     # Brute force: walk each agent's ancestors.
     expected = np.zeros(n)
@@ -118,7 +122,9 @@ def test_from_arrays_refuses_a_parent_cycle() -> None:
 
 
 def test_view_columns_survive_growth_and_reject_bad_input() -> None:
-    view = ArchiveView(capacity=1, descriptor_names=("x", "kind"), descriptor_bounds=((0.0, 1.0), None), embedding_dim=2)
+    view = ArchiveView(
+        capacity=1, descriptor_names=("x", "kind"), descriptor_bounds=((0.0, 1.0), None), embedding_dim=2
+    )
     for i in range(40):
         view.add(i, float(i), i - 1 if i else None, successes=i, failures=1.0,
                  descriptor=[i / 40, float(i % 3)], embedding=np.array([i, -i], dtype=float))  # fmt: skip
@@ -247,7 +253,11 @@ def test_hgm_matches_numerical_integration_and_its_own_sampling() -> None:
     counts = [(int(s), int(f)) for s, f in zip(view.clade_successes, view.clade_failures)]
     counts[-1] = (0, 0)  # x has 0.5 successes: keep the integration to integer counts
     view_int = ArchiveView.from_arrays(
-        view.ids, view.scores, parent_ids=view.parent_ids, successes=np.r_[view.successes[:-1], 0.0], failures=view.failures
+        view.ids,
+        view.scores,
+        parent_ids=view.parent_ids,
+        successes=np.r_[view.successes[:-1], 0.0],
+        failures=view.failures,
     )
     expected = np.array(thompson_by_integration(counts))
     estimated = hgm.probabilities(view_int)

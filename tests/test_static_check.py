@@ -62,7 +62,9 @@ def test_code_that_does_not_compile_is_refused_with_the_line() -> None:
 
 def test_the_entry_function_must_stay_callable_as_the_harness_calls_it() -> None:
     with pytest.raises(EditError, match=r"no longer defines `pack_circles`.*pack_circles\(n: int\)"):
-        check_child(child(TEXT.replace("def pack_circles(n: int)", "def pack(n: int)")), SEED, entry_function="pack_circles")
+        check_child(
+            child(TEXT.replace("def pack_circles(n: int)", "def pack(n: int)")), SEED, entry_function="pack_circles"
+        )
     renamed = TEXT.replace("def pack_circles(n: int)", "def pack_circles(count: int, n: int = 26)")
     renamed = renamed.replace("(n)", "(count)").replace("n /", "count /")
     with pytest.raises(EditError, match=r"requires 'count', which the benchmark never passes"):

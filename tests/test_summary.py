@@ -36,7 +36,8 @@ def test_the_summary_names_the_gain_and_the_edits_on_the_best_path(tmp_path: Pat
         summary = summarize_run(archive, run_id)
     assert (summary.seed_id, summary.best_id, summary.best_score) == (seed, best, 2.5)
     assert [(e.agent_id, e.operator, e.parent_score, e.score) for e in summary.path] == [
-        (first, "diff", 2.0, 2.2), (best, "rewrite", 2.2, 2.5)
+        (first, "diff", 2.0, 2.2),
+        (best, "rewrite", 2.2, 2.5),
     ]
     assert (summary.proposals, summary.valid, summary.improved) == (5, 3, 2)
     assert summary.reasons == {"SEARCH did not match": 1, "crash: NameError": 1}
@@ -54,7 +55,9 @@ def test_a_run_that_improved_nothing_says_why_and_what_to_do(tmp_path: Path) -> 
             _invalid(archive, run_id, seed, i, "the reply had no SEARCH/REPLACE block; use the format ...")
         lines = summarize_run(archive, run_id).lines("r")
     assert lines[0] == "no child beat the seed's 2.0000"
-    assert "3 proposed, 0/3 (0%) valid, 0 beat their parent; did not count: format: no SEARCH/REPLACE block 3" in lines[1]
+    assert (
+        "3 proposed, 0/3 (0%) valid, 0 beat their parent; did not count: format: no SEARCH/REPLACE block 3" in lines[1]
+    )
     assert lines[2].startswith("fix: no proposal produced a valid program; use a stronger model")
 
 

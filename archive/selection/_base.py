@@ -58,7 +58,6 @@ def _require(condition: bool, strategy: str, message: str, fix: str) -> None:
         raise SelectorConfigError(f"{strategy}: {message}", fix=fix)
 
 
-
 def _is_int(value: object, *, minimum: int) -> bool:
     return isinstance(value, (int, np.integer)) and not isinstance(value, bool) and value >= minimum
 

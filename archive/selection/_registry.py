@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import types
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from archive.errors import SelectorConfigError
 from archive.selection._base import ParentSelector

@@ -29,15 +29,15 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from evaluators.arc.common import ArcBenchmarkBase
 from evaluators.arc.data import ArcTask, Grid, GridError, Subset, check_grid, load_arc1, split_task_ids
 from evaluators.arc.feedback import not_executed, run_failure
-from evaluators.arc.common import ArcBenchmarkBase
 from evaluators.base import (
-    BenchmarkError,
     FeedbackPolicy,
     Genome,
     Stage,
@@ -45,6 +45,8 @@ from evaluators.base import (
     TaskScore,
     check_stage_options,
     staged_plan,
+)
+from evaluators.base import (
     parse_options as parse_benchmark_options,
 )
 from evaluators.harness import harness_spec

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import copy
+from collections.abc import Sequence
 from importlib import resources
-from typing import ClassVar, Sequence, TypeVar
+from typing import ClassVar, TypeVar
 
 from evaluators.base import BenchmarkError, FeedbackPolicy, Genome, Task
 

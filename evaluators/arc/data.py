@@ -18,9 +18,10 @@ from __future__ import annotations
 import importlib.util
 import json
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Sequence
+from typing import Any, Literal
 
 from evaluators.base import BenchmarkError
 

@@ -19,20 +19,22 @@ of cells right, never an expected value or shape.
 from __future__ import annotations
 
 import re
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from evaluators.arc.common import ArcBenchmarkBase
 from evaluators.arc.data import ArcTask, Grid, GridError, cell_accuracy, check_grid, find_task, format_grid, shape
 from evaluators.arc.feedback import run_failure
-from evaluators.arc.common import ArcBenchmarkBase
 from evaluators.base import (
-    BenchmarkError,
     FeedbackPolicy,
     Genome,
     Stage,
     Task,
     TaskScore,
+)
+from evaluators.base import (
     parse_options as parse_benchmark_options,
 )
 from evaluators.harness import harness_spec
@@ -66,7 +68,10 @@ class ArcProgramOptions(BaseModel):
 def parse_program_options(options: Mapping[str, Any] | None) -> ArcProgramOptions:
     """Validate `options`; BenchmarkError names the bad key or value."""
     return parse_benchmark_options(
-        ArcProgramOptions, options, benchmark="arc-program", hint=f"task: an 8-hex-digit ARC-AGI-1 id such as {DEFAULT_TASK!r}"
+        ArcProgramOptions,
+        options,
+        benchmark="arc-program",
+        hint=f"task: an 8-hex-digit ARC-AGI-1 id such as {DEFAULT_TASK!r}",
     )
 
 

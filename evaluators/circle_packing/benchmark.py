@@ -9,16 +9,18 @@ what limits its sum (`feedback.py`). Published best for n = 26: about 2.635
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from importlib import resources
 from types import MappingProxyType
-from typing import Any, Literal, Mapping, Sequence
+from typing import Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from evaluators.base import BenchmarkError, Genome, Stage, Task, TaskScore, parse_options as parse_benchmark_options
+from evaluators.base import BenchmarkError, Genome, Stage, Task, TaskScore
+from evaluators.base import parse_options as parse_benchmark_options
 from evaluators.circle_packing.feedback import describe_valid_packing
 from evaluators.harness import harness_spec
 from evaluators.harness.run_program import RESULT_FILE, read_outcome
@@ -250,9 +252,7 @@ class CirclePacking:
         {"radius_spread": (0.0, 1.0), "border_fraction": (0.0, 1.0)}
     )
 
-    def __init__(
-        self, n: int = 26, *, timeout_s: float = 30.0, memory_mb: int = 1024, start: str = "rings"
-    ) -> None:
+    def __init__(self, n: int = 26, *, timeout_s: float = 30.0, memory_mb: int = 1024, start: str = "rings") -> None:
         self.options = parse_options({"n": n, "timeout_s": timeout_s, "memory_mb": memory_mb, "start": start})
         self.contract = self._contract()
 

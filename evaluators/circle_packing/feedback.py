@@ -74,8 +74,7 @@ def describe_valid_packing(
     else:
         smallest = np.argsort(radii, kind="stable")[:SMALLEST_SHOWN]
         named = ", ".join(
-            f"#{i} r={radii[i]:.4f} " + (f"can grow {room[i]:.4f}" if room[i] > TOUCH else "touching")
-            for i in smallest
+            f"#{i} r={radii[i]:.4f} " + (f"can grow {room[i]:.4f}" if room[i] > TOUCH else "touching") for i in smallest
         )
         lines.append(f"smallest: {named}; {growing} of {n} circles can grow without moving others")
 
@@ -94,4 +93,3 @@ def describe_valid_packing(
         f"together from the current packing (scipy.optimize.minimize, SLSQP, non-overlap constraints){reach}"
     )
     return "\n".join(lines)
-

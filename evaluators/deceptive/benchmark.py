@@ -57,14 +57,16 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from types import MappingProxyType
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from evaluators.base import BenchmarkError, Genome, Stage, Task, TaskScore, parse_options as parse_benchmark_options
+from evaluators.base import BenchmarkError, Genome, Stage, Task, TaskScore
+from evaluators.base import parse_options as parse_benchmark_options
 from evaluators.harness import harness_spec
 from evaluators.harness.run_program import RESULT_FILE, read_outcome
 from sandbox.base import RunResult, RunSpec
@@ -171,7 +173,9 @@ class DeceptiveTrap:
 
     name = "deceptive"
     entry_function = FUNCTION  # what the harness calls; the static check keeps it callable
-    description = "Concatenated trap functions: small greedy steps lead into a deceptive local optimum (program search)."
+    description = (
+        "Concatenated trap functions: small greedy steps lead into a deceptive local optimum (program search)."
+    )
 
     def __init__(self, blocks: int = 4, *, block_size: int = 4, timeout_s: float = 30.0, memory_mb: int = 512) -> None:
         self.options = parse_options(
@@ -187,9 +191,7 @@ class DeceptiveTrap:
     def from_options(cls, options: Mapping[str, Any] | None = None) -> DeceptiveTrap:
         """Build from a user's option mapping; BenchmarkError names an unknown key or bad value."""
         parsed = parse_options(options)
-        return cls(
-            parsed.blocks, block_size=parsed.block_size, timeout_s=parsed.timeout_s, memory_mb=parsed.memory_mb
-        )
+        return cls(parsed.blocks, block_size=parsed.block_size, timeout_s=parsed.timeout_s, memory_mb=parsed.memory_mb)
 
     @property
     def blocks(self) -> int:

@@ -3,7 +3,8 @@ host-side helper that builds a harness run."""
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from evaluators.harness.run_program import HARNESS_FILE, RESULT_FILE, harness_files
 from sandbox.base import RunSpec

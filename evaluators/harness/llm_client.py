@@ -27,13 +27,14 @@ import http.client
 import json
 import os
 import socket
-from typing import Any, Mapping, Sequence, Union
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 LLM_CLIENT_FILE = "_cambrian_llm.py"  # the name this file gets inside the sandbox
 SOCKET_ENV = "CAMBRIAN_FM_SOCKET"
 DEFAULT_TIMEOUT_S = 600.0  # one call on a slow CPU model can take minutes
 
-Messages = Union[str, Sequence[Mapping[str, str]]]
+Messages = str | Sequence[Mapping[str, str]]
 
 
 class LLMError(Exception):
@@ -77,8 +78,9 @@ def _socket_path() -> str:
     return path
 
 
-def request(method: str, path: str, body: Mapping[str, Any] | None = None, *,
-            timeout_s: float = DEFAULT_TIMEOUT_S) -> dict[str, Any]:
+def request(
+    method: str, path: str, body: Mapping[str, Any] | None = None, *, timeout_s: float = DEFAULT_TIMEOUT_S
+) -> dict[str, Any]:
     """One request to the gateway; the parsed JSON answer. Raises LLMBudgetExceeded on 429, LLMError otherwise.
 
     timeout_s: seconds for the whole call (connect, FM time, reply).
@@ -112,8 +114,14 @@ def request(method: str, path: str, body: Mapping[str, Any] | None = None, *,
     raise LLMError(message, status=status)
 
 
-def chat_completion(messages: Messages, *, temperature: float | None = None, max_tokens: int | None = None,
-                    seed: int | None = None, timeout_s: float = DEFAULT_TIMEOUT_S) -> dict[str, Any]:
+def chat_completion(
+    messages: Messages,
+    *,
+    temperature: float | None = None,
+    max_tokens: int | None = None,
+    seed: int | None = None,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+) -> dict[str, Any]:
     """The gateway's whole OpenAI-format answer (choices, usage) to `messages`; see `llm`."""
     if isinstance(messages, str):
         messages = [{"role": "user", "content": messages}]
@@ -124,8 +132,14 @@ def chat_completion(messages: Messages, *, temperature: float | None = None, max
     return request("POST", "/v1/chat/completions", body, timeout_s=timeout_s)
 
 
-def llm(messages: Messages, *, temperature: float | None = None, max_tokens: int | None = None,
-        seed: int | None = None, timeout_s: float = DEFAULT_TIMEOUT_S) -> str:
+def llm(
+    messages: Messages,
+    *,
+    temperature: float | None = None,
+    max_tokens: int | None = None,
+    seed: int | None = None,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+) -> str:
     """Ask the run's FM; returns the reply text.
 
     messages: a string (sent as one user message) or chat messages [{"role", "content"}].
@@ -133,8 +147,7 @@ def llm(messages: Messages, *, temperature: float | None = None, max_tokens: int
     the agent's remaining token budget. seed: fixes sampling (default: one derived by the
     host, so a replayed run gets the same answers).
     """
-    answer = chat_completion(messages, temperature=temperature, max_tokens=max_tokens, seed=seed,
-                             timeout_s=timeout_s)
+    answer = chat_completion(messages, temperature=temperature, max_tokens=max_tokens, seed=seed, timeout_s=timeout_s)
     try:
         return str(answer["choices"][0]["message"]["content"] or "")
     except (KeyError, IndexError, TypeError) as exc:

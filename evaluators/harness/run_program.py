@@ -42,9 +42,10 @@ import os
 import sys
 import time
 import traceback
+from collections.abc import Mapping
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Mapping
+from typing import Any
 
 HARNESS_FILE = "_cambrian_harness.py"  # the name this file gets inside the sandbox
 TASK_FILE = "task.json"
@@ -104,8 +105,11 @@ def _agent_frames(tb: TracebackType | None) -> TracebackType | None:
     here = os.path.abspath(__file__)
     while tb is not None:
         filename = tb.tb_frame.f_code.co_filename
-        if not (os.path.abspath(filename) == here or filename.startswith("<frozen importlib")
-                or filename.endswith(os.path.join("importlib", "__init__.py"))):
+        if not (
+            os.path.abspath(filename) == here
+            or filename.startswith("<frozen importlib")
+            or filename.endswith(os.path.join("importlib", "__init__.py"))
+        ):
             return tb
         tb = tb.tb_next
     return None  # no agent frame (a SyntaxError, no such function): the message says it all
@@ -179,9 +183,7 @@ def harness_text() -> str:
     return resources.files("evaluators.harness").joinpath("run_program.py").read_text(encoding="utf-8")
 
 
-def harness_files(
-    *, entry: str, function: str, kwargs: Mapping[str, Any], llm: bool = False
-) -> dict[str, str]:
+def harness_files(*, entry: str, function: str, kwargs: Mapping[str, Any], llm: bool = False) -> dict[str, str]:
     """The files a benchmark adds to its RunSpec: the harness, task.json and the agents' `llm()` client.
 
     llm: True for an agent-level benchmark: the harness passes the FM client as the keyword `llm`

@@ -23,8 +23,9 @@ so on; the rest of the split forms the last stage.
 from __future__ import annotations
 
 import secrets
+from collections.abc import Mapping, Sequence
 from importlib import resources
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -37,6 +38,8 @@ from evaluators.base import (
     TaskScore,
     check_stage_options,
     staged_plan,
+)
+from evaluators.base import (
     parse_options as parse_benchmark_options,
 )
 from evaluators.harness import harness_spec
@@ -57,8 +60,8 @@ class HumanEvalOptions(BaseModel):
 
     stage_sizes: list[int] = Field(default_factory=lambda: [5, 20], description="tasks per stage before the last")
     thresholds: list[float] = Field(default_factory=lambda: [0.2, 0.4], description="pass rate to continue, 0..1")
-    n_search: Optional[int] = Field(None, ge=1, le=164 - HOLDOUT_SIZE, description="use only the first n search tasks")
-    n_holdout: Optional[int] = Field(None, ge=1, le=HOLDOUT_SIZE, description="use only the first n holdout tasks")
+    n_search: int | None = Field(None, ge=1, le=164 - HOLDOUT_SIZE, description="use only the first n search tasks")
+    n_holdout: int | None = Field(None, ge=1, le=HOLDOUT_SIZE, description="use only the first n holdout tasks")
     timeout_s: float = Field(180.0, gt=0, le=3600, description="wall clock of one agent run, seconds")
     memory_mb: int = Field(1024, ge=64, le=65536, description="memory of one agent run, MiB")
     check_timeout_s: float = Field(10.0, gt=0, le=600, description="wall clock of one check run, seconds")
@@ -73,7 +76,10 @@ class HumanEvalOptions(BaseModel):
 def parse_options(options: Mapping[str, Any] | None) -> HumanEvalOptions:
     """Validate `options`; BenchmarkError names the bad key or value."""
     return parse_benchmark_options(
-        HumanEvalOptions, options, benchmark="humaneval", hint="stage_sizes and thresholds are lists of equal length, thresholds in 0..1"
+        HumanEvalOptions,
+        options,
+        benchmark="humaneval",
+        hint="stage_sizes and thresholds are lists of equal length, thresholds in 0..1",
     )
 
 
@@ -245,7 +251,7 @@ def _returned_code(result: RunResult) -> str | None:
     return outcome.value if isinstance(outcome.value, str) and outcome.value.strip() else None
 
 
-CONTRACT = '''\
+CONTRACT = """\
 You write an AGENT, not a solution: `agent.py` must define
 
     def solve(task: dict, llm) -> str
@@ -294,4 +300,4 @@ Example agent:
         if "def " + task["entry_point"] not in code:
             code = task["prompt"] + code  # the reply was a body
         return code
-'''
+"""

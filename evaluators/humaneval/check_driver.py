@@ -193,7 +193,8 @@ def _error(exc):
     except BaseException:
         text = ""
     frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename.endswith("solution.py")]
-    return {"type": type(exc).__name__, "error": text[:1000], "traceback": "".join(traceback.format_list(frames))[-2000:]}
+    trace = "".join(traceback.format_list(frames))[-2000:]
+    return {"type": type(exc).__name__, "error": text[:1000], "traceback": trace}
 
 
 try:
@@ -202,7 +203,8 @@ except BaseException as _exc:
     _send({"import": _error(_exc)})
     os._exit(0)
 if not callable(_candidate):
-    _send({"import": {"type": "NameError", "error": "solution.py defines no function %r" % sys.argv[1], "traceback": ""}})
+    missing = "solution.py defines no function %r" % sys.argv[1]
+    _send({"import": {"type": "NameError", "error": missing, "traceback": ""}})
     os._exit(0)
 _send({"ready": True})
 while True:
@@ -450,9 +452,9 @@ class _Instrument(ast.NodeTransformer):
                 test.comparators = [_hooked(EXPECT_HOOK, test.comparators[0])]
             elif right_calls and not left_calls:
                 test.left = _hooked(EXPECT_HOOK, test.left)
-        begin = ast.Expr(value=ast.Call(
-            func=ast.Name(id=BEGIN_HOOK, ctx=ast.Load()), args=[ast.Constant(node.lineno)], keywords=[]
-        ))
+        begin = ast.Expr(
+            value=ast.Call(func=ast.Name(id=BEGIN_HOOK, ctx=ast.Load()), args=[ast.Constant(node.lineno)], keywords=[])
+        )
         return [ast.copy_location(begin, node), node]
 
 
@@ -477,7 +479,8 @@ def compile_tests(test_source: str) -> Any:
 def _failing_statement(test_source: str, line: int) -> str:
     """The source of the innermost statement of the tests at `line`, on one line and truncated."""
     statements = [
-        node for node in ast.walk(ast.parse(test_source))
+        node
+        for node in ast.walk(ast.parse(test_source))
         if isinstance(node, ast.stmt) and node.lineno <= line <= (node.end_lineno or node.lineno)
     ]
     if not statements:

@@ -39,7 +39,7 @@ def assemble_program(prompt: str, entry_point: str, completion: str) -> str:
 
 def expected_nonce(key: bytes, task_id: str, salt: str) -> str:
     """The nonce a genuine pass of `task_id` in the check run salted `salt` reports."""
-    return hmac.new(key, f"{task_id}:{salt}".encode("utf-8"), hashlib.sha256).hexdigest()
+    return hmac.new(key, f"{task_id}:{salt}".encode(), hashlib.sha256).hexdigest()
 
 
 def check_run_spec(

@@ -17,9 +17,9 @@ import gzip
 import hashlib
 import importlib.util
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 from evaluators.base import BenchmarkError
 
@@ -85,5 +85,5 @@ def split_task_ids(
     """
     if not 0 <= n_holdout <= len(task_ids):
         raise ValueError(f"n_holdout must be in 0..{len(task_ids)}, got {n_holdout}")
-    ordered = sorted(task_ids, key=lambda tid: hashlib.sha256(f"{seed}:{tid}".encode("utf-8")).hexdigest())
+    ordered = sorted(task_ids, key=lambda tid: hashlib.sha256(f"{seed}:{tid}".encode()).hexdigest())
     return {"search": ordered[n_holdout:], "holdout": ordered[:n_holdout]}

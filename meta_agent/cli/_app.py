@@ -55,4 +55,3 @@ def main() -> None:
             show()
             sys.exit(code)
         raise
-

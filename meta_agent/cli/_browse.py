@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich.syntax import Syntax
@@ -47,8 +46,12 @@ def list_runs(runs_dir: Path = RunsDir) -> None:
                 best = archive.best(int(r.id), n=1)
                 n_agents = len(archive.agents(int(r.id)))
                 table.add_row(
-                    r.name, r.benchmark, r.status.value, str(n_agents),
-                    fmt_score(best[0].score if best else None), r.created_at.strftime("%Y-%m-%d %H:%M"),
+                    r.name,
+                    r.benchmark,
+                    r.status.value,
+                    str(n_agents),
+                    fmt_score(best[0].score if best else None),
+                    r.created_at.strftime("%Y-%m-%d %H:%M"),
                 )
     if not paths:
         console.print(f"no runs in {runs_dir} yet: start one with `cambrian run circle_packing`")
@@ -67,13 +70,19 @@ def status(run_name: str = typer.Argument(..., metavar="RUN"), runs_dir: Path = 
         seed = next((a for a in agents if a.operator == "seed"), None)
         cost = archive.cost_summary(int(r.id))
         config = json.loads(r.config_json)
-        console.print(f"[bold]{r.name}[/bold]  {r.benchmark}  status [bold]{r.status.value}[/bold]"
-                      + (f"  ({r.error})" if r.error else ""))
-        console.print(f"iterations {archive.iterations_done(int(r.id))}/{config['budget']['iterations']}  "
-                      + "  ".join(f"{k} {v}" for k, v in counts.items()))
-        console.print(f"best {fmt_score(best[0].score if best else None)}"
-                      + (f" (agent {best[0].id})" if best else "")
-                      + f"  seed {fmt_score(seed.score if seed else None)}")
+        console.print(
+            f"[bold]{r.name}[/bold]  {r.benchmark}  status [bold]{r.status.value}[/bold]"
+            + (f"  ({r.error})" if r.error else "")
+        )
+        console.print(
+            f"iterations {archive.iterations_done(int(r.id))}/{config['budget']['iterations']}  "
+            + "  ".join(f"{k} {v}" for k, v in counts.items())
+        )
+        console.print(
+            f"best {fmt_score(best[0].score if best else None)}"
+            + (f" (agent {best[0].id})" if best else "")
+            + f"  seed {fmt_score(seed.score if seed else None)}"
+        )
         valid = sum(1 for a in agents if a.iteration > 0 and a.status == AgentStatus.evaluated)
         proposals = sum(1 for a in agents if a.iteration > 0)
         if proposals:
@@ -171,12 +180,18 @@ def show(
             raise typer.BadParameter(f"agent {agent_id} is not in run {run_name}")
         lineage = [a.id for a in reversed(archive.ancestors(agent_id))] + [agent.id]
         console.print(_label(agent))
-        console.print(f"{fmt_scores(agent.score, agent.holdout_score)}  (search score drives selection; "
-                      f"holdout never does)  stage {agent.stage_reached}  tasks {agent.n_tasks}")
-        console.print(f"lineage {' -> '.join(str(i) for i in lineage)}  operator {agent.operator}  "
-                      f"model {agent.model or '—'}  iteration {agent.iteration}")
-        console.print(f"tokens {agent.prompt_tokens} + {agent.completion_tokens}  cost ${agent.cost_usd:.4f}  "
-                      f"genome {agent.genome_hash or '—'}")
+        console.print(
+            f"{fmt_scores(agent.score, agent.holdout_score)}  (search score drives selection; "
+            f"holdout never does)  stage {agent.stage_reached}  tasks {agent.n_tasks}"
+        )
+        console.print(
+            f"lineage {' -> '.join(str(i) for i in lineage)}  operator {agent.operator}  "
+            f"model {agent.model or '—'}  iteration {agent.iteration}"
+        )
+        console.print(
+            f"tokens {agent.prompt_tokens} + {agent.completion_tokens}  cost ${agent.cost_usd:.4f}  "
+            f"genome {agent.genome_hash or '—'}"
+        )
         if agent.invalid_reason:
             console.print(f"[red]invalid:[/red] {agent.invalid_reason}")
         if agent.feedback:
@@ -185,10 +200,21 @@ def show(
         if evaluations:
             table = Table("task", "split", "stage", "score", "passed", "seconds", "exit", "notes")
             for e in evaluations:
-                notes = ", ".join(n for n, on in (("timeout", e.timed_out), ("oom", e.oom_killed),
-                                                  ("output cap", e.output_truncated)) if on)
-                table.add_row(e.task_id, e.split, str(e.stage), f"{e.score:.4f}", "yes" if e.passed else "no",
-                              f"{e.duration_s:.2f}", str(e.exit_code), notes)
+                notes = ", ".join(
+                    n
+                    for n, on in (("timeout", e.timed_out), ("oom", e.oom_killed), ("output cap", e.output_truncated))
+                    if on
+                )
+                table.add_row(
+                    e.task_id,
+                    e.split,
+                    str(e.stage),
+                    f"{e.score:.4f}",
+                    "yes" if e.passed else "no",
+                    f"{e.duration_s:.2f}",
+                    str(e.exit_code),
+                    notes,
+                )
             console.print(table)
         if code and agent.genome_hash:
             files, entry = archive.get_genome(agent.genome_hash)
@@ -224,7 +250,7 @@ def export(
     run_name: str = typer.Argument(..., metavar="RUN"),
     to: Path = typer.Option(..., "--to", help="destination folder (one sub-folder per agent)"),
     best: int = typer.Option(1, "--best", help="export the N best agents"),
-    agent: Optional[int] = typer.Option(None, "--agent", help="export this agent instead"),
+    agent: int | None = typer.Option(None, "--agent", help="export this agent instead"),
     runs_dir: Path = RunsDir,
 ) -> None:
     """Export agents as standalone folders: files, manifest.json and the diff chain from the seed."""

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Literal
+from typing import Literal
 
 from meta_agent.config import RunConfig
 
@@ -29,7 +30,9 @@ class Finding:
     fix: str = ""
 
 
-def diagnose(config: RunConfig, *, self_test: bool = True, say: Callable[[Finding], None] | None = None) -> list[Finding]:
+def diagnose(
+    config: RunConfig, *, self_test: bool = True, say: Callable[[Finding], None] | None = None
+) -> list[Finding]:
     """Every check's finding, in order (each is passed to `say` as soon as it is known)."""
     findings: list[Finding] = []
 
@@ -181,5 +184,11 @@ def _user(add: Callable[[Finding], None]) -> None:
         add(Finding("running as root", "ok", "yes: the local sandbox runs each program as an unprivileged uid of its "
                     "own; Docker is still the stronger sandbox"))  # fmt: skip
     else:
-        add(Finding("running as root", "warn", "no: the local sandbox runs programs as you (your files are "
-                    "theirs to read and write)", "use the Docker sandbox (start the engine, cambrian sandbox build)"))
+        add(
+            Finding(
+                "running as root",
+                "warn",
+                "no: the local sandbox runs programs as you (your files are theirs to read and write)",
+                "use the Docker sandbox (start the engine, cambrian sandbox build)",
+            )
+        )

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich.table import Table
@@ -18,16 +17,16 @@ from meta_agent.config import load_config
 def eval_(
     target: str = typer.Argument(..., metavar="RUN:AGENT|DIR", help="an agent of a run, or a folder from `export`"),
     split: str = typer.Option("holdout", help="holdout (stored apart from the search score) | search (printed only)"),
-    sandbox: Optional[str] = typer.Option(None, help="auto | docker | local (default: the run's)"),
-    model: Optional[str] = typer.Option(None, help="the FM the agent calls (default: the run's)"),
-    agent_fm: Optional[bool] = typer.Option(
+    sandbox: str | None = typer.Option(None, help="auto | docker | local (default: the run's)"),
+    model: str | None = typer.Option(None, help="the FM the agent calls (default: the run's)"),
+    agent_fm: bool | None = typer.Option(
         None, "--agent-fm/--no-agent-fm", help="serve the FM to the agent (default: the run's evaluation.agent_fm)"
     ),
-    config: Optional[Path] = typer.Option(
+    config: Path | None = typer.Option(
         None, "--config", "-c", help="for a folder: YOUR TOML settings (FM, endpoint, key, sandbox, limits)"
     ),
-    api_base: Optional[str] = typer.Option(None, help="for a folder: OpenAI-compatible server URL for --model"),
-    api_key_env: Optional[str] = typer.Option(None, help="for a folder: NAME of the env var holding the API key"),
+    api_base: str | None = typer.Option(None, help="for a folder: OpenAI-compatible server URL for --model"),
+    api_key_env: str | None = typer.Option(None, help="for a folder: NAME of the env var holding the API key"),
     allow_modified: bool = typer.Option(
         False, "--allow-modified", help="evaluate a folder whose files differ from its manifest's genome_hash"
     ),

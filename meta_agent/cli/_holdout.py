@@ -19,10 +19,11 @@ import contextlib
 import json
 import re
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from archive.export import MANIFEST_NAME
 from archive.store import InvalidGenome, check_genome_paths, genome_hash
@@ -154,7 +155,8 @@ def _evaluate_run_agent(
         agent = archive.get_agent(agent_id)
         if agent.run_id != run.id:
             raise EvalTargetError(
-                f"agent {agent_id} is not in run {run_name}", fix=f"see the run's agents with `cambrian tree {run_name}`"
+                f"agent {agent_id} is not in run {run_name}",
+                fix=f"see the run's agents with `cambrian tree {run_name}`",
             )
         if agent.genome_hash is None:
             raise EvalTargetError(
@@ -232,9 +234,7 @@ def _evaluate_folder(
     )  # fmt: skip
 
 
-def folder_config(
-    exported: Any, user_config: RunConfig | None, overrides: dict[str, Any], *, source: str
-) -> RunConfig:
+def folder_config(exported: Any, user_config: RunConfig | None, overrides: dict[str, Any], *, source: str) -> RunConfig:
     """The settings an exported folder is evaluated with: the FROM_EXPORT keys of its frozen config and
     whether its agent calls an FM; the rest from `user_config` (default: the defaults), then `overrides`."""
     if not isinstance(exported, dict):

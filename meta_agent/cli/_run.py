@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator, Optional
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -118,19 +118,19 @@ def _exit_for(outcome: LoopOutcome) -> None:
 @app.command()
 def run(
     benchmark: str = typer.Argument("circle_packing", help="benchmark name (`cambrian benchmarks`)"),
-    config: Optional[Path] = typer.Option(None, "--config", "-c", help="TOML config file"),
-    name: Optional[str] = typer.Option(None, help="run name (default: BENCHMARK-TIMESTAMP)"),
-    model: Optional[str] = typer.Option(None, help="local model name, .gguf path, or litellm model string"),
-    api_base: Optional[str] = typer.Option(None, help="OpenAI-compatible server URL for --model"),
-    api_key_env: Optional[str] = typer.Option(None, help="NAME of the env var holding the API key"),
-    sandbox: Optional[str] = typer.Option(None, help="auto (Docker when available) | docker | local"),
-    strategy: Optional[str] = typer.Option(None, help=" | ".join(STRATEGY_NAMES)),
-    iterations: Optional[int] = typer.Option(None, help="proposals to make"),
-    budget_usd: Optional[float] = typer.Option(None, help="stop proposing at this FM spend"),
-    wall_seconds: Optional[float] = typer.Option(None, help="stop after this many seconds"),
-    seed: Optional[int] = typer.Option(None, help="run seed (selection, FM sampling)"),
-    fm_concurrency: Optional[int] = typer.Option(None, help="concurrent FM calls"),
-    eval_concurrency: Optional[int] = typer.Option(None, help="concurrent evaluations"),
+    config: Path | None = typer.Option(None, "--config", "-c", help="TOML config file"),
+    name: str | None = typer.Option(None, help="run name (default: BENCHMARK-TIMESTAMP)"),
+    model: str | None = typer.Option(None, help="local model name, .gguf path, or litellm model string"),
+    api_base: str | None = typer.Option(None, help="OpenAI-compatible server URL for --model"),
+    api_key_env: str | None = typer.Option(None, help="NAME of the env var holding the API key"),
+    sandbox: str | None = typer.Option(None, help="auto (Docker when available) | docker | local"),
+    strategy: str | None = typer.Option(None, help=" | ".join(STRATEGY_NAMES)),
+    iterations: int | None = typer.Option(None, help="proposals to make"),
+    budget_usd: float | None = typer.Option(None, help="stop proposing at this FM spend"),
+    wall_seconds: float | None = typer.Option(None, help="stop after this many seconds"),
+    seed: int | None = typer.Option(None, help="run seed (selection, FM sampling)"),
+    fm_concurrency: int | None = typer.Option(None, help="concurrent FM calls"),
+    eval_concurrency: int | None = typer.Option(None, help="concurrent evaluations"),
     set_: list[str] = typer.Option([], "--set", help="any config key, e.g. --set search.params.alpha0=1.5"),
     runs_dir: Path = RunsDir,
 ) -> None:
@@ -167,10 +167,10 @@ def run(
 @app.command()
 def resume(
     run_name: str = typer.Argument(..., metavar="RUN"),
-    iterations: Optional[int] = typer.Option(None, help="new total iteration budget"),
-    budget_usd: Optional[float] = typer.Option(None, help="new FM spend limit"),
-    wall_seconds: Optional[float] = typer.Option(None, help="stop after this many seconds"),
-    sandbox: Optional[str] = typer.Option(None, help="switch the sandbox backend: auto | docker | local"),
+    iterations: int | None = typer.Option(None, help="new total iteration budget"),
+    budget_usd: float | None = typer.Option(None, help="new FM spend limit"),
+    wall_seconds: float | None = typer.Option(None, help="stop after this many seconds"),
+    sandbox: str | None = typer.Option(None, help="switch the sandbox backend: auto | docker | local"),
     runs_dir: Path = RunsDir,
 ) -> None:
     """Continue a run: re-queue unfinished agents and make the missing proposals."""
@@ -178,8 +178,6 @@ def resume(
     outcome = resume_run(runs_dir, run_name, budget, CliReporter().reporter(), sandbox=sandbox)
     _print_outcome(run_name, outcome, runs_dir)
     _exit_for(outcome)
-
-
 
 
 # ----- archive schema ----------------------------------------------------------------------------
@@ -195,5 +193,6 @@ def db_upgrade(run_name: str = typer.Argument(..., metavar="RUN"), runs_dir: Pat
     if not report.changes:
         console.print(f"{path}: schema version {report.version}, already current")
         return
-    console.print(f"upgraded {path} from schema version {report.found} to {report.version}: "
-                  + "; ".join(report.changes))
+    console.print(
+        f"upgraded {path} from schema version {report.found} to {report.version}: " + "; ".join(report.changes)
+    )

@@ -6,7 +6,6 @@ Errors raise SandboxError; the main CLI prints its cause and fix.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich.console import Console
@@ -24,7 +23,7 @@ _METHODS = ("auto", "dockerfile", "debootstrap")
 @sandbox_app.command("build")
 def build(
     method: str = typer.Option("auto", "--method", help="auto | dockerfile (needs a registry) | debootstrap (offline)"),
-    rootfs: Optional[Path] = typer.Option(
+    rootfs: Path | None = typer.Option(
         None, "--rootfs", help="debootstrap: reuse this root fs, or debootstrap into it and keep it"
     ),
     force: bool = typer.Option(False, "--force", help="rebuild even if a current image exists"),

@@ -1,9 +1,8 @@
-"""`cambrian doctor`, `config` and `benchmarks`: is this machine ready, what a run would use, what there is to search."""
+"""`cambrian doctor`, `config` and `benchmarks`: machine readiness, a run's settings, the benchmarks."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich.table import Table
@@ -14,10 +13,10 @@ from meta_agent.config import load_config
 
 @app.command()
 def doctor(
-    config: Optional[Path] = typer.Option(None, "--config", "-c", help="check with this TOML config (FM, sandbox)"),
-    model: Optional[str] = typer.Option(None, help="the model to check (default: fm.model)"),
-    api_base: Optional[str] = typer.Option(None, help="an OpenAI-compatible server URL to probe"),
-    api_key_env: Optional[str] = typer.Option(None, help="NAME of the env var holding its API key"),
+    config: Path | None = typer.Option(None, "--config", "-c", help="check with this TOML config (FM, sandbox)"),
+    model: str | None = typer.Option(None, help="the model to check (default: fm.model)"),
+    api_base: str | None = typer.Option(None, help="an OpenAI-compatible server URL to probe"),
+    api_key_env: str | None = typer.Option(None, help="NAME of the env var holding its API key"),
     quick: bool = typer.Option(False, "--quick", help="skip the sandbox's live self-test (about 10 s)"),
 ) -> None:
     """Is this machine ready to search? Engine, image and its self-test, local sandbox, model, FM, disk, user."""
@@ -40,7 +39,7 @@ def doctor(
 
 @app.command("config")
 def config_(
-    config: Optional[Path] = typer.Option(None, "--config", "-c", help="a TOML config file to check and show"),
+    config: Path | None = typer.Option(None, "--config", "-c", help="a TOML config file to check and show"),
     set_: list[str] = typer.Option([], "--set", help="config keys to set, e.g. --set search.strategy=greedy"),
     show_defaults: bool = typer.Option(False, "--show-defaults", help="show the defaults (the default without -c)"),
 ) -> None:

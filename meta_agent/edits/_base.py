@@ -7,8 +7,8 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 _FENCE_RE = re.compile(r"^\s*(`{3,}|~{3,})\s*([^\s`]*)")
 # A line holding nothing but a fence, opening (```python) or closing (```): never a line of code.
@@ -43,4 +43,3 @@ class EditBlock:
 
 def _join_lines(lines: Sequence[str]) -> str:
     return "".join(line + "\n" for line in lines)
-

@@ -8,14 +8,12 @@ file without markers is editable everywhere. Pure functions, no I/O; every refus
 from __future__ import annotations
 
 import re
-from typing import Sequence
+from collections.abc import Sequence
 
 from meta_agent.edits._base import EditError
 
 # Markers count only inside a comment, so a string literal mentioning them is ignored.
-_MARKER_RE = re.compile(
-    r"^\s*(?:#+|//+|--|;+|%+|/\*+|<!--|\*+|')\s*EVOLVE-BLOCK-(?P<kind>START|END)\b"
-)
+_MARKER_RE = re.compile(r"^\s*(?:#+|//+|--|;+|%+|/\*+|<!--|\*+|')\s*EVOLVE-BLOCK-(?P<kind>START|END)\b")
 
 
 def evolve_regions(text: str, *, path: str = "the file") -> list[tuple[int, int]]:
@@ -43,8 +41,7 @@ def evolve_regions(text: str, *, path: str = "the file") -> list[tuple[int, int]
         else:
             if open_at is None:
                 raise EditError(
-                    f"{path} has an EVOLVE-BLOCK-END at line {number + 1} with no "
-                    f"EVOLVE-BLOCK-START before it",
+                    f"{path} has an EVOLVE-BLOCK-END at line {number + 1} with no EVOLVE-BLOCK-START before it",
                     fix="keep the EVOLVE-BLOCK markers exactly as they were",
                 )
             regions.append((open_at, number))
@@ -105,15 +102,13 @@ def check_outside_unchanged(old: str, new: str, *, path: str = "the entry file")
     if len(old_outside) > len(new_outside):
         number, line = _first_non_blank(old_outside[len(new_outside) :])
         raise EditError(
-            f"the rewrite removed line {number} ({line!r}) of {path}, outside the EVOLVE-BLOCK "
-            f"markers; {rule}",
+            f"the rewrite removed line {number} ({line!r}) of {path}, outside the EVOLVE-BLOCK markers; {rule}",
             fix=fix,
         )
     if len(new_outside) > len(old_outside):
         number, line = _first_non_blank(new_outside[len(old_outside) :])
         raise EditError(
-            f"the rewrite added line {number} ({line!r}) to {path}, outside the EVOLVE-BLOCK "
-            f"markers; {rule}",
+            f"the rewrite added line {number} ({line!r}) to {path}, outside the EVOLVE-BLOCK markers; {rule}",
             fix=fix,
         )
 
@@ -133,10 +128,9 @@ def splice_into_region(old: str, code: str, *, path: str = "the entry file") -> 
         raise EditError(
             f"the rewritten {path} has no EVOLVE-BLOCK markers, and the original has "
             f"{len(regions)} regions, so the new code cannot be placed",
-            fix="copy the whole file, EVOLVE-BLOCK marker comments included, and change only the "
-            "code between them",
+            fix="copy the whole file, EVOLVE-BLOCK marker comments included, and change only the code between them",
         )
-    (start, end), = regions
+    ((start, end),) = regions
     lines = old.splitlines()
     before = {line.rstrip() for line in lines[: start - 1]} | {""}
     after = {line.rstrip() for line in lines[end + 1 :]} | {""}

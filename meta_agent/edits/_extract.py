@@ -103,7 +103,9 @@ def extract_code(text: str, *, language: str = "python") -> str:
     # the reply with every fence line dropped and prose trimmed is the fallback when it parses.
     merged = ""
     if all(info in tags or info == "" for info, _ in blocks):  # a block in another language is not the program
-        merged = trim_prose(_join_lines(line for line in text.strip("\n").splitlines() if not _FENCE_ONLY_RE.match(line)))
+        merged = trim_prose(
+            _join_lines(line for line in text.strip("\n").splitlines() if not _FENCE_ONLY_RE.match(line))
+        )
     if candidates:
         longest = max(body.count("\n") for body in candidates)
         chosen = [body for body in candidates if 2 * body.count("\n") >= longest][-1]

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import difflib
 import re
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Callable, Mapping, Sequence
 
 from meta_agent.edits._base import _FENCE_ONLY_RE, _FENCE_RE, EditBlock, EditError, _join_lines
 from meta_agent.edits._evolve_blocks import _MARKER_RE, evolve_regions
@@ -88,16 +88,14 @@ def parse_search_replace(text: str) -> list[EditBlock]:
             if j >= len(lines) or _SEARCH_RE.match(lines[j]):
                 missing = ">>>>>>> REPLACE" if seen_divider else "======="
                 raise EditError(
-                    f"SEARCH/REPLACE block {index} is missing its {missing} line; "
-                    f"use the format {FORMAT_HINT}",
+                    f"SEARCH/REPLACE block {index} is missing its {missing} line; use the format {FORMAT_HINT}",
                     fix="end the SEARCH section with ======= and the block with >>>>>>> REPLACE",
                 )
             line = lines[j]
             if _DIVIDER_RE.match(line):
                 if seen_divider:
                     raise EditError(
-                        f"SEARCH/REPLACE block {index} has more than one ======= line; "
-                        f"use the format {FORMAT_HINT}",
+                        f"SEARCH/REPLACE block {index} has more than one ======= line; use the format {FORMAT_HINT}",
                         fix="write exactly one ======= line per block",
                     )
                 seen_divider = True
@@ -234,8 +232,7 @@ def _resolve_path(path: str | None, files: Mapping[str, str], *, default_path: s
     raise EditError(
         f"SEARCH/REPLACE block {index} names {path!r}, which is not a file of this program; "
         f"its files are: {', '.join(sorted(files))}",
-        fix="write one of the program's file names on the line before <<<<<<< SEARCH, or none for "
-        f"{default_path}",
+        fix=f"write one of the program's file names on the line before <<<<<<< SEARCH, or none for {default_path}",
     )
 
 
@@ -268,8 +265,7 @@ def _apply_one(text: str, block: EditBlock, *, path: str) -> str:
         )
     if block.search == block.replace:
         raise EditError(
-            f"SEARCH/REPLACE block {index} changes nothing: its SEARCH and REPLACE sections are "
-            f"identical",
+            f"SEARCH/REPLACE block {index} changes nothing: its SEARCH and REPLACE sections are identical",
             fix="write the changed lines in the REPLACE section",
         )
     lines = text.splitlines()
@@ -301,8 +297,7 @@ def _apply_one(text: str, block: EditBlock, *, path: str) -> str:
     _check_inside_regions(regions, match.start, stop, lines=lines, path=path, index=index)
     if any(_MARKER_RE.match(line) for line in match.replacement):
         raise EditError(
-            f"SEARCH/REPLACE block {index} writes an EVOLVE-BLOCK marker; markers may not be "
-            f"added or moved",
+            f"SEARCH/REPLACE block {index} writes an EVOLVE-BLOCK marker; markers may not be added or moved",
             fix="leave the EVOLVE-BLOCK marker lines out of SEARCH and REPLACE",
         )
     new_lines = lines[: match.start] + match.replacement + lines[stop:]
@@ -319,9 +314,7 @@ def _trim_blank_edges(lines: Sequence[str]) -> list[str]:
     return out
 
 
-def apply_blocks(
-    files: Mapping[str, str], blocks: Sequence[EditBlock], *, default_path: str
-) -> dict[str, str]:
+def apply_blocks(files: Mapping[str, str], blocks: Sequence[EditBlock], *, default_path: str) -> dict[str, str]:
     """Apply SEARCH/REPLACE blocks in order; each block sees the result of the ones before.
 
     A block without a path edits `default_path`. Matching is exact first, then

@@ -16,8 +16,8 @@ here runs it.
 from __future__ import annotations
 
 import ast
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Mapping, Sequence
 
 from pyflakes import checker as pyflakes_checker
 from pyflakes import messages as pyflakes_messages
@@ -38,7 +38,10 @@ KNOWN_IMPORTS: Mapping[str, str] = {
         )
     },
     "np": "import numpy as np",
-    **{name: f"from collections import {name}" for name in ("defaultdict", "Counter", "deque", "OrderedDict", "namedtuple")},
+    **{
+        name: f"from collections import {name}"
+        for name in ("defaultdict", "Counter", "deque", "OrderedDict", "namedtuple")
+    },
     **{
         name: f"from typing import {name}"
         for name in ("List", "Dict", "Tuple", "Optional", "Any", "Callable", "Sequence", "Iterable", "Iterator",
@@ -167,8 +170,8 @@ def _import_position(text: str) -> int:
     tree = ast.parse(text)
     at = 0
     for node in tree.body:
-        is_docstring = isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(
-            node.value.value, str
+        is_docstring = (
+            isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
         )
         is_future = isinstance(node, ast.ImportFrom) and node.module == "__future__"
         if (is_docstring and at == 0) or is_future:

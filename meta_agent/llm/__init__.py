@@ -21,16 +21,6 @@ from __future__ import annotations
 import logging
 import os
 
-
-def _quiet_litellm() -> None:
-    """Keep litellm offline at import and off the console (the CLI owns the console)."""
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    for name in ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy", "litellm"):
-        logging.getLogger(name).setLevel(logging.WARNING)
-
-
-_quiet_litellm()
-
 from meta_agent.llm._client import (
     Completion,
     Endpoint,
@@ -100,3 +90,13 @@ __all__ = [
     "probe_endpoint", "prompt_token_bound", "pull", "quiet_repeats", "request_hash", "resolve", "serve_forever",
     "server_grammar_field", "unavailable_fix", "verify",
 ]  # fmt: skip
+
+
+def _quiet_litellm() -> None:
+    """Keep litellm offline at import and off the console (the CLI owns the console)."""
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    for name in ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy", "litellm"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+
+
+_quiet_litellm()

@@ -18,9 +18,10 @@ import logging
 import os
 import random
 import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType, ModuleType
-from typing import Any, Callable, Literal, Mapping, Protocol, Sequence
+from typing import Any, Literal, Protocol
 
 from meta_agent.llm._errors import FMAuthError, FMBadRequest, FMUnavailable, LLMError
 
@@ -389,8 +390,14 @@ class LLMClient:
         """`complete` for code without an event loop (CLI tools); not callable from inside one."""
         return asyncio.run(
             self.complete(
-                messages, seed=seed, purpose=purpose, agent_id=agent_id, iteration=iteration,
-                temperature=temperature, max_tokens=max_tokens, grammar=grammar,
+                messages,
+                seed=seed,
+                purpose=purpose,
+                agent_id=agent_id,
+                iteration=iteration,
+                temperature=temperature,
+                max_tokens=max_tokens,
+                grammar=grammar,
             )  # fmt: skip
         )
 
@@ -525,7 +532,9 @@ def probe_endpoint(endpoint: Endpoint, *, timeout_s: float = 3.0) -> None:
     if response.status_code in (401, 403):
         raise FMAuthError(
             f"the FM server at {endpoint.api_base} refused the credentials (HTTP {response.status_code})",
-            fix=(f"check the key in ${key_env}" if key_env else "pass --api-key-env NAME, the variable holding the key"),
+            fix=(
+                f"check the key in ${key_env}" if key_env else "pass --api-key-env NAME, the variable holding the key"
+            ),
         )
     if response.status_code >= 500:
         raise FMUnavailable(

@@ -34,9 +34,10 @@ import os
 import secrets
 import stat
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from meta_agent.llm._client import LLMClient, derive_seed, request_hash
 from meta_agent.llm._errors import LLMError
@@ -56,7 +57,8 @@ _MAX_SOCKET_PATH_BYTES = 107  # Linux sun_path is 108 bytes with the trailing NU
 _SEED_LIMIT = 2**31  # llama.cpp and most providers take a signed 32-bit seed
 _ROLES = ("system", "user", "assistant")
 _REASONS = {
-    200: "OK", 400: "Bad Request", 503: "Service Unavailable", 404: "Not Found", 405: "Method Not Allowed", 408: "Request Timeout",
+    200: "OK", 400: "Bad Request", 503: "Service Unavailable", 404: "Not Found", 405: "Method Not Allowed",
+    408: "Request Timeout",
     411: "Length Required", 413: "Content Too Large", 429: "Too Many Requests",
     431: "Request Header Fields Too Large", 500: "Internal Server Error", 502: "Bad Gateway",
 }  # fmt: skip
@@ -210,9 +212,7 @@ class AgentChannel:
     ) -> tuple[int, dict[str, Any], dict[str, str]]:
         try:
             try:
-                request = await asyncio.wait_for(
-                    _read_request(reader, writer), timeout=self._gateway.read_timeout_s
-                )
+                request = await asyncio.wait_for(_read_request(reader, writer), timeout=self._gateway.read_timeout_s)
             except asyncio.TimeoutError:
                 return 408, _error_body("timeout", "the request did not arrive in time"), {}
             return 200, await self._route(request), {}
@@ -245,8 +245,10 @@ class AgentChannel:
     async def _chat(self, chat: _ChatRequest) -> dict[str, Any]:
         llm = self._gateway.llm
         call_index = self._calls_started
-        seed = chat.seed if chat.seed is not None else derive_seed(
-            self.run_seed, self.iteration, AGENT_CALL_SEED_BASE + call_index
+        seed = (
+            chat.seed
+            if chat.seed is not None
+            else derive_seed(self.run_seed, self.iteration, AGENT_CALL_SEED_BASE + call_index)
         )
         wanted = chat.max_tokens if chat.max_tokens is not None else llm.max_tokens
         prompt_bound = prompt_token_bound(chat.messages)
@@ -316,8 +318,8 @@ class AgentChannel:
 class FMGateway:
     """Serves one Unix socket per agent on the running event loop, forwarding calls through `llm`.
 
-    socket_dir: where the sockets live; created (mode 0o711) when missing, made searchable by others (o+x) when not. Keep
-        its path short: a socket path may be at most 107 bytes.
+    socket_dir: where the sockets live; created (mode 0o711) when missing, made searchable by others (o+x)
+        when not. Keep its path short: a socket path may be at most 107 bytes.
     max_tokens_per_call: the gateway's cap on one call's completion tokens (>= 1).
     read_timeout_s: seconds a connection may take to send its request.
     max_in_flight: chat calls one agent may have forwarded and unanswered at once (>= 1).

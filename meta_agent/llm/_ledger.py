@@ -36,15 +36,13 @@ class ArchiveLedger:
         )
 
     def store(self, completion: Completion) -> None:
-        self._unrecorded[completion.request_hash] = (
-            LLMResponse(
-                request_hash=completion.request_hash,
-                model=completion.model,
-                text=completion.text,
-                prompt_tokens=completion.prompt_tokens,
-                completion_tokens=completion.completion_tokens,
-                cost_usd=completion.cost_usd,
-            )
+        self._unrecorded[completion.request_hash] = LLMResponse(
+            request_hash=completion.request_hash,
+            model=completion.model,
+            text=completion.text,
+            prompt_tokens=completion.prompt_tokens,
+            completion_tokens=completion.completion_tokens,
+            cost_usd=completion.cost_usd,
         )
 
     def record(

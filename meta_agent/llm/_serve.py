@@ -25,15 +25,17 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Callable, Literal, Sequence
+from typing import Literal
 
 from meta_agent.llm._client import Endpoint
 from meta_agent.llm._errors import ServerStartError
 from meta_agent.llm._models import is_local_model, resolve
 
 Backend = Literal["auto", "llamacpp", "vllm"]
+
 
 def default_threads() -> int:
     """One llama.cpp thread per core this process may use (more threads than cores only contend)."""
@@ -214,8 +216,7 @@ class LocalServer:
         raise ServerStartError(
             f"{self.backend} server for {self.model_path} was not healthy after {timeout_s:.0f} s; "
             f"log tail:\n{self.log_tail()}",
-            fix="give it longer (a larger model loads slower), or read the whole log at "
-            f"{self.log_path}",
+            fix=f"give it longer (a larger model loads slower), or read the whole log at {self.log_path}",
         )
 
     def stop(self, timeout_s: float = 10.0, *, keep_log: bool = False) -> None:

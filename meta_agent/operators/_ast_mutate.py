@@ -152,8 +152,10 @@ class AstMutation:
 
     def _edit(self, site: MutationSite, rng: np.random.Generator) -> _Edit:
         if site.kind == "number":
-            value = _mutate_int(int(site.value), rng) if isinstance(site.value, int) else self._mutate_float(
-                float(site.value), rng
+            value = (
+                _mutate_int(int(site.value), rng)
+                if isinstance(site.value, int)
+                else self._mutate_float(float(site.value), rng)
             )
             new_text = repr(value)
             if value < 0 and site.wrap_negative:
@@ -283,7 +285,7 @@ class _SourceIndex:
         try:
             for token in tokenize.generate_tokens(io.StringIO(text).readline):
                 if token.string in wanted and token.type in (tokenize.OP, tokenize.NAME):
-                    (row, col), (end_row, end_col) = token.start, token.end
+                    (row, col), (end_row, _) = token.start, token.end
                     if row != end_row or row > len(self.line_starts):
                         continue
                     start = self.line_starts[row - 1] + len(token.line[:col].encode("utf-8"))

@@ -25,8 +25,9 @@ the next prompt of the same parent.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from types import MappingProxyType
-from typing import Mapping, Protocol, Union, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
@@ -128,7 +129,7 @@ class LocalOperator(Protocol):
         ...
 
 
-AnyOperator = Union[Operator, SandboxOperator, LocalOperator]
+AnyOperator = Operator | SandboxOperator | LocalOperator
 
 
 def supports_self_modify(benchmark: object) -> bool:

@@ -13,7 +13,7 @@ carries them (meta_agent/llm/_client.py sends them to the server).
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from evaluators.base import Genome
 from meta_agent.edits import evolve_regions
@@ -25,8 +25,6 @@ from meta_agent.edits import evolve_regions
 #: <= 4 lines 6/6. A small anchor makes the model write the change, not copy the function.
 MAX_BLOCKS = 1
 MAX_SEARCH_LINES = 4
-
-
 
 
 def gbnf_literal(text: str) -> str:
@@ -111,19 +109,19 @@ def search_replace_grammar(
         rules += file_rules
         rules.append(f"search{number} ::= " + " | ".join(starts))
         head = "" if path == genome.entry else f"{gbnf_literal(path + chr(10))} "
-        alternatives.append(
-            f'{head}"<<<<<<< SEARCH\\n" search{number} "=======\\n" newline* ">>>>>>> REPLACE\\n"'
-        )
+        alternatives.append(f'{head}"<<<<<<< SEARCH\\n" search{number} "=======\\n" newline* ">>>>>>> REPLACE\\n"')
     if not alternatives:
         return None
     optional = " ".join(["block?"] * (max(1, max_blocks) - 1))
-    return "\n".join(
-        [f"root ::= block {optional}".rstrip(), "block ::= " + " | ".join(alternatives), _NEW_LINE, *rules]
-    ) + "\n"
+    return (
+        "\n".join([f"root ::= block {optional}".rstrip(), "block ::= " + " | ".join(alternatives), _NEW_LINE, *rules])
+        + "\n"
+    )
 
 
 def code_grammar(language: str = "python") -> str:
     """GBNF for one fenced code block (```python ... ```) with at least one line and no fence inside."""
-    return "\n".join(
-        [f'root ::= {gbnf_literal(f"```{language}" + chr(10))} code "```"', "code ::= newline+", _CODE_LINE]
-    ) + "\n"
+    return (
+        "\n".join([f'root ::= {gbnf_literal(f"```{language}" + chr(10))} code "```"', "code ::= newline+", _CODE_LINE])
+        + "\n"
+    )

@@ -12,16 +12,29 @@ from __future__ import annotations
 
 import functools
 import string
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
-from typing import Mapping, Sequence
 
 from evaluators.base import Genome
 from meta_agent.edits import evolve_regions
 
-_LANGUAGES = {".py": "python", ".js": "javascript", ".ts": "typescript", ".sh": "bash",
-              ".json": "json", ".toml": "toml", ".yaml": "yaml", ".yml": "yaml", ".md": "markdown",
-              ".c": "c", ".cpp": "cpp", ".rs": "rust", ".go": "go", ".txt": ""}
+_LANGUAGES = {
+    ".py": "python",
+    ".js": "javascript",
+    ".ts": "typescript",
+    ".sh": "bash",
+    ".json": "json",
+    ".toml": "toml",
+    ".yaml": "yaml",
+    ".yml": "yaml",
+    ".md": "markdown",
+    ".c": "c",
+    ".cpp": "cpp",
+    ".rs": "rust",
+    ".go": "go",
+    ".txt": "",
+}
 
 
 class PromptTemplateError(Exception):
@@ -40,12 +53,11 @@ def template_names() -> list[str]:
 
 @functools.lru_cache(maxsize=64)
 def load_template(name: str) -> string.Template:
-    """The template `meta_agent/operators/prompts/<name>.txt` (read once per process); PromptTemplateError if there is none."""
+    """The template `prompts/<name>.txt` of this package (read once per process); PromptTemplateError if none."""
     source = resources.files("meta_agent.operators").joinpath("prompts", f"{name}.txt")
     if not source.is_file():
         raise PromptTemplateError(
-            f"there is no prompt template named {name!r}; the templates are: "
-            f"{', '.join(template_names())}",
+            f"there is no prompt template named {name!r}; the templates are: {', '.join(template_names())}",
             fix=f"add meta_agent/prompts/{name}.txt or use one of the names listed",
         )
     return string.Template(source.read_text(encoding="utf-8"))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import Mapping
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -51,8 +51,7 @@ def choose_operator(weights: Mapping[str, float], rng: np.random.Generator) -> s
     for name in weights:
         if name not in OPERATORS:
             raise UnknownOperatorError(
-                f"operator weights name {name!r}, which is not an operator; the operators are: "
-                f"{', '.join(OPERATORS)}",
+                f"operator weights name {name!r}, which is not an operator; the operators are: {', '.join(OPERATORS)}",
                 fix=f"use only these names as operator weights: {', '.join(OPERATORS)}",
             )
     names = list(weights)

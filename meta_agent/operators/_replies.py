@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import ast
 import re
-from typing import Mapping
+from collections.abc import Mapping
 
 from evaluators.base import Genome
 from meta_agent.edits import (

@@ -9,7 +9,7 @@ order, so a resumed run chooses exactly as the uninterrupted one would have;
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from archive.models import Agent, AgentStatus
 from meta_agent.config import BanditConfig

@@ -29,8 +29,9 @@ keeps free calls (local models cost 0) finite and equal to each other.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Literal, Sequence
+from typing import Literal
 
 import numpy as np
 
@@ -115,9 +116,7 @@ class Bandit:
                 f"the bandit's arms repeat: {', '.join(duplicates)}", fix="list each (model, operator) pair once"
             )
         if algorithm not in ALGORITHMS:
-            raise BanditError(
-                f"unknown bandit algorithm {algorithm!r}", fix=f"use one of: {', '.join(ALGORITHMS)}"
-            )
+            raise BanditError(f"unknown bandit algorithm {algorithm!r}", fix=f"use one of: {', '.join(ALGORITHMS)}")
         if not (math.isfinite(exploration) and exploration >= 0):
             raise BanditError(f"exploration must be finite and >= 0, got {exploration}", fix="use e.g. 1.414")
         if not (math.isfinite(cost_floor) and cost_floor > 0):
@@ -153,9 +152,7 @@ class Bandit:
         proposal order. A pending proposal counts as a pull only: its cost is given later, with
         its outcome, exactly as the live loop does. Keyword arguments: as the constructor's.
         """
-        bandit = cls(
-            arms, algorithm=algorithm, cost_aware=cost_aware, exploration=exploration, cost_floor=cost_floor
-        )
+        bandit = cls(arms, algorithm=algorithm, cost_aware=cost_aware, exploration=exploration, cost_floor=cost_floor)
         for arm, reward, cost in history:
             bandit.record_pull(arm)
             if reward is not None:

@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import hashlib
 import math
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -152,7 +152,8 @@ class BehaviourSpace:
             embedding = code_embedding if code_embedding is not None else self.code_embedding(files)
         else:
             normalised = [
-                _normalise(value, bound) for value, bound in zip(values[: len(self.benchmark_names)], self._benchmark_bounds)
+                _normalise(value, bound)
+                for value, bound in zip(values[: len(self.benchmark_names)], self._benchmark_bounds)
             ]
             embedding = behaviour_vector(
                 {row.task_id: row.score for row in tasks}, task_ids=self.task_ids, descriptor=normalised

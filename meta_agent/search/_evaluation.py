@@ -7,8 +7,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Any, AsyncIterator
+from typing import Any
 
 from archive.models import Evaluation
 from evaluators.base import Benchmark, Genome, Task
@@ -105,9 +106,11 @@ async def evaluate_in_sandbox(
     With a gateway the agent gets its own FM socket and budget for this evaluation, closed afterwards;
     its calls are recorded under `agent_id`. SandboxError and GatewayError propagate (infrastructure faults).
     """
-    async with _agent_session(
-        sandbox, gateway, agent_id=agent_id, iteration=iteration, fm_budget=fm_budget
-    ) as (session, env, _):
+    async with _agent_session(sandbox, gateway, agent_id=agent_id, iteration=iteration, fm_budget=fm_budget) as (
+        session,
+        env,
+        _,
+    ):
         return await asyncio.to_thread(
             evaluate_agent, benchmark, genome, sandbox, split=split, limits=limits, session=session, env=env
         )

@@ -14,8 +14,9 @@ import asyncio
 import dataclasses
 import time
 from collections import OrderedDict, deque
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Callable, Generic, Mapping, TypeVar
+from typing import Generic, TypeVar
 
 import numpy as np
 
@@ -50,7 +51,10 @@ MAX_CONSECUTIVE_FAULTS = 5
 
 @dataclass(frozen=True)
 class LoopEvent:
-    """What just happened, for progress displays. `kind`: seed | proposed | rejected (bad edit) | invalid | evaluated | failed."""
+    """What just happened, for progress displays.
+
+    `kind`: seed | proposed | rejected (bad edit) | invalid | evaluated | failed.
+    """
 
     kind: str
     agent_id: int
@@ -200,9 +204,7 @@ class SearchLoop:
             )
         needs_fm = any(OPERATOR_KINDS[name] in ("fm", "fm_two_step") for name in weights)
         if needs_fm and not self.llms:
-            raise ConfigError(
-                "search.operators names FM operators but the run has no FM", fix="configure fm.model"
-            )
+            raise ConfigError("search.operators names FM operators but the run has no FM", fix="configure fm.model")
 
     # ----- control -------------------------------------------------------------------------
 
@@ -358,7 +360,7 @@ class SearchLoop:
             try:
                 if await self._propose(iteration):
                     self._counters.consecutive_faults = 0
-            except (FMAuthError,) as exc:
+            except FMAuthError as exc:
                 self._abort(exc)
             except FMUnavailable as exc:
                 self._counters.fm_failure = exc
@@ -402,7 +404,9 @@ class SearchLoop:
                 return False
             self._counters.spent_usd += proposal.cost_usd
             stored = dict(iteration=iteration, parent_id=parent_id, second_parent_id=second_parent_id, arm=arm)
-            if self._accept(proposal, _Repairable(arm.operator, ctx, proposal, arm.model, iteration, attempt), **stored):
+            if self._accept(
+                proposal, _Repairable(arm.operator, ctx, proposal, arm.model, iteration, attempt), **stored
+            ):
                 return True
         return True
 

@@ -17,8 +17,8 @@ faults (FM unreachable, sandbox dead) propagate for the loop to count.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Callable, Mapping
 
 import numpy as np
 
@@ -76,7 +76,11 @@ class Proposal:
     repairs_left: int = 0
 
     def usage(self) -> dict[str, float | int]:
-        return {"prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens, "cost_usd": self.cost_usd}
+        return {
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "cost_usd": self.cost_usd,
+        }
 
 
 @dataclass
@@ -206,7 +210,10 @@ class Proposer:
                 ctx = dataclasses.replace(ctx, focus=self.focus(operator, parent, iteration, attempt))
             if kind == "fm_two_step":
                 planned = await llm.complete(
-                    operator.plan_messages(ctx), seed=seed, purpose="diagnose", iteration=iteration  # type: ignore[union-attr]
+                    operator.plan_messages(ctx),
+                    seed=seed,
+                    purpose="diagnose",
+                    iteration=iteration,  # type: ignore[union-attr]
                 )
                 usage.add(planned)
                 ctx = dataclasses.replace(ctx, plan=operator.parse_plan(planned.text))  # type: ignore[union-attr]
@@ -307,7 +314,9 @@ class Proposer:
         checked = check_child(child, parent, entry_function=self.entry_function)
         return usage.proposal(checked.genome, note=note, repair_note=checked.repair_note)
 
-    async def _self_modify(self, operator: AnyOperator, ctx: PromptContext, *, iteration: int, attempt: int) -> Proposal:
+    async def _self_modify(
+        self, operator: AnyOperator, ctx: PromptContext, *, iteration: int, attempt: int
+    ) -> Proposal:
         task = self.benchmark.self_modify_task(operator.task_prompt(ctx))  # type: ignore[attr-defined,union-attr]
         run = await run_self_modify(
             self.benchmark,

@@ -14,9 +14,9 @@ import os
 import shutil
 import signal
 import tempfile
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator
 
 from archive.errors import ArchiveOutdated
 from archive.models import Run, RunStatus
@@ -134,9 +134,7 @@ def choose_sandbox(config: RunConfig, warn: Callable[[str], None], *, fm_dir: Pa
 
 
 @contextlib.contextmanager
-def fm_endpoint(
-    config: RunConfig, reporter: Reporter, *, model: str | None = None
-) -> Iterator[tuple[Endpoint, str]]:
+def fm_endpoint(config: RunConfig, reporter: Reporter, *, model: str | None = None) -> Iterator[tuple[Endpoint, str]]:
     """An endpoint for `model` (default: fm.model), starting (and finally stopping) a local server if needed."""
     spec = model or config.fm.model
     if is_local_model(spec):

@@ -7,7 +7,8 @@ reply holds no such definition, the prompt followed by the reply as its body.
 """
 
 import re
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 SYSTEM = (
     "You are an expert Python programmer. Complete the function the user gives you. "

@@ -19,8 +19,8 @@ it: `cambrian benchmarks`, `cambrian run example`.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from importlib import resources
-from typing import Sequence
 
 from evaluators.base import BenchmarkError, FeedbackPolicy, Genome, Stage, Task, TaskScore
 from evaluators.harness import harness_spec

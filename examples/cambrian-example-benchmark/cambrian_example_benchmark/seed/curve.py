@@ -4,7 +4,6 @@ Only the standard library is guaranteed to be importable inside the sandbox.
 """
 
 # EVOLVE-BLOCK-START
-import math
 
 
 def f(x: float) -> float:
