@@ -156,8 +156,8 @@ def test_selection_and_prompts_never_see_holdout_scores_fake_fm(example_run: tup
         ctx = PromptContext(
             contract=loop.benchmark.contract,
             benchmark=loop.benchmark.name,
-            parent=loop._parent_info(best_id),
-            inspirations=loop._inspirations(exclude=best_id),
+            parent=loop.memory.parent_info(best_id),
+            inspirations=loop.memory.inspirations(loop.view, exclude=best_id),
         )
         assert ctx.inspirations, "the seed should be shown as an inspiration"
         for name in ("rewrite", "diff"):

@@ -226,6 +226,8 @@ def test_unknown_strategy_and_bad_params_name_the_choices() -> None:
         ("power_law", {"alpha": float("nan")}),
         ("dgm", {"lambda_": 0.0}),
         ("dgm", {"alpha0": float("inf")}),
+        ("dgm", {"alpha0": "mean"}),
+        ("dgm", {"alpha0": True}),
     ]:
         with pytest.raises(SelectorConfigError):
             make_selector(name, **params)
@@ -240,6 +242,35 @@ def test_dgm_stays_a_distribution_when_every_sigmoid_underflows() -> None:
     mild = make_selector("dgm", lambda_=2.0, alpha0=100.0).probabilities(view)
     expected = np.array([math.exp(0.0) / 3, math.exp(0.2), math.exp(0.4)])  # sigmoid ~ exp far below alpha0
     np.testing.assert_allclose(mild, expected / expected.sum(), rtol=1e-6)
+
+
+def test_dgm_median_alpha0_measures_scores_from_the_median_in_units_of_the_range() -> None:
+    scores = np.array([1.09, 0.63, 1.18, 0.5, 1.62, 1.09])
+    parents = np.array([-1, 1, 1, 2, 3, 1])
+    view = ArchiveView.from_arrays(np.arange(1, 7), scores, parent_ids=parents)
+    spread = 1.62 - 0.5
+    probs = make_selector("dgm", lambda_=10.0, alpha0="median").probabilities(view)
+    # The paper's formula on scores rescaled to (s - median) / range, with alpha0 = 0.
+    rescaled = ArchiveView.from_arrays(np.arange(1, 7), (scores - np.median(scores)) / spread, parent_ids=parents)
+    np.testing.assert_allclose(probs, expected_dgm(rescaled, 10.0, 0.0), rtol=1e-9)
+    # Scale- and shift-free: the same archive in other units draws alike.
+    moved = ArchiveView.from_arrays(np.arange(1, 7), scores * 100 - 7, parent_ids=parents)
+    np.testing.assert_allclose(make_selector("dgm").probabilities(moved), probs, rtol=1e-9)
+    # A lone seed (no range) sits on the median: sigmoid(0).
+    lone = ArchiveView.from_arrays(np.array([1]), np.array([2.1667]), parent_ids=np.array([-1]))
+    assert make_selector("dgm").centre_and_scale(lone) == (2.1667, 1.0)
+
+
+def test_dgm_median_puts_weak_children_far_below_the_seed() -> None:
+    # The quickstart's failure: with alpha0 = 0.5 every circle-packing score sat on the sigmoid's
+    # plateau, so children scoring 0.63 and 0.5 (no children yet) outdrew the seed.
+    view = ArchiveView.from_arrays(
+        np.array([1, 2, 3, 4]), np.array([1.0917, 0.63, 0.5, 1.0917]), parent_ids=np.array([-1, 1, 1, 1])
+    )
+    paper = make_selector("dgm", alpha0=0.5).probabilities(view)
+    assert paper[1] > paper[0]
+    median = make_selector("dgm").probabilities(view)
+    assert median[0] > 10 * median[1] and median[3] > 10 * median[2]
 
 
 def test_dgm_prefers_parents_with_fewer_children() -> None:

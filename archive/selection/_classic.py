@@ -1,5 +1,5 @@
 """The classic strategies: `uniform`, `greedy`, `tournament`, `power_law` (rank^-a) and `dgm`
-(sigmoid(lambda (s - a0)) / (1 + children))."""
+(sigmoid(lambda (s - a0)) / (1 + children), a0 a score or the archive's median score)."""
 
 from __future__ import annotations
 
@@ -118,10 +118,14 @@ class DGM:
 
     `lambda_` (> 0) sets how sharply scores above `alpha0` are preferred; dividing by
     1 + n_children (evaluated children) steers draws away from parents already explored.
+    `alpha0` is a score (the paper's 0.5, for accuracies in 0..1) or `"median"`: then each draw
+    measures scores from the median evaluated score in units of the archive's score range,
+    sigmoid(lambda_ * (score - median) / (max - min)), so parents in the better half are preferred
+    alike on any score scale (accuracies, circle packing's sums of radii 1..2.6, negative losses).
     """
 
     lambda_: float = 10.0
-    alpha0: float = 0.5
+    alpha0: float | str = "median"
     name: str = dataclasses.field(default="dgm", init=False)
 
     def __post_init__(self) -> None:
@@ -132,16 +136,28 @@ class DGM:
             "pass e.g. lambda_=10.0",
         )
         _require(
-            isinstance(self.alpha0, (int, float)) and math.isfinite(self.alpha0),
+            self.alpha0 == "median" or _is_finite_number(self.alpha0),
             self.name,
-            f"alpha0 must be a finite number, got {self.alpha0!r}",
-            "pass the score around which parents become attractive, e.g. alpha0=0.5",
+            f'alpha0 must be a finite number or "median", got {self.alpha0!r}',
+            "pass the score around which parents become attractive (e.g. alpha0=0.5 for scores in 0..1), "
+            'or alpha0="median" for the archive\'s median score',
         )
+
+    def centre_and_scale(self, view: ArchiveView) -> tuple[float, float]:
+        """(score at the sigmoid's midpoint, score units per unit of lambda_) for this view."""
+        if self.alpha0 != "median":
+            return float(self.alpha0), 1.0
+        _, ranked = view.ranking()  # sorted best first, so median and range are lookups
+        n = len(ranked)
+        median = float(ranked[(n - 1) // 2] + ranked[n // 2]) / 2.0
+        spread = float(ranked[0] - ranked[-1])
+        return median, spread if spread > 0 else 1.0
 
     def probabilities(self, view: ArchiveView) -> np.ndarray:
         _check_view(view)
-        x = view.scores - self.alpha0
-        x *= self.lambda_
+        centre, scale = self.centre_and_scale(view)
+        x = view.scores - centre
+        x *= self.lambda_ / scale
         # sigmoid(x) = 1/(1+e) for x >= 0 and e/(1+e) for x < 0, with e = exp(-|x|) <= 1:
         # one exp (the costly part at 100k rows) and no overflow.
         e = np.abs(x)
@@ -161,6 +177,10 @@ class DGM:
 
     def select(self, view: ArchiveView, k: int, rng: np.random.Generator) -> np.ndarray:
         return _draw(view, self.probabilities(view), _check_k(k), rng)
+
+
+def _is_finite_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 #: Below this largest weight, DGM recomputes in log space (subnormals lose precision).

@@ -13,10 +13,8 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
-from collections import OrderedDict, deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Generic, TypeVar
 
 import numpy as np
 
@@ -30,7 +28,6 @@ from meta_agent.errors import ConfigError, RunAborted, SeedFailed
 from meta_agent.llm import FMAuthError, FMGateway, FMUnavailable, GatewayError, LLMClient
 from meta_agent.operators import (
     OPERATOR_KINDS,
-    ParentInfo,
     PromptContext,
     choose_operator,
     make_operator,
@@ -39,11 +36,9 @@ from meta_agent.operators import (
 from meta_agent.search._arms import Arm, cost_of, improvement_reward, operator_arms, restore_bandit
 from meta_agent.search._behaviour import BehaviourSpace, TaskRow
 from meta_agent.search._evaluation import evaluate_in_sandbox, evaluation_row
+from meta_agent.search._memory import _LRU, PromptMemory
 from meta_agent.search._proposals import Proposal, Proposer, agent_fm_budget, run_limits
 from sandbox.base import Sandbox, SandboxError
-
-K = TypeVar("K")
-V = TypeVar("V")
 
 #: Consecutive infrastructure faults (sandbox or FM) after which the run stops for the user.
 MAX_CONSECUTIVE_FAULTS = 5
@@ -151,15 +146,13 @@ class SearchLoop:
         self._has_parent = asyncio.Event()
         self._counters = _Counters()
         self._best: tuple[float, int] | None = None
-        # Genomes are immutable and evaluated agents never change what a prompt shows of them,
-        # so the hot path reads both from memory after the first time.
-        self._genomes = _LRU[str, Genome](capacity=4096)
-        self._parents = _LRU[int, ParentInfo](capacity=4096)
+        self.memory = PromptMemory(
+            archive, failed_attempts_shown=config.search.failed_attempts_shown, inspirations=config.search.inspirations
+        )
         self._genome_owner: dict[str, int] = {}  # genome hash -> first agent with it: the duplicate gate
-        self._failures = _LRU[int, deque[str]](capacity=4096)  # parent -> reasons its children were invalid
         # Children whose FM conversation may take their failed run back (fm.repair_rounds), until evaluated.
         self._repairable = _LRU[int, _Repairable](capacity=1024)
-        self.view = self.behaviour.rebuild(archive, self.run_id, lambda hash_: self._genome(hash_).files)
+        self.view = self.behaviour.rebuild(archive, self.run_id, lambda hash_: self.memory.genome(hash_).files)
         if {arm.operator for arm in self.arms} == {"crossover"} and len(self.view) < 2:
             raise ConfigError(
                 "search.operators: crossover alone cannot start a search (it needs two evaluated agents)",
@@ -382,10 +375,10 @@ class SearchLoop:
         ctx = PromptContext(
             contract=self.benchmark.contract,
             benchmark=self.benchmark.name,
-            parent=self._parent_info(parent_id),
-            second_parent=self._parent_info(second_parent_id) if second_parent_id is not None else None,
-            failed_attempts=self._failed_attempts(parent_id),
-            inspirations=self._inspirations(exclude=parent_id),
+            parent=self.memory.parent_info(parent_id),
+            second_parent=self.memory.parent_info(second_parent_id) if second_parent_id is not None else None,
+            failed_attempts=self.memory.failed_attempts(parent_id),
+            inspirations=self.memory.inspirations(self.view, exclude=parent_id),
         )
         for attempt in range(self.config.search.novelty.max_reproposals + 1):
             if self.bandit is not None:
@@ -525,63 +518,12 @@ class SearchLoop:
             link_llm_calls=True,
             **proposal.usage(),
         )
-        self._remember_failure(parent_id, f"{arm.operator}: {reason}")
+        self.memory.remember_failure(parent_id, f"{arm.operator}: {reason}")
         if self.bandit is not None:
             self.bandit.record_outcome(arm, reward=0.0, cost=cost_of(agent))
         self._counters.proposals += 1
         self._counters.invalid += 1
         self.on_event(LoopEvent("rejected", int(agent.id), iteration, None, self._best_score(), reason))
-
-    def _parent_info(self, agent_id: int) -> ParentInfo:
-        """What prompts show of an evaluated agent (cached: it never changes once evaluated)."""
-        info = self._parents.get(agent_id)
-        if info is None:
-            agent = self.archive.get_agent(agent_id)
-            assert agent.genome_hash is not None, "only evaluated agents are selected"
-            info = ParentInfo(
-                agent_id=agent_id, genome=self._genome(agent.genome_hash), score=agent.score, feedback=agent.feedback
-            )
-            self._parents.put(agent_id, info)
-        return info
-
-    def _failed_attempts(self, parent_id: int) -> list[str]:
-        """Why this parent's recent children were invalid, oldest first (read from the archive once)."""
-        reasons = self._failures.get(parent_id)
-        if reasons is None:
-            n = self.config.search.failed_attempts_shown
-            recent = self.archive.recent_invalid_children(parent_id, n) if n else []
-            reasons = deque(
-                (f"{a.operator}: {a.invalid_reason}" for a in reversed(recent) if a.invalid_reason), maxlen=n
-            )
-            self._failures.put(parent_id, reasons)
-        return list(reasons)
-
-    def _remember_failure(self, parent_id: int | None, reason: str) -> None:
-        if parent_id is None:
-            return
-        self._failed_attempts(parent_id)  # load the history first, so the order stays true
-        self._failures.get(parent_id).append(reason)  # type: ignore[union-attr]
-
-    def _genome(self, hash_: str) -> Genome:
-        genome = self._genomes.get(hash_)
-        if genome is None:
-            files, entry = self.archive.get_genome(hash_)
-            genome = Genome(files=files, entry=entry)
-            self._genomes.put(hash_, genome)
-        return genome
-
-    def _inspirations(self, *, exclude: int) -> list[ParentInfo]:
-        k = self.config.search.inspirations
-        if k == 0 or len(self.view) < 2:
-            return []
-        scores = self.view.scores
-        ids = self.view.ids
-        m = min(k + 1, len(scores))
-        # argpartition is O(n): a full sort costs milliseconds at 100k agents, on every proposal.
-        top = np.argpartition(-scores, m - 1)[:m]
-        top = top[np.argsort(-scores[top], kind="stable")]
-        chosen = [int(ids[i]) for i in top if int(ids[i]) != exclude][:k]
-        return [self._parent_info(agent_id) for agent_id in chosen]
 
     # ----- evaluating ----------------------------------------------------------------------
 
@@ -601,7 +543,7 @@ class SearchLoop:
 
     async def _evaluate(self, agent_id: int) -> None:
         agent = self.archive.mark_evaluating(agent_id)
-        genome = self._genome(str(agent.genome_hash))
+        genome = self.memory.genome(str(agent.genome_hash))
         started = time.perf_counter()
         try:
             result = await self._run_in_sandbox(agent, genome)
@@ -747,27 +689,3 @@ class _Repairable:
     model: str
     iteration: int
     attempt: int
-
-
-class _LRU(Generic[K, V]):
-    """A bounded mapping that forgets the least recently used entry."""
-
-    def __init__(self, *, capacity: int) -> None:
-        self.capacity = capacity
-        self._items: OrderedDict[K, V] = OrderedDict()
-
-    def get(self, key: K) -> V | None:
-        value = self._items.get(key)
-        if value is not None:
-            self._items.move_to_end(key)
-        return value
-
-    def pop(self, key: K) -> V | None:
-        """Remove and return the entry (None when absent)."""
-        return self._items.pop(key, None)
-
-    def put(self, key: K, value: V) -> None:
-        self._items[key] = value
-        self._items.move_to_end(key)
-        if len(self._items) > self.capacity:
-            self._items.popitem(last=False)

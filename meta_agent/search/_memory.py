@@ -1,0 +1,112 @@
+"""What a prompt shows of the archive: parents, inspirations, and why a parent's recent children failed.
+
+Genomes are immutable, and an evaluated agent never changes what a prompt shows of it, so
+`PromptMemory` reads each from the archive once and serves it from bounded memory after that:
+the proposal hot path does no query for a parent it has seen.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict, deque
+from typing import Generic, TypeVar
+
+import numpy as np
+
+from archive.store import Archive
+from archive.view import ArchiveView
+from evaluators.base import Genome
+from meta_agent.operators import ParentInfo
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+class PromptMemory:
+    """Reads agents, genomes and invalid children for prompts, caching what never changes."""
+
+    def __init__(self, archive: Archive, *, failed_attempts_shown: int, inspirations: int, capacity: int = 4096):
+        self.archive = archive
+        self.failed_attempts_shown = failed_attempts_shown
+        self.inspirations_shown = inspirations
+        self._genomes = _LRU[str, Genome](capacity=capacity)
+        self._parents = _LRU[int, ParentInfo](capacity=capacity)
+        self._failures = _LRU[int, deque[str]](capacity=capacity)  # parent -> reasons its children were invalid
+
+    def genome(self, hash_: str) -> Genome:
+        genome = self._genomes.get(hash_)
+        if genome is None:
+            files, entry = self.archive.get_genome(hash_)
+            genome = Genome(files=files, entry=entry)
+            self._genomes.put(hash_, genome)
+        return genome
+
+    def parent_info(self, agent_id: int) -> ParentInfo:
+        """What prompts show of an evaluated agent."""
+        info = self._parents.get(agent_id)
+        if info is None:
+            agent = self.archive.get_agent(agent_id)
+            assert agent.genome_hash is not None, "only evaluated agents are selected"
+            info = ParentInfo(
+                agent_id=agent_id, genome=self.genome(agent.genome_hash), score=agent.score, feedback=agent.feedback
+            )
+            self._parents.put(agent_id, info)
+        return info
+
+    def failed_attempts(self, parent_id: int) -> list[str]:
+        """Why this parent's recent children were invalid, oldest first (read from the archive once)."""
+        reasons = self._failures.get(parent_id)
+        if reasons is None:
+            n = self.failed_attempts_shown
+            recent = self.archive.recent_invalid_children(parent_id, n) if n else []
+            reasons = deque(
+                (f"{a.operator}: {a.invalid_reason}" for a in reversed(recent) if a.invalid_reason), maxlen=n
+            )
+            self._failures.put(parent_id, reasons)
+        return list(reasons)
+
+    def remember_failure(self, parent_id: int | None, reason: str) -> None:
+        """A child of `parent_id` was just stored invalid for `reason`."""
+        if parent_id is None:
+            return
+        self.failed_attempts(parent_id)  # load the history first, so the order stays true
+        reasons = self._failures.get(parent_id)
+        assert reasons is not None  # just loaded
+        reasons.append(reason)
+
+    def inspirations(self, view: ArchiveView, *, exclude: int) -> list[ParentInfo]:
+        """The best evaluated agents other than `exclude`, best first (`search.inspirations` of them)."""
+        k = self.inspirations_shown
+        if k == 0 or len(view) < 2:
+            return []
+        scores = view.scores
+        ids = view.ids
+        m = min(k + 1, len(scores))
+        # argpartition is O(n): a full sort costs milliseconds at 100k agents, on every proposal.
+        top = np.argpartition(-scores, m - 1)[:m]
+        top = top[np.argsort(-scores[top], kind="stable")]
+        chosen = [int(ids[i]) for i in top if int(ids[i]) != exclude][:k]
+        return [self.parent_info(agent_id) for agent_id in chosen]
+
+
+class _LRU(Generic[K, V]):
+    """A bounded mapping that forgets the least recently used entry."""
+
+    def __init__(self, *, capacity: int) -> None:
+        self.capacity = capacity
+        self._items: OrderedDict[K, V] = OrderedDict()
+
+    def get(self, key: K) -> V | None:
+        value = self._items.get(key)
+        if value is not None:
+            self._items.move_to_end(key)
+        return value
+
+    def pop(self, key: K) -> V | None:
+        """Remove and return the entry (None when absent)."""
+        return self._items.pop(key, None)
+
+    def put(self, key: K, value: V) -> None:
+        self._items[key] = value
+        self._items.move_to_end(key)
+        if len(self._items) > self.capacity:
+            self._items.popitem(last=False)
