@@ -5,13 +5,11 @@ The CLI catches `ArchiveError` once and prints `str(error)` and `error.fix`.
 
 from __future__ import annotations
 
+from cambrian_errors import CambrianError
 
-class ArchiveError(Exception):
+
+class ArchiveError(CambrianError):
     """Base of every user-causable archive error; `fix` says what to do about it."""
-
-    def __init__(self, message: str, *, fix: str = "") -> None:
-        super().__init__(message)
-        self.fix = fix
 
 
 class RunNotFound(ArchiveError):

@@ -162,7 +162,7 @@ def bench_loop(
         )
         run = archive.create_run(name="bench", benchmark="circle_packing", seed=0, config_json=config.to_json())
         populate(archive, int(run.id), size, files, entry)
-        loop = SearchLoop(
+        loop = SearchLoop.from_config(
             archive=archive,
             run=run,
             config=config,

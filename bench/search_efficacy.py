@@ -119,7 +119,7 @@ def run_one(job: Job) -> RunResult:
                 run = archive.create_run(
                     name=str(config.name), benchmark=job.benchmark, seed=job.seed, config_json=config.to_json()
                 )
-                loop = SearchLoop(
+                loop = SearchLoop.from_config(
                     archive=archive, run=run, config=config, benchmark=benchmark, sandbox=sandbox,
                     llm=None, model_label="",
                 )  # fmt: skip

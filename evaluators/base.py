@@ -25,6 +25,7 @@ from typing import Any, ClassVar, Protocol, TypeVar, runtime_checkable
 
 from pydantic import BaseModel, ValidationError
 
+from cambrian_errors import CambrianError
 from sandbox.base import RunResult, RunSpec
 
 OptionsT = TypeVar("OptionsT", bound=BaseModel)
@@ -32,12 +33,8 @@ OptionsT = TypeVar("OptionsT", bound=BaseModel)
 SPLITS = ("search", "holdout")
 
 
-class BenchmarkError(Exception):
+class BenchmarkError(CambrianError):
     """A user-caused benchmark problem (unknown name, bad option)."""
-
-    def __init__(self, message: str, *, fix: str = "") -> None:
-        super().__init__(message)
-        self.fix = fix
 
 
 @dataclass(frozen=True)

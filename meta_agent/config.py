@@ -329,24 +329,26 @@ def _validate(data: Mapping[str, Any], *, source: str) -> RunConfig:
 
 
 def _check_names(config: RunConfig) -> None:
-    """Names that live in other packages' registries, checked up front so a run never starts half-wrong."""
-    from archive.selection import STRATEGY_NAMES, make_selector
-    from meta_agent.operators import OPERATORS
+    """Names that live in registries (built-in or installed plugins), checked up front so a run never starts
+    half-wrong."""
+    from archive.errors import SelectorConfigError
+    from meta_agent.operators import OPERATOR_REGISTRY, operator_names
+    from meta_agent.plugins import SELECTORS, make_selector
 
-    if config.search.strategy not in STRATEGY_NAMES:
+    if config.search.strategy not in SELECTORS:
         raise ConfigError(
             f"search.strategy: unknown strategy {config.search.strategy!r}",
-            fix=f"use one of {', '.join(STRATEGY_NAMES)}",
+            fix=f"use one of {', '.join(SELECTORS.names())}, or install a package that registers it "
+            f"under {SELECTORS.group!r}",
         )
     try:
-        make_selector(config.search.strategy, **config.search.params)
-    except (TypeError, ValueError) as exc:
-        raise ConfigError(
-            f"search.params: {exc}", fix=f"check the parameters of the {config.search.strategy!r} strategy"
-        ) from None
-    unknown = sorted(set(config.search.operators) - set(OPERATORS))
+        make_selector(config.search.strategy, config.search.params)
+    except SelectorConfigError as exc:
+        raise ConfigError(f"search.params: {exc}", fix=exc.fix) from None
+    unknown = sorted(name for name in config.search.operators if name not in OPERATOR_REGISTRY)
     if unknown:
         raise ConfigError(
             f"search.operators: unknown operator(s) {', '.join(unknown)}",
-            fix=f"use some of {', '.join(OPERATORS)}",
+            fix=f"use some of {', '.join(operator_names())}, or install a package that registers them "
+            f"under {OPERATOR_REGISTRY.group!r}",
         )

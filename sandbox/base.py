@@ -1,7 +1,7 @@
 """The sandbox protocol: where untrusted code (anything an FM wrote) runs.
 
 A backend takes a `RunSpec` (files to place, a command, limits) and returns a
-`RunResult`. Nothing here imports another Cambrian package.
+`RunResult`. Nothing here imports another Cambrian package (only the error root, `cambrian_errors`).
 """
 
 from __future__ import annotations
@@ -10,16 +10,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
+from cambrian_errors import CambrianError
 
-class SandboxError(Exception):
+
+class SandboxError(CambrianError):
     """An infrastructure fault of a sandbox (not the candidate's fault).
 
     `fix` tells the user what to do about it.
     """
-
-    def __init__(self, message: str, *, fix: str = "") -> None:
-        super().__init__(message)
-        self.fix = fix
 
 
 @dataclass(frozen=True)

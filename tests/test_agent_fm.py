@@ -66,7 +66,7 @@ def test_agent_calls_reach_the_fm_through_the_gateway_and_are_recorded(kind: str
     archive = Archive.at(tmp_path / "archive.db")
     run = archive.create_run(name="t", benchmark="circle_packing", seed=0, config_json=cfg.to_json())
     agent_llm = LLMClient(local_fm.endpoint(), ledger=ArchiveLedger(archive, int(run.id)), max_tokens=8)
-    loop = SearchLoop(
+    loop = SearchLoop.from_config(
         archive=archive,
         run=run,
         config=cfg,

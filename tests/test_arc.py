@@ -335,7 +335,7 @@ def test_arc_program_search_runs_end_to_end_fake_fm(tmp_path: Path) -> None:
     )
     archive = Archive.at(tmp_path / "archive.db")
     run = archive.create_run(name="arc", benchmark="arc-program", seed=0, config_json=config.to_json())
-    loop = SearchLoop(
+    loop = SearchLoop.from_config(
         archive=archive,
         run=run,
         config=config,

@@ -48,7 +48,7 @@ def test_every_child_of_a_constrained_smollm2_search_parses(tmp_path: Path, loca
         llm = make_llm_client(
             local_fm.endpoint(), config, ledger=ArchiveLedger(archive, int(run.id)), warn=warnings.append
         )
-        loop = SearchLoop(
+        loop = SearchLoop.from_config(
             archive=archive, run=run, config=config, benchmark=CirclePacking(), sandbox=LocalSandbox(),
             llm=llm, model_label=local_fm.alias,
         )  # fmt: skip

@@ -80,7 +80,7 @@ def example_run(tmp_path: Path, example_registered: dict[str, str]) -> tuple[Pat
     (runs / RUN).mkdir(parents=True)
     with Archive.at(runs / RUN / "archive.db") as archive:
         run = archive.create_run(name=RUN, benchmark="example", seed=0, config_json=config.to_json())
-        loop = SearchLoop(
+        loop = SearchLoop.from_config(
             archive=archive, run=run, config=config, benchmark=build_benchmark(config), sandbox=LocalSandbox(),
             llm=ScriptedFM([fenced(ROUGH_FIT), fenced(GOOD_FIT)]), model_label="scripted",
         )  # fmt: skip
@@ -148,7 +148,7 @@ def test_selection_and_prompts_never_see_holdout_scores_fake_fm(example_run: tup
         assert marker not in view.scores.tolist()
 
         config = RunConfig.from_json(run.config_json)
-        loop = SearchLoop(
+        loop = SearchLoop.from_config(
             archive=archive, run=run, config=config, benchmark=build_benchmark(config), sandbox=LocalSandbox(),
             llm=ScriptedFM(["unused"]), model_label="scripted",
         )  # fmt: skip

@@ -1,7 +1,8 @@
 """The layering the package docstrings promise, read from the source: who may import whom.
 
 `archive` and `sandbox` import no other Cambrian package; `evaluators` imports only `sandbox`;
-`meta_agent` may import them all. No module imports itself back through others: imports inside
+`meta_agent` may import them all. Every package may import `cambrian_errors`, the error root, which
+imports nothing. No module imports itself back through others: imports inside
 functions count, and so do those under `if TYPE_CHECKING:` (a type checker follows them).
 """
 
@@ -12,11 +13,13 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("archive", "sandbox", "evaluators", "meta_agent")
+ROOT_MODULE = "cambrian_errors"
 ALLOWED = {
-    "archive": {"archive"},
-    "sandbox": {"sandbox"},
-    "evaluators": {"evaluators", "sandbox"},
-    "meta_agent": set(PACKAGES),
+    "archive": {"archive", ROOT_MODULE},
+    "sandbox": {"sandbox", ROOT_MODULE},
+    "evaluators": {"evaluators", "sandbox", ROOT_MODULE},
+    "meta_agent": {*PACKAGES, ROOT_MODULE},
+    ROOT_MODULE: set(),
 }
 
 
@@ -51,6 +54,7 @@ def _graph() -> dict[str, list[tuple[int, str]]]:
         for path in (ROOT / package).rglob("*.py")
         if "__pycache__" not in path.parts
     }
+    modules[ROOT_MODULE] = ROOT / f"{ROOT_MODULE}.py"
     graph: dict[str, list[tuple[int, str]]] = {}
     for name, path in modules.items():
         targets = []

@@ -68,7 +68,7 @@ def make_loop(tmp_path: Path, scripted: ScriptedFM, *, benchmark=None, **config)
     )
     archive = Archive.at(tmp_path / "archive.db")
     run = archive.create_run(name="t", benchmark="circle_packing", seed=0, config_json=cfg.to_json())
-    loop = SearchLoop(
+    loop = SearchLoop.from_config(
         archive=archive,
         run=run,
         config=cfg,
@@ -196,7 +196,7 @@ def test_stop_request_leaves_a_resumable_run_fake_fm(tmp_path: Path) -> None:
     assert 2 <= done < 6
     # Resume: a fresh loop over the same archive finishes the budget.
     run = archive.get_run("t")
-    again = SearchLoop(
+    again = SearchLoop.from_config(
         archive=archive,
         run=run,
         config=loop.config,

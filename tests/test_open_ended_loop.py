@@ -60,7 +60,7 @@ def _loop(tmp_path: Path, config: RunConfig, *, benchmark=None, fm=None, archive
         if runs
         else archive.create_run(name="t", benchmark=benchmark.name, seed=config.seed, config_json=config.to_json())
     )
-    loop = SearchLoop(
+    loop = SearchLoop.from_config(
         archive=archive, run=run, config=config, benchmark=benchmark, sandbox=LocalSandbox(),
         llm=fm, model_label="scripted" if fm is not None else "",
     )  # fmt: skip
@@ -211,7 +211,7 @@ def test_two_models_are_both_tried_by_the_bandit_and_recorded(tmp_path: Path, lo
     ledger = ArchiveLedger(archive, int(run.id))
     first = local_fm.endpoint()
     second = dataclasses.replace(first, label="smollm2-twin")
-    loop = SearchLoop(
+    loop = SearchLoop.from_config(
         archive=archive, run=run, config=config, benchmark=CirclePacking(start="grid"), sandbox=LocalSandbox(),
         llm=LLMClient(first, ledger=ledger, max_tokens=200), model_label=first.label,
         more_llms={"smollm2-twin": LLMClient(second, ledger=ledger, max_tokens=200)},

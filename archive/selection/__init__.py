@@ -9,15 +9,25 @@ incremental ranking; `hgm` draws n Beta samples per pick, about 10 ms).
 - `ParentSelector`: the protocol;
 - the classic strategies `Uniform`, `Greedy`, `Tournament`, `PowerLaw`, `DGM`;
 - the open-ended ones `HGM` (Huxley-Goedel clade metaproductivity), `MapElites`, `Novelty`;
-- `make_selector(name, **params)` and `STRATEGY_NAMES`: strategies by name.
+- `make_selector(name, **params)`, `STRATEGY_NAMES`, `SELECTOR_CLASSES`: strategies by name;
+  `build_selector(factory, name, params)` and `selector_parameters(factory)` for any strategy class;
+- `SelectorNeeds` / `selector_needs(selector)`: what a strategy reads besides scores (descriptor axes,
+  k nearest neighbours), so the loop can check the run provides it.
 """
 
-from archive.selection._base import ParentSelector
+from archive.selection._base import ParentSelector, SelectorNeeds, selector_needs
 from archive.selection._classic import DGM, Greedy, PowerLaw, Tournament, Uniform
 from archive.selection._open_ended import HGM, MapElites, Novelty
-from archive.selection._registry import STRATEGY_NAMES, make_selector
+from archive.selection._registry import (
+    SELECTOR_CLASSES,
+    STRATEGY_NAMES,
+    build_selector,
+    make_selector,
+    selector_parameters,
+)
 
 __all__ = [
-    "DGM", "HGM", "STRATEGY_NAMES", "Greedy", "MapElites", "Novelty", "ParentSelector", "PowerLaw", "Tournament",
-    "Uniform", "make_selector",
+    "DGM", "HGM", "SELECTOR_CLASSES", "STRATEGY_NAMES", "Greedy", "MapElites", "Novelty", "ParentSelector",
+    "PowerLaw", "SelectorNeeds", "Tournament", "Uniform", "build_selector", "make_selector", "selector_needs",
+    "selector_parameters",
 ]  # fmt: skip

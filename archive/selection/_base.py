@@ -6,6 +6,7 @@ helper is pure: numpy over an `ArchiveView`, no I/O.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 import numpy as np
@@ -75,3 +76,22 @@ class ParentSelector(Protocol):
     def select(self, view: ArchiveView, k: int, rng: np.random.Generator) -> np.ndarray:
         """`k` (>= 0) agent ids (int64), drawn independently with replacement."""
         ...
+
+
+@dataclass(frozen=True)
+class SelectorNeeds:
+    """What a strategy reads from the view besides scores and children, for the loop to check up front.
+
+    descriptor_axes: behaviour descriptor names it reads (empty: none, or whatever the view has).
+    neighbours: the k of the k-nearest-neighbour novelty it reads (0: none); the view must keep
+    at least that many neighbours per agent.
+    """
+
+    descriptor_axes: tuple[str, ...] = ()
+    neighbours: int = 0
+
+
+def selector_needs(selector: object) -> SelectorNeeds:
+    """`selector.needs` where a strategy declares it (`MapElites`, `Novelty`); nothing otherwise."""
+    needs = getattr(selector, "needs", None)
+    return needs if isinstance(needs, SelectorNeeds) else SelectorNeeds()

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from archive.selection._base import _average_ranks, _check_k, _check_view, _draw, _is_int, _require
+from archive.selection._base import SelectorNeeds, _average_ranks, _check_k, _check_view, _draw, _is_int, _require
 from archive.view import ArchiveView
 
 _HGM_SIGNALS = ("auto", "tasks", "improvement")
@@ -121,6 +121,10 @@ class MapElites:
         )
         object.__setattr__(self, "dims", tuple(dims))
 
+    @property
+    def needs(self) -> SelectorNeeds:
+        return SelectorNeeds(descriptor_axes=self.dims)
+
     def cell_keys(self, view: ArchiveView) -> np.ndarray:
         """Per row, its cell as an int64 key: equal keys = same cell, exactly (no hashing)."""
         names = self.dims or view.descriptor_names
@@ -201,6 +205,10 @@ class Novelty:
             f"fitness_weight must be a number in [0, 1], got {self.fitness_weight!r}",
             "pass e.g. fitness_weight=0.0 (pure novelty) up to 1.0 (pure rank-based fitness)",
         )
+
+    @property
+    def needs(self) -> SelectorNeeds:
+        return SelectorNeeds(neighbours=int(self.k))
 
     def probabilities(self, view: ArchiveView) -> np.ndarray:
         n = _check_view(view)

@@ -1,10 +1,11 @@
-"""Strategies by name: `make_selector` and `STRATEGY_NAMES`."""
+"""Strategies by name: `make_selector`, `STRATEGY_NAMES`, and `build_selector` for any strategy class."""
 
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import types
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from archive.errors import SelectorConfigError
@@ -12,7 +13,8 @@ from archive.selection._base import ParentSelector
 from archive.selection._classic import DGM, Greedy, PowerLaw, Tournament, Uniform
 from archive.selection._open_ended import HGM, MapElites, Novelty
 
-_SELECTORS: Mapping[str, type] = types.MappingProxyType(
+#: Built-in strategy name -> its class (a frozen dataclass whose init fields are its parameters).
+SELECTOR_CLASSES: Mapping[str, type] = types.MappingProxyType(
     {
         "uniform": Uniform,
         "greedy": Greedy,
@@ -26,29 +28,24 @@ _SELECTORS: Mapping[str, type] = types.MappingProxyType(
 )
 
 #: Names `make_selector` accepts, e.g. for a CLI `--strategy` choice.
-STRATEGY_NAMES: tuple[str, ...] = tuple(_SELECTORS)
+STRATEGY_NAMES: tuple[str, ...] = tuple(SELECTOR_CLASSES)
 
 
-def _parameter_names(cls: type) -> list[str]:
-    return [f.name for f in dataclasses.fields(cls) if f.init]
+def selector_parameters(factory: Callable[..., Any]) -> list[str]:
+    """The keyword parameters a strategy class (or factory) accepts."""
+    if dataclasses.is_dataclass(factory):
+        return [f.name for f in dataclasses.fields(factory) if f.init]
+    try:
+        signature = inspect.signature(factory)
+    except (TypeError, ValueError):
+        return []
+    kinds = (inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    return [p.name for p in signature.parameters.values() if p.kind in kinds]
 
 
-def make_selector(name: str, **params: Any) -> ParentSelector:
-    """The strategy called `name` (one of `STRATEGY_NAMES`) built with keyword `params`.
-
-    Params arrive as parsed from TOML: numbers, strings, booleans or lists (e.g. map_elites
-    `dims`); each strategy validates its own.
-
-    Raises SelectorConfigError (a ValueError) for an unknown name, an unknown parameter or
-    a bad parameter value; the message names the valid choices.
-    """
-    cls = _SELECTORS.get(name)
-    if cls is None:
-        raise SelectorConfigError(
-            f"unknown selection strategy {name!r}; valid strategies: {', '.join(STRATEGY_NAMES)}",
-            fix=f"use one of: {', '.join(STRATEGY_NAMES)}",
-        )
-    valid = _parameter_names(cls)
+def build_selector(factory: Callable[..., Any], name: str, params: Mapping[str, Any]) -> Any:
+    """`factory(**params)`, refusing parameters it does not accept with a SelectorConfigError naming them."""
+    valid = selector_parameters(factory)
     unknown = sorted(set(params) - set(valid))
     if unknown:
         accepted = ", ".join(valid) if valid else "none"
@@ -56,4 +53,28 @@ def make_selector(name: str, **params: Any) -> ParentSelector:
             f"{name}: unknown parameter(s) {', '.join(unknown)}; {name} accepts: {accepted}",
             fix=f"remove {', '.join(unknown)} or use one of: {accepted}",
         )
-    return cls(**params)
+    try:
+        return factory(**params)
+    except SelectorConfigError:
+        raise
+    except (TypeError, ValueError) as exc:
+        raise SelectorConfigError(f"{name}: {exc}", fix=f"check the parameters of the {name!r} strategy") from exc
+
+
+def make_selector(name: str, **params: Any) -> ParentSelector:
+    """The built-in strategy called `name` (one of `STRATEGY_NAMES`) built with keyword `params`.
+
+    Params arrive as parsed from TOML: numbers, strings, booleans or lists (e.g. map_elites
+    `dims`); each strategy validates its own. (`meta_agent.plugins.make_selector` also knows
+    the strategies installed packages register.)
+
+    Raises SelectorConfigError (a ValueError) for an unknown name, an unknown parameter or
+    a bad parameter value; the message names the valid choices.
+    """
+    cls = SELECTOR_CLASSES.get(name)
+    if cls is None:
+        raise SelectorConfigError(
+            f"unknown selection strategy {name!r}; valid strategies: {', '.join(STRATEGY_NAMES)}",
+            fix=f"use one of: {', '.join(STRATEGY_NAMES)}",
+        )
+    return build_selector(cls, name, params)

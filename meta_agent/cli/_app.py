@@ -1,6 +1,7 @@
 """`cambrian`: the typer app, the options and consoles every command group shares, and the entry point.
 
-Every error a user can cause is caught once, in `main`, and printed as cause + fix without a traceback.
+Every error a user can cause is a `CambrianError`, caught once, in `main`, and printed as cause + fix
+without a traceback.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
-from meta_agent.errors import user_error_types
+from meta_agent.errors import CambrianError
 
 app = typer.Typer(
     help="Cambrian: open-ended search for self-improving agents.",
@@ -38,11 +39,10 @@ def main() -> None:
         code = app(standalone_mode=False)  # a typer.Exit(n) inside a command comes back as n here, not raised
         if isinstance(code, int) and code:
             sys.exit(code)
-    except user_error_types() as exc:
+    except CambrianError as exc:
         err_console.print(f"[bold red]error:[/bold red] {exc}")
-        fix = getattr(exc, "fix", "")
-        if fix:
-            err_console.print(f"[bold]fix:[/bold] {fix}")
+        if exc.fix:
+            err_console.print(f"[bold]fix:[/bold] {exc.fix}")
         sys.exit(2)
     except (typer.Abort, KeyboardInterrupt):
         err_console.print("interrupted")

@@ -124,7 +124,7 @@ def run(
     api_base: str | None = typer.Option(None, help="OpenAI-compatible server URL for --model"),
     api_key_env: str | None = typer.Option(None, help="NAME of the env var holding the API key"),
     sandbox: str | None = typer.Option(None, help="auto (Docker when available) | docker | local"),
-    strategy: str | None = typer.Option(None, help=" | ".join(STRATEGY_NAMES)),
+    strategy: str | None = typer.Option(None, help=" | ".join(STRATEGY_NAMES) + " | an installed plugin"),
     iterations: int | None = typer.Option(None, help="proposals to make"),
     budget_usd: float | None = typer.Option(None, help="stop proposing at this FM spend"),
     wall_seconds: float | None = typer.Option(None, help="stop after this many seconds"),

@@ -10,12 +10,14 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from cambrian_errors import CambrianError
+
 _FENCE_RE = re.compile(r"^\s*(`{3,}|~{3,})\s*([^\s`]*)")
 # A line holding nothing but a fence, opening (```python) or closing (```): never a line of code.
 _FENCE_ONLY_RE = re.compile(r"^\s*(?:`{3,}|~{3,})\s*[\w+.#-]*\s*$")
 
 
-class EditError(Exception):
+class EditError(CambrianError):
     """An FM reply that could not be turned into a child genome (the candidate's fault).
 
     `str(error)` is the public reason, complete on its own; `fix` names the fix.

@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
+from cambrian_errors import CambrianError
 
-class LLMError(Exception):
+
+class LLMError(CambrianError):
     """Base of every FM-layer error the CLI shows to a user.
 
     `fix` is one or two sentences telling the user what to do next.
     """
-
-    def __init__(self, message: str, *, fix: str = "") -> None:
-        super().__init__(message)
-        self.fix = fix
 
 
 class ModelNotFound(LLMError):

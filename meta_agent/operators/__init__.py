@@ -1,6 +1,8 @@
 """Mutation operators: a parent (or two) and its context become a child genome.
 
-- `make_operator(name)`, `choose_operator(weights, rng)`, `OPERATORS`, `OPERATOR_KINDS`: operators by name;
+- `make_operator(name)`, `choose_operator(weights, rng)`, `operator_names()`: operators by name, built-in
+  (`OPERATORS`, `OPERATOR_KINDS`) or installed under the entry point group `cambrian.operators`
+  (`OPERATOR_REGISTRY`); each operator's `kind` says how the loop drives it;
 - the FM operators `RewriteOperator`, `DiffOperator`, `LinesOperator`, `CrossoverOperator` (one call each)
   and `DiagnoseOperator` (a plan, then the edit);
 - `SelfModifyOperator` (the parent agent writes its child in the sandbox) and `AstMutation` (no FM);
@@ -36,14 +38,14 @@ from meta_agent.operators._prompting import (
     render,
     template_names,
 )
-from meta_agent.operators._registry import choose_operator, make_operator
+from meta_agent.operators._registry import OPERATOR_REGISTRY, choose_operator, make_operator, operator_names
 from meta_agent.operators._self_modify import SelfModifyOperator
 
 __all__ = [
-    "OPERATORS", "OPERATOR_KINDS", "AnyOperator", "AstMutation", "CrossoverOperator", "DiagnoseOperator",
-    "DiffOperator", "LinesOperator", "LocalOperator", "Operator", "OperatorWeightsError", "ParentInfo",
-    "PromptContext", "PromptLimits", "PromptTemplateError", "RewriteOperator", "SandboxOperator",
+    "OPERATORS", "OPERATOR_KINDS", "OPERATOR_REGISTRY", "AnyOperator", "AstMutation", "CrossoverOperator",
+    "DiagnoseOperator", "DiffOperator", "LinesOperator", "LocalOperator", "Operator", "OperatorWeightsError",
+    "ParentInfo", "PromptContext", "PromptLimits", "PromptTemplateError", "RewriteOperator", "SandboxOperator",
     "SelfModifyOperator", "TwoStepOperator", "UnknownOperatorError", "choose_operator", "code_grammar",
-    "collect_sites", "gbnf_literal", "make_operator", "render", "search_replace_grammar", "supports_self_modify",
-    "template_names",
+    "collect_sites", "gbnf_literal", "make_operator", "operator_names", "render", "search_replace_grammar",
+    "supports_self_modify", "template_names",
 ]  # fmt: skip

@@ -103,6 +103,7 @@ class AstMutation:
     """
 
     name = "ast_mutate"
+    kind = "local"
 
     def __init__(self, *, max_edits: int = 3, float_sigma: float = 0.1) -> None:
         if max_edits < 1:

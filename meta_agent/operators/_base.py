@@ -31,6 +31,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+from cambrian_errors import CambrianError
 from evaluators.base import Genome
 from meta_agent.operators._prompting import PromptContext
 
@@ -51,20 +52,12 @@ OPERATOR_KINDS: Mapping[str, str] = MappingProxyType(
 OPERATORS: tuple[str, ...] = tuple(OPERATOR_KINDS)
 
 
-class UnknownOperatorError(ValueError):
-    """An operator name that does not exist. `fix` lists the valid names."""
-
-    def __init__(self, message: str, *, fix: str = "") -> None:
-        super().__init__(message)
-        self.fix = fix
+class UnknownOperatorError(CambrianError, ValueError):
+    """An operator name that does not exist (or a plugin that is broken). `fix` lists the valid names."""
 
 
-class OperatorWeightsError(ValueError):
+class OperatorWeightsError(CambrianError, ValueError):
     """Operator weights that cannot be sampled from (negative, not finite, all zero)."""
-
-    def __init__(self, message: str, *, fix: str = "") -> None:
-        super().__init__(message)
-        self.fix = fix
 
 
 @runtime_checkable

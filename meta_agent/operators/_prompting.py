@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
 
+from cambrian_errors import CambrianError
 from evaluators.base import Genome
 from meta_agent.edits import evolve_regions
 
@@ -37,12 +38,8 @@ _LANGUAGES = {
 }
 
 
-class PromptTemplateError(Exception):
+class PromptTemplateError(CambrianError):
     """A prompt template that is missing or needs a value nobody gave. `fix` names the fix."""
-
-    def __init__(self, message: str, *, fix: str = "") -> None:
-        super().__init__(message)
-        self.fix = fix
 
 
 def template_names() -> list[str]:

@@ -13,20 +13,21 @@ from collections.abc import Mapping, Sequence
 
 from archive.models import Agent, AgentStatus
 from meta_agent.config import BanditConfig
-from meta_agent.operators import OPERATOR_KINDS
 from meta_agent.search._bandit import Arm, Bandit, improvement_reward
 
 __all__ = ["Arm", "arm_history", "cost_of", "improvement_reward", "operator_arms", "restore_bandit"]
 
 
-def operator_arms(weights: Mapping[str, float], *, models: Sequence[str], gateway_model: str) -> list[Arm]:
+def operator_arms(
+    weights: Mapping[str, float], kinds: Mapping[str, str], *, models: Sequence[str], gateway_model: str
+) -> list[Arm]:
     """The arms of operators with a positive weight: local operators need no model (""), self_modify runs on
     the model the gateway serves agents, every other operator on each configured model."""
     arms = []
     for name, weight in weights.items():
         if weight <= 0:
             continue
-        kind = OPERATOR_KINDS[name]
+        kind = kinds[name]
         if kind == "local":
             arms.append(Arm("", name))
         elif kind == "sandbox":

@@ -35,16 +35,14 @@ from typing import Literal
 
 import numpy as np
 
+from cambrian_errors import CambrianError
+
 Algorithm = Literal["ucb1", "thompson"]
 ALGORITHMS: tuple[str, ...] = ("ucb1", "thompson")
 
 
-class BanditError(ValueError):
+class BanditError(CambrianError, ValueError):
     """A bandit built or used wrongly (no arms, duplicates, unknown algorithm or arm). `fix` names the fix."""
-
-    def __init__(self, message: str, *, fix: str = "") -> None:
-        super().__init__(message)
-        self.fix = fix
 
 
 @dataclass(frozen=True, order=True)

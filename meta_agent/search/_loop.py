@@ -15,24 +15,20 @@ import dataclasses
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from archive.models import Agent, AgentStatus, Run, RunStatus
-from archive.selection import make_selector
+from archive.selection import ParentSelector, selector_needs, selector_parameters
 from archive.store import Archive, genome_hash
 from evaluators.base import Benchmark, Genome
 from evaluators.runner import AgentResult
 from meta_agent.config import RunConfig
 from meta_agent.errors import ConfigError, RunAborted, SeedFailed
 from meta_agent.llm import FMAuthError, FMGateway, FMUnavailable, GatewayError, LLMClient
-from meta_agent.operators import (
-    OPERATOR_KINDS,
-    PromptContext,
-    choose_operator,
-    make_operator,
-    supports_self_modify,
-)
+from meta_agent.operators import AnyOperator, PromptContext, choose_operator, make_operator, supports_self_modify
+from meta_agent.plugins import SELECTORS, make_selector
 from meta_agent.search._arms import Arm, cost_of, improvement_reward, operator_arms, restore_bandit
 from meta_agent.search._behaviour import BehaviourSpace, TaskRow
 from meta_agent.search._evaluation import evaluate_in_sandbox, evaluation_row
@@ -98,6 +94,8 @@ class SearchLoop:
         config: RunConfig,
         benchmark: Benchmark,
         sandbox: Sandbox,
+        selector: ParentSelector,
+        operators: Mapping[str, AnyOperator],
         llm: LLMClient | None,
         model_label: str,
         more_llms: Mapping[str, LLMClient] | None = None,
@@ -105,10 +103,13 @@ class SearchLoop:
         on_event: Callable[[LoopEvent], None] | None = None,
         embed_endpoint: Callable[[list[str]], list[list[float]]] | None = None,
     ) -> None:
-        """llm / model_label: the run's FM (`fm.model`); None only when every operator is local (ast_mutate).
+        """selector: draws parents (`archive.selection`, or any `ParentSelector`). operators: name -> operator
+        for every operator `config.search.operators` weighs (the weights stay in the config).
+        llm / model_label: the run's FM (`fm.model`); None only when every operator is local (ast_mutate).
         more_llms: label -> client for `fm.models`. gateway: serves the FM to agents under evaluation (each
         gets its own socket and budget); None: no FM. embed_endpoint: texts -> vectors for code embeddings
-        (`search.novelty.embedding_model`); None: the local hashing vectorizer."""
+        (`search.novelty.embedding_model`); None: the local hashing vectorizer. `from_config` builds the
+        selector and operators from their names in the config."""
         assert run.id is not None
         self.archive = archive
         self.run = run
@@ -121,8 +122,8 @@ class SearchLoop:
         self.llms.update(more_llms or {})
         self.gateway = gateway
         self.on_event = on_event or (lambda event: None)
-        self.selector = make_selector(config.search.strategy, **self._selector_params())
-        self.operators = {name: make_operator(name) for name in config.search.operators}
+        self.selector = selector
+        self.operators = dict(operators)
         self._check_operators()
         self.limits = run_limits(config)
         self.fm_budget = agent_fm_budget(config)
@@ -136,7 +137,8 @@ class SearchLoop:
         )
         self.behaviour = BehaviourSpace(benchmark, config.search.novelty, embed_endpoint=embed_endpoint)
         self._check_strategy_needs()
-        self.arms = operator_arms(config.search.operators, models=list(self.llms), gateway_model=model_label)
+        kinds = {name: operator.kind for name, operator in self.operators.items()}
+        self.arms = operator_arms(config.search.operators, kinds, models=list(self.llms), gateway_model=model_label)
         self.bandit = restore_bandit(config.search.bandit, self.arms, archive.agents(self.run_id))
         self._queue: asyncio.Queue[int] = asyncio.Queue()
         self._room = asyncio.Condition()
@@ -159,28 +161,35 @@ class SearchLoop:
                 fix="add another operator, e.g. {crossover = 0.3, diff = 0.7}",
             )
 
+    @classmethod
+    def from_config(
+        cls, *, archive: Archive, run: Run, config: RunConfig, benchmark: Benchmark, **parts: Any
+    ) -> SearchLoop:
+        """The loop with the selector and operators the config names (built-in or plugins); `parts` are the
+        other keyword arguments of `SearchLoop`."""
+        return cls(
+            archive=archive,
+            run=run,
+            config=config,
+            benchmark=benchmark,
+            selector=make_selector(config.search.strategy, selector_params(config, benchmark)),
+            operators={name: make_operator(name) for name in config.search.operators},
+            **parts,
+        )
+
     # ----- set-up --------------------------------------------------------------------------
 
-    def _selector_params(self) -> dict[str, object]:
-        params: dict[str, object] = dict(self.config.search.params)
-        if self.config.search.strategy == "map_elites" and "dims" not in params:
-            # The benchmark's own behaviour axes when it has some; otherwise code size and pass rate.
-            bounds = getattr(self.benchmark, "descriptor_bounds", None) or {}
-            params["dims"] = tuple(bounds) or ("code_size", "pass_fraction")
-        return params
-
     def _check_strategy_needs(self) -> None:
-        """What map_elites and novelty read must exist: descriptor axes, and enough kept neighbours."""
-        params = self._selector_params()
-        if self.config.search.strategy == "novelty":
-            k = int(params.get("k", 10))  # type: ignore[call-overload]
-            if k > self.config.search.novelty.k:
-                raise ConfigError(
-                    f"search.params.k = {k} exceeds the {self.config.search.novelty.k} neighbours kept per agent",
-                    fix=f"set search.novelty.k to at least {k}, or lower search.params.k",
-                )
-        dims = params.get("dims") if self.config.search.strategy == "map_elites" else None
-        unknown = [name for name in (dims or ()) if name not in self.behaviour.names]  # type: ignore[union-attr]
+        """What the selector reads must exist: descriptor axes, and enough kept neighbours."""
+        needs = selector_needs(self.selector)
+        kept = self.config.search.novelty.k
+        if needs.neighbours > kept:
+            raise ConfigError(
+                f"the {self.selector.name} strategy reads {needs.neighbours} nearest neighbours "
+                f"(search.params.k), more than the {kept} kept per agent (search.novelty.k)",
+                fix=f"set search.novelty.k to at least {needs.neighbours}, or lower search.params.k",
+            )
+        unknown = [name for name in needs.descriptor_axes if name not in self.behaviour.names]
         if unknown:
             raise ConfigError(
                 f"search.params.dims: {self.benchmark.name} has no descriptor {', '.join(map(repr, unknown))}",
@@ -189,13 +198,19 @@ class SearchLoop:
 
     def _check_operators(self) -> None:
         weights = {name: w for name, w in self.config.search.operators.items() if w > 0}
-        if "self_modify" in weights and not supports_self_modify(self.benchmark):
+        missing = sorted(set(weights) - set(self.operators))
+        if missing:
+            raise ConfigError(
+                f"search.operators weighs {', '.join(missing)}, but no such operator was given to the loop",
+                fix="pass an operator object for every weighted name (SearchLoop.from_config builds them all)",
+            )
+        if any(self.operators[name].kind == "sandbox" for name in weights) and not supports_self_modify(self.benchmark):
             raise ConfigError(
                 f"search.operators: self_modify needs a benchmark whose agents write code (such as humaneval); "
                 f"{self.benchmark.name} has none",
                 fix="remove self_modify from search.operators, or search a benchmark such as humaneval",
             )
-        needs_fm = any(OPERATOR_KINDS[name] in ("fm", "fm_two_step") for name in weights)
+        needs_fm = any(self.operators[name].kind in ("fm", "fm_two_step") for name in weights)
         if needs_fm and not self.llms:
             raise ConfigError("search.operators names FM operators but the run has no FM", fix="configure fm.model")
 
@@ -677,6 +692,16 @@ class SearchLoop:
 
     def _best_score(self) -> float | None:
         return self._best[0] if self._best else None
+
+
+def selector_params(config: RunConfig, benchmark: Benchmark) -> dict[str, Any]:
+    """`search.params`, and for a strategy with a `dims` parameter that was given none, the benchmark's own
+    behaviour axes (or code size and pass rate when it has none)."""
+    params: dict[str, Any] = dict(config.search.params)
+    if "dims" not in params and "dims" in selector_parameters(SELECTORS.get(config.search.strategy)):
+        bounds = getattr(benchmark, "descriptor_bounds", None) or {}
+        params["dims"] = tuple(bounds) or ("code_size", "pass_fraction")
+    return params
 
 
 @dataclass(frozen=True)

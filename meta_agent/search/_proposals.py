@@ -27,7 +27,7 @@ from evaluators.runner import Limits
 from meta_agent.config import RunConfig
 from meta_agent.edits import EditError, check_child
 from meta_agent.llm import Completion, FMBadRequest, FMGateway, LLMClient, derive_seed
-from meta_agent.operators import OPERATOR_KINDS, AnyOperator, Operator, PromptContext, render
+from meta_agent.operators import AnyOperator, Operator, PromptContext, render
 from meta_agent.search._evaluation import AgentFMBudget, run_self_modify
 from sandbox.base import Sandbox
 
@@ -191,13 +191,14 @@ class Proposer:
         Raises FMUnavailable / FMAuthError (FM down) and SandboxError / GatewayError (sandbox down).
         """
         operator = self.operators[operator_name]
-        kind = OPERATOR_KINDS[operator_name]
+        kind = operator.kind
         usage = _Usage()
         parent = ctx.parent.genome
         try:
             if kind == "local":
                 rng = np.random.default_rng([self.run_seed, iteration, attempt])
-                child, note = operator.mutate_with_note(parent, rng)  # type: ignore[union-attr]
+                with_note = getattr(operator, "mutate_with_note", None)  # AstMutation names its edits
+                child, note = with_note(parent, rng) if with_note else (operator.mutate(parent, rng), "")  # type: ignore[union-attr]
                 return self._checked(usage, child, parent, note=note)
             if kind == "sandbox":
                 return await self._self_modify(operator, ctx, iteration=iteration, attempt=attempt)

@@ -281,7 +281,7 @@ def _search_with_resources(
                     fix="list each model once: fm.model is the first, fm.models the others",
                 )
             more_llms[extra_label] = make_llm_client(extra, config, ledger=ledger, warn=reporter.warn)
-        loop = SearchLoop(
+        loop = SearchLoop.from_config(
             archive=archive,
             run=run,
             config=config,

@@ -1,0 +1,110 @@
+"""Operators and selection strategies from entry point groups: found, built, checked, refused with a fix.
+
+The entry points are real `importlib.metadata.EntryPoint` objects naming classes in this module; only the
+listing of installed ones is replaced (tests/test_third_party_benchmark.py installs a real package).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from importlib.metadata import EntryPoint
+
+import numpy as np
+import pytest
+
+import meta_agent.plugins as plugins
+from archive.errors import SelectorConfigError
+from archive.view import ArchiveView
+from evaluators.base import Genome
+from meta_agent.config import load_config
+from meta_agent.errors import ConfigError
+from meta_agent.operators import OPERATOR_REGISTRY, UnknownOperatorError, make_operator, operator_names
+from meta_agent.plugins import SELECTORS, make_selector
+
+
+class Reverse:
+    """A local operator: the entry file's lines in reverse order."""
+
+    name = "reverse"
+    kind = "local"
+
+    def mutate(self, parent: Genome, rng: np.random.Generator) -> Genome:
+        text = "".join(reversed(parent.files[parent.entry].splitlines(keepends=True)))
+        return Genome(files={**parent.files, parent.entry: text}, entry=parent.entry)
+
+
+class NotAnOperator:
+    name = "broken"
+    kind = "local"  # but no mutate()
+
+
+@dataclass(frozen=True, kw_only=True)
+class Last:
+    """Always the most recently added agent."""
+
+    weight: float = 1.0
+    name: str = field(default="last", init=False)
+
+    def probabilities(self, view: ArchiveView) -> np.ndarray:
+        probs = np.zeros(len(view))
+        probs[-1] = 1.0
+        return probs
+
+    def select(self, view: ArchiveView, k: int, rng: np.random.Generator) -> np.ndarray:
+        return np.repeat(view.ids[-1:], k)
+
+
+def _entry(name: str, value: str, group: str) -> EntryPoint:
+    return EntryPoint(name=name, value=value, group=group)
+
+
+@pytest.fixture()
+def installed(monkeypatch: pytest.MonkeyPatch) -> None:
+    listing = [
+        _entry("reverse", f"{__name__}:Reverse", plugins.OPERATOR_GROUP),
+        _entry("broken", f"{__name__}:NotAnOperator", plugins.OPERATOR_GROUP),
+        _entry("missing", "no_such_module_here:Thing", plugins.OPERATOR_GROUP),
+        _entry("rewrite", f"{__name__}:Reverse", plugins.OPERATOR_GROUP),  # a built-in name: the built-in wins
+        _entry("last", f"{__name__}:Last", plugins.SELECTOR_GROUP),
+    ]
+    monkeypatch.setattr(plugins, "entry_points", lambda group: [ep for ep in listing if ep.group == group])
+    for registry in (OPERATOR_REGISTRY, SELECTORS):
+        registry.refresh()
+    yield
+    for registry in (OPERATOR_REGISTRY, SELECTORS):
+        registry.refresh()
+
+
+def test_plugin_operator_and_selector_are_listed_built_and_used(installed: None) -> None:
+    assert operator_names()[:7] == ("rewrite", "diff", "lines", "crossover", "diagnose", "self_modify", "ast_mutate")
+    assert set(operator_names()[7:]) == {"broken", "missing", "reverse"}
+    operator = make_operator("reverse")
+    child = operator.mutate(Genome(files={"a.py": "x = 1\ny = 2\n"}, entry="a.py"), np.random.default_rng(0))
+    assert child.files["a.py"] == "y = 2\nx = 1\n"
+    assert type(make_operator("rewrite")).__name__ == "RewriteOperator"
+
+    selector = make_selector("last", {"weight": 2.0})
+    view = ArchiveView.from_arrays(np.array([4, 7, 9]), np.array([0.1, 0.9, 0.2]), parent_ids=np.array([-1, 4, 4]))
+    assert selector.select(view, 3, np.random.default_rng(0)).tolist() == [9, 9, 9]
+
+    config = load_config(None, sets=["search.strategy=last", "search.operators={reverse = 1.0}"])
+    assert config.search.strategy == "last" and dict(config.search.operators) == {"reverse": 1.0}
+
+
+def test_broken_plugins_and_unknown_names_are_refused_with_the_cause(installed: None) -> None:
+    with pytest.raises(UnknownOperatorError, match="not an operator") as not_one:
+        make_operator("broken")
+    assert "kind" in str(not_one.value) and not_one.value.fix
+    with pytest.raises(UnknownOperatorError, match="cannot be loaded: ModuleNotFoundError") as missing:
+        make_operator("missing")
+    assert "remove 'missing'" in missing.value.fix
+    with pytest.raises(UnknownOperatorError, match=r"did you mean 'reverse'") as typo:
+        make_operator("revers")
+    assert "cambrian.operators" in typo.value.fix
+    with pytest.raises(SelectorConfigError, match=r"last: unknown parameter\(s\) size; last accepts: weight"):
+        make_selector("last", {"size": 3})
+    with pytest.raises(ConfigError, match="unknown strategy 'lastt'") as strategy:
+        load_config(None, sets=["search.strategy=lastt"])
+    assert "cambrian.selectors" in strategy.value.fix
+    with pytest.raises(ConfigError, match="unknown operator"):
+        load_config(None, sets=["search.operators={reverse = 1.0, nope = 1.0}"])
