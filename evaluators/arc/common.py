@@ -8,11 +8,12 @@ from importlib import resources
 from typing import ClassVar, TypeVar
 
 from evaluators.base import BenchmarkError, FeedbackPolicy, Genome, Task
+from evaluators.harness import HarnessBenchmark
 
 Self = TypeVar("Self", bound="ArcBenchmarkBase")
 
 
-class ArcBenchmarkBase:
+class ArcBenchmarkBase(HarnessBenchmark):
     """Subclasses set SEED_ENTRY (a file in evaluators/arc/seed/) and fill `_tasks` per split."""
 
     SEED_ENTRY: ClassVar[str]

@@ -29,7 +29,6 @@ from evaluators.arc.data import ArcTask, Grid, GridError, cell_accuracy, check_g
 from evaluators.arc.feedback import run_failure
 from evaluators.base import (
     FeedbackPolicy,
-    Genome,
     Stage,
     Task,
     TaskScore,
@@ -37,9 +36,8 @@ from evaluators.base import (
 from evaluators.base import (
     parse_options as parse_benchmark_options,
 )
-from evaluators.harness import harness_spec
 from evaluators.harness.run_program import read_outcome
-from sandbox.base import RunResult, RunSpec
+from sandbox.base import RunResult
 
 FUNCTION = "transform"
 SEED_ENTRY = "transform.py"
@@ -107,16 +105,6 @@ class ArcProgramBenchmark(ArcBenchmarkBase):
     def stages(self) -> Sequence[Stage]:
         """One stage: a task has 2..10 train pairs, all cheap to run."""
         return [Stage(task_ids=tuple(task.id for task in self._tasks["search"]), threshold=None)]
-
-    def run_spec(self, genome: Genome, task: Task) -> RunSpec:
-        return harness_spec(
-            genome.files,
-            entry=genome.entry,
-            function=FUNCTION,
-            kwargs=task.inputs,
-            timeout_s=self.options.timeout_s,
-            memory_mb=self.options.memory_mb,
-        )
 
     def score(self, task: Task, result: RunResult, *, check: RunResult | None = None) -> TaskScore:
         """1.0 exact; else the fraction of cells right when the shape matches; else 0 (`check` is unused)."""

@@ -22,9 +22,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from evaluators.base import BenchmarkError, Genome, Stage, Task, TaskScore
 from evaluators.base import parse_options as parse_benchmark_options
 from evaluators.circle_packing.feedback import describe_valid_packing
-from evaluators.harness import harness_spec
+from evaluators.harness import HarnessBenchmark
 from evaluators.harness.run_program import RESULT_FILE, read_outcome
-from sandbox.base import RunResult, RunSpec
+from sandbox.base import RunResult
 
 TOLERANCE = 1e-9  # a break of the rules up to this much is repaired by shrinking radii; more is invalid
 _NEAR = 1e-7  # pairs and edges closer than this (in floats) are checked in exact arithmetic
@@ -221,7 +221,7 @@ def _tail_lines(text: str, count: int) -> str:
     return "\n".join(text.strip().splitlines()[-count:])
 
 
-class CirclePacking:
+class CirclePacking(HarnessBenchmark):
     """Pack n circles in the unit square; the score is the sum of radii of a valid packing.
 
     n: number of circles, 2..200 (default 26, the published reference case).
@@ -280,16 +280,6 @@ class CirclePacking:
 
     def stages(self) -> Sequence[Stage]:
         return [Stage(task_ids=(f"n{self.n}",), threshold=None)]
-
-    def run_spec(self, genome: Genome, task: Task) -> RunSpec:
-        return harness_spec(
-            genome.files,
-            entry=genome.entry,
-            function=FUNCTION,
-            kwargs=task.inputs,
-            timeout_s=self.options.timeout_s,
-            memory_mb=self.options.memory_mb,
-        )
 
     def score(self, task: Task, result: RunResult) -> TaskScore:
         n = int(task.inputs["n"])

@@ -43,7 +43,7 @@ flipping its bit with probability about 0.95), one mutation of the k = 4, m = 4
 seed flips exactly one bit about 2/3 of the time, flips >= 2 bits of one block
 about 1 time in 10, and flips both zeros of a block (completing it) about 1 time
 in 50; at all zeros it can never escape, since 3 edits cannot flip 4 bits of a
-block. tests/test_deceptive.py and tests/test_ast_mutation.py measure these.
+block. tests/evaluators/test_deceptive.py and tests/meta_agent/operators/test_ast_mutation.py measure these.
 
 Descriptors: "ones_block_<i>" = u_i / k for every block i, bounds (0, 1); with
 k + 1 bins per descriptor MAP-Elites has one cell per (u_0, ..., u_{m-1}).
@@ -67,9 +67,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from evaluators.base import BenchmarkError, Genome, Stage, Task, TaskScore
 from evaluators.base import parse_options as parse_benchmark_options
-from evaluators.harness import harness_spec
+from evaluators.harness import HarnessBenchmark
 from evaluators.harness.run_program import RESULT_FILE, read_outcome
-from sandbox.base import RunResult, RunSpec
+from sandbox.base import RunResult
 
 FUNCTION = "solution"
 SEED_ENTRY = "bits.py"
@@ -164,7 +164,7 @@ def _not_executed(feedback: str) -> TaskScore:
     return TaskScore(score=0.0, passed=False, executed=False, feedback=feedback)
 
 
-class DeceptiveTrap:
+class DeceptiveTrap(HarnessBenchmark):
     """Concatenated trap functions: m blocks of k bits, read from the numbers `solution()` returns.
 
     blocks: m, 1..64 (default 4). block_size: k, 3..16 (default 4).
@@ -228,16 +228,6 @@ class DeceptiveTrap:
 
     def stages(self) -> Sequence[Stage]:
         return [Stage(task_ids=(self.task_id,), threshold=None)]
-
-    def run_spec(self, genome: Genome, task: Task) -> RunSpec:
-        return harness_spec(
-            genome.files,
-            entry=genome.entry,
-            function=FUNCTION,
-            kwargs=task.inputs,
-            timeout_s=self.options.timeout_s,
-            memory_mb=self.options.memory_mb,
-        )
 
     def score(self, task: Task, result: RunResult) -> TaskScore:
         """Score one run on the host; a crash, timeout or unusable list is executed=False with a public reason."""

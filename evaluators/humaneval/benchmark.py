@@ -42,7 +42,7 @@ from evaluators.base import (
 from evaluators.base import (
     parse_options as parse_benchmark_options,
 )
-from evaluators.harness import harness_spec
+from evaluators.harness import HarnessBenchmark
 from evaluators.harness.run_program import read_outcome
 from evaluators.humaneval.checking import CheckVerdict, assemble_program, check_run_spec, read_verdict
 from evaluators.humaneval.data import HOLDOUT_SIZE, Problem, load_problems, split_task_ids
@@ -83,7 +83,7 @@ def parse_options(options: Mapping[str, Any] | None) -> HumanEvalOptions:
     )
 
 
-class HumanEval:
+class HumanEval(HarnessBenchmark):
     """HumanEval as an agent-level benchmark: `solve(task, llm) -> str` per problem, checked in the sandbox.
 
     Keyword options as in HumanEvalOptions. `feedback_policy` (assignable) governs what failures show.
@@ -91,6 +91,7 @@ class HumanEval:
 
     name = "humaneval"
     entry_function = FUNCTION  # what the harness calls; the static check keeps it callable
+    agent_calls_fm = True  # the harness passes the agent its FM client
     #: Directions a proposal may be asked to try (one drawn per proposal, `search.ideas`).
     ideas = (
         "check that the returned code compiles (compile()) and, if not, ask the FM again showing the error",
@@ -135,16 +136,8 @@ class HumanEval:
     def stages(self) -> Sequence[Stage]:
         return staged_plan(self._split_ids["search"], self.options.stage_sizes, self.options.thresholds)
 
-    def run_spec(self, genome: Genome, task: Task) -> RunSpec:
-        return harness_spec(
-            genome.files,
-            entry=genome.entry,
-            function=FUNCTION,
-            kwargs={"task": dict(task.inputs)},
-            timeout_s=self.options.timeout_s,
-            memory_mb=self.options.memory_mb,
-            llm=True,
-        )
+    def task_kwargs(self, task: Task) -> dict[str, Any]:
+        return {"task": dict(task.inputs)}
 
     def check_spec(self, task: Task, result: RunResult) -> RunSpec | None:
         """The check run for the code the agent returned; None when it returned no usable code."""

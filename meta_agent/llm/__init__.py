@@ -22,6 +22,7 @@ import logging
 import os
 
 from meta_agent.llm._client import (
+    CallRecord,
     Completion,
     Endpoint,
     Ledger,
@@ -82,11 +83,11 @@ from meta_agent.llm._serve import (
 
 __all__ = [
     "DEFAULT_SANDBOX_SOCKET", "GRAMMAR_FIELDS", "MAX_BODY_BYTES", "REGISTRY", "SOCKET_ENV", "AgentChannel",
-    "ArchiveLedger", "ChecksumMismatch", "Completion", "Endpoint", "FMAuthError", "FMBadRequest", "FMGateway",
-    "FMUnavailable", "GatewayError", "LLMClient", "LLMError", "Ledger", "LedgerEntry", "LocalServer",
-    "MemoryLedger", "ModelDownloadError", "ModelNotFound", "ModelSpec", "ModelStatus", "RepeatFilter",
-    "ServerStartError", "choose_backend", "default_threads", "derive_seed", "free_port", "get_spec",
-    "gpu_available", "is_local_model", "list_models", "model_names", "model_path", "models_dir",
+    "ArchiveLedger", "CallRecord", "ChecksumMismatch", "Completion", "Endpoint", "FMAuthError", "FMBadRequest",
+    "FMGateway", "FMUnavailable", "GatewayError", "LLMClient", "LLMError", "Ledger", "LedgerEntry",
+    "LocalServer", "MemoryLedger", "ModelDownloadError", "ModelNotFound", "ModelSpec", "ModelStatus",
+    "RepeatFilter", "ServerStartError", "choose_backend", "default_threads", "derive_seed", "free_port",
+    "get_spec", "gpu_available", "is_local_model", "list_models", "model_names", "model_path", "models_dir",
     "probe_endpoint", "prompt_token_bound", "pull", "quiet_repeats", "request_hash", "resolve", "serve_forever",
     "server_grammar_field", "unavailable_fix", "verify",
 ]  # fmt: skip

@@ -121,23 +121,27 @@ class Ledger(Protocol):
         """Cache a fresh response under its request hash."""
         ...
 
-    def record(
-        self,
-        completion: Completion | None,
-        *,
-        request_hash: str,
-        seed: int | None,
-        purpose: str,
-        agent_id: int | None,
-        iteration: int | None,
-        error: str | None,
-        model: str | None = None,
-    ) -> None:
-        """Record one call: a completion (fresh or cache hit), or a failed attempt with its error.
-
-        model: the endpoint's label, so a failed attempt (no completion) still names its model.
-        """
+    def record(self, call: CallRecord) -> None:
+        """Record one call: a completion (fresh or cache hit), or a failed attempt with its error."""
         ...
+
+
+@dataclass(frozen=True)
+class CallRecord:
+    """One FM call as a ledger records it.
+
+    completion: what came back (fresh or a cache hit); None for a failed or refused attempt, whose `error`
+    says why. model: the endpoint's label, so an attempt without a completion still names its model.
+    """
+
+    completion: Completion | None
+    request_hash: str
+    seed: int | None
+    purpose: str
+    agent_id: int | None
+    iteration: int | None
+    error: str | None = None
+    model: str | None = None
 
 
 @dataclass(frozen=True)
@@ -171,32 +175,22 @@ class MemoryLedger:
     def store(self, completion: Completion) -> None:
         self.responses[completion.request_hash] = completion
 
-    def record(
-        self,
-        completion: Completion | None,
-        *,
-        request_hash: str,
-        seed: int | None,
-        purpose: str,
-        agent_id: int | None,
-        iteration: int | None,
-        error: str | None,
-        model: str | None = None,
-    ) -> None:
+    def record(self, call: CallRecord) -> None:
+        completion = call.completion
         self.entries.append(
             LedgerEntry(
-                model=completion.model if completion else model,
-                request_hash=request_hash,
-                seed=seed,
-                purpose=purpose,
-                agent_id=agent_id,
-                iteration=iteration,
+                model=completion.model if completion else call.model,
+                request_hash=call.request_hash,
+                seed=call.seed,
+                purpose=call.purpose,
+                agent_id=call.agent_id,
+                iteration=call.iteration,
                 prompt_tokens=completion.prompt_tokens if completion else 0,
                 completion_tokens=completion.completion_tokens if completion else 0,
                 cost_usd=completion.cost_usd if completion else 0.0,
                 latency_s=completion.latency_s if completion else 0.0,
                 cache_hit=completion.cache_hit if completion else False,
-                error=error,
+                error=call.error,
             )
         )
 
@@ -328,8 +322,8 @@ class LLMClient:
 
         def note(completion: Completion | None, error: str | None) -> None:
             self.ledger.record(
-                completion, request_hash=key, seed=seed, purpose=purpose,
-                agent_id=agent_id, iteration=iteration, error=error, model=self.endpoint.label,
+                CallRecord(completion, request_hash=key, seed=seed, purpose=purpose, agent_id=agent_id,
+                           iteration=iteration, error=error, model=self.endpoint.label)
             )  # fmt: skip
 
         started = time.monotonic()

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from meta_agent.llm._client import LLMClient, derive_seed, request_hash
+from meta_agent.llm._client import CallRecord, LLMClient, derive_seed, request_hash
 from meta_agent.llm._errors import LLMError
 from sandbox.base import Mount
 
@@ -258,9 +258,11 @@ class AgentChannel:
             self.refusals += 1
             params = llm.params(seed=seed, temperature=chat.temperature, max_tokens=max(cap, 0))
             llm.ledger.record(
-                None, request_hash=request_hash(llm.endpoint.model, chat.messages, params), seed=seed,
-                purpose=self.purpose, agent_id=self.agent_id, iteration=self.iteration,
-                error=f"budget_exceeded: {refusal}", model=llm.endpoint.label,
+                CallRecord(
+                    None, request_hash=request_hash(llm.endpoint.model, chat.messages, params), seed=seed,
+                    purpose=self.purpose, agent_id=self.agent_id, iteration=self.iteration,
+                    error=f"budget_exceeded: {refusal}", model=llm.endpoint.label,
+                )
             )  # fmt: skip
             raise _HTTPError(429, "budget_exceeded", refusal)
         # Reserve before the first await: concurrent calls of one agent must not overspend together.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from archive.models import LLMCall, LLMResponse
 from archive.store import Archive
-from meta_agent.llm._client import Completion
+from meta_agent.llm._client import CallRecord, Completion
 
 
 class ArchiveLedger:
@@ -45,33 +45,23 @@ class ArchiveLedger:
             cost_usd=completion.cost_usd,
         )
 
-    def record(
-        self,
-        completion: Completion | None,
-        *,
-        request_hash: str,
-        seed: int | None,
-        purpose: str,
-        agent_id: int | None,
-        iteration: int | None,
-        error: str | None,
-        model: str | None = None,
-    ) -> None:
+    def record(self, call: CallRecord) -> None:
+        completion = call.completion
         self.archive.record_llm_exchange(
             LLMCall(
                 run_id=self.run_id,
-                agent_id=agent_id,
-                iteration=iteration,
-                purpose=purpose,
-                model=completion.model if completion else (model or "unknown"),
+                agent_id=call.agent_id,
+                iteration=call.iteration,
+                purpose=call.purpose,
+                model=completion.model if completion else (call.model or "unknown"),
                 prompt_tokens=completion.prompt_tokens if completion else 0,
                 completion_tokens=completion.completion_tokens if completion else 0,
                 cost_usd=0.0 if completion is None or completion.cache_hit else completion.cost_usd,
                 latency_s=completion.latency_s if completion else 0.0,
-                request_hash=request_hash,
-                seed=seed,
+                request_hash=call.request_hash,
+                seed=call.seed,
                 cache_hit=bool(completion and completion.cache_hit),
-                error=error,
+                error=call.error,
             ),
-            self._unrecorded.pop(request_hash, None),
+            self._unrecorded.pop(call.request_hash, None),
         )

@@ -1,7 +1,10 @@
 """The search core: the loop, how a proposal is made and a child evaluated, behaviour, and the bandit.
 
 - `SearchLoop`, `LoopEvent`, `LoopOutcome`: the asyncio pipeline of proposers and evaluators over an
-  archive, with its budgets, stop and resume;
+  archive, with its budgets, stop and resume; it takes a selector and operator objects, and
+  `SearchLoop.from_config` / `selector_from_config` build them from their names;
+- `RunBook`: what the loop writes down (agents, results, counters, the best so far, events, the outcome);
+  `PromptMemory`: what prompts show of the archive, read once and cached;
 - `Proposer`, `Proposal`, `RUN_REPAIR_NOTE`, `agent_fm_budget`, `run_limits`: one proposal, from the
   parent to a checked child, with repair rounds;
 - `evaluate_in_sandbox`, `evaluation_row`, `AgentFMBudget`, `run_self_modify`: a child's evaluation;
@@ -17,8 +20,11 @@
 from meta_agent.search._arms import arm_history
 from meta_agent.search._bandit import ALGORITHMS, Arm, Bandit, BanditError, improvement_reward
 from meta_agent.search._behaviour import BehaviourSpace, TaskRow
+from meta_agent.search._book import RunBook
+from meta_agent.search._compose import selector_from_config
 from meta_agent.search._evaluation import AgentFMBudget, evaluate_in_sandbox, evaluation_row, run_self_modify
 from meta_agent.search._loop import LoopEvent, LoopOutcome, SearchLoop
+from meta_agent.search._memory import PromptMemory
 from meta_agent.search._proposals import RUN_REPAIR_NOTE, Proposal, Proposer, agent_fm_budget, run_limits
 from meta_agent.search._session import (
     INTERRUPTED,
@@ -39,9 +45,9 @@ from meta_agent.search._summary import categorize, summarize_run
 
 __all__ = [
     "ALGORITHMS", "INTERRUPTED", "RUN_REPAIR_NOTE", "AgentFMBudget", "Arm", "Bandit", "BanditError",
-    "BehaviourSpace", "LoopEvent", "LoopOutcome", "Proposal", "Proposer", "Reporter", "SearchLoop", "TaskRow",
-    "agent_fm_budget", "archive_path", "arm_history", "build_benchmark", "categorize", "choose_sandbox",
-    "evaluate_in_sandbox", "evaluation_row", "fm_endpoint", "improvement_reward", "make_llm_client", "open_run",
-    "resolve_fm_concurrency", "resume_run", "run_limits", "run_self_modify", "sandbox_with_socket_dir",
-    "say_what_is_editable", "start_run", "summarize_run",
+    "BehaviourSpace", "LoopEvent", "LoopOutcome", "PromptMemory", "Proposal", "Proposer", "Reporter", "RunBook",
+    "SearchLoop", "TaskRow", "agent_fm_budget", "archive_path", "arm_history", "build_benchmark", "categorize",
+    "choose_sandbox", "evaluate_in_sandbox", "evaluation_row", "fm_endpoint", "improvement_reward",
+    "make_llm_client", "open_run", "resolve_fm_concurrency", "resume_run", "run_limits", "run_self_modify",
+    "sandbox_with_socket_dir", "say_what_is_editable", "selector_from_config", "start_run", "summarize_run",
 ]  # fmt: skip

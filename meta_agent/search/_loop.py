@@ -14,73 +14,31 @@ import asyncio
 import dataclasses
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from archive.models import Agent, AgentStatus, Run, RunStatus
-from archive.selection import ParentSelector, selector_needs, selector_parameters
-from archive.store import Archive, genome_hash
+from archive.models import Agent, Run, RunStatus
+from archive.selection import ParentSelector
+from archive.store import Archive
 from evaluators.base import Benchmark, Genome
 from evaluators.runner import AgentResult
 from meta_agent.config import RunConfig
 from meta_agent.errors import ConfigError, RunAborted, SeedFailed
 from meta_agent.llm import FMAuthError, FMGateway, FMUnavailable, GatewayError, LLMClient
-from meta_agent.operators import AnyOperator, PromptContext, choose_operator, make_operator, supports_self_modify
-from meta_agent.plugins import SELECTORS, make_selector
-from meta_agent.search._arms import Arm, cost_of, improvement_reward, operator_arms, restore_bandit
-from meta_agent.search._behaviour import BehaviourSpace, TaskRow
-from meta_agent.search._evaluation import evaluate_in_sandbox, evaluation_row
+from meta_agent.operators import AnyOperator, PromptContext, choose_operator, make_operator
+from meta_agent.search._arms import Arm, operator_arms, restore_bandit
+from meta_agent.search._behaviour import BehaviourSpace
+from meta_agent.search._book import LoopEvent, LoopOutcome, RunBook
+from meta_agent.search._compose import check_operators, check_selector_needs, selector_from_config
+from meta_agent.search._evaluation import evaluate_in_sandbox
 from meta_agent.search._memory import _LRU, PromptMemory
 from meta_agent.search._proposals import Proposal, Proposer, agent_fm_budget, run_limits
 from sandbox.base import Sandbox, SandboxError
 
 #: Consecutive infrastructure faults (sandbox or FM) after which the run stops for the user.
 MAX_CONSECUTIVE_FAULTS = 5
-
-
-@dataclass(frozen=True)
-class LoopEvent:
-    """What just happened, for progress displays.
-
-    `kind`: seed | proposed | rejected (bad edit) | invalid | evaluated | failed.
-    """
-
-    kind: str
-    agent_id: int
-    iteration: int
-    score: float | None
-    best_score: float | None
-    message: str = ""
-
-
-@dataclass
-class LoopOutcome:
-    status: RunStatus
-    reason: str
-    best_agent_id: int | None
-    best_score: float | None
-    seed_score: float | None
-    proposals: int  # proposals made by this invocation
-    evaluated: int  # agents evaluated by this invocation
-    invalid: int
-    cost_usd: float
-    fix: str = ""  # what to do, when the run failed for a reason the user can fix (the FM, the sandbox)
-
-
-@dataclass
-class _Counters:
-    proposals: int = 0
-    evaluated: int = 0
-    invalid: int = 0
-    consecutive_faults: int = 0
-    spent_usd: float = 0.0
-    stop_reason: str = ""
-    budget_stop: bool = False
-    abort: Exception | None = None
-    fm_failure: Exception | None = None  # the last FM error that cost an iteration its proposal
-    in_flight: set[int] = field(default_factory=set)
 
 
 class SearchLoop:
@@ -124,7 +82,7 @@ class SearchLoop:
         self.on_event = on_event or (lambda event: None)
         self.selector = selector
         self.operators = dict(operators)
-        self._check_operators()
+        check_operators(config, benchmark, self.operators, has_fm=bool(self.llms))
         self.limits = run_limits(config)
         self.fm_budget = agent_fm_budget(config)
         self.proposer = Proposer.from_config(
@@ -136,7 +94,7 @@ class SearchLoop:
             gateway=lambda: self.gateway,
         )
         self.behaviour = BehaviourSpace(benchmark, config.search.novelty, embed_endpoint=embed_endpoint)
-        self._check_strategy_needs()
+        check_selector_needs(config, benchmark, selector, self.behaviour.names)
         kinds = {name: operator.kind for name, operator in self.operators.items()}
         self.arms = operator_arms(config.search.operators, kinds, models=list(self.llms), gateway_model=model_label)
         self.bandit = restore_bandit(config.search.bandit, self.arms, archive.agents(self.run_id))
@@ -146,12 +104,14 @@ class SearchLoop:
         self._max_pending = config.search.max_pending or (config.evaluation.concurrency + config.fm.concurrency)
         self._stop = asyncio.Event()
         self._has_parent = asyncio.Event()
-        self._counters = _Counters()
-        self._best: tuple[float, int] | None = None
         self.memory = PromptMemory(
             archive, failed_attempts_shown=config.search.failed_attempts_shown, inspirations=config.search.inspirations
         )
-        self._genome_owner: dict[str, int] = {}  # genome hash -> first agent with it: the duplicate gate
+        self.book = RunBook(
+            archive=archive, run_id=self.run_id, behaviour=self.behaviour, memory=self.memory, bandit=self.bandit,
+            arms=self.arms, on_event=self.on_event, enqueue=self._enqueue,
+        )  # fmt: skip
+        self._counters = self.book.counters
         # Children whose FM conversation may take their failed run back (fm.repair_rounds), until evaluated.
         self._repairable = _LRU[int, _Repairable](capacity=1024)
         self.view = self.behaviour.rebuild(archive, self.run_id, lambda hash_: self.memory.genome(hash_).files)
@@ -172,47 +132,10 @@ class SearchLoop:
             run=run,
             config=config,
             benchmark=benchmark,
-            selector=make_selector(config.search.strategy, selector_params(config, benchmark)),
+            selector=selector_from_config(config, benchmark),
             operators={name: make_operator(name) for name in config.search.operators},
             **parts,
         )
-
-    # ----- set-up --------------------------------------------------------------------------
-
-    def _check_strategy_needs(self) -> None:
-        """What the selector reads must exist: descriptor axes, and enough kept neighbours."""
-        needs = selector_needs(self.selector)
-        kept = self.config.search.novelty.k
-        if needs.neighbours > kept:
-            raise ConfigError(
-                f"the {self.selector.name} strategy reads {needs.neighbours} nearest neighbours "
-                f"(search.params.k), more than the {kept} kept per agent (search.novelty.k)",
-                fix=f"set search.novelty.k to at least {needs.neighbours}, or lower search.params.k",
-            )
-        unknown = [name for name in needs.descriptor_axes if name not in self.behaviour.names]
-        if unknown:
-            raise ConfigError(
-                f"search.params.dims: {self.benchmark.name} has no descriptor {', '.join(map(repr, unknown))}",
-                fix=f"use some of {', '.join(self.behaviour.names)}",
-            )
-
-    def _check_operators(self) -> None:
-        weights = {name: w for name, w in self.config.search.operators.items() if w > 0}
-        missing = sorted(set(weights) - set(self.operators))
-        if missing:
-            raise ConfigError(
-                f"search.operators weighs {', '.join(missing)}, but no such operator was given to the loop",
-                fix="pass an operator object for every weighted name (SearchLoop.from_config builds them all)",
-            )
-        if any(self.operators[name].kind == "sandbox" for name in weights) and not supports_self_modify(self.benchmark):
-            raise ConfigError(
-                f"search.operators: self_modify needs a benchmark whose agents write code (such as humaneval); "
-                f"{self.benchmark.name} has none",
-                fix="remove self_modify from search.operators, or search a benchmark such as humaneval",
-            )
-        needs_fm = any(self.operators[name].kind in ("fm", "fm_two_step") for name in weights)
-        if needs_fm and not self.llms:
-            raise ConfigError("search.operators names FM operators but the run has no FM", fix="configure fm.model")
 
     # ----- control -------------------------------------------------------------------------
 
@@ -234,21 +157,10 @@ class SearchLoop:
         self._counters.spent_usd = self.archive.cost_summary(self.run_id).cost_usd
         if len(self.view):
             self._has_parent.set()
-            best = self.archive.best(self.run_id, n=1)
-            if best:
-                self._best = (float(best[0].score), int(best[0].id))
         agents = self.archive.agents(self.run_id)
-        for agent in reversed(agents):
-            if agent.genome_hash is not None:
-                self._genome_owner[agent.genome_hash] = int(agent.id)
+        self.book.load(agents)
         if not agents:
-            seed = self.benchmark.seed()
-            agent = self.archive.add_agent(self.run_id, files=dict(seed.files), entry=seed.entry, operator="seed")
-            self._genome_owner[str(agent.genome_hash)] = int(agent.id)
-            if self.behaviour.gate is not None:
-                self.behaviour.gate.add(int(agent.id), self.behaviour.code_embedding(seed.files))
-            agents = [agent]
-            self.on_event(LoopEvent("seed", int(agent.id), 0, None, None, "seed program stored"))
+            agents = [self.book.store_seed(self.benchmark.seed())]
         pending = self.archive.pending(self.run_id, max_attempts=self.config.evaluation.max_attempts)
         if not len(self.view) and not any(a.operator == "seed" for a in pending):
             raise SeedFailed(
@@ -278,7 +190,7 @@ class SearchLoop:
             for task in (*evaluators, watchdog, drained, stopped):
                 task.cancel()
             await asyncio.gather(*evaluators, watchdog, drained, stopped, return_exceptions=True)
-        return self._finish(done_iterations)
+        return self._finish()
 
     def _enqueue(self, agent_id: int) -> None:
         self._outstanding += 1
@@ -312,39 +224,10 @@ class SearchLoop:
         self._counters.budget_stop = True
         self.request_stop(f"wall-time budget of {limit:g} s reached")
 
-    def _finish(self, done_before: set[int]) -> LoopOutcome:
-        c = self._counters
-        fix = str(getattr(c.abort or c.fm_failure, "fix", "") or "")
-        iterations_left = self.config.budget.iterations - self.archive.iterations_done(self.run_id)
-        if c.abort is not None:
-            status, reason = RunStatus.failed, str(c.abort)
-        elif c.fm_failure is not None and not c.budget_stop and iterations_left > 0 and not c.stop_reason:
-            # The proposers ran out of iterations to try because the FM failed them: that is a failure.
-            status, reason = RunStatus.failed, f"the FM failed: {c.fm_failure}"
-        else:
-            pending = self.archive.pending(self.run_id, max_attempts=self.config.evaluation.max_attempts)
-            if c.budget_stop or (not pending and iterations_left <= 0):
-                status = RunStatus.finished
-                reason = c.stop_reason or f"iteration budget of {self.config.budget.iterations} reached"
-            else:
-                status, reason = RunStatus.stopped, c.stop_reason or "stopped"
-        self.archive.set_run_status(self.run_id, status, error=reason if status == RunStatus.failed else None)
-        seed_agents = [a for a in self.archive.agents(self.run_id) if a.operator == "seed"]
-        seed_score = seed_agents[0].score if seed_agents else None
-        outcome = LoopOutcome(
-            status=status,
-            reason=reason,
-            best_agent_id=self._best[1] if self._best else None,
-            best_score=self._best[0] if self._best else None,
-            seed_score=seed_score,
-            proposals=c.proposals,
-            evaluated=c.evaluated,
-            invalid=c.invalid,
-            cost_usd=c.spent_usd,
-            fix=fix if status == RunStatus.failed else "",
-        )
-        if c.abort is not None:
-            raise c.abort
+    def _finish(self) -> LoopOutcome:
+        outcome = self.book.outcome(self.config)
+        if self._counters.abort is not None:
+            raise self._counters.abort
         return outcome
 
     # ----- proposing -----------------------------------------------------------------------
@@ -404,7 +287,7 @@ class SearchLoop:
                 )
             except (SandboxError, GatewayError) as exc:
                 # self_modify runs the parent in the sandbox: a dead sandbox is a fault, not the parent's.
-                self._store_invalid(
+                self.book.store_invalid(
                     Proposal(None), reason=f"sandbox fault while the parent wrote its child: {exc}",
                     iteration=iteration, parent_id=parent_id, second_parent_id=second_parent_id, arm=arm,
                 )  # fmt: skip
@@ -428,33 +311,15 @@ class SearchLoop:
         second_parent_id: int | None,
         arm: Arm,
     ) -> bool:
-        """Store a proposal: a child queued for evaluation, or an invalid agent with its reason. False only
-        for a near-duplicate, after which the iteration may propose again."""
-        stored = dict(iteration=iteration, parent_id=parent_id, second_parent_id=second_parent_id, arm=arm)
-        if proposal.genome is None:
-            self._store_invalid(proposal, reason=str(proposal.reason), **stored)
-            return True
-        child_hash = genome_hash(proposal.genome.files)
-        duplicate = self._genome_owner.get(child_hash)
-        if duplicate is not None:
-            reason = f"the edit produced code identical to agent {duplicate}; make a change that differs"
-            self._store_invalid(proposal, reason=reason, **stored)
-            return True
-        embedding = None
-        if self.behaviour.gate is not None:
-            embedding = self.behaviour.code_embedding(proposal.genome.files)
-            near = self.behaviour.gate.check(embedding)
-            if near is not None:
-                reason = (
-                    f"near-duplicate of agent {near.agent_id} (code similarity {near.similarity:.4f} >= "
-                    f"{self.behaviour.gate.threshold}); make a more substantial change"
-                )
-                self._store_invalid(proposal, reason=reason, **stored)
-                return False
-        agent_id = self._store_child(proposal, child_hash, embedding, **stored)
-        if repairable is not None and proposal.conversation and proposal.repairs_left > 0:
-            self._repairable.put(agent_id, repairable)
-        return True
+        """Store a proposal (see `RunBook.accept`); a queued child whose FM conversation can take its failed run
+        back is remembered for that. False only for a near-duplicate, after which the iteration may propose
+        again."""
+        done, child_id = self.book.accept(
+            proposal, iteration=iteration, parent_id=parent_id, second_parent_id=second_parent_id, arm=arm
+        )
+        if child_id is not None and repairable is not None and proposal.conversation and proposal.repairs_left > 0:
+            self._repairable.put(child_id, repairable)
+        return done
 
     def _choose_arm(self, rng: np.random.Generator) -> Arm:
         """The (model, operator) of this proposal: the bandit's choice, or operator by weight and model uniformly.
@@ -476,69 +341,6 @@ class SearchLoop:
                 return int(candidate)
         order, _ = self.view.ranking()
         return next(int(self.view.ids[row]) for row in order if int(self.view.ids[row]) != parent_id)
-
-    def _store_child(
-        self,
-        proposal: Proposal,
-        child_hash: str,
-        embedding: np.ndarray | None,
-        *,
-        iteration: int,
-        parent_id: int,
-        second_parent_id: int | None,
-        arm: Arm,
-    ) -> int:
-        assert proposal.genome is not None
-        agent = self.archive.add_agent(
-            self.run_id,
-            files=dict(proposal.genome.files),
-            entry=proposal.genome.entry,
-            parent_id=parent_id,
-            second_parent_id=second_parent_id,
-            operator=arm.operator,
-            model=arm.model or None,
-            iteration=iteration,
-            link_llm_calls=True,
-            repair_note=proposal.repair_note,
-            **proposal.usage(),
-        )
-        self._genome_owner[child_hash] = int(agent.id)
-        if self.behaviour.gate is not None and embedding is not None:
-            self.behaviour.gate.add(int(agent.id), embedding)
-        self._counters.proposals += 1
-        message = proposal.note
-        self.on_event(LoopEvent("proposed", int(agent.id), iteration, None, self._best_score(), message))
-        self._enqueue(int(agent.id))
-        return int(agent.id)
-
-    def _store_invalid(
-        self,
-        proposal: Proposal,
-        *,
-        reason: str,
-        iteration: int,
-        parent_id: int,
-        second_parent_id: int | None,
-        arm: Arm,
-    ) -> None:
-        agent = self.archive.add_agent(
-            self.run_id,
-            parent_id=parent_id,
-            second_parent_id=second_parent_id,
-            operator=arm.operator,
-            model=arm.model or None,
-            iteration=iteration,
-            status=AgentStatus.invalid,
-            invalid_reason=reason,
-            link_llm_calls=True,
-            **proposal.usage(),
-        )
-        self.memory.remember_failure(parent_id, f"{arm.operator}: {reason}")
-        if self.bandit is not None:
-            self.bandit.record_outcome(arm, reward=0.0, cost=cost_of(agent))
-        self._counters.proposals += 1
-        self._counters.invalid += 1
-        self.on_event(LoopEvent("rejected", int(agent.id), iteration, None, self._best_score(), reason))
 
     # ----- evaluating ----------------------------------------------------------------------
 
@@ -567,51 +369,17 @@ class SearchLoop:
             return
         self._counters.consecutive_faults = 0
         seconds = time.perf_counter() - started
-        evaluations = [evaluation_row(task) for task in result.task_results]
-        columns = None
+        agent = self.book.record_result(agent_id, genome, result, seconds=seconds, view=self.view)
         if result.valid:
-            tasks = [TaskRow(t.task_id, t.score, t.passed, t.executed) for t in result.task_results]
-            columns = self.behaviour.columns(files=genome.files, tasks=tasks, descriptor=result.descriptor)
-        agent = self.archive.finish_evaluation(
-            agent_id,
-            status=AgentStatus.evaluated if result.valid else AgentStatus.invalid,
-            score=result.score if result.valid else None,
-            stage_reached=result.stage_reached,
-            invalid_reason=None if result.valid else result.invalid_reason,
-            feedback=result.feedback,
-            eval_seconds=seconds,
-            evaluations=evaluations,
-            descriptor=columns.stored_descriptor if columns is not None else None,
-        )
-        self._reward_bandit(agent)
-        if columns is not None:
-            self.view.add(
-                agent_id,
-                float(result.score),
-                agent.parent_id,
-                successes=columns.successes,
-                failures=columns.failures,
-                descriptor=columns.descriptor,
-                embedding=columns.embedding,
-            )
-            self._counters.evaluated += 1
-            if self._best is None or result.score > self._best[0]:
-                self._best = (float(result.score), agent_id)
             self._has_parent.set()
-            self.on_event(LoopEvent("evaluated", agent_id, agent.iteration, result.score, self._best_score()))
-        else:
-            self._counters.invalid += 1
-            self.on_event(
-                LoopEvent("invalid", agent_id, agent.iteration, None, self._best_score(), result.invalid_reason or "")
-            )
-            if agent.operator == "seed" and not self._has_parent.is_set():
-                self._abort(
-                    SeedFailed(
-                        f"the {self.benchmark.name} seed program failed: {result.invalid_reason}",
-                        fix="check the benchmark's seed and the evaluation limits (evaluation.timeout_s, "
-                        "evaluation.memory_mb); `cambrian show RUN 1` has the seed's logs",
-                    )
+        elif agent.operator == "seed" and not self._has_parent.is_set():
+            self._abort(
+                SeedFailed(
+                    f"the {self.benchmark.name} seed program failed: {result.invalid_reason}",
+                    fix="check the benchmark's seed and the evaluation limits (evaluation.timeout_s, "
+                    "evaluation.memory_mb); `cambrian show RUN 1` has the seed's logs",
                 )
+            )
         repairable = self._repairable.pop(agent_id)
         if repairable is not None and (not result.valid or not any(t.passed for t in result.task_results)):
             await self._repair_failed_run(agent, repairable, result.invalid_reason or result.feedback)
@@ -630,7 +398,7 @@ class SearchLoop:
                 model=repairable.model, iteration=repairable.iteration, attempt=repairable.attempt,
             )  # fmt: skip
         except (FMUnavailable, FMAuthError) as exc:
-            self.on_event(LoopEvent("failed", int(agent.id), agent.iteration, None, self._best_score(),
+            self.on_event(LoopEvent("failed", int(agent.id), agent.iteration, None, self.book.best_score(),
                                     f"no repair of agent {agent.id}: {exc}"))  # fmt: skip
             return
         self._counters.spent_usd += proposal.cost_usd
@@ -639,19 +407,6 @@ class SearchLoop:
             proposal, follow_up, iteration=repairable.iteration, parent_id=int(agent.parent_id),  # type: ignore[arg-type]
             second_parent_id=agent.second_parent_id, arm=arm,
         )  # fmt: skip
-
-    def _reward_bandit(self, agent: Agent) -> None:
-        """Credit the child's (model, operator) arm: its improvement over its parent (0 if invalid)."""
-        if self.bandit is None or agent.iteration <= 0:
-            return
-        arm = Arm(agent.model or "", agent.operator)
-        if arm not in self.arms:
-            return
-        parent_score = None
-        if agent.parent_id is not None and agent.parent_id in self.view:
-            parent_score = float(self.view.scores[self.view.index_of(agent.parent_id)])
-        child_score = agent.score if agent.status == AgentStatus.evaluated else None
-        self.bandit.record_outcome(arm, reward=improvement_reward(child_score, parent_score), cost=cost_of(agent))
 
     async def _run_in_sandbox(self, agent: Agent, genome: Genome) -> AgentResult:
         """Evaluate on the search split, with the agent's own FM socket when the gateway is on."""
@@ -682,26 +437,13 @@ class SearchLoop:
 
     def _on_sandbox_fault(self, agent: Agent, exc: SandboxError | GatewayError) -> None:
         agent = self.archive.mark_failed(int(agent.id), f"sandbox fault: {exc}")
-        self.on_event(LoopEvent("failed", int(agent.id), agent.iteration, None, self._best_score(), str(exc)))
+        self.on_event(LoopEvent("failed", int(agent.id), agent.iteration, None, self.book.best_score(), str(exc)))
         if self._count_fault(exc):
             return
         if agent.eval_attempts < self.config.evaluation.max_attempts:
             self._enqueue(int(agent.id))
         elif agent.operator == "seed" and not self._has_parent.is_set():
             self._abort(RunAborted(f"the seed could not be evaluated: {exc}", fix=getattr(exc, "fix", "")))
-
-    def _best_score(self) -> float | None:
-        return self._best[0] if self._best else None
-
-
-def selector_params(config: RunConfig, benchmark: Benchmark) -> dict[str, Any]:
-    """`search.params`, and for a strategy with a `dims` parameter that was given none, the benchmark's own
-    behaviour axes (or code size and pass rate when it has none)."""
-    params: dict[str, Any] = dict(config.search.params)
-    if "dims" not in params and "dims" in selector_parameters(SELECTORS.get(config.search.strategy)):
-        bounds = getattr(benchmark, "descriptor_bounds", None) or {}
-        params["dims"] = tuple(bounds) or ("code_size", "pass_fraction")
-    return params
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-_PATH = Path(__file__).resolve().parent.parent / "bench" / "search_efficacy.py"
+_PATH = Path(__file__).resolve().parents[2] / "bench" / "search_efficacy.py"
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,7 @@ import pytest
 
 from archive.models import RunStatus
 from meta_agent.llm import Endpoint, FMAuthError, FMUnavailable, LLMClient, MemoryLedger, free_port, probe_endpoint
-from tests.test_loop_fake_fm import make_loop
+from tests.meta_agent.search.test_loop_fake_fm import make_loop
 
 
 def answering(status: int) -> Iterator[str]:

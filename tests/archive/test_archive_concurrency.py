@@ -17,7 +17,7 @@ from typing import Any
 from archive.models import AgentStatus, Evaluation, LLMCall
 from archive.schema import SCHEMA_VERSION, UNVERSIONED
 from archive.store import Archive
-from tests.test_archive_schema import make_version_1_archive
+from tests.archive.test_archive_schema import make_version_1_archive
 
 SPAWN = mp.get_context("spawn")
 

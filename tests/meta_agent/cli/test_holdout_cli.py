@@ -25,10 +25,11 @@ from meta_agent.cli import HOLDOUT_FILE, EvalTargetError, evaluate_target
 from meta_agent.config import RunConfig
 from meta_agent.operators import PromptContext, make_operator
 from meta_agent.search import Reporter, SearchLoop, build_benchmark
+from meta_agent.testing import ScriptedFM
 from sandbox.local import LocalSandbox
-from tests.test_loop_fake_fm import ScriptedFM, fenced
+from tests.meta_agent.search.test_loop_fake_fm import fenced
 
-EXAMPLE_DIR = Path(__file__).resolve().parents[1] / "examples" / "cambrian-example-benchmark"
+EXAMPLE_DIR = Path(__file__).resolve().parents[3] / "examples" / "cambrian-example-benchmark"
 CAMBRIAN = [sys.executable, "-m", "meta_agent.cli"]
 RUN = "fit"
 

@@ -26,47 +26,23 @@ from archive.store import Archive
 from meta_agent.llm import (
     AgentChannel,
     ArchiveLedger,
-    Completion,
     Endpoint,
     FMGateway,
     LLMClient,
     RepeatFilter,
     prompt_token_bound,
 )
-
-
-class SlowScriptedFM:
-    """Stands in for LLMClient.complete: answers after `delay_s`, counts forwarded calls and prompt bytes."""
-
-    def __init__(self, delay_s: float = 0.3) -> None:
-        self.delay_s = delay_s
-        self.forwarded = 0
-        self.prompt_bytes = 0
-        self.in_flight = 0
-        self.most_in_flight = 0
-
-    async def complete(self, messages: list[dict[str, str]], **kwargs: Any) -> Completion:
-        self.forwarded += 1
-        self.prompt_bytes += sum(len(m["content"]) for m in messages)
-        self.in_flight += 1
-        self.most_in_flight = max(self.most_in_flight, self.in_flight)
-        try:
-            await asyncio.sleep(self.delay_s)
-        finally:
-            self.in_flight -= 1
-        tokens = sum(len(m["content"]) for m in messages) // 4
-        return Completion(text="ok", model="scripted", prompt_tokens=tokens, completion_tokens=1, cost_usd=0.0,
-                          latency_s=self.delay_s, cache_hit=False, request_hash="0" * 64, seed=0)  # fmt: skip
+from meta_agent.testing import ScriptedFM
 
 
 @pytest.fixture
-def gateway_parts(tmp_path: Path) -> Iterator[tuple[LLMClient, Path, SlowScriptedFM]]:
+def gateway_parts(tmp_path: Path) -> Iterator[tuple[LLMClient, Path, ScriptedFM]]:
     archive = Archive.at(tmp_path / "archive.db")
     run = archive.create_run(name="hostile-gateway", benchmark="none", seed=1, config_json="{}")
     assert run.id is not None
     client = LLMClient(Endpoint(model="openai/unused", api_base="http://127.0.0.1:9/v1"),
                        ledger=ArchiveLedger(archive, run.id), retries=0)  # fmt: skip
-    fake = SlowScriptedFM()
+    fake = ScriptedFM(["ok"], delay_s=0.3, prompt_tokens=None, completion_tokens=1)
     client.complete = fake.complete  # type: ignore[method-assign]
     socket_dir = Path(tempfile.mkdtemp(prefix="cgh-", dir="/tmp"))
     yield client, socket_dir, fake

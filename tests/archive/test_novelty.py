@@ -19,7 +19,7 @@ from archive.novelty import (
     near_duplicate,
 )
 
-SEED = Path(__file__).resolve().parents[1] / "evaluators" / "circle_packing" / "seed" / "grid.py"
+SEED = Path(__file__).resolve().parents[2] / "evaluators" / "circle_packing" / "seed" / "grid.py"
 
 LOOP = """    circles = []
     for index in range(n):

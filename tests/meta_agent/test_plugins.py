@@ -1,7 +1,7 @@
 """Operators and selection strategies from entry point groups: found, built, checked, refused with a fix.
 
 The entry points are real `importlib.metadata.EntryPoint` objects naming classes in this module; only the
-listing of installed ones is replaced (tests/test_third_party_benchmark.py installs a real package).
+listing of installed ones is replaced (tests/evaluators/test_third_party_benchmark.py installs a real package).
 """
 
 from __future__ import annotations

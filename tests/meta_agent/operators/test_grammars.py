@@ -1,7 +1,7 @@
 """Reply grammars for constrained decoding, checked as grammars: what they derive and what they cannot.
 
 A small GBNF matcher below (tests only) decides whether a grammar derives a text, so the rules are tested
-for meaning, not for spelling; tests/test_e2e_constrained.py sends them to the real llama.cpp server.
+for meaning, not for spelling; tests/e2e/test_e2e_constrained.py sends them to the real llama.cpp server.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ from archive.store import Archive
 
 pytestmark = pytest.mark.slow
 
-EXAMPLE_DIR = Path(__file__).resolve().parents[1] / "examples" / "cambrian-example-benchmark"
+EXAMPLE_DIR = Path(__file__).resolve().parents[2] / "examples" / "cambrian-example-benchmark"
 DIST_NAME = "cambrian-example-benchmark"
 CAMBRIAN = [sys.executable, "-m", "meta_agent.cli"]
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import hashlib
 from pathlib import Path
 
 import pytest
@@ -14,8 +13,8 @@ from evaluators.base import Genome
 from evaluators.circle_packing import CirclePacking
 from meta_agent.config import RunConfig
 from meta_agent.errors import SeedFailed
-from meta_agent.llm import Completion
 from meta_agent.search import SearchLoop
+from meta_agent.testing import ScriptedFM
 from sandbox.local import LocalSandbox
 
 VALID = """import math
@@ -30,23 +29,6 @@ def pack_circles(n):
 HANG = "def pack_circles(n):\n    while True:\n        pass\n"
 CRASH = "def pack_circles(n):\n    return 1 / 0\n"
 FLOOD = "def pack_circles(n):\n    while True:\n        print('x' * 100000)\n"
-
-
-class ScriptedFM:
-    """A fake FM: replies with the given texts in order, each at a fixed cost."""
-
-    def __init__(self, replies: list[str], *, cost_usd: float = 0.0) -> None:
-        self.replies = list(replies)
-        self.cost_usd = cost_usd
-        self.calls = 0
-        self.requests: list[tuple[str, list[dict]]] = []  # (purpose, messages) of every call
-
-    async def complete(self, messages, *, seed, purpose="mutate", agent_id=None, iteration=None, **_):
-        text = self.replies[self.calls % len(self.replies)]
-        self.calls += 1
-        self.requests.append((purpose, list(messages)))
-        digest = hashlib.sha256(f"{self.calls}{text}".encode()).hexdigest()
-        return Completion(text, "scripted", 10, 10, self.cost_usd, 0.0, False, digest, seed)
 
 
 def fenced(code: str) -> str:

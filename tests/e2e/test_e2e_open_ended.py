@@ -10,7 +10,7 @@ import pytest
 from archive.models import AgentStatus, RunStatus
 from archive.store import Archive
 from tests.conftest import skip_without_docker
-from tests.test_e2e_search import cambrian
+from tests.e2e.test_e2e_search import cambrian
 
 pytestmark = pytest.mark.slow
 

@@ -19,9 +19,10 @@ from evaluators.circle_packing import CirclePacking
 from meta_agent.config import RunConfig
 from meta_agent.llm import ArchiveLedger, FMGateway, LLMClient
 from meta_agent.search import SearchLoop
+from meta_agent.testing import ScriptedFM
 from sandbox.local import LocalSandbox
 from tests.conftest import skip_without_docker
-from tests.test_loop_fake_fm import ScriptedFM, fenced
+from tests.meta_agent.search.test_loop_fake_fm import fenced
 
 CALLS_FM = """import math
 from _cambrian_llm import LLMBudgetExceeded, llm

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import importlib.util
 import json
 import os
@@ -34,11 +33,11 @@ from evaluators.harness.run_program import TASK_FILE
 from evaluators.registry import benchmark_names
 from evaluators.runner import evaluate_agent
 from meta_agent.config import RunConfig
-from meta_agent.llm import Completion
 from meta_agent.search import SearchLoop
+from meta_agent.testing import ScriptedFM
 from sandbox.local import LocalSandbox
 
-SEED_AGENT = Path(__file__).resolve().parents[1] / "evaluators" / "arc" / "seed" / "agent.py"
+SEED_AGENT = Path(__file__).resolve().parents[2] / "evaluators" / "arc" / "seed" / "agent.py"
 
 # a5313dff fills the cells a colour-2 outline encloses with colour 1; cells reached from the border stay.
 FLOOD_FILL = """
@@ -298,20 +297,6 @@ def test_wrong_shapes_and_non_grids() -> None:
 
 
 # ---- a search on arc-program through the loop ----
-
-
-class ScriptedFM:
-    """A fake FM: replies with the given texts in order."""
-
-    def __init__(self, replies: list[str]) -> None:
-        self.replies = replies
-        self.calls = 0
-
-    async def complete(self, messages, *, seed, purpose="mutate", agent_id=None, iteration=None, **_):  # noqa: ANN001
-        text = self.replies[self.calls % len(self.replies)]
-        self.calls += 1
-        digest = hashlib.sha256(f"{self.calls}{text}".encode()).hexdigest()
-        return Completion(text, "scripted", 10, 10, 0.0, 0.0, False, digest, seed)
 
 
 def test_arc_program_search_runs_end_to_end_fake_fm(tmp_path: Path) -> None:

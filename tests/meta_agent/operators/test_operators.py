@@ -67,7 +67,7 @@ def context(**overrides: object) -> PromptContext:
     return PromptContext(**values)  # type: ignore[arg-type]
 
 
-# `lines` shows less on purpose (contract, program, score, the lines): tests/test_operators_more.py.
+# `lines` shows less on purpose (contract, program, score, the lines): test_operators_more.py.
 @pytest.mark.parametrize("name", [n for n in OPERATORS if OPERATOR_KINDS[n].startswith("fm") and n != "lines"])
 def test_messages_show_contract_code_score_feedback_and_failures(name: str) -> None:
     other = ParentInfo(agent_id=8, genome=GENOME, score=1.1, feedback="valid packing; sum of radii 1.1")

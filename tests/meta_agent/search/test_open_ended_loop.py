@@ -21,20 +21,9 @@ from evaluators.deceptive import DeceptiveTrap
 from meta_agent.config import RunConfig
 from meta_agent.errors import ConfigError
 from meta_agent.search import Arm, SearchLoop, arm_history
+from meta_agent.testing import ScriptedFM
 from sandbox.local import LocalSandbox
-from tests.test_loop_fake_fm import VALID, ScriptedFM, fenced
-
-
-class RecordingFM(ScriptedFM):
-    """The scripted FM, also noting each call's purpose and iteration."""
-
-    def __init__(self, replies: list[str]) -> None:
-        super().__init__(replies)
-        self.log: list[tuple[str, int | None]] = []
-
-    async def complete(self, messages, *, seed, purpose="mutate", agent_id=None, iteration=None, **kwargs):
-        self.log.append((purpose, iteration))
-        return await super().complete(messages, seed=seed, purpose=purpose, iteration=iteration, **kwargs)
+from tests.meta_agent.search.test_loop_fake_fm import VALID, fenced
 
 
 def _config(tmp_path: Path, **settings) -> RunConfig:
@@ -158,7 +147,7 @@ def test_near_duplicates_are_rejected_recorded_and_reproposed_fake_fm(tmp_path: 
 
 def test_crossover_and_diagnose_through_the_loop_fake_fm(tmp_path: Path) -> None:
     plan = "1. Shrink the radius a little so circles never touch.\n2. Keep the grid."
-    fm = RecordingFM([fenced(VALID), plan, fenced(VALID.replace("0.999", "0.998")),
+    fm = ScriptedFM([fenced(VALID), plan, fenced(VALID.replace("0.999", "0.998")),
                       fenced(VALID.replace("0.999", "0.997"))])  # fmt: skip
     config = _config(tmp_path, search={"operators": {"rewrite": 1.0}}, budget={"iterations": 1})
     loop, archive = _loop(tmp_path, config, benchmark=CirclePacking(start="grid"), fm=fm)

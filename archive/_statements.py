@@ -1,0 +1,165 @@
+"""The prebuilt SQLAlchemy Core statements of `Archive`'s per-candidate path, and why a guarded one
+changed nothing.
+
+Built once at import: the agent lifecycle's guarded UPDATEs (the status guard inside the statement
+is the transition check, so nothing can change a status between a check and the write), the
+guarded agent INSERT (run and parents checked in the same statement), and the lookups the hot path
+repeats. When a guarded statement changes no row, `explain_refused_*` reads why, for the error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from types import MappingProxyType
+from typing import Any
+
+from sqlalchemy import Connection, bindparam, delete, func, insert, or_, update
+from sqlalchemy import select as core_select
+
+from archive.errors import AgentNotFound, ArchiveError, InvalidTransition, RunNotFound
+from archive.models import Agent, AgentDescriptor, AgentStatus, Evaluation, Genome, GenomeFile, Run
+
+#: Allowed agent status changes; anything else raises InvalidTransition.
+TRANSITIONS: Mapping[AgentStatus, frozenset[AgentStatus]] = MappingProxyType(
+    {
+        AgentStatus.proposed: frozenset({AgentStatus.evaluating, AgentStatus.invalid}),
+        # evaluating -> evaluating: a killed run resumes an evaluation it had started.
+        AgentStatus.evaluating: frozenset(
+            {AgentStatus.evaluating, AgentStatus.evaluated, AgentStatus.invalid, AgentStatus.failed}
+        ),
+        AgentStatus.failed: frozenset({AgentStatus.evaluating}),  # retry after an infrastructure fault
+        AgentStatus.evaluated: frozenset(),
+        AgentStatus.invalid: frozenset(),
+    }
+)
+
+_NEW_AGENT_STATUSES = (AgentStatus.proposed, AgentStatus.invalid)
+_FINISHED_STATUSES = (AgentStatus.evaluated, AgentStatus.invalid, AgentStatus.failed)
+
+_AGENT = Agent.__table__  # type: ignore[attr-defined]
+_EVALUATION = Evaluation.__table__  # type: ignore[attr-defined]
+_DESCRIPTOR = AgentDescriptor.__table__  # type: ignore[attr-defined]
+_GENOME = Genome.__table__  # type: ignore[attr-defined]
+_GENOME_FILE = GenomeFile.__table__  # type: ignore[attr-defined]
+_RUN = Run.__table__  # type: ignore[attr-defined]
+_AGENT_VALUE_COLUMNS = tuple(column.name for column in _AGENT.c if column.name != "id")
+_EVALUATION_VALUE_COLUMNS = tuple(column.name for column in _EVALUATION.c if column.name not in ("id", "agent_id"))
+
+
+def _guarded_update(new: AgentStatus, **values: Any) -> Any:
+    """UPDATE agent ... WHERE id = :agent_id AND status may go to `new`, RETURNING the row.
+
+    The status guard inside the UPDATE is the transition check: no separate read, and
+    nothing can change the status between a check and the write.
+    """
+    sources = [status for status, targets in TRANSITIONS.items() if new in targets]
+    return (
+        update(_AGENT)
+        .where(_AGENT.c.id == bindparam("agent_id"), or_(*(_AGENT.c.status == source for source in sources)))
+        .values(status=new, updated_at=bindparam("now"), **values)
+        .returning(*_AGENT.c)
+    )
+
+
+_MARK_EVALUATING = _guarded_update(AgentStatus.evaluating, eval_attempts=_AGENT.c.eval_attempts + 1)
+_MARK_FAILED = _guarded_update(AgentStatus.failed, invalid_reason=bindparam("reason"))
+# One statement per final status: the target status is part of each statement's guard.
+_FINISH = {
+    status: _guarded_update(
+        status,
+        score=bindparam("score"),
+        stage_reached=bindparam("stage_reached"),
+        invalid_reason=bindparam("invalid_reason"),
+        eval_seconds=bindparam("eval_seconds"),
+        n_tasks=bindparam("n_tasks"),
+        feedback=func.coalesce(bindparam("feedback", type_=_AGENT.c.feedback.type), _AGENT.c.feedback),
+    )
+    for status in _FINISHED_STATUSES
+}
+_SET_HOLDOUT = (
+    update(_AGENT)
+    .where(_AGENT.c.id == bindparam("agent_id"))
+    .values(holdout_score=bindparam("holdout_score"), updated_at=bindparam("now"))
+    .returning(*_AGENT.c)
+)
+_DELETE_STALE_EVALUATIONS = delete(_EVALUATION).where(
+    _EVALUATION.c.agent_id == bindparam("agent_id"), _EVALUATION.c.split != "holdout"
+)
+_DELETE_HOLDOUT_EVALUATIONS = delete(_EVALUATION).where(
+    _EVALUATION.c.agent_id == bindparam("agent_id"), _EVALUATION.c.split == "holdout"
+)
+_INSERT_EVALUATION = insert(_EVALUATION)
+_INSERT_GENOME_FILE = insert(_GENOME_FILE)
+
+
+def _parent_in_run(name: str) -> Any:
+    parent = bindparam(name, type_=_AGENT.c.parent_id.type)
+    same_run = core_select(_AGENT.c.id).where(_AGENT.c.id == parent, _AGENT.c.run_id == bindparam("run_id"))
+    return or_(parent.is_(None), same_run.exists())
+
+
+# INSERT ... SELECT ... WHERE run and parents check out: the checks cost no extra statement;
+# when it inserts nothing, `_explain_refused_agent` reads why.
+_INSERT_AGENT = (
+    insert(_AGENT)
+    .from_select(
+        list(_AGENT_VALUE_COLUMNS),
+        core_select(*(bindparam(name, type_=_AGENT.c[name].type) for name in _AGENT_VALUE_COLUMNS)).where(
+            core_select(_RUN.c.id).where(_RUN.c.id == bindparam("run_id")).exists(),
+            _parent_in_run("parent_id"),
+            _parent_in_run("second_parent_id"),
+        ),
+    )
+    .returning(_AGENT.c.id)
+)
+_SELECT_AGENT = core_select(_AGENT).where(_AGENT.c.id == bindparam("agent_id"))
+_SELECT_STATUS = core_select(_AGENT.c.status).where(_AGENT.c.id == bindparam("agent_id"))
+_SELECT_RUN_ID = core_select(_RUN.c.id).where(_RUN.c.id == bindparam("run_id"))
+_FIND_GENOME = (
+    core_select(_AGENT)
+    .where(_AGENT.c.run_id == bindparam("run_id"), _AGENT.c.genome_hash == bindparam("genome_hash"))
+    .order_by(_AGENT.c.id)
+    .limit(1)
+)
+_RECENT_INVALID_CHILDREN = (
+    core_select(_AGENT)
+    .where(_AGENT.c.parent_id == bindparam("agent_id"), _AGENT.c.status == AgentStatus.invalid)
+    .order_by(_AGENT.c.id.desc())
+    .limit(bindparam("n"))
+)
+_SELECT_GENOME = (
+    core_select(_GENOME.c.entry, _GENOME_FILE.c.path, _GENOME_FILE.c.text)
+    .select_from(_GENOME.outerjoin(_GENOME_FILE, _GENOME_FILE.c.genome_hash == _GENOME.c.hash))
+    .where(_GENOME.c.hash == bindparam("hash"))
+    .order_by(_GENOME_FILE.c.path)
+)
+
+
+def no_agent(agent_id: int) -> AgentNotFound:
+    return AgentNotFound(f"no agent with id {agent_id}", fix="list a run's agents with `cambrian tree RUN`")
+
+
+def explain_refused_transition(connection: Connection, agent_id: int, new: AgentStatus) -> ArchiveError:
+    """Why a guarded UPDATE changed no row: the agent is missing, or its status forbids `new`."""
+    current = connection.execute(_SELECT_STATUS, {"agent_id": agent_id}).scalar()
+    if current is None:
+        return no_agent(agent_id)
+    allowed = ", ".join(sorted(s.value for s in TRANSITIONS[current])) or "none (final)"
+    return InvalidTransition(
+        f"agent {agent_id}: cannot go from {current.value} to {new.value} (allowed: {allowed})",
+        fix="re-read the agent (`cambrian show RUN AGENT`); another worker may have changed it",
+    )
+
+
+def explain_refused_agent(connection: Connection, run_id: int, parents: Sequence[int | None]) -> ArchiveError:
+    """Why the guarded agent INSERT inserted nothing: the run is missing, or a parent is not in it."""
+    if connection.execute(_SELECT_RUN_ID, {"run_id": run_id}).first() is None:
+        return RunNotFound(f"no run with id {run_id}", fix="list the stored runs with `cambrian runs`")
+    for parent in parents:
+        row = connection.execute(_SELECT_AGENT, {"agent_id": parent}).first() if parent is not None else None
+        if parent is not None and (row is None or row.run_id != run_id):
+            return AgentNotFound(
+                f"parent agent {parent} is not an agent of run {run_id}", fix="choose parents from this run's archive"
+            )
+    # Unreachable while the write lock is held: the INSERT's guard checks exactly these rows.
+    return AgentNotFound(f"parents {list(parents)} of run {run_id} changed while storing an agent", fix="retry")

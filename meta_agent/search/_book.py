@@ -1,0 +1,304 @@
+"""What the search loop writes down: proposals and evaluation results in the archive, the counters,
+the best agent so far, the events progress displays read, and the run's outcome.
+
+`SearchLoop` decides what happens when (the asyncio pipeline, stopping, faults); `RunBook` records
+it. Every archive write of a search goes through here, on the event-loop thread.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from archive.models import Agent, AgentStatus, RunStatus
+from archive.store import Archive, genome_hash
+from archive.view import ArchiveView
+from evaluators.base import Genome
+from evaluators.runner import AgentResult
+from meta_agent.config import RunConfig
+from meta_agent.search._arms import Arm, cost_of, improvement_reward
+from meta_agent.search._bandit import Bandit
+from meta_agent.search._behaviour import BehaviourSpace, TaskRow
+from meta_agent.search._evaluation import evaluation_row
+from meta_agent.search._memory import PromptMemory
+from meta_agent.search._proposals import Proposal
+
+
+@dataclass(frozen=True)
+class LoopEvent:
+    """What just happened, for progress displays.
+
+    `kind`: seed | proposed | rejected (bad edit) | invalid | evaluated | failed.
+    """
+
+    kind: str
+    agent_id: int
+    iteration: int
+    score: float | None
+    best_score: float | None
+    message: str = ""
+
+
+@dataclass
+class LoopOutcome:
+    status: RunStatus
+    reason: str
+    best_agent_id: int | None
+    best_score: float | None
+    seed_score: float | None
+    proposals: int  # proposals made by this invocation
+    evaluated: int  # agents evaluated by this invocation
+    invalid: int
+    cost_usd: float
+    fix: str = ""  # what to do, when the run failed for a reason the user can fix (the FM, the sandbox)
+
+
+@dataclass
+class Counters:
+    proposals: int = 0
+    evaluated: int = 0
+    invalid: int = 0
+    consecutive_faults: int = 0
+    spent_usd: float = 0.0
+    stop_reason: str = ""
+    budget_stop: bool = False
+    abort: Exception | None = None
+    fm_failure: Exception | None = None  # the last FM error that cost an iteration its proposal
+    in_flight: set[int] = field(default_factory=set)
+
+
+class RunBook:
+    """Records one search invocation: agents stored, results written, counters, best so far, events."""
+
+    def __init__(
+        self,
+        *,
+        archive: Archive,
+        run_id: int,
+        behaviour: BehaviourSpace,
+        memory: PromptMemory,
+        bandit: Bandit | None,
+        arms: list[Arm],
+        on_event: Callable[[LoopEvent], None],
+        enqueue: Callable[[int], None],
+    ) -> None:
+        """enqueue: hands a stored child to evaluation."""
+        self.archive = archive
+        self.run_id = run_id
+        self.behaviour = behaviour
+        self.memory = memory
+        self.bandit = bandit
+        self.arms = arms
+        self.on_event = on_event
+        self.enqueue = enqueue
+        self.counters = Counters()
+        self.best: tuple[float, int] | None = None  # (score, agent id)
+        self._genome_owner: dict[str, int] = {}  # genome hash -> first agent with it: the duplicate gate
+
+    def best_score(self) -> float | None:
+        return self.best[0] if self.best else None
+
+    def load(self, agents: list[Agent]) -> None:
+        """Resume: what the archive already holds (its best agent, and who owns each genome)."""
+        best = self.archive.best(self.run_id, n=1)
+        if best:
+            self.best = (float(best[0].score), int(best[0].id))
+        for agent in reversed(agents):
+            if agent.genome_hash is not None:
+                self._genome_owner[agent.genome_hash] = int(agent.id)
+
+    def store_seed(self, seed: Genome) -> Agent:
+        agent = self.archive.add_agent(self.run_id, files=dict(seed.files), entry=seed.entry, operator="seed")
+        self._genome_owner[str(agent.genome_hash)] = int(agent.id)
+        if self.behaviour.gate is not None:
+            self.behaviour.gate.add(int(agent.id), self.behaviour.code_embedding(seed.files))
+        self.on_event(LoopEvent("seed", int(agent.id), 0, None, None, "seed program stored"))
+        return agent
+
+    # ----- proposals ---------------------------------------------------------------------------
+
+    def accept(
+        self, proposal: Proposal, *, iteration: int, parent_id: int, second_parent_id: int | None, arm: Arm
+    ) -> tuple[bool, int | None]:
+        """Store a proposal: a child queued for evaluation, or an invalid agent with its reason.
+
+        (done, the queued child's id or None). Not done only for a near-duplicate, after which the
+        iteration may propose again.
+        """
+        stored = dict(iteration=iteration, parent_id=parent_id, second_parent_id=second_parent_id, arm=arm)
+        if proposal.genome is None:
+            self.store_invalid(proposal, reason=str(proposal.reason), **stored)
+            return True, None
+        child_hash = genome_hash(proposal.genome.files)
+        duplicate = self._genome_owner.get(child_hash)
+        if duplicate is not None:
+            reason = f"the edit produced code identical to agent {duplicate}; make a change that differs"
+            self.store_invalid(proposal, reason=reason, **stored)
+            return True, None
+        embedding = None
+        if self.behaviour.gate is not None:
+            embedding = self.behaviour.code_embedding(proposal.genome.files)
+            near = self.behaviour.gate.check(embedding)
+            if near is not None:
+                reason = (
+                    f"near-duplicate of agent {near.agent_id} (code similarity {near.similarity:.4f} >= "
+                    f"{self.behaviour.gate.threshold}); make a more substantial change"
+                )
+                self.store_invalid(proposal, reason=reason, **stored)
+                return False, None
+        return True, self._store_child(proposal, child_hash, embedding, **stored)
+
+    def _store_child(
+        self,
+        proposal: Proposal,
+        child_hash: str,
+        embedding: np.ndarray | None,
+        *,
+        iteration: int,
+        parent_id: int,
+        second_parent_id: int | None,
+        arm: Arm,
+    ) -> int:
+        assert proposal.genome is not None
+        agent = self.archive.add_agent(
+            self.run_id,
+            files=dict(proposal.genome.files),
+            entry=proposal.genome.entry,
+            parent_id=parent_id,
+            second_parent_id=second_parent_id,
+            operator=arm.operator,
+            model=arm.model or None,
+            iteration=iteration,
+            link_llm_calls=True,
+            repair_note=proposal.repair_note,
+            **proposal.usage(),
+        )
+        self._genome_owner[child_hash] = int(agent.id)
+        if self.behaviour.gate is not None and embedding is not None:
+            self.behaviour.gate.add(int(agent.id), embedding)
+        self.counters.proposals += 1
+        self.on_event(LoopEvent("proposed", int(agent.id), iteration, None, self.best_score(), proposal.note))
+        self.enqueue(int(agent.id))
+        return int(agent.id)
+
+    def store_invalid(
+        self,
+        proposal: Proposal,
+        *,
+        reason: str,
+        iteration: int,
+        parent_id: int,
+        second_parent_id: int | None,
+        arm: Arm,
+    ) -> None:
+        agent = self.archive.add_agent(
+            self.run_id,
+            parent_id=parent_id,
+            second_parent_id=second_parent_id,
+            operator=arm.operator,
+            model=arm.model or None,
+            iteration=iteration,
+            status=AgentStatus.invalid,
+            invalid_reason=reason,
+            link_llm_calls=True,
+            **proposal.usage(),
+        )
+        self.memory.remember_failure(parent_id, f"{arm.operator}: {reason}")
+        if self.bandit is not None:
+            self.bandit.record_outcome(arm, reward=0.0, cost=cost_of(agent))
+        self.counters.proposals += 1
+        self.counters.invalid += 1
+        self.on_event(LoopEvent("rejected", int(agent.id), iteration, None, self.best_score(), reason))
+
+    # ----- evaluations -------------------------------------------------------------------------
+
+    def record_result(
+        self, agent_id: int, genome: Genome, result: AgentResult, *, seconds: float, view: ArchiveView
+    ) -> Agent:
+        """Write an evaluation's outcome: the agent's status, score and task rows; a valid agent joins the
+        view (with its behaviour columns) and may become the best; the bandit arm that made it is credited."""
+        evaluations = [evaluation_row(task) for task in result.task_results]
+        columns = None
+        if result.valid:
+            tasks = [TaskRow(t.task_id, t.score, t.passed, t.executed) for t in result.task_results]
+            columns = self.behaviour.columns(files=genome.files, tasks=tasks, descriptor=result.descriptor)
+        agent = self.archive.finish_evaluation(
+            agent_id,
+            status=AgentStatus.evaluated if result.valid else AgentStatus.invalid,
+            score=result.score if result.valid else None,
+            stage_reached=result.stage_reached,
+            invalid_reason=None if result.valid else result.invalid_reason,
+            feedback=result.feedback,
+            eval_seconds=seconds,
+            evaluations=evaluations,
+            descriptor=columns.stored_descriptor if columns is not None else None,
+        )
+        self._reward_bandit(agent, view)
+        if columns is not None:
+            view.add(
+                agent_id,
+                float(result.score),
+                agent.parent_id,
+                successes=columns.successes,
+                failures=columns.failures,
+                descriptor=columns.descriptor,
+                embedding=columns.embedding,
+            )
+            self.counters.evaluated += 1
+            if self.best is None or result.score > self.best[0]:
+                self.best = (float(result.score), agent_id)
+            self.on_event(LoopEvent("evaluated", agent_id, agent.iteration, result.score, self.best_score()))
+        else:
+            self.counters.invalid += 1
+            reason = result.invalid_reason or ""
+            self.on_event(LoopEvent("invalid", agent_id, agent.iteration, None, self.best_score(), reason))
+        return agent
+
+    def _reward_bandit(self, agent: Agent, view: ArchiveView) -> None:
+        """Credit the child's (model, operator) arm: its improvement over its parent (0 if invalid)."""
+        if self.bandit is None or agent.iteration <= 0:
+            return
+        arm = Arm(agent.model or "", agent.operator)
+        if arm not in self.arms:
+            return
+        parent_score = None
+        if agent.parent_id is not None and agent.parent_id in view:
+            parent_score = float(view.scores[view.index_of(agent.parent_id)])
+        child_score = agent.score if agent.status == AgentStatus.evaluated else None
+        self.bandit.record_outcome(arm, reward=improvement_reward(child_score, parent_score), cost=cost_of(agent))
+
+    # ----- the end -----------------------------------------------------------------------------
+
+    def outcome(self, config: RunConfig) -> LoopOutcome:
+        """The run's status and why, stored on the run, with what this invocation did."""
+        c = self.counters
+        fix = str(getattr(c.abort or c.fm_failure, "fix", "") or "")
+        iterations_left = config.budget.iterations - self.archive.iterations_done(self.run_id)
+        if c.abort is not None:
+            status, reason = RunStatus.failed, str(c.abort)
+        elif c.fm_failure is not None and not c.budget_stop and iterations_left > 0 and not c.stop_reason:
+            # The proposers ran out of iterations to try because the FM failed them: that is a failure.
+            status, reason = RunStatus.failed, f"the FM failed: {c.fm_failure}"
+        else:
+            pending = self.archive.pending(self.run_id, max_attempts=config.evaluation.max_attempts)
+            if c.budget_stop or (not pending and iterations_left <= 0):
+                status = RunStatus.finished
+                reason = c.stop_reason or f"iteration budget of {config.budget.iterations} reached"
+            else:
+                status, reason = RunStatus.stopped, c.stop_reason or "stopped"
+        self.archive.set_run_status(self.run_id, status, error=reason if status == RunStatus.failed else None)
+        seed_agents = [a for a in self.archive.agents(self.run_id) if a.operator == "seed"]
+        return LoopOutcome(
+            status=status,
+            reason=reason,
+            best_agent_id=self.best[1] if self.best else None,
+            best_score=self.best_score(),
+            seed_score=seed_agents[0].score if seed_agents else None,
+            proposals=c.proposals,
+            evaluated=c.evaluated,
+            invalid=c.invalid,
+            cost_usd=c.spent_usd,
+            fix=fix if status == RunStatus.failed else "",
+        )

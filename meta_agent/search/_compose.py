@@ -1,0 +1,78 @@
+"""Putting a loop together: the selector and operators a config names, and the checks that the parts fit.
+
+`SearchLoop` takes objects; `SearchLoop.from_config` gets them here by name (built-in or installed
+plugins). Whatever built them, the loop checks them against the benchmark before anything runs:
+the descriptor axes and neighbours the selector reads, an operator object for every weighted name,
+a benchmark that supports `self_modify`, an FM for the FM operators.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from archive.selection import ParentSelector, selector_needs, selector_parameters
+from evaluators.base import Benchmark
+from meta_agent.config import RunConfig
+from meta_agent.errors import ConfigError
+from meta_agent.operators import AnyOperator, supports_self_modify
+from meta_agent.plugins import SELECTORS, make_selector
+
+
+def selector_from_config(config: RunConfig, benchmark: Benchmark) -> ParentSelector:
+    """`search.strategy` built with `selector_params`."""
+    return make_selector(config.search.strategy, selector_params(config, benchmark))
+
+
+def selector_params(config: RunConfig, benchmark: Benchmark) -> dict[str, Any]:
+    """`search.params`, and for a strategy with a `dims` parameter that was given none, the benchmark's own
+    behaviour axes (or code size and pass rate when it has none)."""
+    params: dict[str, Any] = dict(config.search.params)
+    if "dims" not in params and "dims" in selector_parameters(SELECTORS.get(config.search.strategy)):
+        bounds = getattr(benchmark, "descriptor_bounds", None) or {}
+        params["dims"] = tuple(bounds) or ("code_size", "pass_fraction")
+    return params
+
+
+def check_selector_needs(
+    config: RunConfig, benchmark: Benchmark, selector: ParentSelector, descriptor_names: Sequence[str]
+) -> None:
+    """What the selector reads must exist: descriptor axes, and enough kept neighbours (`SelectorNeeds`)."""
+    needs = selector_needs(selector)
+    kept = config.search.novelty.k
+    if needs.neighbours > kept:
+        raise ConfigError(
+            f"the {selector.name} strategy reads {needs.neighbours} nearest neighbours "
+            f"(search.params.k), more than the {kept} kept per agent (search.novelty.k)",
+            fix=f"set search.novelty.k to at least {needs.neighbours}, or lower search.params.k",
+        )
+    unknown = [name for name in needs.descriptor_axes if name not in descriptor_names]
+    if unknown:
+        raise ConfigError(
+            f"search.params.dims: {benchmark.name} has no descriptor {', '.join(map(repr, unknown))}",
+            fix=f"use some of {', '.join(descriptor_names)}",
+        )
+
+
+def check_operators(
+    config: RunConfig, benchmark: Benchmark, operators: Mapping[str, AnyOperator], *, has_fm: bool
+) -> None:
+    """An operator object for every weighted name; `sandbox` operators need a benchmark that supports
+    them, FM operators an FM."""
+    weights = {name: w for name, w in config.search.operators.items() if w > 0}
+    missing = sorted(set(weights) - set(operators))
+    if missing:
+        raise ConfigError(
+            f"search.operators weighs {', '.join(missing)}, but no such operator was given to the loop",
+            fix="pass an operator object for every weighted name (SearchLoop.from_config builds them all)",
+        )
+    in_sandbox = [name for name in weights if operators[name].kind == "sandbox"]
+    if in_sandbox and not supports_self_modify(benchmark):
+        raise ConfigError(
+            f"search.operators: {', '.join(in_sandbox)} needs a benchmark whose agents write code (such as "
+            f"humaneval); {benchmark.name} has none",
+            fix=f"remove {', '.join(in_sandbox)} from search.operators, or search a benchmark such as humaneval",
+        )
+    needs_fm = any(operators[name].kind in ("fm", "fm_two_step") for name in weights)
+    if needs_fm and not has_fm:
+        raise ConfigError("search.operators names FM operators but the run has no FM", fix="configure fm.model")

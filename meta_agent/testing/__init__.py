@@ -1,0 +1,16 @@
+"""What Cambrian's tests use, shipped for plugin authors' tests too.
+
+- `ScriptedFM`: a fake FM that answers with scripted replies and records every request (for tests that
+  need exact FM outputs; every other test uses a real local model);
+- `SandboxContract`: the test suite every sandbox backend passes (subclass it with `make_sandbox`);
+- `BenchmarkContract`: the test suite every benchmark passes: its seed is scored, splits and stages agree,
+  no run spec carries an answer or a hidden test, holdout never reaches search feedback, unknown options
+  are refused (subclass it with `benchmark_name` and `secrets`); `json_forms` helps write `secrets`.
+
+The contracts import pytest only inside their tests: pytest is needed to run them, not to import this.
+"""
+
+from meta_agent.testing._contracts import BenchmarkContract, SandboxContract, json_forms
+from meta_agent.testing._fake_fm import ScriptedFM
+
+__all__ = ["BenchmarkContract", "SandboxContract", "ScriptedFM", "json_forms"]
