@@ -57,7 +57,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from meta_agent.search import categorize  # noqa: E402 - after the path set-up
+from meta_agent.search import categorize
 
 MODELS = ("smollm2-135m", "qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b")
 OPERATORS = ("diff", "rewrite", "diagnose", "crossover")

@@ -29,15 +29,15 @@ from sqlalchemy import insert
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from archive.models import Agent, AgentStatus, Evaluation  # noqa: E402
-from archive.selection import make_selector  # noqa: E402
-from archive.store import Archive  # noqa: E402
-from evaluators.registry import get_benchmark  # noqa: E402
-from meta_agent.config import RunConfig  # noqa: E402
-from meta_agent.llm import Completion  # noqa: E402
-from meta_agent.search import SearchLoop  # noqa: E402
-from sandbox.base import RunResult, RunSpec  # noqa: E402
-from sandbox.local import LocalSandbox  # noqa: E402
+from archive.models import Agent, AgentStatus, Evaluation
+from archive.selection import make_selector
+from archive.store import Archive
+from evaluators.registry import get_benchmark
+from meta_agent.config import RunConfig
+from meta_agent.llm import Completion
+from meta_agent.search import SearchLoop
+from sandbox.base import RunResult, RunSpec
+from sandbox.local import LocalSandbox
 
 
 class ReplaySandbox:

@@ -1,6 +1,7 @@
 """Does README command 1 show a search improving? The quickstart search, run as a user runs it, over seeds.
 
-Each seed is `cambrian run circle_packing --iterations K --set seed=S` (plus any extra arguments, e.g.
+Each seed is README command 1, `cambrian run circle_packing --iterations 40 --wall-seconds 480`, with
+`--set seed=S` (plus any extra arguments, e.g.
 `--model`), a real search through the CLI: local model, best available sandbox, fresh runs folder. Per
 seed it reports the wall clock, the seed's and the best score, and the edit path that made the best
 agent; then how many seeds improved on the seed program.
@@ -29,7 +30,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
-README_ARGS = ("run", "circle_packing", "--iterations", "10")  # README command 1, after `cambrian`
+# README command 1, after `cambrian`: 40 proposals or 8 minutes of proposing, whichever comes first.
+README_ARGS = ("run", "circle_packing", "--iterations", "40", "--wall-seconds", "480")
 
 
 @dataclass

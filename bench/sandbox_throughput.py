@@ -28,10 +28,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from sandbox.base import RunResult, RunSpec  # noqa: E402
-from sandbox.docker import ContainerLimits, DockerSandbox, hardened_settings  # noqa: E402
-from sandbox.image import DEFAULT_IMAGE, connect_engine, image_exists, image_missing  # noqa: E402
-from sandbox.local import LocalSandbox  # noqa: E402
+from sandbox.base import RunResult, RunSpec
+from sandbox.docker import ContainerLimits, DockerSandbox, hardened_settings
+from sandbox.image import DEFAULT_IMAGE, connect_engine, image_exists, image_missing
+from sandbox.local import LocalSandbox
 
 PROGRAM = "print('hello from the sandbox')\n"
 SPEC = RunSpec(files={"main.py": PROGRAM}, command=("{python}", "main.py"), timeout_s=30)

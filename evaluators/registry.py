@@ -105,7 +105,7 @@ def get_benchmark(name: str, options: Mapping[str, Any] | None = None) -> Benchm
 def _build_plugin(plugin: EntryPoint, options: dict[str, Any]) -> Benchmark:
     try:
         factory = plugin.load()
-    except Exception as exc:  # noqa: BLE001 - any import failure of third-party code
+    except Exception as exc:
         package = plugin.dist.name if plugin.dist is not None else "the package that provides it"
         raise BenchmarkError(
             f"benchmark {plugin.name!r} cannot be loaded from its entry point line "

@@ -77,7 +77,7 @@ class PluginRegistry(Generic[T]):
             )  # fmt: skip
         try:
             return plugin.load()
-        except Exception as exc:  # noqa: BLE001 - any import failure of third-party code
+        except Exception as exc:
             package = plugin.dist.name if plugin.dist is not None else "the package that provides it"
             raise self.error(
                 f"the {self.what} {name!r} ({plugin.value}, from {package}) cannot be loaded: "

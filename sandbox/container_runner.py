@@ -168,7 +168,7 @@ def exec_child(argv, env, limits, out_w, err_w):
         os.closerange(3, 65536)
         os.chdir(WORK_DIR)
         os.execvpe(argv[0], argv, env)
-    except BaseException as exc:  # exec failed: say why on the task's stderr
+    except BaseException as exc:  # noqa: BLE001 - exec failed: say why on the task's stderr
         try:
             os.write(2, ("cambrian sandbox: cannot run %r: %s\n" % (argv[0], exc)).encode())
         finally:
@@ -411,7 +411,7 @@ def serve():
                 reply = run_task(request)
             else:
                 reply = {"error": "unknown request op %r" % request.get("op")}
-        except Exception as exc:  # reported to the host, which raises SandboxError
+        except Exception as exc:  # noqa: BLE001 - reported to the host, which raises SandboxError
             reply = {"error": "%s: %s" % (type(exc).__name__, exc)}
         reply["id"] = request.get("id")
         send(reply)

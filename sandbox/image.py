@@ -315,7 +315,7 @@ def registry_answers(client: docker.DockerClient, *, timeout_s: float = _REGISTR
         client.api.timeout = timeout_s
         client.api.inspect_distribution(BASE_IMAGE)
         return True
-    except Exception:  # noqa: BLE001  (the probe must never stop a build: every failure means "no")
+    except Exception:  # noqa: BLE001 - the probe must never stop a build: every failure means "no"
         return False
     finally:
         client.api.timeout = saved
@@ -579,7 +579,7 @@ def _import_rootfs(client: docker.DockerClient, rootfs: Path, tag: str) -> None:
         try:
             with os.fdopen(write_fd, "wb") as sink, tarfile.open(fileobj=sink, mode="w|") as tar:
                 _write_rootfs_tar(tar, rootfs)
-        except BaseException as exc:  # handed to the importing thread, which raises it
+        except BaseException as exc:  # noqa: BLE001 - handed to the importing thread, which raises it
             failure.append(exc)
 
     def chunks(source: io.BufferedReader) -> Iterator[bytes]:

@@ -1,5 +1,5 @@
 """The classic strategies: `uniform`, `greedy`, `tournament`, `power_law` (rank^-a) and `dgm`
-(sigmoid(lambda (s - a0)) / (1 + children), a0 a score or the archive's median score)."""
+(sigmoid(lambda (s - a0)) / (1 + children), a0 a score or the archive's best or median score)."""
 
 from __future__ import annotations
 
@@ -118,14 +118,16 @@ class DGM:
 
     `lambda_` (> 0) sets how sharply scores above `alpha0` are preferred; dividing by
     1 + n_children (evaluated children) steers draws away from parents already explored.
-    `alpha0` is a score (the paper's 0.5, for accuracies in 0..1) or `"median"`: then each draw
-    measures scores from the median evaluated score in units of the archive's score range,
-    sigmoid(lambda_ * (score - median) / (max - min)), so parents in the better half are preferred
-    alike on any score scale (accuracies, circle packing's sums of radii 1..2.6, negative losses).
+    `alpha0` is a score (the paper's 0.5, for accuracies in 0..1), or relative to the archive at each
+    draw, with scores measured in units of its score range (max - min) so the rule reads alike on any
+    scale (accuracies, circle packing's sums of radii 1..2.6, negative losses):
+    `"best"` (the default): sigmoid(lambda_ * (score - best) / range): the best agent weighs 1/2 and the
+    rest fall off with their distance from it, as in the paper's runs, where alpha0 sat at or above the
+    best agents' accuracy; `"median"`: sigmoid(lambda_ * (score - median) / range): the better half alike.
     """
 
     lambda_: float = 10.0
-    alpha0: float | str = "median"
+    alpha0: float | str = "best"
     name: str = dataclasses.field(default="dgm", init=False)
 
     def __post_init__(self) -> None:
@@ -136,22 +138,22 @@ class DGM:
             "pass e.g. lambda_=10.0",
         )
         _require(
-            self.alpha0 == "median" or _is_finite_number(self.alpha0),
+            self.alpha0 in _RELATIVE_ALPHA0 or _is_finite_number(self.alpha0),
             self.name,
-            f'alpha0 must be a finite number or "median", got {self.alpha0!r}',
+            f'alpha0 must be a finite number, "best" or "median", got {self.alpha0!r}',
             "pass the score around which parents become attractive (e.g. alpha0=0.5 for scores in 0..1), "
-            'or alpha0="median" for the archive\'s median score',
+            'or alpha0="best" / "median" (relative to the archive\'s best or median score)',
         )
 
     def centre_and_scale(self, view: ArchiveView) -> tuple[float, float]:
         """(score at the sigmoid's midpoint, score units per unit of lambda_) for this view."""
-        if self.alpha0 != "median":
+        if self.alpha0 not in _RELATIVE_ALPHA0:
             return float(self.alpha0), 1.0
-        _, ranked = view.ranking()  # sorted best first, so median and range are lookups
+        _, ranked = view.ranking()  # sorted best first, so best, median and range are lookups
         n = len(ranked)
-        median = float(ranked[(n - 1) // 2] + ranked[n // 2]) / 2.0
+        centre = float(ranked[0]) if self.alpha0 == "best" else float(ranked[(n - 1) // 2] + ranked[n // 2]) / 2.0
         spread = float(ranked[0] - ranked[-1])
-        return median, spread if spread > 0 else 1.0
+        return centre, spread if spread > 0 else 1.0
 
     def probabilities(self, view: ArchiveView) -> np.ndarray:
         _check_view(view)
@@ -177,6 +179,10 @@ class DGM:
 
     def select(self, view: ArchiveView, k: int, rng: np.random.Generator) -> np.ndarray:
         return _draw(view, self.probabilities(view), _check_k(k), rng)
+
+
+#: alpha0 values measured from the archive itself (see DGM).
+_RELATIVE_ALPHA0 = ("best", "median")
 
 
 def _is_finite_number(value: object) -> bool:

@@ -149,7 +149,7 @@ def run_task(workdir: str) -> dict[str, Any]:
         seconds = time.perf_counter() - started
         return {"ok": True, "value": to_json_safe(value), "seconds": seconds}
     # The agent's code may raise anything, SystemExit included: all of it is its result.
-    except BaseException as exc:  # noqa: BLE001
+    except BaseException as exc:  # noqa: BLE001 - whatever the agent raised is its result
         return _failure(exc, workdir)
 
 

@@ -230,7 +230,7 @@ while True:
 """
 
 _CODEC: dict[str, Any] = {}
-exec(compile(CODEC_SOURCE, "<plain-data codec>", "exec"), _CODEC)  # noqa: S102 - the same text the child runs
+exec(compile(CODEC_SOURCE, "<plain-data codec>", "exec"), _CODEC)  # exec: the same text the child runs
 encode, decode, dumps_line, loads_line = _CODEC["encode"], _CODEC["decode"], _CODEC["dumps_line"], _CODEC["loads_line"]
 NotPlainData: type[Exception] = _CODEC["NotPlainData"]
 
@@ -289,7 +289,7 @@ class CandidateProcess:
     """The child process that holds the solution, and the proxy the tests call it through."""
 
     def __init__(self, workdir: str, entry_point: str) -> None:
-        self.process = subprocess.Popen(  # noqa: S603 - this interpreter, a fixed program
+        self.process = subprocess.Popen(  # this interpreter, a fixed program
             [sys.executable, "-S", "-c", CODEC_SOURCE + CHILD_SOURCE, entry_point],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=workdir, close_fds=True,
         )  # fmt: skip
@@ -538,10 +538,10 @@ def run_check(
             return False, _failure("import", exc)
         namespace: dict[str, Any] = {"__name__": "_hidden_tests", "__builtins__": builtins}
         try:
-            exec(prompt_code, namespace)  # noqa: S102 - the benchmark's own prompt: helpers such as poly()
+            exec(prompt_code, namespace)  # exec: the benchmark's own prompt: helpers such as poly()
             namespace[entry_point] = candidate  # a test that names the function means the candidate, as in HumanEval
             namespace.update(recorder.hooks())
-            exec(tests_code, namespace)  # noqa: S102 - the benchmark's own tests
+            exec(tests_code, namespace)  # exec: the benchmark's own tests
             namespace["check"](candidate)
         except Exception as exc:  # noqa: BLE001 - any failure of the tests is a failed check
             phase = "solution" if isinstance(exc, SolutionError) else "tests"

@@ -10,7 +10,7 @@ registers them all. Also public: `diagnose` (what `cambrian doctor` checks) and 
 
 # isort: off
 # Importing a command module registers its commands; the help lists them in this order.
-from meta_agent.cli import _run, _browse, _eval, _setup, _models, _sandbox  # noqa: F401
+from meta_agent.cli import _run, _browse, _eval, _setup, _models, _sandbox  # noqa: F401 - imported for their side effect
 
 # isort: on
 from meta_agent.cli._app import app, main

@@ -608,6 +608,6 @@ def _cost_usd(response: Any) -> float:
     """The call's price from litellm's price map; 0.0 when unknown (local models)."""
     try:
         cost = _litellm().completion_cost(completion_response=response)
-    except Exception:  # litellm raises for any model missing from its price map
+    except Exception:  # noqa: BLE001 - litellm raises for any model missing from its price map
         return 0.0
     return float(cost or 0.0)

@@ -109,7 +109,7 @@ class SearchLoop:
         )
         self.book = RunBook(
             archive=archive, run_id=self.run_id, behaviour=self.behaviour, memory=self.memory, bandit=self.bandit,
-            arms=self.arms, on_event=self.on_event, enqueue=self._enqueue,
+            arms=self.arms, on_event=lambda event: self.on_event(event), enqueue=self._enqueue,
         )  # fmt: skip
         self._counters = self.book.counters
         # Children whose FM conversation may take their failed run back (fm.repair_rounds), until evaluated.

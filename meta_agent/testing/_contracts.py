@@ -27,7 +27,7 @@ from typing import Any
 
 from evaluators.base import Benchmark, BenchmarkError, Task
 from evaluators.registry import get_benchmark
-from evaluators.runner import evaluate_agent
+from evaluators.runner import AgentResult, evaluate_agent
 from sandbox.base import RunSpec, Sandbox, SandboxError, SandboxSession
 from sandbox.local import LocalSandbox
 
@@ -173,15 +173,18 @@ class BenchmarkContract:
     def make_sandbox(self) -> Sandbox:
         return LocalSandbox()
 
+    def evaluate_seed(self, benchmark: Benchmark) -> AgentResult:
+        """The seed evaluated on the search split (staged), in a sandbox of `make_sandbox`."""
+        sandbox = self.make_sandbox()
+        try:
+            return evaluate_agent(benchmark, benchmark.seed(), sandbox)
+        finally:
+            sandbox.close()
+
     # ----- the contract ------------------------------------------------------------------------
 
     def test_the_seed_is_scored(self) -> None:
-        benchmark = self.make_benchmark()
-        sandbox = self.make_sandbox()
-        try:
-            result = evaluate_agent(benchmark, benchmark.seed(), sandbox)
-        finally:
-            sandbox.close()
+        result = self.evaluate_seed(self.make_benchmark())
         assert math.isfinite(result.score) and result.task_results
         assert all(math.isfinite(t.score) and t.split == "search" for t in result.task_results)
         if self.seed_runs_without_fm:
@@ -214,11 +217,7 @@ class BenchmarkContract:
 
     def test_holdout_never_reaches_search_feedback(self) -> None:
         benchmark = self.make_benchmark()
-        sandbox = self.make_sandbox()
-        try:
-            result = evaluate_agent(benchmark, benchmark.seed(), sandbox)
-        finally:
-            sandbox.close()
+        result = self.evaluate_seed(benchmark)
         shown = "\n".join([result.feedback, result.invalid_reason or "", *(t.feedback for t in result.task_results)])
         for task in benchmark.tasks("holdout"):
             leaked = [s for s in self.secrets(benchmark, task) if s and s in shown]

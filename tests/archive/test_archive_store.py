@@ -73,7 +73,7 @@ def test_sqlite_file_created_with_wal_and_connection_pragmas(archive: Archive, d
     with sqlite3.connect(db_path) as raw:
         assert raw.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     with archive._engine.connect() as connection:
-        pragma = lambda name: connection.exec_driver_sql(f"PRAGMA {name}").scalar()  # noqa: E731
+        pragma = lambda name: connection.exec_driver_sql(f"PRAGMA {name}").scalar()  # noqa: E731 - a one-line helper reads best beside its use
         assert pragma("foreign_keys") == 1
         assert pragma("busy_timeout") == 10000
         assert pragma("synchronous") == 1  # NORMAL
@@ -291,7 +291,7 @@ def tree(archive: Archive, run: Run) -> dict[str, int]:
 
 def test_lineage_queries_on_a_hand_built_tree(archive: Archive, run: Run, tree: dict[str, int]) -> None:
     name_of = {agent_id: name for name, agent_id in tree.items()}
-    names = lambda agents: [name_of[a.id] for a in agents]  # noqa: E731
+    names = lambda agents: [name_of[a.id] for a in agents]  # noqa: E731 - a one-line helper reads best beside its use
     assert names(archive.children(tree["seed"])) == ["a", "b"]
     assert names(archive.children(tree["a"])) == ["c", "g"]
     assert names(archive.ancestors(tree["e"])) == ["c", "a", "seed"]
@@ -580,7 +580,7 @@ def test_a_reader_of_an_empty_file_waits_for_its_creator(tmp_path: Path, monkeyp
     creator.join()
     abandoned = tmp_path / "empty.db"
     abandoned.touch()
-    monkeypatch.setattr("archive.store._BUSY_TIMEOUT_S", 0.2)
+    monkeypatch.setattr("archive.store.BUSY_TIMEOUT_S", 0.2)  # how long a reader waits for a creator
     with pytest.raises(NotAnArchive, match="empty") as caught:
         Archive.at(abandoned, readonly=True)
     assert "creates an archive" in caught.value.fix and abandoned.stat().st_size == 0

@@ -255,7 +255,10 @@ def test_dgm_median_alpha0_measures_scores_from_the_median_in_units_of_the_range
     np.testing.assert_allclose(probs, expected_dgm(rescaled, 10.0, 0.0), rtol=1e-9)
     # Scale- and shift-free: the same archive in other units draws alike.
     moved = ArchiveView.from_arrays(np.arange(1, 7), scores * 100 - 7, parent_ids=parents)
-    np.testing.assert_allclose(make_selector("dgm").probabilities(moved), probs, rtol=1e-9)
+    np.testing.assert_allclose(make_selector("dgm", alpha0="median").probabilities(moved), probs, rtol=1e-9)
+    # "best" (the default): the same, measured from the best score.
+    best = ArchiveView.from_arrays(np.arange(1, 7), (scores - 1.62) / spread, parent_ids=parents)
+    np.testing.assert_allclose(make_selector("dgm").probabilities(view), expected_dgm(best, 10.0, 0.0), rtol=1e-9)
     # A lone seed (no range) sits on the median: sigmoid(0).
     lone = ArchiveView.from_arrays(np.array([1]), np.array([2.1667]), parent_ids=np.array([-1]))
     assert make_selector("dgm").centre_and_scale(lone) == (2.1667, 1.0)
@@ -269,8 +272,21 @@ def test_dgm_median_puts_weak_children_far_below_the_seed() -> None:
     )
     paper = make_selector("dgm", alpha0=0.5).probabilities(view)
     assert paper[1] > paper[0]
-    median = make_selector("dgm").probabilities(view)
+    median = make_selector("dgm", alpha0="median").probabilities(view)
     assert median[0] > 10 * median[1] and median[3] > 10 * median[2]
+    best = make_selector("dgm").probabilities(view)
+    assert best[0] > 10 * best[1] and best[3] > 10 * best[2]
+
+
+def test_dgm_best_keeps_drawing_near_the_best_when_junk_children_pile_up() -> None:
+    # Quickstart seed 4 with alpha0="median": children scoring 0.0 pulled the median down to 0.5, and the
+    # search spent its proposals on descendants of a 0.63 child instead of the 1.09 seed.
+    scores = np.array([1.0917, 0.63, 0.0, 0.0, 0.5, 0.0, 0.5, 0.0, 0.5])
+    parents = np.array([-1, 1, 1, 1, 3, 3, 5, 3, 5])
+    view = ArchiveView.from_arrays(np.arange(1, 10), scores, parent_ids=parents)
+    median = make_selector("dgm", alpha0="median").probabilities(view)
+    best = make_selector("dgm").probabilities(view)
+    assert median[0] < 0.3 and best[0] > 0.8
 
 
 def test_dgm_prefers_parents_with_fewer_children() -> None:

@@ -23,15 +23,15 @@ import pytest
 from sandbox.base import Mount, RunSpec, SandboxError
 from sandbox.image import DEFAULT_IMAGE, build_image, engine_available
 from sandbox.local import UnsafePathError
-from tests.conftest import skip_without_docker  # noqa: E402
+from tests.conftest import skip_without_docker
 
 skip_without_docker()
 
-import docker  # noqa: E402  (only once the engine is known to answer)
-import docker.errors  # noqa: E402
+import docker  # noqa: E402 - only once the engine is known to answer
+import docker.errors  # noqa: E402 - as above
 
-from sandbox.docker import DockerSandbox, DockerSession  # noqa: E402
-from sandbox.docker_check import run_check  # noqa: E402
+from sandbox.docker import DockerSandbox, DockerSession  # noqa: E402 - as above
+from sandbox.docker_check import run_check  # noqa: E402 - as above
 
 NORMAL = "print(sum(range(10)))\n"
 
