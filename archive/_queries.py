@@ -11,9 +11,9 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 
 import numpy as np
-from sqlalchemy import Connection, func, literal, or_
+from sqlalchemy import Connection, and_, func, literal, or_
 from sqlalchemy import select as core_select
-from sqlmodel import Session, select
+from sqlmodel import Session, col, select
 
 from archive._statements import _AGENT, _DESCRIPTOR, _EVALUATION
 from archive.models import Agent, AgentStatus, Evaluation
@@ -33,14 +33,14 @@ class QueriesMixin:
         query = select(Agent).where(Agent.run_id == run_id)
         if status is not None:
             wanted = [status] if isinstance(status, (str, AgentStatus)) else list(status)
-            query = query.where(Agent.status.in_([AgentStatus(s) for s in wanted]))  # type: ignore[attr-defined]
+            query = query.where(col(Agent.status).in_([AgentStatus(s) for s in wanted]))
         with self._read() as session:
-            return list(session.exec(query.order_by(Agent.id)))
+            return list(session.exec(query.order_by(col(Agent.id))))
 
     def children(self, agent_id: int) -> list[Agent]:
         """Agents whose (first) parent is `agent_id`, ordered by id."""
         with self._read() as session:
-            return list(session.exec(select(Agent).where(Agent.parent_id == agent_id).order_by(Agent.id)))
+            return list(session.exec(select(Agent).where(Agent.parent_id == agent_id).order_by(col(Agent.id))))
 
     def ancestors(self, agent_id: int) -> list[Agent]:
         """The agent's first-parent chain: its parent first, up to the root (empty for a seed)."""
@@ -61,14 +61,14 @@ class QueriesMixin:
         tree = select(Agent.id).where(Agent.id == agent_id).cte("tree", recursive=True)
         tree = tree.union_all(select(Agent.id).join(tree, Agent.parent_id == tree.c.id))
         with self._read() as session:
-            return list(session.exec(select(Agent).join(tree, Agent.id == tree.c.id).order_by(Agent.id)))
+            return list(session.exec(select(Agent).join(tree, Agent.id == tree.c.id).order_by(col(Agent.id))))
 
     def best(self, run_id: int, n: int = 1) -> list[Agent]:
         """Up to `n` evaluated agents, best score first; ties go to the lower id."""
         query = (
             select(Agent)
             .where(Agent.run_id == run_id, Agent.status == AgentStatus.evaluated)
-            .order_by(Agent.score.desc(), Agent.id)  # type: ignore[union-attr]
+            .order_by(col(Agent.score).desc(), col(Agent.id))
             .limit(n)
         )
         with self._read() as session:
@@ -79,19 +79,19 @@ class QueriesMixin:
         best = self.best(run_id, 1)
         if not best:
             return []
-        return [*reversed(self.ancestors(best[0].id)), best[0]]
+        return [*reversed(self.ancestors(best[0].key)), best[0]]
 
     def pending(self, run_id: int, *, max_attempts: int) -> list[Agent]:
         """Agents to (re)evaluate, by id: proposed, evaluating, and failed with attempts left."""
         query = select(Agent).where(
             Agent.run_id == run_id,
             or_(
-                Agent.status.in_([AgentStatus.proposed, AgentStatus.evaluating]),  # type: ignore[attr-defined]
-                (Agent.status == AgentStatus.failed) & (Agent.eval_attempts < max_attempts),
+                col(Agent.status).in_([AgentStatus.proposed, AgentStatus.evaluating]),
+                and_(col(Agent.status) == AgentStatus.failed, col(Agent.eval_attempts) < max_attempts),
             ),
         )
         with self._read() as session:
-            return list(session.exec(query.order_by(Agent.id)))
+            return list(session.exec(query.order_by(col(Agent.id))))
 
     def iterations_done(self, run_id: int) -> int:
         """How many iterations the search made a proposal in (iteration > 0), whatever became of it.
@@ -148,7 +148,7 @@ class QueriesMixin:
         query = (
             select(Agent.id, Agent.score, Agent.parent_id)
             .where(Agent.run_id == run_id, Agent.status == AgentStatus.evaluated)
-            .order_by(Agent.id)
+            .order_by(col(Agent.id))
         )
         with self._read() as session:
             rows = session.exec(query).all()

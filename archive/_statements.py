@@ -36,12 +36,12 @@ TRANSITIONS: Mapping[AgentStatus, frozenset[AgentStatus]] = MappingProxyType(
 _NEW_AGENT_STATUSES = (AgentStatus.proposed, AgentStatus.invalid)
 _FINISHED_STATUSES = (AgentStatus.evaluated, AgentStatus.invalid, AgentStatus.failed)
 
-_AGENT = Agent.__table__  # type: ignore[attr-defined]
-_EVALUATION = Evaluation.__table__  # type: ignore[attr-defined]
-_DESCRIPTOR = AgentDescriptor.__table__  # type: ignore[attr-defined]
-_GENOME = Genome.__table__  # type: ignore[attr-defined]
-_GENOME_FILE = GenomeFile.__table__  # type: ignore[attr-defined]
-_RUN = Run.__table__  # type: ignore[attr-defined]
+_AGENT = Agent.__table__  # type: ignore[attr-defined]  # SQLModel sets __table__ at runtime
+_EVALUATION = Evaluation.__table__  # type: ignore[attr-defined]  # as above
+_DESCRIPTOR = AgentDescriptor.__table__  # type: ignore[attr-defined]  # as above
+_GENOME = Genome.__table__  # type: ignore[attr-defined]  # as above
+_GENOME_FILE = GenomeFile.__table__  # type: ignore[attr-defined]  # as above
+_RUN = Run.__table__  # type: ignore[attr-defined]  # as above
 _AGENT_VALUE_COLUMNS = tuple(column.name for column in _AGENT.c if column.name != "id")
 _EVALUATION_VALUE_COLUMNS = tuple(column.name for column in _EVALUATION.c if column.name not in ("id", "agent_id"))
 

@@ -124,7 +124,7 @@ def _manifest(
     lineage: list[Agent],
 ) -> dict[str, Any]:
     splits: dict[str, dict[str, Any]] = {}
-    for evaluation in archive.evaluations(agent.id):
+    for evaluation in archive.evaluations(agent.key):
         split = splits.setdefault(evaluation.split, {"n_tasks": 0, "n_passed": 0, "score_sum": 0.0})
         split["n_tasks"] += 1
         split["n_passed"] += int(evaluation.passed)

@@ -13,7 +13,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from sqlalchemy import Connection, bindparam, case, func, insert, select, update
+from sqlalchemy import Connection, RowMapping, bindparam, case, func, insert, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import class_mapper, make_transient_to_detached
 from sqlalchemy.sql.dml import Insert
@@ -23,8 +23,8 @@ from archive.models import LLMCall, LLMResponse
 
 ModelT = TypeVar("ModelT", bound=SQLModel)
 
-_CALL = LLMCall.__table__  # type: ignore[attr-defined]
-_RESPONSE = LLMResponse.__table__  # type: ignore[attr-defined]
+_CALL = LLMCall.__table__  # type: ignore[attr-defined]  # SQLModel sets __table__ at runtime
+_RESPONSE = LLMResponse.__table__  # type: ignore[attr-defined]  # as above
 _CALL_VALUE_COLUMNS = tuple(column.name for column in _CALL.c if column.name != "id")
 _RESPONSE_COLUMNS = tuple(column.name for column in _RESPONSE.c)
 
@@ -56,7 +56,7 @@ _COST_BY_MODEL = (
 )
 
 
-def detached(model: type[ModelT], values: Mapping[str, Any]) -> ModelT:
+def detached(model: type[ModelT], values: Mapping[str, Any] | RowMapping) -> ModelT:
     """A detached `model` instance holding `values` (every column, primary key included).
 
     Built like the ORM loads rows (no pydantic validation: the values come from the
@@ -66,7 +66,7 @@ def detached(model: type[ModelT], values: Mapping[str, Any]) -> ModelT:
     instance = class_mapper(model).class_manager.new_instance()
     instance.__dict__.update(values)
     make_transient_to_detached(instance)
-    return instance  # type: ignore[no-any-return]
+    return instance
 
 
 def insert_ignore_statement(table: Any, dialect_name: str) -> Insert | None:
@@ -121,8 +121,9 @@ class LedgerMixin:
 
     def _insert_call(self, connection: Connection, call: LLMCall) -> LLMCall:
         values = {name: getattr(call, name) for name in _CALL_VALUE_COLUMNS}
-        call_id = connection.execute(_INSERT_CALL, values).inserted_primary_key[0]
-        return detached(LLMCall, {"id": call_id, **values})
+        key = connection.execute(_INSERT_CALL, values).inserted_primary_key
+        assert key is not None  # a one-row INSERT always reports the key it gave
+        return detached(LLMCall, {"id": key[0], **values})
 
     def _store_response(self, connection: Connection, response: LLMResponse) -> None:
         row = {name: getattr(response, name) for name in _RESPONSE_COLUMNS}

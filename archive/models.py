@@ -17,6 +17,12 @@ def utcnow() -> datetime:
     return datetime.now(timezone.utc)
 
 
+def _stored_id(row_id: int | None, what: str) -> int:
+    if row_id is None:
+        raise ValueError(f"this {what} was never stored in an archive, so it has no id yet")
+    return row_id
+
+
 class RunStatus(str, enum.Enum):
     running = "running"
     stopped = "stopped"  # interrupted (Ctrl-C, kill); `cambrian resume` continues it
@@ -47,6 +53,11 @@ class Run(SQLModel, table=True):
     cambrian_version: str = ""
     created_at: datetime = Field(default_factory=utcnow)
     updated_at: datetime = Field(default_factory=utcnow)
+
+    @property
+    def key(self) -> int:
+        """The run's id; a run read from or added to an archive always has one."""
+        return _stored_id(self.id, "run")
 
 
 class Genome(SQLModel, table=True):
@@ -91,6 +102,11 @@ class Agent(SQLModel, table=True):
     # What the static check repaired in the child before evaluation, e.g. "added `import math`";
     # None when nothing. Schema version 2; last, where ALTER TABLE ADD COLUMN puts it in older archives.
     repair_note: str | None = None
+
+    @property
+    def key(self) -> int:
+        """The agent's id; a agent read from or added to an archive always has one."""
+        return _stored_id(self.id, "agent")
 
 
 class Evaluation(SQLModel, table=True):

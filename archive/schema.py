@@ -37,8 +37,8 @@ SCHEMA_VERSION = 2
 #: The version of an archive written before the version table existed.
 UNVERSIONED = 1
 
-_VERSION: Table = SchemaVersion.__table__  # type: ignore[attr-defined]
-_AGENT: Table = Agent.__table__  # type: ignore[attr-defined]
+_VERSION: Table = SchemaVersion.__table__  # type: ignore[attr-defined]  # SQLModel sets __table__ at runtime
+_AGENT: Table = Agent.__table__  # type: ignore[attr-defined]  # as above
 #: Tables every archive has had since version 1: how an unversioned archive is recognised.
 _CORE_TABLES = frozenset({"run", "agent"})
 #: How often a reader looks again for the schema of an archive being created, in seconds.

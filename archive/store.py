@@ -27,7 +27,7 @@ from types import TracebackType
 from typing import Any
 
 from sqlalchemy import Connection, Engine, delete, insert
-from sqlmodel import Session, select
+from sqlmodel import Session, col, select
 
 from archive._engine import BUSY_TIMEOUT_S, open_engine
 from archive._queries import QueriesMixin
@@ -101,7 +101,7 @@ class Archive(LedgerMixin, QueriesMixin):
         self._write_engine = self._engine.execution_options(cambrian_write=True)
         dialect = self._engine.dialect.name
         self._insert_genome = insert_ignore_statement(_GENOME, dialect)
-        self._insert_response = insert_ignore_statement(LLMResponse.__table__, dialect)  # type: ignore[attr-defined]
+        self._insert_response = insert_ignore_statement(LLMResponse.__table__, dialect)  # type: ignore[attr-defined]  # SQLModel sets __table__ at runtime
         # The Core path's own connection, kept open (a pool checkout per call costs as much
         # as the statement). The lock lets any thread use it, one transaction at a time.
         self._connection: Connection | None = None
@@ -215,7 +215,7 @@ class Archive(LedgerMixin, QueriesMixin):
     def list_runs(self) -> list[Run]:
         """Every run, oldest first."""
         with self._read() as session:
-            return list(session.exec(select(Run).order_by(Run.id)))
+            return list(session.exec(select(Run).order_by(col(Run.id))))
 
     def set_run_status(self, run_id: int, status: RunStatus, error: str | None = None) -> Run:
         """Set a run's status (and error text, None to clear it)."""
@@ -315,8 +315,8 @@ class Archive(LedgerMixin, QueriesMixin):
             "repair_note": repair_note,
         }  # fmt: skip
         with self._transaction(write=True) as connection:
-            if files is not None:
-                values["genome_hash"] = self._put_genome(connection, files, entry)  # type: ignore[arg-type]
+            if files is not None and entry is not None:  # files without an entry were refused above
+                values["genome_hash"] = self._put_genome(connection, files, entry)
             agent_id = connection.execute(_INSERT_AGENT, values).scalar()
             if agent_id is None:
                 raise explain_refused_agent(connection, run_id, (parent_id, second_parent_id))

@@ -142,12 +142,14 @@ class FeedbackPolicy:
 class Benchmark(Protocol):
     """What a benchmark provides. Optional attributes, read with getattr: `entry_function` (the name of the
     function the harness calls in the entry file; the static check refuses a child that drops it or
-    changes how it is called), `descriptor_bounds`, `check_spec`, `self_modify_task`."""
+    changes how it is called), `descriptor_bounds`, `self_modify_task`. Two-phase scoring: `CheckedBenchmark`."""
 
     name: str
     description: str
     #: What the meta-agent is told about the program it edits: signature, rules, score.
     contract: str
+    #: What failures may show (a run assigns its own before the first evaluation).
+    feedback_policy: FeedbackPolicy
 
     def seed(self) -> Genome: ...
 
@@ -157,13 +159,23 @@ class Benchmark(Protocol):
 
     def run_spec(self, genome: Genome, task: Task) -> RunSpec: ...
 
-    def score(self, task: Task, result: RunResult, *, check: RunResult | None = None) -> TaskScore:
-        """Score one task run on the host. `check`: the check run's result, passed only to a
-        benchmark that defines `check_spec` (None when check_spec returned None); benchmarks
-        without check_spec are called as score(task, result)."""
+    def score(self, task: Task, result: RunResult) -> TaskScore:
+        """Score one task run on the host."""
         ...
 
     def aggregate(self, scores: Sequence[TaskScore]) -> float: ...
+
+
+@runtime_checkable
+class CheckedBenchmark(Protocol):
+    """What a benchmark adds whose answers are tests that must run (HumanEval): after the agent's run, the
+    runner runs `check_spec(task, result)` (when not None) in a fresh sandbox session and passes its result."""
+
+    def check_spec(self, task: Task, result: RunResult) -> RunSpec | None: ...
+
+    def score(self, task: Task, result: RunResult, *, check: RunResult | None = None) -> TaskScore:
+        """Score one task run on the host; `check`: the check run's result (None when check_spec gave None)."""
+        ...
 
 
 def parse_options(model: type[OptionsT], options: Mapping[str, Any] | None, *, benchmark: str, hint: str) -> OptionsT:

@@ -32,7 +32,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
-from evaluators.base import SPLITS, Benchmark, BenchmarkError, Genome, Stage, Task, TaskScore
+from evaluators.base import SPLITS, Benchmark, BenchmarkError, CheckedBenchmark, Genome, Stage, Task, TaskScore
 from evaluators.harness.run_program import read_outcome
 from sandbox.base import Mount, RunResult, RunSpec, Sandbox, SandboxSession
 
@@ -225,11 +225,10 @@ def _run_task(
 ) -> tuple[TaskResult, TaskScore, RunSpec, RunResult]:
     spec = extras.apply(limits.apply(benchmark.run_spec(genome, task)))
     result = session.run(spec)
-    check_spec = getattr(benchmark, "check_spec", None)
     check_duration_s = 0.0
-    if callable(check_spec):
+    if isinstance(benchmark, CheckedBenchmark):
         # The agent's run has ended: its tests run now, where the agent's code never was.
-        spec_for_check = check_spec(task, result)
+        spec_for_check = benchmark.check_spec(task, result)
         check_result = checker.run(spec_for_check) if spec_for_check is not None else None
         check_duration_s = check_result.duration_s if check_result is not None else 0.0
         score = benchmark.score(task, result, check=check_result)

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sandbox.base import RunSpec
+from sandbox.base import RunSpec, SandboxSession
 
 if TYPE_CHECKING:
     from sandbox.docker import DockerSandbox
@@ -250,9 +250,9 @@ def _probe_items(sandbox: DockerSandbox, *, host_file: str, packages: dict[str, 
     return tuple(items)
 
 
-def _runner_items(session: object) -> list[CheckItem]:
+def _runner_items(session: SandboxSession) -> list[CheckItem]:
     """The runner is out of a task's reach, and a task has few descriptors."""
-    result = session.run(  # type: ignore[attr-defined]
+    result = session.run(
         RunSpec(files={"runner.py": _RUNNER_PROBE}, command=("{python}", "runner.py"), timeout_s=_PROBE_TIMEOUT_S)
     )
     try:
@@ -296,9 +296,9 @@ def _frame_cap_item() -> CheckItem:
         container.close()
 
 
-def _scientific_item(session: object, packages: dict[str, str]) -> CheckItem:
+def _scientific_item(session: SandboxSession, packages: dict[str, str]) -> CheckItem:
     """numpy and scipy import in a sandbox program and scipy.optimize solves a small problem."""
-    result = session.run(  # type: ignore[attr-defined]
+    result = session.run(
         RunSpec(files={"sci.py": _SCIENTIFIC_PROBE}, command=("{python}", "sci.py"), timeout_s=_PROBE_TIMEOUT_S)
     )
     try:

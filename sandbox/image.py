@@ -434,7 +434,7 @@ def _build_from_debootstrap(
     say: Progress,
 ) -> None:
     keep = rootfs_dir is not None
-    rootfs = Path(rootfs_dir) if keep else Path(tempfile.mkdtemp(prefix="cambrian-rootfs-"))
+    rootfs = Path(rootfs_dir) if rootfs_dir is not None else Path(tempfile.mkdtemp(prefix="cambrian-rootfs-"))
     try:
         kind = rootfs_kind(rootfs)
         if kind == "ready":
@@ -648,7 +648,9 @@ def _write_rootfs_tar(tar: tarfile.TarFile, rootfs: Path) -> None:
         work.type, work.mode, work.mtime = tarfile.DIRTYPE, 0o1777, int(time.time())
         tar.addfile(work)
     stdlib = _stdlib_dir(rootfs)
-    for name in SCIENTIFIC_PACKAGES if stdlib is not None else ():
+    if stdlib is None:
+        return
+    for name in SCIENTIFIC_PACKAGES:
         if (rootfs / stdlib / name).exists() or (rootfs / stdlib / name).is_symlink():
             continue
         link = tarfile.TarInfo(f"./{stdlib}/{name}")

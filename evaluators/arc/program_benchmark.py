@@ -26,7 +26,6 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from evaluators.arc.common import ArcBenchmarkBase
 from evaluators.arc.data import ArcTask, Grid, GridError, cell_accuracy, check_grid, find_task, format_grid, shape
-from evaluators.arc.feedback import run_failure
 from evaluators.base import (
     FeedbackPolicy,
     Stage,
@@ -36,6 +35,7 @@ from evaluators.base import (
 from evaluators.base import (
     parse_options as parse_benchmark_options,
 )
+from evaluators.feedback import run_failure
 from evaluators.harness.run_program import read_outcome
 from sandbox.base import RunResult
 

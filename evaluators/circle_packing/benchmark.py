@@ -19,11 +19,12 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from evaluators.base import BenchmarkError, Genome, Stage, Task, TaskScore
+from evaluators.base import BenchmarkError, FeedbackPolicy, Genome, Stage, Task, TaskScore
 from evaluators.base import parse_options as parse_benchmark_options
 from evaluators.circle_packing.feedback import describe_valid_packing
+from evaluators.feedback import opened, run_failure
 from evaluators.harness import HarnessBenchmark
-from evaluators.harness.run_program import RESULT_FILE, read_outcome
+from evaluators.harness.run_program import read_outcome
 from sandbox.base import RunResult
 
 TOLERANCE = 1e-9  # a break of the rules up to this much is repaired by shrinking radii; more is invalid
@@ -33,7 +34,6 @@ BEST_KNOWN = {26: 2.635}  # published sums of radii, quoted in feedback and the 
 FUNCTION = "pack_circles"
 SEED_ENTRY = "packing.py"
 _MAX_EXAMPLES = 3  # violations of one kind named in feedback; the rest are counted
-_TRACEBACK_LINES = 12  # last traceback lines shown to the meta-agent
 
 
 class CirclePackingOptions(BaseModel):
@@ -217,10 +217,6 @@ def _short(value: Any, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _tail_lines(text: str, count: int) -> str:
-    return "\n".join(text.strip().splitlines()[-count:])
-
-
 class CirclePacking(HarnessBenchmark):
     """Pack n circles in the unit square; the score is the sum of radii of a valid packing.
 
@@ -231,6 +227,7 @@ class CirclePacking(HarnessBenchmark):
 
     name = "circle_packing"
     entry_function = FUNCTION  # what the harness calls; the static check keeps it callable
+    feedback_policy = FeedbackPolicy()  # a run assigns its own; failures show their traceback and output anyway
     #: Directions a proposal may be asked to try (one drawn per proposal, `search.ideas`): the moves packing
     #: work names, in words, no construction given away.
     ideas = (
@@ -268,7 +265,12 @@ class CirclePacking(HarnessBenchmark):
 
     def seed(self) -> Genome:
         seed_file = f"{self.options.start}.py"  # seed/rings.py or seed/grid.py, evolved as packing.py
-        text = resources.files("evaluators.circle_packing").joinpath("seed", seed_file).read_text(encoding="utf-8")
+        text = (
+            resources.files("evaluators.circle_packing")
+            .joinpath("seed")
+            .joinpath(seed_file)
+            .read_text(encoding="utf-8")
+        )
         return Genome(files={SEED_ENTRY: text}, entry=SEED_ENTRY)
 
     def tasks(self, split: str) -> Sequence[Task]:
@@ -283,17 +285,11 @@ class CirclePacking(HarnessBenchmark):
 
     def score(self, task: Task, result: RunResult) -> TaskScore:
         n = int(task.inputs["n"])
+        failure = run_failure(result, opened(self.feedback_policy), who="the program")
+        if failure is not None:
+            return failure
         outcome = read_outcome(result.files)
-        reason = result.failure_reason()
-        if result.timed_out or result.oom_killed or result.output_truncated:
-            return _not_executed(str(reason))
-        if outcome is None:
-            how = f"the program {reason}" if reason else "the program exited"
-            stderr = _tail_lines(result.stderr, _TRACEBACK_LINES)
-            return _not_executed(f"no result: {how} without writing {RESULT_FILE}" + (f"\n{stderr}" if stderr else ""))
-        if not outcome.ok:
-            trace = _tail_lines(outcome.traceback, _TRACEBACK_LINES)
-            return _not_executed(f"crashed: {outcome.error_summary()}" + (f"\n{trace}" if trace else ""))
+        assert outcome is not None  # run_failure returned None: the run wrote a value
         check = check_packing(outcome.value, n)
         if not check.valid:
             return TaskScore(
@@ -335,7 +331,3 @@ class CirclePacking(HarnessBenchmark):
             "Printed output is kept only as a log. If you use randomness, fix the seed so runs repeat.\n"
             "Edit only between the EVOLVE-BLOCK-START and EVOLVE-BLOCK-END markers."
         )
-
-
-def _not_executed(feedback: str) -> TaskScore:
-    return TaskScore(score=0.0, passed=False, executed=False, feedback=feedback)

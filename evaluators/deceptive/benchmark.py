@@ -65,17 +65,17 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from evaluators.base import BenchmarkError, Genome, Stage, Task, TaskScore
+from evaluators.base import BenchmarkError, FeedbackPolicy, Genome, Stage, Task, TaskScore
 from evaluators.base import parse_options as parse_benchmark_options
+from evaluators.feedback import not_executed, opened, run_failure
 from evaluators.harness import HarnessBenchmark
-from evaluators.harness.run_program import RESULT_FILE, read_outcome
+from evaluators.harness.run_program import read_outcome
 from sandbox.base import RunResult
 
 FUNCTION = "solution"
 SEED_ENTRY = "bits.py"
 DESCRIPTOR_PREFIX = "ones_block_"
 _VALUES_LINE = re.compile(r"^VALUES = \[[^\]\n]*\]$", re.MULTILINE)
-_TRACEBACK_LINES = 12  # last traceback lines shown to the meta-agent
 _SHORT_CHARS = 80  # longest repr of a bad value quoted in feedback
 
 
@@ -156,14 +156,6 @@ def _short(value: Any) -> str:
     return text if len(text) <= _SHORT_CHARS else text[: _SHORT_CHARS - 3] + "..."
 
 
-def _tail_lines(text: str, count: int) -> str:
-    return "\n".join(text.strip().splitlines()[-count:])
-
-
-def _not_executed(feedback: str) -> TaskScore:
-    return TaskScore(score=0.0, passed=False, executed=False, feedback=feedback)
-
-
 class DeceptiveTrap(HarnessBenchmark):
     """Concatenated trap functions: m blocks of k bits, read from the numbers `solution()` returns.
 
@@ -173,6 +165,7 @@ class DeceptiveTrap(HarnessBenchmark):
 
     name = "deceptive"
     entry_function = FUNCTION  # what the harness calls; the static check keeps it callable
+    feedback_policy = FeedbackPolicy()  # a run assigns its own; failures show their traceback and output anyway
     description = (
         "Concatenated trap functions: small greedy steps lead into a deceptive local optimum (program search)."
     )
@@ -211,7 +204,7 @@ class DeceptiveTrap(HarnessBenchmark):
         return ([1] * half + [0] * (self.block_size - half)) * self.blocks
 
     def seed(self) -> Genome:
-        text = resources.files("evaluators.deceptive").joinpath("seed", SEED_ENTRY).read_text(encoding="utf-8")
+        text = resources.files("evaluators.deceptive").joinpath("seed").joinpath(SEED_ENTRY).read_text(encoding="utf-8")
         # The file holds the 4 x 4 list; other shapes get their own list on the same line.
         line = "VALUES = [" + ", ".join(str(v) for v in self.seed_values()) + "]"
         text, count = _VALUES_LINE.subn(line, text, count=1)
@@ -231,20 +224,14 @@ class DeceptiveTrap(HarnessBenchmark):
 
     def score(self, task: Task, result: RunResult) -> TaskScore:
         """Score one run on the host; a crash, timeout or unusable list is executed=False with a public reason."""
+        failure = run_failure(result, opened(self.feedback_policy), who="the program")
+        if failure is not None:
+            return failure
         outcome = read_outcome(result.files)
-        reason = result.failure_reason()
-        if result.timed_out or result.oom_killed or result.output_truncated:
-            return _not_executed(str(reason))
-        if outcome is None:
-            how = f"the program {reason}" if reason else "the program exited"
-            stderr = _tail_lines(result.stderr, _TRACEBACK_LINES)
-            return _not_executed(f"no result: {how} without writing {RESULT_FILE}" + (f"\n{stderr}" if stderr else ""))
-        if not outcome.ok:
-            trace = _tail_lines(outcome.traceback, _TRACEBACK_LINES)
-            return _not_executed(f"crashed: {outcome.error_summary()}" + (f"\n{trace}" if trace else ""))
+        assert outcome is not None  # run_failure returned None: the run wrote a value
         check = check_values(outcome.value, blocks=self.blocks, block_size=self.block_size)
         if check.problem is not None:
-            return _not_executed(f"unusable result: {check.problem}")
+            return not_executed(f"unusable result: {check.problem}", self.feedback_policy)
         k = self.block_size
         bit_text = " ".join("".join(str(b) for b in check.bits[i * k : (i + 1) * k]) for i in range(self.blocks))
         feedback = (

@@ -137,7 +137,7 @@ def run_task(workdir: str) -> dict[str, Any]:
     try:
         if task.get("llm") is True:
             # Imported before the agent so that a broken agent module cannot shadow the client.
-            from _cambrian_llm import llm  # type: ignore[import-not-found]
+            from _cambrian_llm import llm  # the gateway client, present only in a sandbox
 
             kwargs["llm"] = llm
         module = importlib.import_module(module_name)

@@ -42,6 +42,7 @@ from evaluators.base import (
 from evaluators.base import (
     parse_options as parse_benchmark_options,
 )
+from evaluators.feedback import not_executed, run_failure
 from evaluators.harness import HarnessBenchmark
 from evaluators.harness.run_program import read_outcome
 from evaluators.humaneval.checking import CheckVerdict, assemble_program, check_run_spec, read_verdict
@@ -125,7 +126,7 @@ class HumanEval(HarnessBenchmark):
         return self._problems[task_id]
 
     def seed(self) -> Genome:
-        text = resources.files("evaluators.humaneval").joinpath("seed", SEED_ENTRY).read_text(encoding="utf-8")
+        text = resources.files("evaluators.humaneval").joinpath("seed").joinpath(SEED_ENTRY).read_text(encoding="utf-8")
         return Genome(files={SEED_ENTRY: text}, entry=SEED_ENTRY)
 
     def tasks(self, split: str) -> Sequence[Task]:
@@ -159,7 +160,7 @@ class HumanEval(HarnessBenchmark):
         policy = self.feedback_policy
         agent_failure = self._agent_failure(result)
         if agent_failure is not None:
-            return TaskScore(score=0.0, passed=False, executed=False, feedback=policy.clip(agent_failure))
+            return agent_failure
         if check is None:
             return TaskScore(score=0.0, passed=False, executed=False, feedback="the answer was not checked")
         verdict = read_verdict(check, key=self._key, task_id=task.id)
@@ -189,22 +190,18 @@ class HumanEval(HarnessBenchmark):
         inputs = {"task_id": problem.task_id, "prompt": problem.prompt, "entry_point": problem.entry_point}
         return Task(id=task_id, split=split, inputs=inputs)
 
-    def _agent_failure(self, result: RunResult) -> str | None:
-        """Public feedback when the agent's own run gave no usable code; None when it returned a string."""
-        policy = self.feedback_policy
-        if result.timed_out or result.oom_killed or result.output_truncated:
-            return f"agent {result.failure_reason()}"
+    def _agent_failure(self, result: RunResult) -> TaskScore | None:
+        """Not-executed feedback when the agent's own run gave no usable code; None when it returned a string."""
+        failure = run_failure(result, self.feedback_policy, who="agent")
+        if failure is not None:
+            return failure
         outcome = read_outcome(result.files)
-        if outcome is None:
-            return f"agent gave no result ({result.failure_reason() or 'exited without writing one'})"
-        if not outcome.ok:
-            text = "agent crashed: " + (policy.describe_error(outcome.error_type, outcome.error) or "an error")
-            if policy.traceback and outcome.traceback:
-                text += "\n" + outcome.traceback.strip()
-            return text
+        assert outcome is not None  # run_failure returned None: the run wrote a value
         if not isinstance(outcome.value, str) or not outcome.value.strip():
             kind = "an empty string" if isinstance(outcome.value, str) else f"a {type(outcome.value).__name__}"
-            return f"agent returned {kind}; solve must return the function's Python source as a str"
+            return not_executed(
+                f"agent returned {kind}; solve must return the function's Python source as a str", self.feedback_policy
+            )
         return None
 
     def _shows_cases(self, task: Task) -> bool:

@@ -383,7 +383,8 @@ def plain_text(value: Any, limit: int = MAX_VALUE_CHARS, depth: int = 0) -> str:
             parts.append("...")
         if kind is tuple and len(parts) == 1:
             parts[0] += ","
-        open_, close = {list: "[]", tuple: "()", set: "{}", frozenset: "{}", dict: "{}"}[kind]
+        brackets: dict[type, tuple[str, str]] = {list: ("[", "]"), tuple: ("(", ")"), dict: ("{", "}")}
+        open_, close = brackets.get(kind, ("{", "}"))  # set, frozenset
         text = open_ + ", ".join(parts) + close
         if kind is frozenset or (kind is set and not parts):
             text = f"{kind.__name__}({text if parts else ''})"

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import typer
 from rich.console import Console
@@ -28,6 +30,14 @@ err_console = Console(stderr=True)
 RunsDir = typer.Option(
     Path(os.environ.get("CAMBRIAN_RUNS_DIR", "runs")), "--runs-dir", help="folder holding runs (env CAMBRIAN_RUNS_DIR)"
 )
+
+
+def one_of(value: str, choices: Sequence[str], option: str) -> Any:
+    """`value` when it is one of `choices` (typed Any: callers pass it where a Literal of them is expected);
+    a usage error naming the option and its choices otherwise."""
+    if value not in choices:
+        raise typer.BadParameter(f"{value!r} is not one of {', '.join(choices)}", param_hint=option)
+    return value
 
 
 # ----- entry point -------------------------------------------------------------------------------

@@ -43,8 +43,8 @@ def list_runs(runs_dir: Path = RunsDir) -> None:
             continue
         with archive:
             for r in archive.list_runs():
-                best = archive.best(int(r.id), n=1)
-                n_agents = len(archive.agents(int(r.id)))
+                best = archive.best(r.key, n=1)
+                n_agents = len(archive.agents(r.key))
                 table.add_row(
                     r.name,
                     r.benchmark,
@@ -64,18 +64,18 @@ def status(run_name: str = typer.Argument(..., metavar="RUN"), runs_dir: Path = 
     """A run's state: agents by status, best and seed scores, FM tokens and cost."""
     archive, r = open_run(runs_dir, run_name, readonly=True)
     with archive:
-        agents = archive.agents(int(r.id))
+        agents = archive.agents(r.key)
         counts = {s.value: sum(1 for a in agents if a.status == s) for s in AgentStatus}
-        best = archive.best(int(r.id), n=1)
+        best = archive.best(r.key, n=1)
         seed = next((a for a in agents if a.operator == "seed"), None)
-        cost = archive.cost_summary(int(r.id))
+        cost = archive.cost_summary(r.key)
         config = json.loads(r.config_json)
         console.print(
             f"[bold]{r.name}[/bold]  {r.benchmark}  status [bold]{r.status.value}[/bold]"
             + (f"  ({r.error})" if r.error else "")
         )
         console.print(
-            f"iterations {archive.iterations_done(int(r.id))}/{config['budget']['iterations']}  "
+            f"iterations {archive.iterations_done(r.key)}/{config['budget']['iterations']}  "
             + "  ".join(f"{k} {v}" for k, v in counts.items())
         )
         console.print(
@@ -145,8 +145,8 @@ def tree(
     """The lineage tree: score, operator and status of every agent."""
     archive, r = open_run(runs_dir, run_name, readonly=True)
     with archive:
-        agents = archive.best_path(int(r.id)) if best_path else archive.agents(int(r.id))
-    shown = {int(a.id) for a in agents}
+        agents = archive.best_path(r.key) if best_path else archive.agents(r.key)
+    shown = {a.key for a in agents}
     children: dict[int | None, list[Agent]] = {}
     for a in agents:
         parent = a.parent_id if a.parent_id in shown else None
@@ -157,7 +157,7 @@ def tree(
         branch = node.add(_label(agent))
         if depth >= max_depth:
             return
-        for child in children.get(int(agent.id), []):
+        for child in children.get(agent.key, []):
             add(branch, child, depth + 1)
 
     for top in children.get(None, []):
@@ -235,13 +235,12 @@ def diff(
 
     archive, _ = open_run(runs_dir, run_name, readonly=True)
     with archive:
-        agent_a, agent_b = archive.get_agent(a), archive.get_agent(b)
-        for agent in (agent_a, agent_b):
+        files = []
+        for agent in (archive.get_agent(a), archive.get_agent(b)):
             if not agent.genome_hash:
                 raise typer.BadParameter(f"agent {agent.id} has no code ({agent.invalid_reason})")
-        files_a, _ = archive.get_genome(agent_a.genome_hash)
-        files_b, _ = archive.get_genome(agent_b.genome_hash)
-    text = unified_diff(files_a, files_b, f"agent{a}", f"agent{b}")
+            files.append(archive.get_genome(agent.genome_hash)[0])
+    text = unified_diff(files[0], files[1], f"agent{a}", f"agent{b}")
     console.print(Syntax(text, "diff") if text else "(no differences)")
 
 
@@ -258,7 +257,7 @@ def export(
 
     archive, r = open_run(runs_dir, run_name, readonly=True)
     with archive:
-        ids = [agent] if agent is not None else [int(a.id) for a in archive.best(int(r.id), n=best)]
+        ids = [agent] if agent is not None else [a.key for a in archive.best(r.key, n=best)]
         if not ids:
             console.print(f"run {run_name} has no evaluated agent to export yet")
             raise typer.Exit(1)

@@ -171,10 +171,10 @@ def _evaluate_run_agent(
             genome=Genome(files=files, entry=entry), config=config,
             search_score=agent.score, holdout_score=agent.holdout_score,
         )  # fmt: skip
-        ledger = ArchiveLedger(archive, int(run.id))
-        calls_before = len(archive.llm_calls(int(run.id)))
+        ledger = ArchiveLedger(archive, run.key)
+        calls_before = len(archive.llm_calls(run.key))
         result, benchmark = _evaluate(subject, split=split, reporter=reporter, ledger=ledger)
-        fm_calls = len(archive.llm_calls(int(run.id))) - calls_before
+        fm_calls = len(archive.llm_calls(run.key)) - calls_before
         stored_at: str | None = None
         holdout_score = agent.holdout_score
         if split == "holdout":

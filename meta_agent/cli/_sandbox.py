@@ -6,18 +6,17 @@ Errors raise SandboxError; the main CLI prints its cause and fix.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import get_args
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from meta_agent.cli._app import app
-from sandbox.image import DEFAULT_IMAGE, build_image
+from meta_agent.cli._app import app, one_of
+from sandbox.image import DEFAULT_IMAGE, BuildMethod, build_image
 
 sandbox_app = typer.Typer(help="The Docker sandbox: build its image, check its hardening.", no_args_is_help=True)
 app.add_typer(sandbox_app, name="sandbox")
-
-_METHODS = ("auto", "dockerfile", "debootstrap")
 
 
 @sandbox_app.command("build")
@@ -31,11 +30,9 @@ def build(
 ) -> None:
     """Build the sandbox image once (reused afterwards while its recipe is current; a stale one is rebuilt)."""
     console = Console()
-    if method not in _METHODS:
-        raise typer.BadParameter(f"--method must be one of {', '.join(_METHODS)}")
     info = build_image(
         tag=tag,
-        method=method,  # type: ignore[arg-type]  (checked against _METHODS above)
+        method=one_of(method, get_args(BuildMethod), "--method"),
         rootfs_dir=rootfs,
         force=force,
         progress=lambda line: console.print(f"[dim]{line}[/dim]"),

@@ -20,12 +20,12 @@ def doctor(
     quick: bool = typer.Option(False, "--quick", help="skip the sandbox's live self-test (about 10 s)"),
 ) -> None:
     """Is this machine ready to search? Engine, image and its self-test, local sandbox, model, FM, disk, user."""
-    from meta_agent.cli._doctor import diagnose
+    from meta_agent.cli._doctor import Finding, diagnose
 
     cfg = load_config(config, overrides={"fm.model": model, "fm.api_base": api_base, "fm.api_key_env": api_key_env})
     marks = {"ok": "[green]ok[/green]  ", "warn": "[yellow]warn[/yellow]", "fail": "[red]FAIL[/red]"}
 
-    def say(finding) -> None:  # type: ignore[no-untyped-def]
+    def say(finding: Finding) -> None:
         console.print(f"{marks[finding.verdict]}  [bold]{finding.name}[/bold]: {finding.detail}", highlight=False)
         if finding.fix and finding.verdict != "ok":
             console.print(f"        fix: {finding.fix}", highlight=False)

@@ -56,7 +56,7 @@ def evolve_regions(text: str, *, path: str = "the file") -> list[tuple[int, int]
 
 def _outside_lines(lines: Sequence[str], regions: Sequence[tuple[int, int]]) -> list[tuple[int, str]]:
     """(line number from 1, text without trailing whitespace) of every line outside the regions."""
-    inside = set()
+    inside: set[int] = set()
     for start, end in regions:
         inside.update(range(start, end))
     kept = [(n + 1, line.rstrip()) for n, line in enumerate(lines) if n not in inside]

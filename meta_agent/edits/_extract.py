@@ -104,7 +104,7 @@ def extract_code(text: str, *, language: str = "python") -> str:
     merged = ""
     if all(info in tags or info == "" for info, _ in blocks):  # a block in another language is not the program
         merged = trim_prose(
-            _join_lines(line for line in text.strip("\n").splitlines() if not _FENCE_ONLY_RE.match(line))
+            _join_lines([line for line in text.strip("\n").splitlines() if not _FENCE_ONLY_RE.match(line)])
         )
     if candidates:
         longest = max(body.count("\n") for body in candidates)

@@ -58,6 +58,7 @@ from meta_agent.llm._gateway import (
 from meta_agent.llm._ledger import ArchiveLedger
 from meta_agent.llm._models import (
     REGISTRY,
+    ModelSource,
     ModelSpec,
     ModelStatus,
     get_spec,
@@ -72,6 +73,7 @@ from meta_agent.llm._models import (
 )
 from meta_agent.llm._serve import (
     GRAMMAR_FIELDS,
+    Backend,
     LocalServer,
     choose_backend,
     default_threads,
@@ -82,14 +84,14 @@ from meta_agent.llm._serve import (
 )
 
 __all__ = [
-    "DEFAULT_SANDBOX_SOCKET", "GRAMMAR_FIELDS", "MAX_BODY_BYTES", "REGISTRY", "SOCKET_ENV", "AgentChannel",
-    "ArchiveLedger", "CallRecord", "ChecksumMismatch", "Completion", "Endpoint", "FMAuthError", "FMBadRequest",
-    "FMGateway", "FMUnavailable", "GatewayError", "LLMClient", "LLMError", "Ledger", "LedgerEntry",
-    "LocalServer", "MemoryLedger", "ModelDownloadError", "ModelNotFound", "ModelSpec", "ModelStatus",
-    "RepeatFilter", "ServerStartError", "choose_backend", "default_threads", "derive_seed", "free_port",
-    "get_spec", "gpu_available", "is_local_model", "list_models", "model_names", "model_path", "models_dir",
-    "probe_endpoint", "prompt_token_bound", "pull", "quiet_repeats", "request_hash", "resolve", "serve_forever",
-    "server_grammar_field", "unavailable_fix", "verify",
+    "AgentChannel", "ArchiveLedger", "Backend", "CallRecord", "ChecksumMismatch", "Completion",
+    "DEFAULT_SANDBOX_SOCKET", "Endpoint", "FMAuthError", "FMBadRequest", "FMGateway", "FMUnavailable",
+    "GRAMMAR_FIELDS", "GatewayError", "LLMClient", "LLMError", "Ledger", "LedgerEntry", "LocalServer",
+    "MAX_BODY_BYTES", "MemoryLedger", "ModelDownloadError", "ModelNotFound", "ModelSource", "ModelSpec",
+    "ModelStatus", "REGISTRY", "RepeatFilter", "SOCKET_ENV", "ServerStartError", "choose_backend",
+    "default_threads", "derive_seed", "free_port", "get_spec", "gpu_available", "is_local_model", "list_models",
+    "model_names", "model_path", "models_dir", "probe_endpoint", "prompt_token_bound", "pull", "quiet_repeats",
+    "request_hash", "resolve", "serve_forever", "server_grammar_field", "unavailable_fix", "verify",
 ]  # fmt: skip
 
 

@@ -540,7 +540,7 @@ def probe_endpoint(endpoint: Endpoint, *, timeout_s: float = 3.0) -> None:
 def _litellm() -> ModuleType:
     """litellm, imported on first use (it takes seconds) with its console chatter off."""
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    module = importlib.import_module("litellm")
+    module: Any = importlib.import_module("litellm")  # an untyped module: its flags are plain attributes
     module.suppress_debug_info = True
     for name in ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy"):
         logging.getLogger(name).setLevel(logging.WARNING)

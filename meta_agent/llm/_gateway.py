@@ -181,6 +181,7 @@ class AgentChannel:
         over = len(self._connections) >= self._gateway.max_connections
         if task is not None and not over:
             self._connections.add(task)
+        headers: dict[str, str]
         try:
             if over:  # answered without reading a byte: the descriptor is freed at once
                 self.connections_refused += 1

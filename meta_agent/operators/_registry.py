@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from types import MappingProxyType
+from typing import cast
 
 import numpy as np
 
@@ -65,13 +66,14 @@ def make_operator(name: str, *, limits: PromptLimits | None = None) -> AnyOperat
         return factory() if limits is None or factory is AstMutation else factory(limits=limits)
     operator = factory()
     kind = getattr(operator, "kind", None)
-    if kind not in _PROTOCOLS or not isinstance(operator, _PROTOCOLS[kind]) or getattr(operator, "name", None) != name:
+    protocol = _PROTOCOLS.get(kind) if isinstance(kind, str) else None
+    if protocol is None or not isinstance(operator, protocol) or getattr(operator, "name", None) != name:
         raise UnknownOperatorError(
             f"the operator plugin {name!r} built a {type(operator).__name__} that is not an operator: it needs "
             f"`name = {name!r}`, a `kind` (one of {', '.join(_PROTOCOLS)}) and the methods of that kind",
             fix="see meta_agent.operators (the Operator protocols); the example plugin in examples/ has one",
         )
-    return operator
+    return cast(AnyOperator, operator)  # it follows the protocol of its kind (checked above)
 
 
 def choose_operator(weights: Mapping[str, float], rng: np.random.Generator) -> str:
@@ -82,10 +84,10 @@ def choose_operator(weights: Mapping[str, float], rng: np.random.Generator) -> s
     """
     for name in weights:
         if name not in OPERATOR_REGISTRY:
-            names = ", ".join(operator_names())
+            known = ", ".join(operator_names())
             raise UnknownOperatorError(
-                f"operator weights name {name!r}, which is not an operator; the operators are: {names}",
-                fix=f"use only these names as operator weights: {names}",
+                f"operator weights name {name!r}, which is not an operator; the operators are: {known}",
+                fix=f"use only these names as operator weights: {known}",
             )
     names = list(weights)
     values = [float(weights[name]) for name in names]

@@ -52,8 +52,8 @@ def arm_history(agents: Sequence[Agent]) -> list[tuple[Arm, float | None, float]
     """
     scores: dict[int, float | None] = {}
     history = []
-    for agent in sorted(agents, key=lambda a: int(a.id)):  # type: ignore[arg-type]
-        scores[int(agent.id)] = agent.score if agent.status == AgentStatus.evaluated else None  # type: ignore[arg-type]
+    for agent in sorted(agents, key=lambda a: a.key):
+        scores[agent.key] = agent.score if agent.status == AgentStatus.evaluated else None
         if agent.iteration <= 0:
             continue
         if agent.status == AgentStatus.evaluated:

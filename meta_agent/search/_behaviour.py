@@ -186,12 +186,12 @@ class BehaviourSpace:
             files = genome_of(agent.genome_hash)
             embedding = self.code_embedding(files) if (self.gate is not None or self.config.space == "code") else None
             if self.gate is not None and embedding is not None:
-                self.gate.add(int(agent.id), embedding)
-            if int(agent.id) in in_view:
-                columns[int(agent.id)] = self.columns(
+                self.gate.add(agent.key, embedding)
+            if agent.key in in_view:
+                columns[agent.key] = self.columns(
                     files=files,
-                    tasks=tasks.get(int(agent.id), []),
-                    descriptor=stored.get(int(agent.id), {}),
+                    tasks=tasks.get(agent.key, []),
+                    descriptor=stored.get(agent.key, {}),
                     code_embedding=embedding,
                 )
         rows = [columns[int(agent_id)] for agent_id in base.ids.tolist()]

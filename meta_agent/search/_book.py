@@ -41,6 +41,16 @@ class LoopEvent:
     message: str = ""
 
 
+@dataclass(frozen=True)
+class Origin:
+    """Where a proposal belongs: its iteration, its parent(s), and the (model, operator) arm that made it."""
+
+    iteration: int
+    parent_id: int
+    second_parent_id: int | None
+    arm: Arm
+
+
 @dataclass
 class LoopOutcome:
     status: RunStatus
@@ -104,38 +114,35 @@ class RunBook:
         """Resume: what the archive already holds (its best agent, and who owns each genome)."""
         best = self.archive.best(self.run_id, n=1)
         if best:
-            self.best = (float(best[0].score), int(best[0].id))
+            self.best = (float(best[0].score or 0.0), best[0].key)  # evaluated: it has a score
         for agent in reversed(agents):
             if agent.genome_hash is not None:
-                self._genome_owner[agent.genome_hash] = int(agent.id)
+                self._genome_owner[agent.genome_hash] = agent.key
 
     def store_seed(self, seed: Genome) -> Agent:
         agent = self.archive.add_agent(self.run_id, files=dict(seed.files), entry=seed.entry, operator="seed")
-        self._genome_owner[str(agent.genome_hash)] = int(agent.id)
+        self._genome_owner[str(agent.genome_hash)] = agent.key
         if self.behaviour.gate is not None:
-            self.behaviour.gate.add(int(agent.id), self.behaviour.code_embedding(seed.files))
-        self.on_event(LoopEvent("seed", int(agent.id), 0, None, None, "seed program stored"))
+            self.behaviour.gate.add(agent.key, self.behaviour.code_embedding(seed.files))
+        self.on_event(LoopEvent("seed", agent.key, 0, None, None, "seed program stored"))
         return agent
 
     # ----- proposals ---------------------------------------------------------------------------
 
-    def accept(
-        self, proposal: Proposal, *, iteration: int, parent_id: int, second_parent_id: int | None, arm: Arm
-    ) -> tuple[bool, int | None]:
+    def accept(self, proposal: Proposal, origin: Origin) -> tuple[bool, int | None]:
         """Store a proposal: a child queued for evaluation, or an invalid agent with its reason.
 
         (done, the queued child's id or None). Not done only for a near-duplicate, after which the
         iteration may propose again.
         """
-        stored = dict(iteration=iteration, parent_id=parent_id, second_parent_id=second_parent_id, arm=arm)
         if proposal.genome is None:
-            self.store_invalid(proposal, reason=str(proposal.reason), **stored)
+            self.store_invalid(proposal, origin, reason=str(proposal.reason))
             return True, None
         child_hash = genome_hash(proposal.genome.files)
         duplicate = self._genome_owner.get(child_hash)
         if duplicate is not None:
             reason = f"the edit produced code identical to agent {duplicate}; make a change that differs"
-            self.store_invalid(proposal, reason=reason, **stored)
+            self.store_invalid(proposal, origin, reason=reason)
             return True, None
         embedding = None
         if self.behaviour.gate is not None:
@@ -146,71 +153,62 @@ class RunBook:
                     f"near-duplicate of agent {near.agent_id} (code similarity {near.similarity:.4f} >= "
                     f"{self.behaviour.gate.threshold}); make a more substantial change"
                 )
-                self.store_invalid(proposal, reason=reason, **stored)
+                self.store_invalid(proposal, origin, reason=reason)
                 return False, None
-        return True, self._store_child(proposal, child_hash, embedding, **stored)
+        return True, self._store_child(proposal, child_hash, embedding, origin)
 
     def _store_child(
         self,
         proposal: Proposal,
         child_hash: str,
         embedding: np.ndarray | None,
-        *,
-        iteration: int,
-        parent_id: int,
-        second_parent_id: int | None,
-        arm: Arm,
+        origin: Origin,
     ) -> int:
         assert proposal.genome is not None
         agent = self.archive.add_agent(
             self.run_id,
             files=dict(proposal.genome.files),
             entry=proposal.genome.entry,
-            parent_id=parent_id,
-            second_parent_id=second_parent_id,
-            operator=arm.operator,
-            model=arm.model or None,
-            iteration=iteration,
+            parent_id=origin.parent_id,
+            second_parent_id=origin.second_parent_id,
+            operator=origin.arm.operator,
+            model=origin.arm.model or None,
+            iteration=origin.iteration,
             link_llm_calls=True,
             repair_note=proposal.repair_note,
-            **proposal.usage(),
+            prompt_tokens=proposal.prompt_tokens,
+            completion_tokens=proposal.completion_tokens,
+            cost_usd=proposal.cost_usd,
         )
-        self._genome_owner[child_hash] = int(agent.id)
+        self._genome_owner[child_hash] = agent.key
         if self.behaviour.gate is not None and embedding is not None:
-            self.behaviour.gate.add(int(agent.id), embedding)
+            self.behaviour.gate.add(agent.key, embedding)
         self.counters.proposals += 1
-        self.on_event(LoopEvent("proposed", int(agent.id), iteration, None, self.best_score(), proposal.note))
-        self.enqueue(int(agent.id))
-        return int(agent.id)
+        self.on_event(LoopEvent("proposed", agent.key, origin.iteration, None, self.best_score(), proposal.note))
+        self.enqueue(agent.key)
+        return agent.key
 
-    def store_invalid(
-        self,
-        proposal: Proposal,
-        *,
-        reason: str,
-        iteration: int,
-        parent_id: int,
-        second_parent_id: int | None,
-        arm: Arm,
-    ) -> None:
+    def store_invalid(self, proposal: Proposal, origin: Origin, *, reason: str) -> None:
         agent = self.archive.add_agent(
             self.run_id,
-            parent_id=parent_id,
-            second_parent_id=second_parent_id,
-            operator=arm.operator,
-            model=arm.model or None,
-            iteration=iteration,
+            parent_id=origin.parent_id,
+            second_parent_id=origin.second_parent_id,
+            operator=origin.arm.operator,
+            model=origin.arm.model or None,
+            iteration=origin.iteration,
             status=AgentStatus.invalid,
             invalid_reason=reason,
             link_llm_calls=True,
-            **proposal.usage(),
+            prompt_tokens=proposal.prompt_tokens,
+            completion_tokens=proposal.completion_tokens,
+            cost_usd=proposal.cost_usd,
         )
-        self.memory.remember_failure(parent_id, f"{arm.operator}: {reason}")
+        self.memory.remember_failure(origin.parent_id, f"{origin.arm.operator}: {reason}")
         if self.bandit is not None:
-            self.bandit.record_outcome(arm, reward=0.0, cost=cost_of(agent))
+            self.bandit.record_outcome(origin.arm, reward=0.0, cost=cost_of(agent))
         self.counters.proposals += 1
         self.counters.invalid += 1
-        self.on_event(LoopEvent("rejected", int(agent.id), iteration, None, self.best_score(), reason))
+        self.on_event(LoopEvent("rejected", agent.key, origin.iteration, None, self.best_score(), reason))
 
     # ----- evaluations -------------------------------------------------------------------------
 

@@ -138,22 +138,25 @@ async def run_self_modify(
         spec = limits.apply(benchmark.run_spec(parent, task))
         spec = dataclasses.replace(spec, env={**spec.env, **env})
         result = await asyncio.to_thread(session.run, spec)
-    usage = (
-        dict(calls=channel.calls_used, prompt_tokens=channel.prompt_tokens_used,
-             completion_tokens=channel.completion_tokens_used, cost_usd=channel.cost_usd)
-        if channel is not None
-        else {}
-    )  # fmt: skip
     outcome = read_outcome(result.files)
+    error: str | None = None
     if result.timed_out:
         error = f"the parent agent timed out after {spec.timeout_s:.1f} s while writing its child"
     elif outcome is None:
         error = f"the parent agent produced no result while writing its child (exit code {result.exit_code})"
     elif not outcome.ok:
         error = f"the parent agent crashed while writing its child: {outcome.error_summary()}"
-    else:
-        return SelfModifyRun(returned=outcome.value, error=None, **usage)
-    return SelfModifyRun(returned=None, error=error, **usage)
+    returned = outcome.value if error is None and outcome is not None else None
+    if channel is None:
+        return SelfModifyRun(returned=returned, error=error)
+    return SelfModifyRun(
+        returned=returned,
+        error=error,
+        calls=channel.calls_used,
+        prompt_tokens=channel.prompt_tokens_used,
+        completion_tokens=channel.completion_tokens_used,
+        cost_usd=channel.cost_usd,
+    )
 
 
 def evaluation_row(task: TaskResult) -> Evaluation:

@@ -30,7 +30,7 @@ from meta_agent.llm import FMAuthError, FMGateway, FMUnavailable, GatewayError, 
 from meta_agent.operators import AnyOperator, PromptContext, choose_operator, make_operator
 from meta_agent.search._arms import Arm, operator_arms, restore_bandit
 from meta_agent.search._behaviour import BehaviourSpace
-from meta_agent.search._book import LoopEvent, LoopOutcome, RunBook
+from meta_agent.search._book import LoopEvent, LoopOutcome, Origin, RunBook
 from meta_agent.search._compose import check_operators, check_selector_needs, selector_from_config
 from meta_agent.search._evaluation import evaluate_in_sandbox
 from meta_agent.search._memory import _LRU, PromptMemory
@@ -168,7 +168,7 @@ class SearchLoop:
                 fix="start a new run; `cambrian show RUN 1` says why the seed failed",
             )
         for agent in pending:
-            self._enqueue(int(agent.id))
+            self._enqueue(agent.key)
 
         done_iterations = {a.iteration for a in agents if a.iteration > 0}
         todo = iter([i for i in range(1, self.config.budget.iterations + 1) if i not in done_iterations])
@@ -187,8 +187,8 @@ class SearchLoop:
                 # Evaluators finish what they hold and take nothing new.
                 await self._wait_in_flight()
         finally:
-            for task in (*evaluators, watchdog, drained, stopped):
-                task.cancel()
+            for running in (*evaluators, watchdog, drained, stopped):
+                running.cancel()
             await asyncio.gather(*evaluators, watchdog, drained, stopped, return_exceptions=True)
         return self._finish()
 
@@ -278,6 +278,7 @@ class SearchLoop:
             failed_attempts=self.memory.failed_attempts(parent_id),
             inspirations=self.memory.inspirations(self.view, exclude=parent_id),
         )
+        origin = Origin(iteration, parent_id, second_parent_id, arm)
         for attempt in range(self.config.search.novelty.max_reproposals + 1):
             if self.bandit is not None:
                 self.bandit.record_pull(arm)
@@ -287,36 +288,20 @@ class SearchLoop:
                 )
             except (SandboxError, GatewayError) as exc:
                 # self_modify runs the parent in the sandbox: a dead sandbox is a fault, not the parent's.
-                self.book.store_invalid(
-                    Proposal(None), reason=f"sandbox fault while the parent wrote its child: {exc}",
-                    iteration=iteration, parent_id=parent_id, second_parent_id=second_parent_id, arm=arm,
-                )  # fmt: skip
+                fault = f"sandbox fault while the parent wrote its child: {exc}"
+                self.book.store_invalid(Proposal(None), origin, reason=fault)
                 self._count_fault(exc)
                 return False
             self._counters.spent_usd += proposal.cost_usd
-            stored = dict(iteration=iteration, parent_id=parent_id, second_parent_id=second_parent_id, arm=arm)
-            if self._accept(
-                proposal, _Repairable(arm.operator, ctx, proposal, arm.model, iteration, attempt), **stored
-            ):
+            if self._accept(proposal, _Repairable(arm.operator, ctx, proposal, arm.model, iteration, attempt), origin):
                 return True
         return True
 
-    def _accept(
-        self,
-        proposal: Proposal,
-        repairable: _Repairable | None,
-        *,
-        iteration: int,
-        parent_id: int,
-        second_parent_id: int | None,
-        arm: Arm,
-    ) -> bool:
+    def _accept(self, proposal: Proposal, repairable: _Repairable | None, origin: Origin) -> bool:
         """Store a proposal (see `RunBook.accept`); a queued child whose FM conversation can take its failed run
         back is remembered for that. False only for a near-duplicate, after which the iteration may propose
         again."""
-        done, child_id = self.book.accept(
-            proposal, iteration=iteration, parent_id=parent_id, second_parent_id=second_parent_id, arm=arm
-        )
+        done, child_id = self.book.accept(proposal, origin)
         if child_id is not None and repairable is not None and proposal.conversation and proposal.repairs_left > 0:
             self._repairable.put(child_id, repairable)
         return done
@@ -398,15 +383,14 @@ class SearchLoop:
                 model=repairable.model, iteration=repairable.iteration, attempt=repairable.attempt,
             )  # fmt: skip
         except (FMUnavailable, FMAuthError) as exc:
-            self.on_event(LoopEvent("failed", int(agent.id), agent.iteration, None, self.book.best_score(),
+            self.on_event(LoopEvent("failed", agent.key, agent.iteration, None, self.book.best_score(),
                                     f"no repair of agent {agent.id}: {exc}"))  # fmt: skip
             return
         self._counters.spent_usd += proposal.cost_usd
         follow_up = dataclasses.replace(repairable, proposal=proposal)
-        self._accept(
-            proposal, follow_up, iteration=repairable.iteration, parent_id=int(agent.parent_id),  # type: ignore[arg-type]
-            second_parent_id=agent.second_parent_id, arm=arm,
-        )  # fmt: skip
+        parent_id = agent.parent_id
+        assert parent_id is not None  # a child being repaired came from a proposal, which has a parent
+        self._accept(proposal, follow_up, Origin(repairable.iteration, parent_id, agent.second_parent_id, arm))
 
     async def _run_in_sandbox(self, agent: Agent, genome: Genome) -> AgentResult:
         """Evaluate on the search split, with the agent's own FM socket when the gateway is on."""
@@ -414,7 +398,7 @@ class SearchLoop:
             self.benchmark,
             genome,
             self.sandbox,
-            agent_id=int(agent.id),
+            agent_id=agent.key,
             iteration=agent.iteration,
             split="search",
             limits=self.limits,
@@ -436,12 +420,12 @@ class SearchLoop:
         return True
 
     def _on_sandbox_fault(self, agent: Agent, exc: SandboxError | GatewayError) -> None:
-        agent = self.archive.mark_failed(int(agent.id), f"sandbox fault: {exc}")
-        self.on_event(LoopEvent("failed", int(agent.id), agent.iteration, None, self.book.best_score(), str(exc)))
+        agent = self.archive.mark_failed(agent.key, f"sandbox fault: {exc}")
+        self.on_event(LoopEvent("failed", agent.key, agent.iteration, None, self.book.best_score(), str(exc)))
         if self._count_fault(exc):
             return
         if agent.eval_attempts < self.config.evaluation.max_attempts:
-            self._enqueue(int(agent.id))
+            self._enqueue(agent.key)
         elif agent.operator == "seed" and not self._has_parent.is_set():
             self._abort(RunAborted(f"the seed could not be evaluated: {exc}", fix=getattr(exc, "fix", "")))
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 
@@ -27,7 +28,15 @@ from evaluators.runner import Limits
 from meta_agent.config import RunConfig
 from meta_agent.edits import EditError, check_child
 from meta_agent.llm import Completion, FMBadRequest, FMGateway, LLMClient, derive_seed
-from meta_agent.operators import AnyOperator, Operator, PromptContext, render
+from meta_agent.operators import (
+    AnyOperator,
+    LocalOperator,
+    Operator,
+    PromptContext,
+    SandboxOperator,
+    TwoStepOperator,
+    render,
+)
 from meta_agent.search._evaluation import AgentFMBudget, run_self_modify
 from sandbox.base import Sandbox
 
@@ -74,13 +83,6 @@ class Proposal:
     #: continues when the child fails to run. `repairs_left`: how many more times it may go back.
     conversation: tuple[Mapping[str, str], ...] = ()
     repairs_left: int = 0
-
-    def usage(self) -> dict[str, float | int]:
-        return {
-            "prompt_tokens": self.prompt_tokens,
-            "completion_tokens": self.completion_tokens,
-            "cost_usd": self.cost_usd,
-        }
 
 
 @dataclass
@@ -195,30 +197,33 @@ class Proposer:
         usage = _Usage()
         parent = ctx.parent.genome
         try:
+            # The registry checked that each operator follows the protocol of its kind.
             if kind == "local":
+                local = cast(LocalOperator, operator)
                 rng = np.random.default_rng([self.run_seed, iteration, attempt])
-                with_note = getattr(operator, "mutate_with_note", None)  # AstMutation names its edits
-                child, note = with_note(parent, rng) if with_note else (operator.mutate(parent, rng), "")  # type: ignore[union-attr]
+                with_note = getattr(local, "mutate_with_note", None)  # AstMutation names its edits
+                child, note = with_note(parent, rng) if with_note else (local.mutate(parent, rng), "")
                 return self._checked(usage, child, parent, note=note)
             if kind == "sandbox":
-                return await self._self_modify(operator, ctx, iteration=iteration, attempt=attempt)
+                return await self._self_modify(
+                    cast(SandboxOperator, operator), ctx, iteration=iteration, attempt=attempt
+                )
+            fm = cast(Operator, operator)
             llm = self.llms[model]
             seed = derive_seed(self.run_seed, iteration, attempt)
             if ctx.idea is None and ctx.second_parent is None:  # crossover's direction is the other parent
                 ctx = dataclasses.replace(ctx, idea=self.idea(iteration, attempt))
                 usage.idea = ctx.idea
             if ctx.focus is None:
-                ctx = dataclasses.replace(ctx, focus=self.focus(operator, parent, iteration, attempt))
+                ctx = dataclasses.replace(ctx, focus=self.focus(fm, parent, iteration, attempt))
             if kind == "fm_two_step":
+                two_step = cast(TwoStepOperator, operator)
                 planned = await llm.complete(
-                    operator.plan_messages(ctx),
-                    seed=seed,
-                    purpose="diagnose",
-                    iteration=iteration,  # type: ignore[union-attr]
+                    two_step.plan_messages(ctx), seed=seed, purpose="diagnose", iteration=iteration
                 )
                 usage.add(planned)
-                ctx = dataclasses.replace(ctx, plan=operator.parse_plan(planned.text))  # type: ignore[union-attr]
-            return await self._edit(operator, ctx, llm, usage, seed=seed, iteration=iteration)  # type: ignore[arg-type]
+                ctx = dataclasses.replace(ctx, plan=two_step.parse_plan(planned.text))
+            return await self._edit(fm, ctx, llm, usage, seed=seed, iteration=iteration)
         except EditError as exc:
             return usage.proposal(None, str(exc))
         except FMBadRequest as exc:
@@ -285,21 +290,21 @@ class Proposer:
         """
         if not failed.conversation or failed.repairs_left <= 0:
             raise ValueError("fix needs a proposal with its FM conversation and repair rounds left")
-        operator = self.operators[operator_name]
+        operator = cast(Operator, self.operators[operator_name])  # only FM operators keep a conversation
         llm = self.llms[model]
         ctx = dataclasses.replace(
             ctx, idea=failed.idea, focus=ctx.focus or self.focus(operator, ctx.parent.genome, iteration, attempt)
         )
         usage = _Usage(idea=failed.idea)
-        message = render("repair_run", {"failure": failure.strip(), "format_hint": operator.format_hint(ctx)})  # type: ignore[union-attr]
+        message = render("repair_run", {"failure": failure.strip(), "format_hint": operator.format_hint(ctx)})
         messages = [*failed.conversation, {"role": "user", "content": message.strip()}]
         completion = await llm.complete(
             messages, seed=derive_seed(self.run_seed, iteration, attempt), purpose="repair", iteration=iteration,
-            grammar=operator.grammar(ctx), max_tokens=_reply_cap(operator, llm),  # type: ignore[union-attr,arg-type]
+            grammar=operator.grammar(ctx), max_tokens=_reply_cap(operator, llm),
         )  # fmt: skip
         usage.add(completion)
         try:
-            child = _apply(operator, ctx, completion.text)  # type: ignore[arg-type]
+            child = _apply(operator, ctx, completion.text)
             checked = check_child(child, ctx.parent.genome, entry_function=self.entry_function)
         except EditError as exc:
             return usage.proposal(None, f"{exc} (the repair after a failed run)")
@@ -316,9 +321,9 @@ class Proposer:
         return usage.proposal(checked.genome, note=note, repair_note=checked.repair_note)
 
     async def _self_modify(
-        self, operator: AnyOperator, ctx: PromptContext, *, iteration: int, attempt: int
+        self, operator: SandboxOperator, ctx: PromptContext, *, iteration: int, attempt: int
     ) -> Proposal:
-        task = self.benchmark.self_modify_task(operator.task_prompt(ctx))  # type: ignore[attr-defined,union-attr]
+        task = self.benchmark.self_modify_task(operator.task_prompt(ctx))  # type: ignore[attr-defined]  # compose checked supports_self_modify
         run = await run_self_modify(
             self.benchmark,
             ctx.parent.genome,
@@ -333,7 +338,7 @@ class Proposer:
         if run.error is not None:
             return usage.proposal(None, run.error)
         try:
-            return self._checked(usage, operator.apply(ctx.parent.genome, run.returned), ctx.parent.genome)  # type: ignore[arg-type]
+            return self._checked(usage, operator.apply(ctx.parent.genome, run.returned), ctx.parent.genome)
         except EditError as exc:  # here, so the parent's FM usage stays on the invalid child
             return usage.proposal(None, str(exc))
 
@@ -347,9 +352,9 @@ def _apply(operator: Operator, ctx: PromptContext, reply: str) -> Genome:
     """The child `operator` makes of `reply`: with the second parent of a crossover, or the lines a `lines`
     proposal asked for."""
     if ctx.second_parent is not None:
-        return operator.apply(ctx.parent.genome, reply, second_parent=ctx.second_parent.genome)  # type: ignore[call-arg]
+        return operator.apply(ctx.parent.genome, reply, second_parent=ctx.second_parent.genome)  # type: ignore[call-arg]  # a crossover's apply
     if ctx.focus is not None:
-        return operator.apply(ctx.parent.genome, reply, focus=ctx.focus)  # type: ignore[call-arg]
+        return operator.apply(ctx.parent.genome, reply, focus=ctx.focus)  # type: ignore[call-arg]  # an operator that picks lines
     return operator.apply(ctx.parent.genome, reply)
 
 

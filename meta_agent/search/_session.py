@@ -247,7 +247,7 @@ def resume_run(
             stored["evaluation"]["sandbox"] = sandbox
         config = RunConfig.from_json(json.dumps(stored))
         if config.to_json() != run.config_json:
-            archive.update_run_config(int(run.id), config.to_json())
+            archive.update_run_config(run.key, config.to_json())
         config = config.model_copy(update={"runs_dir": Path(runs_dir)})
         benchmark = build_benchmark(config)
         return _search(archive, run, config, benchmark, reporter)
@@ -258,10 +258,10 @@ def _search(archive: Archive, run: Run, config: RunConfig, benchmark: Benchmark,
     try:
         return _search_with_resources(archive, run, config, benchmark, reporter)
     except KeyboardInterrupt:
-        archive.set_run_status(int(run.id), RunStatus.stopped)
+        archive.set_run_status(run.key, RunStatus.stopped)
         raise
     except Exception as exc:
-        archive.set_run_status(int(run.id), RunStatus.failed, error=f"{type(exc).__name__}: {exc}")
+        archive.set_run_status(run.key, RunStatus.failed, error=f"{type(exc).__name__}: {exc}")
         raise
 
 
@@ -269,7 +269,7 @@ def _search_with_resources(
     archive: Archive, run: Run, config: RunConfig, benchmark: Benchmark, reporter: Reporter
 ) -> LoopOutcome:
     with sandbox_with_socket_dir(config, reporter) as (sandbox, socket_dir), contextlib.ExitStack() as models:
-        ledger = ArchiveLedger(archive, int(run.id))
+        ledger = ArchiveLedger(archive, run.key)
         endpoint, label = models.enter_context(fm_endpoint(config, reporter))
         llm = make_llm_client(endpoint, config, ledger=ledger, warn=reporter.warn)
         more_llms = {}
@@ -293,7 +293,7 @@ def _search_with_resources(
             on_event=reporter.event,
             embed_endpoint=embedding_endpoint(config),
         )
-        done = archive.iterations_done(int(run.id))
+        done = archive.iterations_done(run.key)
         with reporter.progress(done, config.budget.iterations):
             gateway = FMGateway(llm, socket_dir=socket_dir) if config.evaluation.agent_fm else None
             return asyncio.run(_run_with_signals(loop, sandbox, gateway))

@@ -129,7 +129,7 @@ def _score(value: float | None) -> str:
 def summarize_run(archive: Archive, run_id: int) -> RunSummary:
     """The facts of a run so far (any status), read from its archive."""
     agents = archive.agents(run_id)
-    by_id: dict[int, Agent] = {int(a.id): a for a in agents}
+    by_id: dict[int, Agent] = {a.key: a for a in agents}
     seeds = [a for a in agents if a.operator == "seed"]
     seed = seeds[0] if seeds else None
     children = [a for a in agents if a.iteration > 0]
@@ -144,17 +144,17 @@ def summarize_run(archive: Archive, run_id: int) -> RunSummary:
     best_agent = best[0] if best else None
     path: list[Edit] = []
     if best_agent is not None:
-        chain = [best_agent, *archive.ancestors(int(best_agent.id))]
+        chain = [best_agent, *archive.ancestors(best_agent.key)]
         for agent in reversed(chain):
             if agent.iteration <= 0:
                 continue
             parent = by_id.get(int(agent.parent_id)) if agent.parent_id is not None else None
-            path.append(Edit(int(agent.id), agent.operator, agent.model, parent.score if parent else None,
+            path.append(Edit(agent.key, agent.operator, agent.model, parent.score if parent else None,
                              float(agent.score or 0.0)))  # fmt: skip
     return RunSummary(
-        seed_id=int(seed.id) if seed is not None else None,
+        seed_id=seed.key if seed is not None else None,
         seed_score=seed.score if seed is not None else None,
-        best_id=int(best_agent.id) if best_agent is not None else None,
+        best_id=best_agent.key if best_agent is not None else None,
         best_score=float(best_agent.score) if best_agent is not None and best_agent.score is not None else None,
         path=tuple(path),
         proposals=len(children),

@@ -131,7 +131,7 @@ def test_crash_feedback_names_the_error() -> None:
     result, score = run_program(CirclePacking(), "def pack_circles(n):\n    return 1 / 0\n")
     assert result.exit_code == 0  # the harness reports the agent's error; it does not crash
     assert not score.executed and score.score == 0.0
-    assert score.feedback.startswith("crashed: ZeroDivisionError: division by zero")
+    assert score.feedback.startswith("the program crashed: ZeroDivisionError: division by zero")
     assert "return 1 / 0" in score.feedback
 
 
@@ -144,7 +144,7 @@ def test_nan_result_is_refused() -> None:
 def test_timeout_feedback() -> None:
     _, score = run_program(CirclePacking(timeout_s=1.0), "import time\ndef pack_circles(n):\n    time.sleep(60)\n")
     assert not score.executed
-    assert score.feedback.startswith("timed out")
+    assert score.feedback.startswith("the program timed out")
 
 
 def test_options_are_validated() -> None:

@@ -71,22 +71,6 @@ def client() -> Iterator[docker.DockerClient]:
         own.close()
 
 
-def test_normal_task_with_files_and_collect(session: DockerSession) -> None:
-    spec = RunSpec(
-        files={
-            "pkg/util.py": "VALUE = 7\n",
-            "main.py": "from pkg.util import VALUE\nopen('out.txt','w').write(str(VALUE*6))\nprint('done')\n",
-        },
-        command=("{python}", "main.py"),
-        collect=("out.txt", "missing.txt"),
-        env={"EXTRA": "1"},
-    )
-    result = session.run(spec)
-    assert result.ok, result
-    assert result.stdout == "done\n"
-    assert result.files == {"out.txt": "42"}
-
-
 def test_work_dir_is_wiped_between_runs(session: DockerSession) -> None:
     assert session.run(py("open('left.txt', 'w').write('x'); open('/tmp/t', 'w').write('x')")).ok
     result = session.run(py("import os; print(sorted(os.listdir('.')), sorted(os.listdir('/tmp')))"))

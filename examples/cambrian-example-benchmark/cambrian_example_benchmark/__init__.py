@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from importlib import resources
 
 from evaluators.base import BenchmarkError, FeedbackPolicy, Genome, Stage, Task, TaskScore
+from evaluators.feedback import not_executed, run_failure
 from evaluators.harness import harness_spec
 from evaluators.harness.run_program import entry_module, read_outcome
 from sandbox.base import RunResult, RunSpec
@@ -117,19 +118,15 @@ class CurveFit:
         )
 
     def score(self, task: Task, result: RunResult) -> TaskScore:
-        policy = self.feedback_policy
+        failure = run_failure(result, self.feedback_policy, who="the program")  # timeout, crash, no result
+        if failure is not None:
+            return failure
         outcome = read_outcome(result.files)
-        if outcome is None:
-            return _not_executed(policy.clip(f"no result: the program {result.failure_reason() or 'exited'}"))
-        if not outcome.ok:
-            detail = policy.describe_error(outcome.error_type, outcome.error) or "the program raised an error"
-            if policy.traceback and outcome.traceback:
-                detail += "\n" + outcome.traceback
-            return _not_executed(policy.clip(f"crashed: {detail}"))
+        assert outcome is not None  # run_failure returned None: the run wrote a value
         xs = task.inputs["xs"]
         ys = outcome.value
         if not isinstance(ys, list) or len(ys) != len(xs) or not all(isinstance(y, (int, float)) for y in ys):
-            return _not_executed(policy.clip("f(x) did not return one number per x"))
+            return not_executed("f(x) did not return one number per x", self.feedback_policy)
         errors = [(y - target(x)) ** 2 for x, y in zip(xs, ys)]
         mse = sum(errors) / len(errors)
         worst = xs[max(range(len(errors)), key=errors.__getitem__)]
@@ -139,7 +136,3 @@ class CurveFit:
     def aggregate(self, scores: Sequence[TaskScore]) -> float:
         """Mean task score in [0, 1]; 0.0 for no tasks."""
         return sum(s.score for s in scores) / len(scores) if scores else 0.0
-
-
-def _not_executed(feedback: str) -> TaskScore:
-    return TaskScore(score=0.0, passed=False, executed=False, feedback=feedback)

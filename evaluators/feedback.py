@@ -1,23 +1,37 @@
-"""What both ARC benchmarks say when a run produced no value: a timeout, a crash, no result file.
+"""What every benchmark says when a run produced no value: a timeout, a crash, no result file.
 
-The text follows the benchmark's `FeedbackPolicy` (error type, message,
-traceback and printed output each shown only when the policy allows). No
-expected grid is ever part of it: these runs never saw one.
+One text for all benchmarks, following the `FeedbackPolicy` it is given (error
+type, message, traceback and printed output each shown only when the policy
+allows). Benchmarks whose runs see no hidden answer (circle packing, the trap
+functions) pass `opened(policy)`: everything the program raised and printed is
+its own, so its traceback and output are shown whatever the run's policy says.
+Plugin benchmarks use the same helpers:
+
+    failure = run_failure(result, self.feedback_policy, who="the program")
+    if failure is not None:
+        return failure
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 from evaluators.base import FeedbackPolicy, TaskScore
 from evaluators.harness.run_program import RESULT_FILE, HarnessOutcome, read_outcome
 from sandbox.base import RunResult
 
-_TAIL_LINES = 12  # of a traceback or of printed output
+TAIL_LINES = 12  # of a traceback or of printed output
+
+
+def opened(policy: FeedbackPolicy) -> FeedbackPolicy:
+    """`policy` with the traceback and printed output shown: for runs that saw no hidden answer."""
+    return dataclasses.replace(policy, traceback=True, output=True)
 
 
 def run_failure(result: RunResult, policy: FeedbackPolicy, *, who: str) -> TaskScore | None:
     """A not-executed TaskScore when the run gave no value, else None (the caller scores the value).
 
-    who: how the feedback names the code, e.g. "the agent" or "transform".
+    who: how the feedback names the code, e.g. "the program", "the agent" or "transform".
     """
     if result.timed_out or result.oom_killed or result.output_truncated:
         return not_executed(f"{who} {result.failure_reason()}", policy)
@@ -32,24 +46,25 @@ def run_failure(result: RunResult, policy: FeedbackPolicy, *, who: str) -> TaskS
 
 
 def not_executed(feedback: str, policy: FeedbackPolicy) -> TaskScore:
-    """Score 0: the code did not produce a usable value."""
+    """Score 0: the code did not produce a usable value; `feedback` clipped to the policy's length."""
     return TaskScore(score=0.0, passed=False, executed=False, feedback=policy.clip(feedback))
+
+
+def tail_lines(text: str, count: int = TAIL_LINES) -> str:
+    """The last `count` non-blank-trimmed lines of `text`."""
+    return "\n".join(text.strip().splitlines()[-count:])
 
 
 def _error(outcome: HarnessOutcome, policy: FeedbackPolicy) -> str:
     described = policy.describe_error(outcome.error_type, outcome.error)
     text = f": {described}" if described else ""
     if policy.traceback and outcome.traceback.strip():
-        text += "\n" + _tail(outcome.traceback)
+        text += "\n" + tail_lines(outcome.traceback)
     return text
 
 
 def _printed(result: RunResult, policy: FeedbackPolicy) -> str:
     if not policy.output:
         return ""
-    printed = "\n".join(part for part in (_tail(result.stdout), _tail(result.stderr)) if part)
+    printed = "\n".join(part for part in (tail_lines(result.stdout), tail_lines(result.stderr)) if part)
     return f"\noutput:\n{printed}" if printed else ""
-
-
-def _tail(text: str) -> str:
-    return "\n".join(text.strip().splitlines()[-_TAIL_LINES:])
