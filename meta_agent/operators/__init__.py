@@ -1,34 +1,40 @@
 """Mutation operators: a parent (or two) and its context become a child genome.
 
-- `make_operator(name)`, `choose_operator(weights, rng)`, `operator_names()`: operators by name, built-in
-  (`OPERATORS`, `OPERATOR_KINDS`) or installed under the entry point group `cambrian.operators`
-  (`OPERATOR_REGISTRY`); each operator's `kind` says how the loop drives it;
-- the FM operators `RewriteOperator`, `DiffOperator`, `LinesOperator`, `CrossoverOperator` (one call each)
-  and `DiagnoseOperator` (a plan, then the edit);
-- `SelfModifyOperator` (the parent agent writes its child in the sandbox) and `AstMutation` (no FM);
-- the protocols the loop drives them by: `Operator`, `TwoStepOperator`, `SandboxOperator`,
-  `LocalOperator`, and `supports_self_modify`;
+- `Operator`: the base every operator subclasses, with one method, `propose(context, env) -> Proposal`;
+  `OperatorEnv`, what the search lends one proposal (seeded draws, the FM, the static check, the
+  parent agent's run); `Proposal`, what comes back (see `_base`);
+- `make_operator(name)`, `choose_operator(weights, rng)`, `operator_names()`: operators by name,
+  built-in (`OPERATORS`) or installed under the entry point group `cambrian.operators`
+  (`OPERATOR_REGISTRY`);
+- the FM operators, on the shared `FMOperator` (a call, the reply applied, repair rounds):
+  `RewriteOperator`, `DiffOperator`, `LinesOperator`, `CrossoverOperator` (one call each) and
+  `DiagnoseOperator` (a plan, then the edit); `RUN_REPAIR_NOTE` begins the repair note of a child
+  the FM wrote again after its run failed;
+- `SelfModifyOperator` (the parent agent writes its child in the sandbox; `supports_self_modify`)
+  and `AstMutation` (no FM);
 - prompts: `PromptContext`, `ParentInfo`, `PromptLimits`, `render` and `template_names` (the templates in
   `prompts/`, one file each), `PromptTemplateError`;
 - reply grammars for constrained decoding: `search_replace_grammar`, `code_grammar`, `gbnf_literal`.
-
-See `_base` for how the loop drives each kind.
 """
 
 from meta_agent.operators._ast_mutate import AstMutation, collect_sites
 from meta_agent.operators._base import (
-    OPERATOR_KINDS,
-    OPERATORS,
-    AnyOperator,
-    LocalOperator,
     Operator,
+    OperatorEnv,
     OperatorWeightsError,
-    SandboxOperator,
-    TwoStepOperator,
+    Proposal,
     UnknownOperatorError,
     supports_self_modify,
 )
-from meta_agent.operators._fm import CrossoverOperator, DiagnoseOperator, DiffOperator, LinesOperator, RewriteOperator
+from meta_agent.operators._fm import (
+    RUN_REPAIR_NOTE,
+    CrossoverOperator,
+    DiagnoseOperator,
+    DiffOperator,
+    FMOperator,
+    LinesOperator,
+    RewriteOperator,
+)
 from meta_agent.operators._grammars import code_grammar, gbnf_literal, search_replace_grammar
 from meta_agent.operators._prompting import (
     ParentInfo,
@@ -38,14 +44,20 @@ from meta_agent.operators._prompting import (
     render,
     template_names,
 )
-from meta_agent.operators._registry import OPERATOR_REGISTRY, choose_operator, make_operator, operator_names
+from meta_agent.operators._registry import (
+    OPERATOR_REGISTRY,
+    OPERATORS,
+    choose_operator,
+    make_operator,
+    operator_names,
+)
 from meta_agent.operators._self_modify import SelfModifyOperator
 
 __all__ = [
-    "OPERATORS", "OPERATOR_KINDS", "OPERATOR_REGISTRY", "AnyOperator", "AstMutation", "CrossoverOperator",
-    "DiagnoseOperator", "DiffOperator", "LinesOperator", "LocalOperator", "Operator", "OperatorWeightsError",
-    "ParentInfo", "PromptContext", "PromptLimits", "PromptTemplateError", "RewriteOperator", "SandboxOperator",
-    "SelfModifyOperator", "TwoStepOperator", "UnknownOperatorError", "choose_operator", "code_grammar",
-    "collect_sites", "gbnf_literal", "make_operator", "operator_names", "render", "search_replace_grammar",
+    "OPERATORS", "OPERATOR_REGISTRY", "RUN_REPAIR_NOTE", "AstMutation", "CrossoverOperator", "DiagnoseOperator",
+    "DiffOperator", "FMOperator", "LinesOperator", "Operator", "OperatorEnv", "OperatorWeightsError",
+    "ParentInfo", "PromptContext", "PromptLimits", "PromptTemplateError", "Proposal", "RewriteOperator",
+    "SelfModifyOperator", "UnknownOperatorError", "choose_operator", "code_grammar", "collect_sites",
+    "gbnf_literal", "make_operator", "operator_names", "render", "search_replace_grammar",
     "supports_self_modify", "template_names",
 ]  # fmt: skip

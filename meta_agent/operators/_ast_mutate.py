@@ -42,6 +42,8 @@ import numpy as np
 
 from evaluators.base import Genome
 from meta_agent.edits import EditError, check_outside_unchanged, evolve_regions
+from meta_agent.operators._base import Operator, OperatorEnv, Proposal
+from meta_agent.operators._prompting import PromptContext
 
 ONE_EDIT_PROBABILITY = 0.7  # P(1 edit); the number of edits is Geometric with this p, capped at max_edits
 MAX_ATTEMPTS = 20  # draws tried before giving up on a parent whose edits never parse or never change it
@@ -96,7 +98,7 @@ class _Edit:
         return f"line {self.site.line}: {self.site.text} -> {self.new_text}"
 
 
-class AstMutation:
+class AstMutation(Operator):
     """Random small AST-level edits of numbers and operators inside the EVOLVE-BLOCK (no FM).
 
     max_edits: most edits in one child, >= 1 (default 3). float_sigma: the standard deviation of
@@ -104,7 +106,6 @@ class AstMutation:
     """
 
     name = "ast_mutate"
-    kind = "local"
 
     def __init__(self, *, max_edits: int = 3, float_sigma: float = 0.1) -> None:
         if max_edits < 1:
@@ -113,6 +114,12 @@ class AstMutation:
             raise ValueError(f"float_sigma is {float_sigma}; it must be a positive finite number")
         self.max_edits = max_edits
         self.float_sigma = float_sigma
+
+    async def propose(self, context: PromptContext, env: OperatorEnv) -> Proposal:
+        """A child with random edits drawn from `env.rng()`; the note names them."""
+        parent = context.parent.genome
+        child, note = self.mutate_with_note(parent, env.rng())
+        return env.check(child, parent, note=note)
 
     def mutate(self, parent: Genome, rng: np.random.Generator) -> Genome:
         """A child of `parent` with 1..max_edits random edits in its entry file; EditError when none can be made."""

@@ -1,55 +1,47 @@
-"""What an operator is: the kinds the loop drives, their protocols and errors.
+"""What an operator is: one base class with one method, what it returns, and what the search lends it.
 
-Operators do no I/O besides reading their prompt templates; the loop does the
-calls in between. Each has a `kind` (see OPERATOR_KINDS) that tells the loop how
-to drive it:
+An operator turns a parent (two for crossover) and its context into one child:
 
-- "fm" (`rewrite`, `diff`, `crossover`): `messages(ctx)` -> one FM call -> `apply(parent, reply)`.
-  `rewrite` wants the whole entry file in a fenced block (only its EVOLVE-BLOCK's code when the
-  file has one region); `diff` wants SEARCH/REPLACE blocks (see `edits`); `crossover` shows
-  two parents and wants one whole file combining them (`needs_second_parent`). Each says what
-  its reply must look like as a grammar (`grammar(ctx)`, for constrained decoding) and in
-  words (`format_hint(ctx)`, for the repair message after a reply that could not be used).
-- "fm_two_step" (`diagnose`): `plan_messages(ctx)` -> FM -> `parse_plan(reply)`, then
-  `messages(ctx with plan)` -> FM -> `apply(parent, reply)`.
-- "sandbox" (`self_modify`, the Darwin Goedel Machine's move): the parent agent itself
-  writes its child. The loop runs the parent's own entry function in the sandbox on
-  `benchmark.self_modify_task(operator.task_prompt(ctx))` and passes what it returned
-  to `apply(parent, returned)`. Only benchmarks with `self_modify_task` support it.
-- "local" (`ast_mutate`, `AstMutation`): `mutate(parent, rng)`, no FM.
+    class MyOperator(Operator):
+        name = "my_operator"
 
-`apply` raises `EditError` with a public reason when the reply cannot become a
-child genome; the loop stores that reason on the invalid agent and shows it to
-the next prompt of the same parent.
+        async def propose(self, context: PromptContext, env: OperatorEnv) -> Proposal:
+            child = ...  # from context.parent.genome, env.rng(), await env.complete(messages, ...)
+            return env.check(child, context.parent.genome)
+
+`env` is what the search gives one proposal (`search.Proposer` makes one per attempt):
+seeded draws (`rng`), the FM of the proposal's arm (`complete`, every call in the
+ledger, tokens counted for the child), the direction the benchmark suggests (`idea`),
+how many times a bad reply may go back (`repair_rounds`), the static check every child
+passes (`check`), and the parent agent's own run in the sandbox (`run_parent`, for
+operators whose agents write their children). Operators do no other I/O besides
+reading their prompt templates.
+
+Raise `EditError` with a public reason when no child can be made: the search stores
+that reason on the invalid agent and shows it to the next prompt of the same parent.
+
+What an operator declares, for the search to check and to pick arms:
+- `uses_fm`: it calls `env.complete`, so each configured model is an arm and the run needs an FM;
+- `runs_agent`: it calls `env.run_parent`, so the benchmark must build agent tasks
+  (`self_modify_task`), and its arm is the model the gateway serves agents;
+- `needs_second_parent`: the search picks a second parent (`context.second_parent`).
+
+The built-in FM operators share `FMOperator` (`_fm.py`): a prompt, one call, the reply
+applied, a repair round in the same conversation when the reply cannot be used.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from types import MappingProxyType
-from typing import ClassVar, Protocol, runtime_checkable
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import ClassVar, Protocol
 
 import numpy as np
 
 from cambrian_errors import CambrianError
 from evaluators.base import Genome
 from meta_agent.operators._prompting import PromptContext
-
-#: Operator name -> how the loop drives it: "fm", "fm_two_step", "sandbox" or "local".
-OPERATOR_KINDS: Mapping[str, str] = MappingProxyType(
-    {
-        "rewrite": "fm",
-        "diff": "fm",
-        "lines": "fm",
-        "crossover": "fm",
-        "diagnose": "fm_two_step",
-        "self_modify": "sandbox",
-        "ast_mutate": "local",
-    }
-)
-
-#: Names of the operators `make_operator` builds.
-OPERATORS: tuple[str, ...] = tuple(OPERATOR_KINDS)
 
 
 class UnknownOperatorError(CambrianError, ValueError):
@@ -60,74 +52,86 @@ class OperatorWeightsError(CambrianError, ValueError):
     """Operator weights that cannot be sampled from (negative, not finite, all zero)."""
 
 
-@runtime_checkable
-class Operator(Protocol):
-    """Turns a parent into FM messages, and the FM's reply into a child genome."""
+@dataclass(frozen=True)
+class Proposal:
+    """What one attempt at a child produced: a genome, or the public reason there is none.
 
-    name: str
-    kind: ClassVar[str]  # "fm" or "fm_two_step"
+    Token and cost figures cover every FM call the attempt made (all of them in the ledger too); the
+    search fills them in from `env`. note: a short description of what changed, where the operator
+    gives one (ast_mutate). repair_note: what was repaired before evaluation (static imports, an FM
+    repair round). idea: the direction the prompt asked the FM to try, if any. conversation: the FM
+    conversation that wrote the child, its last reply included (FM operators), where a failed run is
+    taken back; repairs_left: how many more times it may go back.
+    """
 
-    def messages(self, ctx: PromptContext) -> list[dict[str, str]]:
-        """OpenAI chat messages (role, content) asking the FM for a variant of `ctx.parent`."""
+    genome: Genome | None
+    reason: str | None = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+    note: str = ""
+    repair_note: str | None = None
+    idea: str | None = None
+    conversation: tuple[Mapping[str, str], ...] = ()
+    repairs_left: int = 0
+
+
+class OperatorEnv(Protocol):
+    """What the search lends an operator for one proposal."""
+
+    @property
+    def repair_rounds(self) -> int:
+        """Times a reply that fails to parse, apply or pass the static check may go back to the FM (>= 0)."""
         ...
 
-    def apply(self, parent: Genome, reply: str) -> Genome:
-        """The child genome the reply describes; raises EditError with a public reason."""
+    def rng(self, salt: int | None = None) -> np.random.Generator:
+        """A generator seeded by the run seed, the iteration and the attempt (and `salt`, for a second,
+        independent stream): the same proposal of the same run draws the same numbers."""
         ...
 
-    def grammar(self, ctx: PromptContext) -> str | None:
-        """GBNF the reply must follow under constrained decoding (`_grammars.py`), or None."""
+    def idea(self) -> str | None:
+        """The direction this proposal is asked to try: a seeded draw from the benchmark's `ideas` (None when
+        it has none or `search.ideas` is off). Recorded on the child."""
         ...
 
-    def format_hint(self, ctx: PromptContext) -> str:
-        """A few words on the reply format, for the repair message after a reply that could not be used."""
+    async def complete(
+        self, messages: Sequence[Mapping[str, str]], *, purpose: str, grammar: str | None = None,
+        max_tokens: int | None = None,
+    ) -> str:  # fmt: skip
+        """The reply of the proposal's FM to `messages` (purpose: "mutate", "diagnose" or "repair", for the
+        ledger). grammar: GBNF the reply must follow under constrained decoding. max_tokens: a cap below
+        `fm.max_tokens` for replies short by nature. FMBadRequest when the prompt itself is refused."""
         ...
 
-
-@runtime_checkable
-class TwoStepOperator(Operator, Protocol):
-    """An FM operator that first asks for a plan, then for the edit implementing it."""
-
-    def plan_messages(self, ctx: PromptContext) -> list[dict[str, str]]:
-        """Messages asking the FM for a plan (no code)."""
+    def check(self, child: Genome, parent: Genome, *, note: str = "") -> Proposal:
+        """The proposal of `child` after the static check and its repairs (see `edits.check_child`);
+        EditError with a line-precise reason when it fails."""
         ...
 
-    def parse_plan(self, reply: str) -> str:
-        """The plan in the FM's reply; EditError when there is none."""
-        ...
-
-
-@runtime_checkable
-class SandboxOperator(Protocol):
-    """The parent agent writes its child: its entry function runs in the sandbox on a task prompt."""
-
-    name: str
-    kind: ClassVar[str]  # "sandbox"
-
-    def task_prompt(self, ctx: PromptContext) -> str:
-        """The prompt the parent agent is given as its task."""
-        ...
-
-    def apply(self, parent: Genome, returned: object) -> Genome:
-        """The child genome the agent's return value describes; raises EditError with a public reason."""
-        ...
-
-
-@runtime_checkable
-class LocalOperator(Protocol):
-    """A mutation without FM or sandbox, drawn from a seeded rng."""
-
-    name: str
-    kind: ClassVar[str]  # "local"
-
-    def mutate(self, parent: Genome, rng: np.random.Generator) -> Genome:
-        """A child of `parent`."""
+    async def run_parent(self, parent: Genome, prompt: str) -> object:
+        """What the parent agent's entry function returned when run in the sandbox on the benchmark's agent
+        task for `prompt` (with its FM socket and budget); EditError with the run's failure."""
         ...
 
 
-AnyOperator = Operator | SandboxOperator | LocalOperator
+class Operator(ABC):
+    """A mutation operator: `propose` makes one child (see the module docstring)."""
+
+    #: The operator's name: its key in `search.operators` and in the archive (a plugin's entry point name).
+    name: ClassVar[str]
+    #: It calls `env.complete`: one arm per configured model, and the run needs an FM.
+    uses_fm: ClassVar[bool] = False
+    #: It calls `env.run_parent`: the benchmark must build agent tasks (`self_modify_task`).
+    runs_agent: ClassVar[bool] = False
+    #: The search picks a second parent (`context.second_parent`).
+    needs_second_parent: ClassVar[bool] = False
+
+    @abstractmethod
+    async def propose(self, context: PromptContext, env: OperatorEnv) -> Proposal:
+        """One child of `context.parent` (see OperatorEnv). EditError when none can be made."""
 
 
 def supports_self_modify(benchmark: object) -> bool:
-    """Whether a benchmark can run `self_modify`: it builds the agent's task with `self_modify_task`."""
+    """Whether a benchmark can run operators whose agents write their children: it builds the agent's task
+    with `self_modify_task`."""
     return callable(getattr(benchmark, "self_modify_task", None))

@@ -1,9 +1,18 @@
-"""The FM operators: `rewrite`, `diff`, `lines`, `crossover` (one FM call each) and `diagnose` (two)."""
+"""The FM operators: `rewrite`, `diff`, `lines`, `crossover` (one FM call each) and `diagnose` (two).
+
+They share `FMOperator`: messages -> one FM call -> the reply applied to the parent -> the static
+check. A reply that cannot become a checked child goes back to the FM with its error, in the same
+conversation, up to `env.repair_rounds` times (the ledger's purpose "repair"); a child that failed
+when run can be taken back the same way (`fix`). Each says what its reply must look like as a
+grammar (`grammar`, for constrained decoding) and in words (`format_hint`, for the repair message).
+"""
 
 from __future__ import annotations
 
 import ast
+import dataclasses
 import re
+from abc import abstractmethod
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -11,7 +20,7 @@ import numpy as np
 
 from evaluators.base import Genome
 from meta_agent.edits import EditError, evolve_regions
-from meta_agent.operators._base import OPERATOR_KINDS
+from meta_agent.operators._base import Operator, OperatorEnv, Proposal
 from meta_agent.operators._grammars import code_grammar, search_replace_grammar
 from meta_agent.operators._prompting import (
     PromptContext,
@@ -36,15 +45,129 @@ from meta_agent.operators._replies import (
     _same_program,
 )
 
+# How the repair note of a child made by `FMOperator.fix` (a failed run sent back to the FM) begins: such a
+# child shares its iteration with the child that failed.
+RUN_REPAIR_NOTE = "FM repair after the run failed"
+
+
+class FMOperator(Operator):
+    """An operator the FM writes: `messages(ctx)` -> one call -> `apply(parent, reply)` -> the static check."""
+
+    uses_fm: ClassVar[bool] = True
+    #: The most tokens a reply may take, where replies are short by nature (None: `fm.max_tokens`). A small
+    #: model that loses the format writes on to the limit, so a tight cap is what that costs.
+    max_reply_tokens: ClassVar[int | None] = None
+
+    @abstractmethod
+    def messages(self, ctx: PromptContext) -> list[dict[str, str]]:
+        """OpenAI chat messages (role, content) asking the FM for a variant of `ctx.parent`."""
+
+    @abstractmethod
+    def apply(self, parent: Genome, reply: str) -> Genome:
+        """The child genome the reply describes; raises EditError with a public reason."""
+
+    @abstractmethod
+    def grammar(self, ctx: PromptContext) -> str | None:
+        """GBNF the reply must follow under constrained decoding (`_grammars.py`), or None."""
+
+    @abstractmethod
+    def format_hint(self, ctx: PromptContext) -> str:
+        """A few words on the reply format, for the repair message after a reply that could not be used."""
+
+    def prepare(self, ctx: PromptContext, env: OperatorEnv) -> PromptContext:
+        """The context completed with what this operator draws for itself before it asks (see `lines`)."""
+        return ctx
+
+    def child(self, ctx: PromptContext, reply: str) -> Genome:
+        """The child `reply` makes of `ctx.parent` (operators that need more of the context than the parent
+        override this: crossover, lines)."""
+        return self.apply(ctx.parent.genome, reply)
+
+    async def propose(self, context: PromptContext, env: OperatorEnv) -> Proposal:
+        """One direction drawn from the benchmark's ideas (not for crossover: its direction is the other
+        parent), then the edit."""
+        if context.idea is None and not self.needs_second_parent:
+            context = dataclasses.replace(context, idea=env.idea())
+        return await self.edit(self.prepare(context, env), env)
+
+    async def edit(self, ctx: PromptContext, env: OperatorEnv) -> Proposal:
+        """Ask for the edit; a reply that cannot become a checked child goes back with its error, up to
+        `env.repair_rounds` times, in the same conversation."""
+        messages = list(self.messages(ctx))
+        grammar = self.grammar(ctx)
+        errors: list[str] = []
+        for round_ in range(env.repair_rounds + 1):
+            reply = await env.complete(
+                messages, purpose="repair" if round_ else "mutate", grammar=grammar, max_tokens=self.max_reply_tokens
+            )
+            try:
+                proposal = env.check(self.child(ctx, reply), ctx.parent.genome)
+            except EditError as exc:
+                errors.append(str(exc))
+                if round_ == env.repair_rounds:
+                    if round_:
+                        raise EditError(f"{exc} (still failing after {round_} repair round(s))", fix=exc.fix) from exc
+                    raise
+                messages += [
+                    {"role": "assistant", "content": reply},
+                    {"role": "user", "content": render("repair", {
+                        "error": str(exc), "fix": exc.fix.rstrip("."), "format_hint": self.format_hint(ctx),
+                    }).strip()},
+                ]  # fmt: skip
+                continue
+            repaired = [f"FM repair round {len(errors)} fixed: {_first_line(errors[-1])}"] if errors else []
+            return dataclasses.replace(
+                proposal,
+                repair_note=_joined(*repaired, proposal.repair_note),
+                idea=ctx.idea,
+                conversation=(*messages, {"role": "assistant", "content": reply}),
+                repairs_left=env.repair_rounds - round_,
+            )
+        raise AssertionError("unreachable: the last round returns or raises")
+
+    async def fix(self, ctx: PromptContext, failed: Proposal, failure: str, env: OperatorEnv) -> Proposal:
+        """The child again, after it failed when run: `failure` (its public feedback: the crash, the timeout,
+        the invalid result) goes back to the FM in the conversation that wrote it (purpose "repair").
+
+        `failed` must carry a conversation and repairs_left > 0. The answer is checked like any reply; one
+        that cannot become a child raises EditError.
+        """
+        if not failed.conversation or failed.repairs_left <= 0:
+            raise ValueError("fix needs a proposal with its FM conversation and repair rounds left")
+        ctx = self.prepare(dataclasses.replace(ctx, idea=failed.idea), env)
+        message = render("repair_run", {"failure": failure.strip(), "format_hint": self.format_hint(ctx)})
+        messages = [*failed.conversation, {"role": "user", "content": message.strip()}]
+        reply = await env.complete(
+            messages, purpose="repair", grammar=self.grammar(ctx), max_tokens=self.max_reply_tokens
+        )
+        try:
+            proposal = env.check(self.child(ctx, reply), ctx.parent.genome)
+        except EditError as exc:
+            raise EditError(f"{exc} (the repair after a failed run)", fix=exc.fix) from exc
+        return dataclasses.replace(
+            proposal,
+            repair_note=_joined(f"{RUN_REPAIR_NOTE}: {_first_line(failure)}", proposal.repair_note),
+            idea=failed.idea,
+            conversation=(*messages, {"role": "assistant", "content": reply}),
+            repairs_left=failed.repairs_left - 1,
+        )
+
+
+def _first_line(text: str, limit: int = 160) -> str:
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+def _joined(*notes: str | None) -> str | None:
+    return "; ".join(note for note in notes if note) or None
+
 
 @dataclass(frozen=True)
-class RewriteOperator:
+class RewriteOperator(FMOperator):
     """The FM returns the whole entry file in a fenced block (name "rewrite")."""
 
-    kind: ClassVar[str] = OPERATOR_KINDS["rewrite"]
-    needs_second_parent: ClassVar[bool] = False
+    name: ClassVar[str] = "rewrite"
     limits: PromptLimits = field(default_factory=PromptLimits)
-    name: str = field(default="rewrite", init=False)
 
     def messages(self, ctx: PromptContext) -> list[dict[str, str]]:
         """System rules, then contract, code, feedback and failed attempts, the format last."""
@@ -79,16 +202,14 @@ _BLOCKS_HINT = ": SEARCH/REPLACE blocks, SEARCH copying existing lines exactly"
 
 
 @dataclass(frozen=True)
-class DiffOperator:
+class DiffOperator(FMOperator):
     """The FM returns SEARCH/REPLACE blocks (name "diff")."""
 
-    kind: ClassVar[str] = OPERATOR_KINDS["diff"]
-    needs_second_parent: ClassVar[bool] = False
+    name: ClassVar[str] = "diff"
     #: One block whose SEARCH copies at most 4 lines: local models' valid replies took 17-454 tokens
     #: (bench/results/fm_efficacy-after*-circle.json); past that a 1.5B model on 2 cores spends minutes.
-    max_reply_tokens: ClassVar[int] = 512
+    max_reply_tokens: ClassVar[int | None] = 512
     limits: PromptLimits = field(default_factory=PromptLimits)
-    name: str = field(default="diff", init=False)
 
     def messages(self, ctx: PromptContext) -> list[dict[str, str]]:
         """System rules, then contract, code, feedback and failed attempts, a worked block example last."""
@@ -113,6 +234,7 @@ class DiffOperator:
 
 #: Statements the `lines` operator asks the FM to rewrite at once: 1 to this many simple statements.
 MAX_FOCUS_STATEMENTS = 3
+_FOCUS_SALT = 0xF0C5  # the lines are drawn from a stream of their own, apart from the idea's
 _COMPOUND = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.If, ast.For, ast.AsyncFor, ast.While, ast.With,
              ast.AsyncWith, ast.Try, ast.Import, ast.ImportFrom, ast.Return)  # fmt: skip
 
@@ -145,17 +267,15 @@ def _is_string(statement: ast.stmt) -> bool:
 
 
 @dataclass(frozen=True)
-class LinesOperator:
+class LinesOperator(FMOperator):
     """The FM rewrites 1-3 lines the proposer picks (name "lines"), replying with the new lines in one code
     block. Small models asked for a free edit copy what they see; asked to rewrite named lines, in a short
     prompt, they change them (README, "Making small models' replies count")."""
 
-    kind: ClassVar[str] = OPERATOR_KINDS["lines"]
-    needs_second_parent: ClassVar[bool] = False
+    name: ClassVar[str] = "lines"
     #: The reply is a few lines: far below fm.max_tokens.
-    max_reply_tokens: ClassVar[int] = 384
+    max_reply_tokens: ClassVar[int | None] = 384
     limits: PromptLimits = field(default_factory=PromptLimits)
-    name: str = field(default="lines", init=False)
 
     def pick(self, parent: Genome, rng: np.random.Generator) -> str | None:
         """The lines to rewrite: a seeded draw of 1..MAX_FOCUS_STATEMENTS consecutive simple statements of
@@ -171,6 +291,15 @@ class LinesOperator:
             if focus.strip() and text.count(focus + "\n") == 1 and focus not in windows:
                 windows.append(focus)
         return windows[int(rng.integers(len(windows)))] if windows else None
+
+    def prepare(self, ctx: PromptContext, env: OperatorEnv) -> PromptContext:
+        """The lines to ask for: a seeded draw (`pick`), unless the context names them."""
+        if ctx.focus is not None:
+            return ctx
+        return dataclasses.replace(ctx, focus=self.pick(ctx.parent.genome, env.rng(_FOCUS_SALT)))
+
+    def child(self, ctx: PromptContext, reply: str) -> Genome:
+        return self.apply(ctx.parent.genome, reply, focus=ctx.focus)
 
     def messages(self, ctx: PromptContext) -> list[dict[str, str]]:
         """A short prompt: the contract, the program and its score, the lines to rewrite, the idea."""
@@ -204,16 +333,15 @@ class LinesOperator:
 
 
 @dataclass(frozen=True)
-class CrossoverOperator:
+class CrossoverOperator(FMOperator):
     """Two parents, one child: the FM combines their strengths into one whole file (name "crossover").
 
     The child is built relative to the FIRST parent (`ctx.parent`), like `rewrite`.
     """
 
-    kind: ClassVar[str] = OPERATOR_KINDS["crossover"]
+    name: ClassVar[str] = "crossover"
     needs_second_parent: ClassVar[bool] = True
     limits: PromptLimits = field(default_factory=PromptLimits)
-    name: str = field(default="crossover", init=False)
 
     def messages(self, ctx: PromptContext) -> list[dict[str, str]]:
         """Contract, program A (the parent) and program B (scores, code, feedback), failed attempts, format.
@@ -239,6 +367,10 @@ class CrossoverOperator:
         context = "\n\n".join(section.rstrip() for section in sections if section)
         user = render("crossover", {**task_values(ctx, self.limits), "context": context})
         return [system_message(ctx), {"role": "user", "content": user.strip()}]
+
+    def child(self, ctx: PromptContext, reply: str) -> Genome:
+        second = ctx.second_parent.genome if ctx.second_parent is not None else None
+        return self.apply(ctx.parent.genome, reply, second_parent=second)
 
     def apply(self, parent: Genome, reply: str, *, second_parent: Genome | None = None) -> Genome:
         """The first parent with its entry file replaced by the reply's code (as `rewrite.apply`).
@@ -266,13 +398,18 @@ class CrossoverOperator:
 
 
 @dataclass(frozen=True)
-class DiagnoseOperator:
+class DiagnoseOperator(FMOperator):
     """First a plan from the parent's failures, then the edit implementing it (name "diagnose")."""
 
-    kind: ClassVar[str] = OPERATOR_KINDS["diagnose"]
-    needs_second_parent: ClassVar[bool] = False
+    name: ClassVar[str] = "diagnose"
     limits: PromptLimits = field(default_factory=PromptLimits)
-    name: str = field(default="diagnose", init=False)
+
+    async def propose(self, context: PromptContext, env: OperatorEnv) -> Proposal:
+        """A plan first (ledger purpose "diagnose"), then the edit implementing it."""
+        if context.idea is None:
+            context = dataclasses.replace(context, idea=env.idea())
+        planned = await env.complete(self.plan_messages(context), purpose="diagnose")
+        return await self.edit(dataclasses.replace(context, plan=self.parse_plan(planned)), env)
 
     def plan_messages(self, ctx: PromptContext) -> list[dict[str, str]]:
         """Contract, code, feedback and failed attempts, then the request for a numbered plan (no code)."""

@@ -5,27 +5,18 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from types import MappingProxyType
-from typing import cast
 
 import numpy as np
 
 from meta_agent.operators._ast_mutate import AstMutation
-from meta_agent.operators._base import (
-    AnyOperator,
-    LocalOperator,
-    Operator,
-    OperatorWeightsError,
-    SandboxOperator,
-    TwoStepOperator,
-    UnknownOperatorError,
-)
+from meta_agent.operators._base import Operator, OperatorWeightsError, UnknownOperatorError
 from meta_agent.operators._fm import CrossoverOperator, DiagnoseOperator, DiffOperator, LinesOperator, RewriteOperator
 from meta_agent.operators._prompting import PromptLimits
 from meta_agent.operators._self_modify import SelfModifyOperator
 from meta_agent.plugins import OPERATOR_GROUP, PluginRegistry
 
 #: The built-in operators: name -> class (each takes `limits=`, but ast_mutate, which shows no prompt).
-_BUILTINS: Mapping[str, type] = MappingProxyType(
+_BUILTINS: Mapping[str, type[Operator]] = MappingProxyType(
     {
         "rewrite": RewriteOperator,
         "diff": DiffOperator,
@@ -37,14 +28,12 @@ _BUILTINS: Mapping[str, type] = MappingProxyType(
     }
 )
 
+#: Names of the built-in operators.
+OPERATORS: tuple[str, ...] = tuple(_BUILTINS)
+
 #: Operators by name: the built-ins, then what installed packages register under `cambrian.operators`.
 OPERATOR_REGISTRY: PluginRegistry[type] = PluginRegistry(
     what="mutation operator", group=OPERATOR_GROUP, builtins=_BUILTINS, error=UnknownOperatorError
-)
-
-#: What each kind of operator must provide, for checking plugins.
-_PROTOCOLS: Mapping[str, type] = MappingProxyType(
-    {"fm": Operator, "fm_two_step": TwoStepOperator, "sandbox": SandboxOperator, "local": LocalOperator}
 )
 
 
@@ -53,27 +42,24 @@ def operator_names() -> tuple[str, ...]:
     return OPERATOR_REGISTRY.names()
 
 
-def make_operator(name: str, *, limits: PromptLimits | None = None) -> AnyOperator:
+def make_operator(name: str, *, limits: PromptLimits | None = None) -> Operator:
     """The operator called `name`; UnknownOperatorError when there is none (or a plugin is broken).
 
     limits: what prompts show; None keeps each operator's default (plugins are built with no
-    arguments). The operator's `kind` ("fm", "fm_two_step", "sandbox" or "local") says which
-    protocol it follows (Operator, TwoStepOperator, SandboxOperator or LocalOperator) and so
-    how the loop drives it.
+    arguments). A plugin must build an `Operator` whose `name` is its entry point name.
     """
     factory = OPERATOR_REGISTRY.get(name)
     if name in _BUILTINS:
         return factory() if limits is None or factory is AstMutation else factory(limits=limits)
     operator = factory()
-    kind = getattr(operator, "kind", None)
-    protocol = _PROTOCOLS.get(kind) if isinstance(kind, str) else None
-    if protocol is None or not isinstance(operator, protocol) or getattr(operator, "name", None) != name:
+    if not isinstance(operator, Operator) or getattr(operator, "name", None) != name:
         raise UnknownOperatorError(
             f"the operator plugin {name!r} built a {type(operator).__name__} that is not an operator: it needs "
-            f"`name = {name!r}`, a `kind` (one of {', '.join(_PROTOCOLS)}) and the methods of that kind",
-            fix="see meta_agent.operators (the Operator protocols); the example plugin in examples/ has one",
+            f"to subclass meta_agent.operators.Operator, with `name = {name!r}` and `async def propose(self, "
+            "context, env)`",
+            fix="see meta_agent.operators.Operator; the example plugin in examples/ has one",
         )
-    return cast(AnyOperator, operator)  # it follows the protocol of its kind (checked above)
+    return operator
 
 
 def choose_operator(weights: Mapping[str, float], rng: np.random.Generator) -> str:

@@ -1,9 +1,8 @@
 """The `self_modify` operator (the Darwin Goedel Machine's move): the parent agent writes its child.
 
-The loop runs the parent's own entry function in the sandbox on a task prompt built here
-(`task_prompt`) and hands what it returned to `apply`, which turns it into the child genome
-with the shared reply helpers of `meta_agent.replies`. `meta_agent.operators` registers and
-re-exports `SelfModifyOperator`; this module imports nothing from there, so there is no cycle.
+`propose` has the search run the parent's own entry function in the sandbox on a task prompt built
+here (`task_prompt`, through `env.run_parent`) and turns what it returned into the child genome
+(`apply`) with the shared reply helpers of `_replies`.
 """
 
 from __future__ import annotations
@@ -15,6 +14,7 @@ from typing import ClassVar
 
 from evaluators.base import Genome
 from meta_agent.edits import EditError
+from meta_agent.operators._base import Operator, OperatorEnv, Proposal
 from meta_agent.operators._prompting import PromptContext, PromptLimits, format_score, recent_attempts, render, truncate
 from meta_agent.operators._replies import (
     _BLOCK_MARKER_RE,
@@ -31,7 +31,7 @@ _TASK_BLOCK_RE = re.compile(r"^# -{10,}\n# TASK: the module above.*\Z", re.MULTI
 
 
 @dataclass(frozen=True)
-class SelfModifyOperator:
+class SelfModifyOperator(Operator):
     """The parent agent rewrites its own entry file (name "self_modify").
 
     function / signature: the entry function the child must keep, as the benchmark's
@@ -39,15 +39,19 @@ class SelfModifyOperator:
     agent's own, budgeted FM calls.
     """
 
-    # Spelled out, not read from operators.OPERATOR_KINDS: that module imports this one.
-    kind: ClassVar[str] = "sandbox"
-    needs_second_parent: ClassVar[bool] = False
+    name: ClassVar[str] = "self_modify"
+    runs_agent: ClassVar[bool] = True
     limits: PromptLimits = field(
         default_factory=lambda: PromptLimits(max_failed_attempts=2, max_attempt_chars=300, max_feedback_chars=800)
     )
     function: str = "solve"
     signature: str = "solve(task, llm) -> str"
-    name: str = field(default="self_modify", init=False)
+
+    async def propose(self, context: PromptContext, env: OperatorEnv) -> Proposal:
+        """The parent agent's rewrite of itself, from its run on `task_prompt(context)`."""
+        parent = context.parent.genome
+        returned = await env.run_parent(parent, self.task_prompt(context))
+        return env.check(self.apply(parent, returned), parent)
 
     def task_prompt(self, ctx: PromptContext) -> str:
         """Python source for the agent to complete: its own entry file, then a comment block with the

@@ -17,6 +17,7 @@
 - `summarize_run`, `categorize`: the closing summary of a run.
 """
 
+from meta_agent.operators import RUN_REPAIR_NOTE, Proposal  # re-exported: what the loop's proposals are
 from meta_agent.search._arms import arm_history
 from meta_agent.search._bandit import ALGORITHMS, Arm, Bandit, BanditError, improvement_reward
 from meta_agent.search._behaviour import BehaviourSpace, TaskRow
@@ -25,7 +26,7 @@ from meta_agent.search._compose import selector_from_config
 from meta_agent.search._evaluation import AgentFMBudget, evaluate_in_sandbox, evaluation_row, run_self_modify
 from meta_agent.search._loop import LoopEvent, LoopOutcome, SearchLoop
 from meta_agent.search._memory import PromptMemory
-from meta_agent.search._proposals import RUN_REPAIR_NOTE, Proposal, Proposer, agent_fm_budget, run_limits
+from meta_agent.search._proposals import Proposer, agent_fm_budget, run_limits
 from meta_agent.search._session import (
     INTERRUPTED,
     Reporter,

@@ -13,27 +13,29 @@ from collections.abc import Mapping, Sequence
 
 from archive.models import Agent, AgentStatus
 from meta_agent.config import BanditConfig
+from meta_agent.operators import Operator
 from meta_agent.search._bandit import Arm, Bandit, improvement_reward
 
 __all__ = ["Arm", "arm_history", "cost_of", "improvement_reward", "operator_arms", "restore_bandit"]
 
 
 def operator_arms(
-    weights: Mapping[str, float], kinds: Mapping[str, str], *, models: Sequence[str], gateway_model: str
+    weights: Mapping[str, float], operators: Mapping[str, Operator], *, models: Sequence[str], gateway_model: str
 ) -> list[Arm]:
-    """The arms of operators with a positive weight: local operators need no model (""), self_modify runs on
-    the model the gateway serves agents, every other operator on each configured model."""
+    """The arms of operators with a positive weight: an operator whose agents write their children
+    (`runs_agent`, self_modify) runs on the model the gateway serves agents, an FM operator (`uses_fm`) on
+    each configured model, any other needs no model ("")."""
     arms = []
     for name, weight in weights.items():
         if weight <= 0:
             continue
-        kind = kinds[name]
-        if kind == "local":
-            arms.append(Arm("", name))
-        elif kind == "sandbox":
+        operator = operators[name]
+        if operator.runs_agent:
             arms.append(Arm(gateway_model, name))
-        else:
+        elif operator.uses_fm:
             arms.extend(Arm(model, name) for model in models)
+        else:
+            arms.append(Arm("", name))
     return arms
 
 

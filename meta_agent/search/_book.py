@@ -18,12 +18,12 @@ from archive.view import ArchiveView
 from evaluators.base import Genome
 from evaluators.runner import AgentResult
 from meta_agent.config import RunConfig
+from meta_agent.operators import Proposal
 from meta_agent.search._arms import Arm, cost_of, improvement_reward
 from meta_agent.search._bandit import Bandit
 from meta_agent.search._behaviour import BehaviourSpace, TaskRow
 from meta_agent.search._evaluation import evaluation_row
 from meta_agent.search._memory import PromptMemory
-from meta_agent.search._proposals import Proposal
 
 
 @dataclass(frozen=True)

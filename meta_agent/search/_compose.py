@@ -15,7 +15,7 @@ from archive.selection import ParentSelector, selector_needs, selector_parameter
 from evaluators.base import Benchmark
 from meta_agent.config import RunConfig
 from meta_agent.errors import ConfigError
-from meta_agent.operators import AnyOperator, supports_self_modify
+from meta_agent.operators import Operator, supports_self_modify
 from meta_agent.plugins import SELECTORS, make_selector
 
 
@@ -55,10 +55,10 @@ def check_selector_needs(
 
 
 def check_operators(
-    config: RunConfig, benchmark: Benchmark, operators: Mapping[str, AnyOperator], *, has_fm: bool
+    config: RunConfig, benchmark: Benchmark, operators: Mapping[str, Operator], *, has_fm: bool
 ) -> None:
-    """An operator object for every weighted name; `sandbox` operators need a benchmark that supports
-    them, FM operators an FM."""
+    """An operator object for every weighted name; operators whose agents write their children
+    (`runs_agent`) need a benchmark that supports them, FM operators (`uses_fm`) an FM."""
     weights = {name: w for name, w in config.search.operators.items() if w > 0}
     missing = sorted(set(weights) - set(operators))
     if missing:
@@ -66,13 +66,13 @@ def check_operators(
             f"search.operators weighs {', '.join(missing)}, but no such operator was given to the loop",
             fix="pass an operator object for every weighted name (SearchLoop.from_config builds them all)",
         )
-    in_sandbox = [name for name in weights if operators[name].kind == "sandbox"]
+    in_sandbox = [name for name in weights if operators[name].runs_agent]
     if in_sandbox and not supports_self_modify(benchmark):
         raise ConfigError(
             f"search.operators: {', '.join(in_sandbox)} needs a benchmark whose agents write code (such as "
             f"humaneval); {benchmark.name} has none",
             fix=f"remove {', '.join(in_sandbox)} from search.operators, or search a benchmark such as humaneval",
         )
-    needs_fm = any(operators[name].kind in ("fm", "fm_two_step") for name in weights)
+    needs_fm = any(operators[name].uses_fm for name in weights)
     if needs_fm and not has_fm:
         raise ConfigError("search.operators names FM operators but the run has no FM", fix="configure fm.model")

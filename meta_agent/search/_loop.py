@@ -27,14 +27,14 @@ from evaluators.runner import AgentResult
 from meta_agent.config import RunConfig
 from meta_agent.errors import ConfigError, RunAborted, SeedFailed
 from meta_agent.llm import FMAuthError, FMGateway, FMUnavailable, GatewayError, LLMClient
-from meta_agent.operators import AnyOperator, PromptContext, choose_operator, make_operator
+from meta_agent.operators import Operator, PromptContext, Proposal, choose_operator, make_operator
 from meta_agent.search._arms import Arm, operator_arms, restore_bandit
 from meta_agent.search._behaviour import BehaviourSpace
 from meta_agent.search._book import LoopEvent, LoopOutcome, Origin, RunBook
 from meta_agent.search._compose import check_operators, check_selector_needs, selector_from_config
 from meta_agent.search._evaluation import evaluate_in_sandbox
 from meta_agent.search._memory import _LRU, PromptMemory
-from meta_agent.search._proposals import Proposal, Proposer, agent_fm_budget, run_limits
+from meta_agent.search._proposals import Proposer, agent_fm_budget, run_limits
 from sandbox.base import Sandbox, SandboxError
 
 #: Consecutive infrastructure faults (sandbox or FM) after which the run stops for the user.
@@ -53,7 +53,7 @@ class SearchLoop:
         benchmark: Benchmark,
         sandbox: Sandbox,
         selector: ParentSelector,
-        operators: Mapping[str, AnyOperator],
+        operators: Mapping[str, Operator],
         llm: LLMClient | None,
         model_label: str,
         more_llms: Mapping[str, LLMClient] | None = None,
@@ -95,8 +95,9 @@ class SearchLoop:
         )
         self.behaviour = BehaviourSpace(benchmark, config.search.novelty, embed_endpoint=embed_endpoint)
         check_selector_needs(config, benchmark, selector, self.behaviour.names)
-        kinds = {name: operator.kind for name, operator in self.operators.items()}
-        self.arms = operator_arms(config.search.operators, kinds, models=list(self.llms), gateway_model=model_label)
+        self.arms = operator_arms(
+            config.search.operators, self.operators, models=list(self.llms), gateway_model=model_label
+        )
         self.bandit = restore_bandit(config.search.bandit, self.arms, archive.agents(self.run_id))
         self._queue: asyncio.Queue[int] = asyncio.Queue()
         self._room = asyncio.Condition()

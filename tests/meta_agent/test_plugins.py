@@ -6,6 +6,7 @@ listing of installed ones is replaced (tests/evaluators/test_third_party_benchma
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 from importlib.metadata import EntryPoint
 
@@ -16,26 +17,53 @@ import meta_agent.plugins as plugins
 from archive.errors import SelectorConfigError
 from archive.view import ArchiveView
 from evaluators.base import Genome
+from evaluators.runner import Limits
 from meta_agent.config import load_config
 from meta_agent.errors import ConfigError
-from meta_agent.operators import OPERATOR_REGISTRY, UnknownOperatorError, make_operator, operator_names
+from meta_agent.operators import (
+    OPERATOR_REGISTRY,
+    Operator,
+    OperatorEnv,
+    ParentInfo,
+    PromptContext,
+    Proposal,
+    UnknownOperatorError,
+    make_operator,
+    operator_names,
+)
 from meta_agent.plugins import SELECTORS, make_selector
+from meta_agent.search import AgentFMBudget, Proposer
 
 
-class Reverse:
-    """A local operator: the entry file's lines in reverse order."""
+class Reverse(Operator):
+    """An operator without an FM: the entry file's lines in reverse order."""
 
     name = "reverse"
-    kind = "local"
 
-    def mutate(self, parent: Genome, rng: np.random.Generator) -> Genome:
+    async def propose(self, context: PromptContext, env: OperatorEnv) -> Proposal:
+        parent = context.parent.genome
         text = "".join(reversed(parent.files[parent.entry].splitlines(keepends=True)))
-        return Genome(files={**parent.files, parent.entry: text}, entry=parent.entry)
+        return env.check(Genome(files={**parent.files, parent.entry: text}, entry=parent.entry), parent)
 
 
 class NotAnOperator:
+    """Has a name and a method, but is no `Operator`."""
+
     name = "broken"
-    kind = "local"  # but no mutate()
+
+    async def propose(self, context: PromptContext, env: OperatorEnv) -> Proposal:
+        raise AssertionError("never called")
+
+
+def _proposal(operator: Operator, genome: Genome) -> Proposal:
+    """What the search's Proposer makes of one `operator` proposal on `genome` (no FM, no sandbox)."""
+    budget = AgentFMBudget(max_calls=0, max_tokens=0, run_seed=0)
+    proposer = Proposer(
+        benchmark=object(), operators={operator.name: operator}, llms={}, sandbox=None,  # type: ignore[arg-type]  # neither is used without an FM or agent run
+        limits=Limits(), run_seed=0, fm_budget=budget, gateway=lambda: None,
+    )  # fmt: skip
+    context = PromptContext(contract="", benchmark="test", parent=ParentInfo(1, genome, 0.5, None))
+    return asyncio.run(proposer.propose(operator.name, context, model="", iteration=1, attempt=0))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -79,8 +107,12 @@ def test_plugin_operator_and_selector_are_listed_built_and_used(installed: None)
     assert operator_names()[:7] == ("rewrite", "diff", "lines", "crossover", "diagnose", "self_modify", "ast_mutate")
     assert set(operator_names()[7:]) == {"broken", "missing", "reverse"}
     operator = make_operator("reverse")
-    child = operator.mutate(Genome(files={"a.py": "x = 1\ny = 2\n"}, entry="a.py"), np.random.default_rng(0))
-    assert child.files["a.py"] == "y = 2\nx = 1\n"
+    proposal = _proposal(operator, Genome(files={"a.py": "x = 1\ny = 2\n"}, entry="a.py"))
+    assert proposal.genome is not None and proposal.genome.files["a.py"] == "y = 2\nx = 1\n"
+    assert proposal.reason is None and proposal.prompt_tokens == 0
+    # The child passes the static check like any other: an edit it refuses comes back as the reason.
+    refused = _proposal(operator, Genome(files={"a.py": "def f():\n    return 1\n"}, entry="a.py"))
+    assert refused.genome is None and refused.reason
     assert type(make_operator("rewrite")).__name__ == "RewriteOperator"
 
     selector = make_selector("last", {"weight": 2.0})
@@ -94,7 +126,7 @@ def test_plugin_operator_and_selector_are_listed_built_and_used(installed: None)
 def test_broken_plugins_and_unknown_names_are_refused_with_the_cause(installed: None) -> None:
     with pytest.raises(UnknownOperatorError, match="not an operator") as not_one:
         make_operator("broken")
-    assert "kind" in str(not_one.value) and not_one.value.fix
+    assert "subclass meta_agent.operators.Operator" in str(not_one.value) and not_one.value.fix
     with pytest.raises(UnknownOperatorError, match="cannot be loaded: ModuleNotFoundError") as missing:
         make_operator("missing")
     assert "remove 'missing'" in missing.value.fix

@@ -8,8 +8,9 @@
 
 then `cambrian run example --set 'search.operators={scale_constant=1}' --strategy top_fraction
 --set search.params.fraction=0.3`. Both work with any benchmark whose seed has numbers in its
-EVOLVE-BLOCK. An operator is an object with a `name`, a `kind` and the methods of its kind (see
-`meta_agent.operators`); this one is "local": no FM, one seeded draw per child. A strategy is a
+EVOLVE-BLOCK. An operator subclasses `meta_agent.operators.Operator`: a `name` and one method,
+`propose(context, env)`; this one calls no FM, one seeded draw (`env.rng()`) per child, and hands
+the child to the static check (`env.check`) as every operator does. A strategy is a
 `ParentSelector` (see `archive.selection`): `probabilities(view)` and `select(view, k, rng)`, pure.
 """
 
@@ -23,15 +24,19 @@ import numpy as np
 
 from evaluators.base import Genome
 from meta_agent.edits import EditError  # its message is the public reason a child could not be made
+from meta_agent.operators import Operator, OperatorEnv, PromptContext, Proposal
 
 START, END = "# EVOLVE-BLOCK-START", "# EVOLVE-BLOCK-END"
 
 
-class ScaleConstant:
+class ScaleConstant(Operator):
     """Multiply one number inside the entry file's EVOLVE-BLOCK by exp(N(0, 0.5)) (a 0 becomes N(0, 1))."""
 
     name = "scale_constant"
-    kind = "local"
+
+    async def propose(self, context: PromptContext, env: OperatorEnv) -> Proposal:
+        parent = context.parent.genome
+        return env.check(self.mutate(parent, env.rng()), parent)
 
     def mutate(self, parent: Genome, rng: np.random.Generator) -> Genome:
         source = parent.files[parent.entry]

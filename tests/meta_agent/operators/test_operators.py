@@ -14,10 +14,9 @@ import pytest
 from evaluators.base import Genome
 from meta_agent.edits import EditError, evolve_regions
 from meta_agent.operators import (
-    OPERATOR_KINDS,
     OPERATORS,
     DiffOperator,
-    LocalOperator,
+    FMOperator,
     Operator,
     OperatorWeightsError,
     ParentInfo,
@@ -25,8 +24,7 @@ from meta_agent.operators import (
     PromptLimits,
     PromptTemplateError,
     RewriteOperator,
-    SandboxOperator,
-    TwoStepOperator,
+    SelfModifyOperator,
     UnknownOperatorError,
     choose_operator,
     make_operator,
@@ -68,11 +66,11 @@ def context(**overrides: object) -> PromptContext:
 
 
 # `lines` shows less on purpose (contract, program, score, the lines): test_operators_more.py.
-@pytest.mark.parametrize("name", [n for n in OPERATORS if OPERATOR_KINDS[n].startswith("fm") and n != "lines"])
+@pytest.mark.parametrize("name", [n for n in OPERATORS if make_operator(n).uses_fm and n != "lines"])
 def test_messages_show_contract_code_score_feedback_and_failures(name: str) -> None:
     other = ParentInfo(agent_id=8, genome=GENOME, score=1.1, feedback="valid packing; sum of radii 1.1")
     operator = make_operator(name)
-    assert isinstance(operator, Operator)
+    assert isinstance(operator, FMOperator)
     messages = operator.messages(context(second_parent=other, plan="1. Grow the radii."))
     assert [m["role"] for m in messages] == ["system", "user"]
     assert "circle_packing" in messages[0]["content"]
@@ -184,7 +182,7 @@ def test_rewrite_of_a_two_region_file_refuses_changed_imports() -> None:
         RewriteOperator().apply(genome, f"```python\n{new}```")
 
 
-@pytest.mark.parametrize("name", [name for name in OPERATORS if OPERATOR_KINDS[name] != "local"])
+@pytest.mark.parametrize("name", [name for name in OPERATORS if name != "ast_mutate"])
 def test_unchanged_child_is_refused(name: str) -> None:
     whole = f"```python\n{SEED}```"
     blocks = "<<<<<<< SEARCH\n    n = 26\n=======\n    n = 26  \n>>>>>>> REPLACE\n"
@@ -196,22 +194,29 @@ def test_unchanged_child_is_refused(name: str) -> None:
         "self_modify": [SEED, blocks],
         "lines": ["```python\n    n = 26  \n```"],
     }[name]
+    operator = make_operator(name)
+    assert isinstance(operator, (FMOperator, SelfModifyOperator))
     for reply in replies:
         with pytest.raises(EditError, match=r"unchanged"):
             if name == "lines":  # the lines it asked for come with the reply
-                make_operator(name).apply(GENOME, reply, focus="    n = 26")  # type: ignore[call-arg]
+                operator.apply(GENOME, reply, focus="    n = 26")  # type: ignore[call-arg]
             else:
-                make_operator(name).apply(GENOME, reply)  # type: ignore[union-attr]
+                operator.apply(GENOME, reply)
 
 
 def test_make_operator_builds_every_name_and_refuses_others() -> None:
-    protocols = {"fm": Operator, "fm_two_step": TwoStepOperator, "sandbox": SandboxOperator, "local": LocalOperator}
     with pytest.raises(UnknownOperatorError, match=r"'crossbreed'.*rewrite, diff") as info:
         make_operator("crossbreed")
     assert isinstance(info.value, ValueError) and "diff" in info.value.fix
     for name in OPERATORS:
         operator = make_operator(name)
-        assert isinstance(operator, protocols[OPERATOR_KINDS[name]]) and operator.name == name
+        assert isinstance(operator, Operator) and operator.name == name
+    # What each declares, for the search to check the run and pick its arms.
+    assert {name for name in OPERATORS if make_operator(name).uses_fm} == {
+        "rewrite", "diff", "lines", "crossover", "diagnose"
+    }  # fmt: skip
+    assert [name for name in OPERATORS if make_operator(name).runs_agent] == ["self_modify"]
+    assert [name for name in OPERATORS if make_operator(name).needs_second_parent] == ["crossover"]
 
 
 def test_choose_operator_follows_the_weights_with_a_seeded_rng() -> None:

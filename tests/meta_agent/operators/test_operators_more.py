@@ -20,11 +20,11 @@ from evaluators.runner import evaluate_agent
 from meta_agent.edits import EditError
 from meta_agent.llm import LLMClient, LocalServer, MemoryLedger
 from meta_agent.operators import (
-    OPERATOR_KINDS,
+    AstMutation,
     CrossoverOperator,
     DiagnoseOperator,
+    FMOperator,
     LinesOperator,
-    LocalOperator,
     ParentInfo,
     PromptContext,
     PromptLimits,
@@ -93,7 +93,7 @@ def agent_context(**overrides: object) -> PromptContext:
 
 def test_crossover_prompt_shows_both_parents_and_needs_the_second() -> None:
     operator = CrossoverOperator()
-    assert operator.needs_second_parent and operator.kind == "fm" == OPERATOR_KINDS["crossover"]
+    assert operator.needs_second_parent and isinstance(operator, FMOperator) and operator.uses_fm
     user = operator.messages(context(second_parent=PARENT_B))[1]["content"]
     assert user.index("## Program A (score: 1.3)") < user.index("## Program B (score: 1.1)")
     assert SEED.rstrip() in user and GENOME_B.files["main.py"].rstrip() in user
@@ -130,7 +130,7 @@ def test_crossover_apply_respects_the_evolve_block_fake_fm() -> None:
 
 def test_diagnose_plan_prompt_asks_for_a_plan_without_code() -> None:
     operator = DiagnoseOperator()
-    assert operator.kind == "fm_two_step"
+    assert isinstance(operator, FMOperator) and operator.uses_fm and not operator.needs_second_parent
     system, user = operator.plan_messages(context())
     assert "no code" in system["content"] and '"toy"' in system["content"]
     assert "Do not write code" in user["content"] and "numbered plan" in user["content"]
@@ -187,7 +187,7 @@ def test_diagnose_plan_from_the_real_model(local_fm: LocalServer) -> None:
 
 def test_self_modify_task_prompt_is_the_source_plus_the_failures() -> None:
     operator = SelfModifyOperator()
-    assert operator.kind == "sandbox" and not operator.needs_second_parent
+    assert operator.runs_agent and not operator.uses_fm and not operator.needs_second_parent
     prompt = operator.task_prompt(agent_context())
     assert prompt.startswith(AGENT.rstrip())
     tail = prompt[len(AGENT) :]
@@ -266,7 +266,7 @@ def test_ast_mutate_is_registered_as_a_local_operator() -> None:
     import numpy as np
 
     operator = make_operator("ast_mutate")
-    assert OPERATOR_KINDS["ast_mutate"] == "local" and isinstance(operator, LocalOperator)
+    assert isinstance(operator, AstMutation) and not operator.uses_fm and not operator.runs_agent
     child = operator.mutate(GENOME_A, np.random.default_rng(0))
     assert isinstance(child, Genome) and child.entry == "main.py"
 
@@ -275,7 +275,7 @@ def test_lines_operator_picks_seeded_unique_statement_lines_inside_the_block() -
     import numpy as np
 
     operator = make_operator("lines")
-    assert isinstance(operator, LinesOperator) and OPERATOR_KINDS["lines"] == "fm"
+    assert isinstance(operator, LinesOperator) and operator.uses_fm
     parent = CirclePacking().seed()
     text = parent.files["packing.py"]
     region = text.split("# EVOLVE-BLOCK-START\n")[1].split("# EVOLVE-BLOCK-END")[0]
