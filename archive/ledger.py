@@ -8,7 +8,7 @@ object the way a closed ORM session would have left it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -19,18 +19,23 @@ from sqlalchemy.orm import class_mapper, make_transient_to_detached
 from sqlalchemy.sql.dml import Insert
 from sqlmodel import SQLModel
 
-from archive.models import LLMCall, LLMResponse
+from archive.models import LLMCall, LLMRequest, LLMResponse
 
 ModelT = TypeVar("ModelT", bound=SQLModel)
 
 _CALL = LLMCall.__table__  # type: ignore[attr-defined]  # SQLModel sets __table__ at runtime
 _RESPONSE = LLMResponse.__table__  # type: ignore[attr-defined]  # as above
+_REQUEST = LLMRequest.__table__  # type: ignore[attr-defined]  # as above
 _CALL_VALUE_COLUMNS = tuple(column.name for column in _CALL.c if column.name != "id")
 _RESPONSE_COLUMNS = tuple(column.name for column in _RESPONSE.c)
+_REQUEST_COLUMNS = tuple(column.name for column in _REQUEST.c)
 
 _INSERT_CALL = insert(_CALL)
 _SELECT_RESPONSE = select(_RESPONSE).where(_RESPONSE.c.request_hash == bindparam("request_hash"))
 _SELECT_RUN_CALLS = select(_CALL).where(_CALL.c.run_id == bindparam("run_id")).order_by(_CALL.c.id)
+_SELECT_AGENT_CALLS = select(_CALL).where(_CALL.c.agent_id == bindparam("agent_id")).order_by(_CALL.c.id)
+_SELECT_REQUESTS = select(_REQUEST).where(_REQUEST.c.request_hash.in_(bindparam("hashes", expanding=True)))
+_SELECT_RESPONSES = select(_RESPONSE).where(_RESPONSE.c.request_hash.in_(bindparam("hashes", expanding=True)))
 _LINK_CALLS = (
     update(_CALL)
     .where(
@@ -118,6 +123,7 @@ class LedgerMixin:
     # Provided by Archive: one transaction on its connection (write=True takes the write lock).
     _transaction: Callable[..., AbstractContextManager[Connection]]
     _insert_response: Insert | None
+    _insert_request: Insert | None
 
     def _insert_call(self, connection: Connection, call: LLMCall) -> LLMCall:
         values = {name: getattr(call, name) for name in _CALL_VALUE_COLUMNS}
@@ -134,13 +140,19 @@ class LedgerMixin:
         with self._transaction(write=True) as connection:
             return self._insert_call(connection, call)
 
-    def record_llm_exchange(self, call: LLMCall, response: LLMResponse | None) -> LLMCall:
-        """`record_llm_call(call)` and `store_response(response)` (if given) in ONE transaction.
+    def record_llm_exchange(
+        self, call: LLMCall, response: LLMResponse | None, request: LLMRequest | None = None
+    ) -> LLMCall:
+        """`record_llm_call(call)`, `store_response(response)` and the request's messages (each if given)
+        in ONE transaction; a request or response already stored under the hash is left as is.
 
-        What a fresh FM answer needs written: a kill cannot leave a cached response
-        without its ledger row, and it costs one commit instead of two.
+        What an FM call needs written: a kill cannot leave a cached response without its
+        ledger row, and it costs one commit instead of three.
         """
         with self._transaction(write=True) as connection:
+            if request is not None:
+                row = {name: getattr(request, name) for name in _REQUEST_COLUMNS}
+                insert_ignore(connection, self._insert_request, _REQUEST, row)
             if response is not None:
                 self._store_response(connection, response)
             return self._insert_call(connection, call)
@@ -173,6 +185,28 @@ class LedgerMixin:
         with self._transaction(write=False) as connection:
             rows = connection.execute(_SELECT_RUN_CALLS, {"run_id": run_id}).all()
         return [detached(LLMCall, row._mapping) for row in rows]
+
+    def agent_llm_calls(self, agent_id: int) -> list[LLMCall]:
+        """The FM calls attributed to one agent (those that made it and those it made), oldest first."""
+        with self._transaction(write=False) as connection:
+            rows = connection.execute(_SELECT_AGENT_CALLS, {"agent_id": agent_id}).all()
+        return [detached(LLMCall, row._mapping) for row in rows]
+
+    def llm_exchanges(self, request_hashes: Iterable[str]) -> tuple[dict[str, LLMRequest], dict[str, LLMResponse]]:
+        """The stored requests (messages) and responses of these hashes; a hash with neither is absent.
+
+        A call from an archive older than schema version 3 has no request: its prompt was not recorded.
+        """
+        hashes = sorted(set(request_hashes))
+        if not hashes:
+            return {}, {}
+        with self._transaction(write=False) as connection:
+            requests = connection.execute(_SELECT_REQUESTS, {"hashes": hashes}).all()
+            responses = connection.execute(_SELECT_RESPONSES, {"hashes": hashes}).all()
+        return (
+            {row.request_hash: detached(LLMRequest, row._mapping) for row in requests},
+            {row.request_hash: detached(LLMResponse, row._mapping) for row in responses},
+        )
 
     def cost_summary(self, run_id: int) -> CostSummary:
         """The run's FM calls, cache hits, tokens and USD, in total and per model."""

@@ -1,8 +1,8 @@
 """The archive's tables: runs, agents, genomes, evaluations, FM calls and the schema version.
 
 Every column a researcher filters or sorts on is a real column (no JSON blobs
-standing in for columns); the only JSON text is the frozen run config, which is
-read whole.
+standing in for columns); the only JSON text is the frozen run config and the
+messages of an FM request, each read whole.
 """
 
 from __future__ import annotations
@@ -168,6 +168,22 @@ class LLMResponse(SQLModel, table=True):
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cost_usd: float = 0.0
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class LLMRequest(SQLModel, table=True):
+    """What an FM call sent, keyed by request hash like LLMResponse: stored once however often it is sent.
+
+    messages: the chat messages as JSON, a list of {"role", "content"} (system and user prompts, and in a
+    repair the earlier reply and the error). params: the sampling parameters as JSON (seed, temperature,
+    max_tokens; a grammar as {"grammar_chars": N}, since it is rebuilt from the parent). Archives from
+    before schema version 3 have no rows: their prompts were not recorded.
+    """
+
+    request_hash: str = Field(primary_key=True)
+    model: str
+    messages: str
+    params: str = "{}"
     created_at: datetime = Field(default_factory=utcnow)
 
 

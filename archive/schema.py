@@ -32,8 +32,9 @@ from archive.models import Agent, SchemaVersion, utcnow
 
 __all__ = ["SCHEMA_VERSION", "UNVERSIONED", "SchemaReport", "open_schema", "read_version"]
 
-#: The version this code creates and reads. 1: the tables before versioning; 2: agent.repair_note.
-SCHEMA_VERSION = 2
+#: The version this code creates and reads. 1: the tables before versioning; 2: agent.repair_note;
+#: 3: the llmrequest table (the messages of every FM call).
+SCHEMA_VERSION = 3
 #: The version of an archive written before the version table existed.
 UNVERSIONED = 1
 
@@ -175,5 +176,10 @@ def _to_version_2(connection: Connection) -> list[str]:
     return _create_missing_tables(connection) + _add_column(connection, _AGENT, "repair_note")
 
 
+def _to_version_3(connection: Connection) -> list[str]:
+    """2 -> 3: the llmrequest table. Calls made before it have no request row: "not recorded"."""
+    return _create_missing_tables(connection)
+
+
 #: version -> the step that brings an archive of the version before it up to it.
-_MIGRATIONS: dict[int, Callable[[Connection], list[str]]] = {2: _to_version_2}
+_MIGRATIONS: dict[int, Callable[[Connection], list[str]]] = {2: _to_version_2, 3: _to_version_3}

@@ -69,6 +69,7 @@ from archive.models import (
     Agent,
     AgentStatus,
     Evaluation,
+    LLMRequest,
     LLMResponse,
     Run,
     RunStatus,
@@ -102,6 +103,7 @@ class Archive(LedgerMixin, QueriesMixin):
         dialect = self._engine.dialect.name
         self._insert_genome = insert_ignore_statement(_GENOME, dialect)
         self._insert_response = insert_ignore_statement(LLMResponse.__table__, dialect)  # type: ignore[attr-defined]  # SQLModel sets __table__ at runtime
+        self._insert_request = insert_ignore_statement(LLMRequest.__table__, dialect)  # type: ignore[attr-defined]  # as above
         # The Core path's own connection, kept open (a pool checkout per call costs as much
         # as the statement). The lock lets any thread use it, one transaction at a time.
         self._connection: Connection | None = None

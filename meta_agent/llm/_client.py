@@ -132,6 +132,8 @@ class CallRecord:
 
     completion: what came back (fresh or a cache hit); None for a failed or refused attempt, whose `error`
     says why. model: the endpoint's label, so an attempt without a completion still names its model.
+    messages, params: what was sent (the request hash covers both). latency_s: the wall seconds of a failed
+    attempt (a completion carries its own).
     """
 
     completion: Completion | None
@@ -142,6 +144,9 @@ class CallRecord:
     iteration: int | None
     error: str | None = None
     model: str | None = None
+    messages: Messages = ()
+    params: Mapping[str, Any] | None = None
+    latency_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -188,7 +193,7 @@ class MemoryLedger:
                 prompt_tokens=completion.prompt_tokens if completion else 0,
                 completion_tokens=completion.completion_tokens if completion else 0,
                 cost_usd=completion.cost_usd if completion else 0.0,
-                latency_s=completion.latency_s if completion else 0.0,
+                latency_s=completion.latency_s if completion else call.latency_s,
                 cache_hit=completion.cache_hit if completion else False,
                 error=call.error,
             )
@@ -320,10 +325,11 @@ class LLMClient:
         params = self.params(seed=seed, temperature=temperature, max_tokens=max_tokens, grammar=grammar)
         key = request_hash(self.endpoint.model, messages, params)
 
-        def note(completion: Completion | None, error: str | None) -> None:
+        def note(completion: Completion | None, error: str | None, latency_s: float = 0.0) -> None:
             self.ledger.record(
                 CallRecord(completion, request_hash=key, seed=seed, purpose=purpose, agent_id=agent_id,
-                           iteration=iteration, error=error, model=self.endpoint.label)
+                           iteration=iteration, error=error, model=self.endpoint.label, messages=messages,
+                           params=params, latency_s=latency_s)
             )  # fmt: skip
 
         started = time.monotonic()
@@ -348,7 +354,7 @@ class LLMClient:
                     )
                     latency_s = time.monotonic() - started
             except Exception as exc:  # classified below; anything unknown is re-raised
-                note(None, _describe(exc))
+                note(None, _describe(exc), time.monotonic() - started)
                 failure = _classify(exc)
                 if failure is None:
                     raise

@@ -1,10 +1,15 @@
-"""The FM ledger and response cache of a run, kept in its archive."""
+"""The FM ledger and response cache of a run, kept in its archive, with what every call sent."""
 
 from __future__ import annotations
 
-from archive.models import LLMCall, LLMResponse
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from archive.models import LLMCall, LLMRequest, LLMResponse
 from archive.store import Archive
 from meta_agent.llm._client import CallRecord, Completion
+from meta_agent.llm._serve import GRAMMAR_FIELDS
 
 
 class ArchiveLedger:
@@ -18,6 +23,8 @@ class ArchiveLedger:
         self.run_id = run_id
         # A fresh response waits here for its call row, so both are written in one transaction.
         self._unrecorded: dict[str, LLMResponse] = {}
+        # Request hashes whose messages this ledger wrote (or found written): each is stored once.
+        self._requests_stored: set[str] = set()
 
     def cached(self, request_hash: str) -> Completion | None:
         hit = self.archive.cached_response(request_hash)
@@ -57,11 +64,35 @@ class ArchiveLedger:
                 prompt_tokens=completion.prompt_tokens if completion else 0,
                 completion_tokens=completion.completion_tokens if completion else 0,
                 cost_usd=0.0 if completion is None or completion.cache_hit else completion.cost_usd,
-                latency_s=completion.latency_s if completion else 0.0,
+                latency_s=completion.latency_s if completion else call.latency_s,
                 request_hash=call.request_hash,
                 seed=call.seed,
                 cache_hit=bool(completion and completion.cache_hit),
                 error=call.error,
             ),
             self._unrecorded.pop(call.request_hash, None),
+            self._request(call),
         )
+
+    def _request(self, call: CallRecord) -> LLMRequest | None:
+        """The messages and parameters of the call, once per hash (None after this ledger stored it)."""
+        if not call.messages or call.request_hash in self._requests_stored:
+            return None
+        self._requests_stored.add(call.request_hash)
+        return LLMRequest(
+            request_hash=call.request_hash,
+            model=call.model or (call.completion.model if call.completion else "unknown"),
+            messages=json.dumps([dict(message) for message in call.messages], ensure_ascii=False, default=str),
+            params=json.dumps(_shown_params(call.params or {}), sort_keys=True, default=str),
+        )
+
+
+def _shown_params(params: Mapping[str, Any]) -> dict[str, Any]:
+    """The request's parameters with any grammar replaced by its size: it is rebuilt from the parent's code."""
+    shown = dict(params)
+    extra_body = dict(shown.get("extra_body") or {})
+    for field in set(GRAMMAR_FIELDS.values()):
+        if isinstance(extra_body.get(field), str):
+            extra_body[field] = {"grammar_chars": len(extra_body[field])}
+    shown["extra_body"] = extra_body
+    return shown

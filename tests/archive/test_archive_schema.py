@@ -19,7 +19,7 @@ from sqlalchemy import event
 from sqlalchemy.pool import Pool
 
 from archive.errors import ArchiveOutdated, ArchiveTooNew, NotAnArchive
-from archive.models import AgentStatus, Evaluation, LLMCall
+from archive.models import AgentStatus, Evaluation, LLMCall, LLMRequest
 from archive.schema import SCHEMA_VERSION, UNVERSIONED
 from archive.store import Archive
 
@@ -210,6 +210,8 @@ def test_a_writable_open_upgrades_a_version_1_archive_keeping_every_row(
         assert archive.get_genome("g1") == ({"main.py": "def solve():\n    return 1\n"}, "main.py")
         assert [(e.task_id, e.score, e.passed) for e in archive.evaluations(1)] == [("t0", 0.5, True)]
         assert [(c.agent_id, c.prompt_tokens, c.seed) for c in archive.llm_calls(int(run.id))] == [(2, 120, 11)]
+        requests, responses = archive.llm_exchanges(["r1"])  # written before prompts were kept: not recorded
+        assert requests == {} and responses == {}
         # The upgraded archive takes the new column and the whole lifecycle.
         repaired = archive.add_agent(
             int(run.id), files={"main.py": "import math\n"}, entry="main.py", parent_id=1, iteration=2,
@@ -221,6 +223,9 @@ def test_a_writable_open_upgrades_a_version_1_archive_keeping_every_row(
             descriptor={"x": 1.0},
         )  # fmt: skip
         archive.record_llm_call(LLMCall(run_id=run.id, model="qwen", request_hash="r2"))
+        sent = LLMRequest(request_hash="r2", model="qwen", messages='[{"role": "user", "content": "hi"}]')
+        archive.record_llm_exchange(LLMCall(run_id=run.id, model="qwen", request_hash="r2"), None, sent)
+        assert archive.llm_exchanges(["r2"])[0]["r2"].messages == sent.messages
         assert archive.get_agent(int(repaired.id)).repair_note == "added `import math`"
     with Archive.at(path, readonly=True) as reader:
         assert not reader.schema.changes and reader.get_agent(int(repaired.id)).score == 0.7
@@ -280,7 +285,7 @@ def test_cli_readers_refuse_an_old_archive_and_db_upgrade_upgrades_it(tmp_path: 
     upgraded = _cambrian("db", "upgrade", "old", runs=runs)
     assert upgraded.returncode == 0, upgraded.stderr
     assert f"from schema version {UNVERSIONED} to {SCHEMA_VERSION}" in upgraded.stdout
-    assert "added column agent.repair_note" in upgraded.stdout
+    assert "added column agent.repair_note" in " ".join(upgraded.stdout.split())  # rich wraps long lines
 
     again = _cambrian("db", "upgrade", "old", runs=runs)
     assert again.returncode == 0 and "already current" in again.stdout, again.stdout + again.stderr

@@ -13,10 +13,13 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import pytest
 
+from archive.store import Archive
 from meta_agent.llm import (
+    ArchiveLedger,
     Endpoint,
     FMAuthError,
     FMBadRequest,
@@ -52,6 +55,22 @@ def test_completion_has_text_tokens_and_zero_cost(local_fm: LocalServer) -> None
     assert entry.error is None and entry.purpose == "judge" and entry.agent_id == 3
     assert entry.cost_usd == 0.0 and entry.completion_tokens == completion.completion_tokens
     assert ledger.cached(completion.request_hash) == completion
+
+
+def test_the_archive_keeps_what_every_call_sent_once_per_request(local_fm: LocalServer, tmp_path: Path) -> None:
+    with Archive.at(tmp_path / "archive.db") as archive:
+        run = archive.create_run(name="r", benchmark="b", seed=0, config_json="{}")
+        client = LLMClient(local_fm.endpoint(), ledger=ArchiveLedger(archive, int(run.id)), max_tokens=8)
+        first = client.complete_sync(MESSAGES, seed=3, purpose="mutate", agent_id=2)
+        client.complete_sync(MESSAGES, seed=3, purpose="mutate", agent_id=2)  # a cache hit: same request
+
+        calls = archive.agent_llm_calls(2)
+        requests, responses = archive.llm_exchanges(call.request_hash for call in calls)
+    assert [call.cache_hit for call in calls] == [False, True]
+    assert set(requests) == set(responses) == {first.request_hash}
+    request = requests[first.request_hash]
+    assert json.loads(request.messages) == MESSAGES and request.model == "smollm2-135m"
+    assert json.loads(request.params)["seed"] == 3 and responses[first.request_hash].text == first.text
 
 
 def test_same_seed_twice_is_a_cache_hit_with_no_new_spend(local_fm: LocalServer) -> None:
@@ -196,6 +215,7 @@ def test_retries_503_then_succeeds_fake_fm(stub_fm: StubFM) -> None:
     errors = [e.error for e in ledger.entries]
     assert errors[2] is None and all(e and "503" in e for e in errors[:2])
     assert all(e.iteration == 2 and e.seed == 5 and e.model == "stub" for e in ledger.entries)
+    assert all(e.latency_s > 0 for e in ledger.entries)  # a failed attempt's time is recorded too
     # The request carries the seed and the endpoint's extra body.
     assert stub_fm.bodies[-1]["seed"] == 5
 
