@@ -31,7 +31,7 @@ from evaluators.base import SPLITS, Benchmark, Genome
 from evaluators.runner import AgentResult, Limits
 from meta_agent.config import RunConfig
 from meta_agent.errors import CambrianError
-from meta_agent.llm import ArchiveLedger, FMGateway, Ledger, LLMClient, MemoryLedger
+from meta_agent.llm import ArchiveLedger, FMGateway, Ledger, LLMClient, MemoryLedger, close_http_sessions
 from meta_agent.search import (
     AgentFMBudget,
     Reporter,
@@ -368,6 +368,7 @@ def _evaluate(subject: _Subject, *, split: str, reporter: Reporter, ledger: Ledg
                 finally:
                     if gateway is not None:
                         await gateway.close()
+                    await close_http_sessions()
 
             return asyncio.run(run()), benchmark
 

@@ -29,6 +29,7 @@ from meta_agent.llm._client import (
     LedgerEntry,
     LLMClient,
     MemoryLedger,
+    close_http_sessions,
     derive_seed,
     probe_endpoint,
     request_hash,
@@ -89,7 +90,8 @@ __all__ = [
     "GRAMMAR_FIELDS", "GatewayError", "LLMClient", "LLMError", "Ledger", "LedgerEntry", "LocalServer",
     "MAX_BODY_BYTES", "MemoryLedger", "ModelDownloadError", "ModelNotFound", "ModelSource", "ModelSpec",
     "ModelStatus", "REGISTRY", "RepeatFilter", "SOCKET_ENV", "ServerStartError", "choose_backend",
-    "default_threads", "derive_seed", "free_port", "get_spec", "gpu_available", "is_local_model", "list_models",
+    "close_http_sessions", "default_threads", "derive_seed", "free_port", "get_spec", "gpu_available",
+    "is_local_model", "list_models",
     "model_names", "model_path", "models_dir", "probe_endpoint", "prompt_token_bound", "pull", "quiet_repeats",
     "request_hash", "resolve", "serve_forever", "server_grammar_field", "unavailable_fix", "verify",
 ]  # fmt: skip

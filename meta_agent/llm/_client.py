@@ -17,6 +17,7 @@ import json
 import logging
 import os
 import random
+import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -388,18 +389,17 @@ class LLMClient:
         grammar: str | None = None,
     ) -> Completion:
         """`complete` for code without an event loop (CLI tools); not callable from inside one."""
-        return asyncio.run(
-            self.complete(
-                messages,
-                seed=seed,
-                purpose=purpose,
-                agent_id=agent_id,
-                iteration=iteration,
-                temperature=temperature,
-                max_tokens=max_tokens,
-                grammar=grammar,
-            )  # fmt: skip
-        )
+
+        async def complete_then_close() -> Completion:
+            try:
+                return await self.complete(
+                    messages, seed=seed, purpose=purpose, agent_id=agent_id, iteration=iteration,
+                    temperature=temperature, max_tokens=max_tokens, grammar=grammar,
+                )  # fmt: skip
+            finally:
+                await close_http_sessions()
+
+        return asyncio.run(complete_then_close())
 
     def _limit(self) -> asyncio.Semaphore:
         loop = asyncio.get_running_loop()
@@ -541,6 +541,16 @@ def probe_endpoint(endpoint: Endpoint, *, timeout_s: float = 3.0) -> None:
             f"the FM server at {endpoint.api_base} answered HTTP {response.status_code} to GET /models",
             fix="the server is running but failing: read its log; restarting it may help",
         )
+
+
+async def close_http_sessions() -> None:
+    """Close the HTTP sessions litellm keeps for the running event loop; call before the loop ends.
+
+    Left open, Python prints "Unclosed client session" for each one at exit.
+    """
+    module = sys.modules.get("litellm")
+    if module is not None:
+        await module.close_litellm_async_clients()
 
 
 def _litellm() -> ModuleType:

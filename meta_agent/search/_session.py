@@ -36,6 +36,7 @@ from meta_agent.llm import (
     LLMClient,
     LocalServer,
     choose_backend,
+    close_http_sessions,
     is_local_model,
     probe_endpoint,
     resolve,
@@ -401,6 +402,7 @@ async def _run_with_signals(loop: SearchLoop, sandbox: Sandbox, gateway: FMGatew
     finally:
         if gateway is not None:
             await gateway.close()
+        await close_http_sessions()
         for sig in (signal.SIGINT, signal.SIGTERM):
             with contextlib.suppress(NotImplementedError, RuntimeError):
                 event_loop.remove_signal_handler(sig)
