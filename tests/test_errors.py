@@ -12,7 +12,7 @@ import pytest
 
 from cambrian_errors import CambrianError
 
-PACKAGES = ("archive", "sandbox", "evaluators", "meta_agent")
+PACKAGES = ("archive", "sandbox", "evaluators", "meta_agent", "ui")
 
 #: Exceptions that are not for users: raised and caught inside one module, or defined by code that runs
 #: inside the sandbox (it cannot import Cambrian), with why.

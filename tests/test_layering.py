@@ -1,8 +1,8 @@
 """The layering the package docstrings promise, read from the source: who may import whom.
 
-`archive` and `sandbox` import no other Cambrian package; `evaluators` imports only `sandbox`;
-`meta_agent` may import them all. Every package may import `cambrian_errors`, the error root, which
-imports nothing. No module imports itself back through others: imports inside
+`archive` and `sandbox` import no other Cambrian package; `evaluators` imports only `sandbox`; `ui` (the
+browser UI) only `archive`; `meta_agent` may import them all. Every package may import `cambrian_errors`,
+the error root, which imports nothing. No module imports itself back through others: imports inside
 functions count, and so do those under `if TYPE_CHECKING:` (a type checker follows them).
 """
 
@@ -12,13 +12,14 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("archive", "sandbox", "evaluators", "meta_agent")
+PACKAGES = ("archive", "sandbox", "evaluators", "meta_agent", "ui")
 ROOT_MODULE = "cambrian_errors"
 ALLOWED = {
     "archive": {"archive", ROOT_MODULE},
     "sandbox": {"sandbox", ROOT_MODULE},
     "evaluators": {"evaluators", "sandbox", ROOT_MODULE},
     "meta_agent": {*PACKAGES, ROOT_MODULE},
+    "ui": {"ui", "archive", ROOT_MODULE},
     ROOT_MODULE: set(),
 }
 

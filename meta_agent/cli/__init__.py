@@ -3,14 +3,15 @@
 The app (`app`, `main`) and its command groups, one module each: `run`/`resume`/`db upgrade` (`_run`),
 `runs`/`status`/`tree`/`show`/`diff`/`export` (`_browse`), `eval` (`_eval`, with `_holdout`: scoring a
 folder or an archived agent apart from the search), `doctor`/`config`/`benchmarks` (`_setup`, with
-`_doctor`), `models`/`serve` (`_models`) and `sandbox build|check` (`_sandbox`). Importing this package
+`_doctor`), `models`/`serve` (`_models`), `sandbox build|check` (`_sandbox`) and `ui`/`report` (`_ui`: the browser
+UI and the self-contained HTML report, from the `ui` package). Importing this package
 registers them all. Also public: `diagnose` (what `cambrian doctor` checks) and the eval pieces
 `evaluate_target`, `folder_config`, `EvalTargetError`, `HOLDOUT_FILE`.
 """
 
 # isort: off
 # Importing a command module registers its commands; the help lists them in this order.
-from meta_agent.cli import _run, _browse, _eval, _setup, _models, _sandbox  # noqa: F401 - imported for their side effect
+from meta_agent.cli import _run, _browse, _eval, _setup, _models, _sandbox, _ui  # noqa: F401 - imported for their side effect
 
 # isort: on
 from meta_agent.cli._app import app, main

@@ -1,0 +1,100 @@
+"""`create_app`: the FastAPI app that serves a runs folder read-only, with its safety headers and error pages.
+
+Every response carries a Content-Security-Policy that allows only this server's own scripts (no
+inline script, no eval) and no framing. Errors a user can meet (a missing run or agent, an archive
+that cannot be read) become a page naming the cause and the fix, or JSON under /api/, never a
+traceback. Routes live in `_pages` (HTML) and `_api` (JSON); what they share in `_settings`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import HTMLResponse, JSONResponse, Response
+from fastapi.staticfiles import StaticFiles
+
+from archive.errors import AgentNotFound, ArchiveError, GenomeNotFound, RunNotFound
+from cambrian_errors import CambrianError
+from ui import _api, _pages
+from ui._data import Unreadable
+from ui._settings import STATIC_DIR, Settings, settings_of
+from ui._templates import environment
+
+#: The policy every response carries.
+CONTENT_SECURITY_POLICY = (
+    "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
+    "object-src 'none'; base-uri 'none'; frame-ancestors 'none'"
+)
+
+
+def create_app(runs_dir: Path, *, run: str | None = None) -> FastAPI:
+    """The browser UI over the runs in `runs_dir` (read-only); `run`: the run "/" opens on."""
+    app = FastAPI(title="Cambrian", docs_url=None, redoc_url=None, openapi_url=None)
+    app.state.settings = Settings(Path(runs_dir), run, environment())
+
+    @app.middleware("http")
+    async def security_headers(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
+        response = await call_next(request)
+        response.headers["Content-Security-Policy"] = CONTENT_SECURITY_POLICY
+        response.headers["X-Content-Type-Options"] = "nosniff"
+        response.headers["Referrer-Policy"] = "no-referrer"
+        response.headers["X-Frame-Options"] = "DENY"
+        if request.url.path.startswith("/api/"):
+            response.headers["Cache-Control"] = "no-store"
+        return response
+
+    @app.exception_handler(Unreadable)
+    async def unreadable_archive(request: Request, error: Unreadable) -> Response:
+        title = f"Run {error.run}: {error.kind}"
+        return _error(request, error.status_code, title, error.message, error.fix)
+
+    @app.exception_handler(CambrianError)
+    async def user_error(request: Request, error: CambrianError) -> Response:
+        missing = isinstance(error, (RunNotFound, AgentNotFound, GenomeNotFound))
+        status = 404 if missing else 409 if isinstance(error, ArchiveError) else 400
+        title = "Not found" if missing else type(error).__name__
+        return _error(request, status, title, str(error), error.fix)
+
+    @app.exception_handler(ValueError)
+    async def bad_value(request: Request, error: ValueError) -> Response:
+        return _error(request, 400, "Bad request", str(error), "check the address's parameters")
+
+    @app.exception_handler(RequestValidationError)
+    async def bad_parameter(request: Request, error: RequestValidationError) -> Response:
+        problems = "; ".join(
+            f"{'.'.join(str(part) for part in problem.get('loc', ())[1:])}: {problem.get('msg', '')}"
+            for problem in error.errors()
+        )
+        return _error(request, 400, "Bad request", problems, "check the address: agent ids are whole numbers")
+
+    @app.exception_handler(Exception)
+    async def internal_error(request: Request, error: Exception) -> Response:
+        # The traceback goes to the server's log, not into the page.
+        first_line = (str(error).splitlines() or [""])[0][:300]
+        message = f"the UI failed on {request.url.path}: {type(error).__name__}: {first_line}"
+        return _error(request, 500, "Internal error", message, "this is a bug in the UI: report it with the log")
+
+    @app.get("/favicon.ico", include_in_schema=False)
+    def favicon() -> Response:
+        return Response(status_code=204)
+
+    app.get("/static/plotly.min.js", include_in_schema=False)(_pages.plotly_js)
+    app.get("/static/pygments.css", include_in_schema=False)(_pages.pygments_stylesheet)
+    app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
+    _pages.add_routes(app)
+    _api.add_routes(app)
+    return app
+
+
+def _error(request: Request, status: int, title: str, message: str, fix: str) -> Response:
+    """The error as JSON under /api/, as a page elsewhere."""
+    if request.url.path.startswith("/api/"):
+        return JSONResponse({"error": message, "fix": fix, "title": title}, status_code=status)
+    settings = settings_of(request)
+    html = settings.templates.get_template("error.html").render(
+        title=title, message=message, fix=fix, status=status, runs_dir=str(settings.runs_dir.resolve())
+    )
+    return HTMLResponse(html, status_code=status)

@@ -1,0 +1,65 @@
+"""`write_report`: one self-contained HTML file of a run page and its best agents, to attach to a paper or a PR.
+
+Everything is inside the file: the styles, plotly.js (from the plotly package), the page's scripts
+and the data as escaped JSON, so it opens offline from disk. The tree is drawn deeper than the live
+page (it cannot load more later); clicking an agent jumps to its section when it is one of the best.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from markupsafe import Markup
+
+from ui._agent import agent_detail
+from ui._code import highlighted, pygments_css
+from ui._data import open_run
+from ui._run_page import run_page
+from ui._settings import PLOTLY_JS, STATIC_DIR
+from ui._templates import environment
+
+#: Levels and nodes of the report's tree.
+REPORT_TREE_DEPTH = 12
+REPORT_TREE_NODES = 5000
+
+_SCRIPT_END = re.compile(r"</(script)", re.IGNORECASE)
+
+
+def inline_script(text: str) -> Markup:
+    """JavaScript made safe to sit inside a `<script>` element: no `</script` or `<!--` can end it early."""
+    return Markup(_SCRIPT_END.sub(r"<\\/\1", text).replace("<!--", "<\\!--"))  # JS reads `<\/` as `</`
+
+
+def write_report(runs_dir: Path, run: str, to: Path, *, best: int = 3) -> Path:
+    """Write the report of `run` (with its `best` best agents' code and diffs) to `to`; returns the path.
+
+    RunNotFound / Unreadable as the pages raise them.
+    """
+    env = environment()
+    with open_run(runs_dir, run) as (archive, row):
+        page = run_page(archive, row, tree_nodes=REPORT_TREE_NODES, tree_depth=REPORT_TREE_DEPTH)
+        agents = []
+        for agent in archive.best(row.key, best):
+            detail = agent_detail(archive, row, agent.key, runs_dir=runs_dir)
+            agents.append((detail, [(path, highlighted(path, text)) for path, text in sorted(detail.files.items())]))
+    css = (STATIC_DIR / "app.css").read_text() + "\n" + pygments_css()
+    scripts = [PLOTLY_JS.read_text(encoding="utf-8")] + [
+        (STATIC_DIR / name).read_text(encoding="utf-8") for name in ("common.js", "analytics.js", "run.js")
+    ]
+    html = env.get_template("report.html").render(
+        page=page,
+        run=run,
+        report=True,
+        has_analytics=bool(page.analytics),
+        agents=agents,
+        runs_dir=str(runs_dir),
+        inline_assets={
+            "css": Markup(css.replace("</style", "<\\/style")),
+            "scripts": [inline_script(s) for s in scripts],
+        },
+    )
+    to = Path(to)
+    to.parent.mkdir(parents=True, exist_ok=True)
+    to.write_text(html, encoding="utf-8")
+    return to

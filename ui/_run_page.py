@@ -1,0 +1,91 @@
+"""The run page's data in one piece: used by the live page and by the self-contained report alike."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sqlite3
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from sqlalchemy.exc import DBAPIError
+
+from archive.models import Run
+from archive.store import Archive
+from ui._columns import agent_columns
+from ui._data import RunSummary, summarize_run
+from ui._live import last_update
+from ui._run_stats import EliteGrid, OutcomeRow, best_so_far, elite_grid, outcome_table, score_points
+from ui._tree import DEFAULT_DEPTH, DEFAULT_MAX_NODES, lineage, tree_view
+
+
+@dataclass(frozen=True)
+class RunPage:
+    """What the run page shows. points / tree / grid / best go to the browser as JSON."""
+
+    summary: RunSummary
+    points: dict[str, Any]
+    best: dict[str, list[Any]]
+    tree: dict[str, Any]
+    grid: EliteGrid | None
+    by_operator: list[OutcomeRow]
+    by_model: list[OutcomeRow]
+    arms: list[OutcomeRow]
+    bandit: str
+    config_text: str
+    last_update: str
+    analytics: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def grid_data(self) -> dict[str, Any] | None:
+        """The grid as a dict for the page's JSON, None without descriptors."""
+        return None if self.grid is None else asdict(self.grid)
+
+
+def analytics_available() -> bool:
+    """Whether the analytics module (budget, search space, compare runs) is installed beside this one."""
+    return importlib.util.find_spec("ui._analytics") is not None
+
+
+def run_page(
+    archive: Archive, run: Run, *, tree_nodes: int = DEFAULT_MAX_NODES, tree_depth: int = DEFAULT_DEPTH
+) -> RunPage:
+    """Everything the run page needs, read from the archive once."""
+    columns = agent_columns(archive, run.key)
+    summary = summarize_run(archive, run)
+    iterations, scores, ids = best_so_far(columns)
+    evaluated_scores = {
+        int(i): float(s) for i, s, st in zip(columns.ids.tolist(), columns.scores.tolist(), columns.statuses)
+        if st == "evaluated" and s == s  # s == s: not NaN
+    }  # fmt: skip
+    search = summary.config.get("search") or {}
+    return RunPage(
+        summary=summary,
+        points=score_points(columns),
+        best={"iteration": iterations, "score": scores, "id": ids},
+        tree=tree_view(columns, lineage(columns), depth=tree_depth, max_nodes=tree_nodes),
+        grid=elite_grid(archive.descriptors(run.key), evaluated_scores),
+        by_operator=outcome_table(columns, ("operator",)),
+        by_model=outcome_table(columns, ("model",)),
+        arms=outcome_table(columns, ("operator", "model")),
+        bandit=str((search.get("bandit") or {}).get("algorithm", "off")),
+        config_text=json.dumps(summary.config, indent=2, sort_keys=False),
+        last_update=last_update(archive, run),
+        analytics=_analytics(archive, run),
+    )
+
+
+def _analytics(archive: Archive, run: Run) -> dict[str, Any]:
+    """The budget and search-space panels' data when the analytics module is there ({} otherwise)."""
+    if not analytics_available():
+        return {}
+    analytics = importlib.import_module("ui._analytics")
+    try:
+        return {
+            "budget": analytics.budget(archive, run.key),
+            "search_space": analytics.search_space(archive, run.key),
+        }
+    except (DBAPIError, sqlite3.DatabaseError):
+        raise  # an unreadable archive: the page says so
+    except Exception as error:  # noqa: BLE001 - the rest of the run page stays usable; the panel says what failed
+        return {"error": f"the analytics panels failed: {type(error).__name__}: {error}"}

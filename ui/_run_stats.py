@@ -1,0 +1,188 @@
+"""What the run page plots and tabulates: score over iterations, per-operator and per-model outcomes,
+the (operator, model) arms, and the MAP-Elites grid of the behaviour descriptors.
+
+All computed from `AgentColumns` with numpy; "improved" means the child's search score beats its
+(first) parent's; a proposal is an agent with iteration > 0; the valid rate counts evaluated
+proposals among the finished ones (evaluated or invalid).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ui._columns import AgentColumns
+
+#: The most points the score plot carries; beyond it the ordinary evaluated points are sampled evenly
+#: (every improvement on the best, every invalid one up to the cap, and the seed always stay).
+MAX_PLOT_POINTS = 20_000
+
+
+def parent_scores(columns: AgentColumns) -> np.ndarray:
+    """Each agent's parent's search score (NaN for a root or an unscored parent)."""
+    rows = np.searchsorted(columns.ids, columns.parent_ids)
+    rows = np.minimum(rows, max(len(columns) - 1, 0))
+    if len(columns) == 0:
+        return np.empty(0)
+    found = (columns.parent_ids >= 0) & (columns.ids[rows] == columns.parent_ids)
+    return np.where(found, columns.scores[rows], np.nan)
+
+
+def best_so_far(columns: AgentColumns) -> tuple[list[int], list[float], list[int]]:
+    """(iterations, best score up to it, agent id holding it) at each step where the best rose, in id order."""
+    best = -math.inf
+    steps: tuple[list[int], list[float], list[int]] = ([], [], [])
+    for row in np.flatnonzero(~np.isnan(columns.scores) & _evaluated(columns)):
+        score = float(columns.scores[row])
+        if score > best:
+            best = score
+            steps[0].append(int(columns.iterations[row]))
+            steps[1].append(score)
+            steps[2].append(int(columns.ids[row]))
+    return steps
+
+
+def _evaluated(columns: AgentColumns) -> np.ndarray:
+    return np.fromiter((s == "evaluated" for s in columns.statuses), dtype=bool, count=len(columns))
+
+
+def score_points(columns: AgentColumns, *, max_points: int = MAX_PLOT_POINTS) -> dict[str, Any]:
+    """The score plot's data as columns (JSON-ready): id, iteration, score (None when unscored), status,
+    operator, model, reason, parent; `total` agents and `shown` of them (sampled past max_points)."""
+    n = len(columns)
+    keep = np.arange(n)
+    if n > max_points:
+        improved = np.zeros(n, dtype=bool)
+        improved[[columns.row_of(i) for i in best_so_far(columns)[2]]] = True
+        must = np.flatnonzero(improved | (columns.iterations == 0))
+        rest = np.flatnonzero(~improved & (columns.iterations != 0))
+        room = max(max_points - len(must), 0)
+        step = max(len(rest) / room, 1.0) if room else math.inf
+        sampled = rest[(np.arange(int(len(rest) / step)) * step).astype(np.int64)] if room else rest[:0]
+        keep = np.union1d(must, sampled)
+    return {
+        "total": n,
+        "shown": int(len(keep)),
+        "id": columns.ids[keep].tolist(),
+        "iteration": columns.iterations[keep].tolist(),
+        "score": [None if math.isnan(v) else v for v in columns.scores[keep].tolist()],
+        "status": [columns.statuses[i] for i in keep],
+        "operator": [columns.operators[i] for i in keep],
+        "model": [columns.models[i] or "—" for i in keep],
+        "reason": [columns.reasons[i] for i in keep],
+        "parent": columns.parent_ids[keep].tolist(),
+    }
+
+
+@dataclass(frozen=True)
+class OutcomeRow:
+    """Proposals of one operator, model or (operator, model) arm. Rates in [0, 1], None with nothing finished."""
+
+    key: tuple[str, ...]
+    proposals: int
+    evaluated: int
+    invalid: int
+    pending: int  # proposed, evaluating or failed (retried)
+    improved: int
+    tokens: int
+    cost_usd: float
+    mean_gain: float | None  # mean of max(child - parent, 0) over finished proposals (invalid count 0)
+    best_score: float | None
+
+    @property
+    def valid_rate(self) -> float | None:
+        finished = self.evaluated + self.invalid
+        return self.evaluated / finished if finished else None
+
+    @property
+    def improvement_rate(self) -> float | None:
+        finished = self.evaluated + self.invalid
+        return self.improved / finished if finished else None
+
+
+def outcome_table(columns: AgentColumns, keys: Sequence[str]) -> list[OutcomeRow]:
+    """One row per distinct value of `keys` (a tuple of "operator" and/or "model") over the proposals."""
+    proposals = np.flatnonzero(columns.iterations > 0)
+    parents = parent_scores(columns)
+    gain = np.where(np.isnan(columns.scores) | np.isnan(parents), np.nan, columns.scores - parents)
+    groups: dict[tuple[str, ...], list[int]] = {}
+    for row in proposals.tolist():
+        key = tuple(columns.operators[row] if k == "operator" else (columns.models[row] or "—") for k in keys)
+        groups.setdefault(key, []).append(row)
+    table = []
+    for key, rows in sorted(groups.items()):
+        statuses = [columns.statuses[r] for r in rows]
+        evaluated = [r for r, s in zip(rows, statuses) if s == "evaluated"]
+        invalid = statuses.count("invalid")
+        gains = [max(float(gain[r]), 0.0) if not math.isnan(gain[r]) else 0.0 for r in evaluated] + [0.0] * invalid
+        scores = [float(columns.scores[r]) for r in evaluated if not math.isnan(columns.scores[r])]
+        table.append(
+            OutcomeRow(
+                key=key,
+                proposals=len(rows),
+                evaluated=len(evaluated),
+                invalid=invalid,
+                pending=len(rows) - len(evaluated) - invalid,
+                improved=sum(1 for r in evaluated if not math.isnan(gain[r]) and gain[r] > 0),
+                tokens=int(columns.tokens[rows].sum()),
+                cost_usd=float(columns.cost_usd[rows].sum()),
+                mean_gain=sum(gains) / len(gains) if gains else None,
+                best_score=max(scores) if scores else None,
+            )
+        )
+    return table
+
+
+@dataclass(frozen=True)
+class EliteGrid:
+    """The MAP-Elites view of two descriptor axes: the best score per cell (None where empty)."""
+
+    x_name: str
+    y_name: str
+    x_edges: list[float]
+    y_edges: list[float]
+    best: list[list[float | None]]  # [y cell][x cell]
+    agent: list[list[int | None]]  # the elite's id per cell
+    count: list[list[int]]  # agents per cell
+    names: list[str]  # every descriptor name the run has
+
+
+def elite_grid(
+    descriptors: dict[int, dict[str, float]], scores: dict[int, float], *, cells: int = 20,
+    x_name: str | None = None, y_name: str | None = None,
+) -> EliteGrid | None:  # fmt: skip
+    """The grid over two descriptor axes (the first two names, or those given), `cells` bins each over
+    the observed range; None when the run has no descriptors."""
+    names = sorted({name for features in descriptors.values() for name in features})
+    if not names:
+        return None
+    x_name = x_name if x_name in names else names[0]
+    y_name = y_name if y_name in names else (names[1] if len(names) > 1 else names[0])
+    ids = [i for i, f in descriptors.items() if x_name in f and y_name in f and i in scores]
+    xs = np.array([descriptors[i][x_name] for i in ids], dtype=np.float64)
+    ys = np.array([descriptors[i][y_name] for i in ids], dtype=np.float64)
+    n_y = cells if y_name != x_name else 1
+    x_edges = _edges(xs, cells)
+    y_edges = _edges(ys, n_y)
+    best: list[list[float | None]] = [[None] * cells for _ in range(n_y)]
+    agent: list[list[int | None]] = [[None] * cells for _ in range(n_y)]
+    count = [[0] * cells for _ in range(n_y)]
+    x_cells = np.clip(np.searchsorted(x_edges, xs, side="right") - 1, 0, cells - 1)
+    y_cells = np.clip(np.searchsorted(y_edges, ys, side="right") - 1, 0, n_y - 1)
+    for agent_id, cx, cy in zip(ids, x_cells.tolist(), y_cells.tolist()):
+        count[cy][cx] += 1
+        current = best[cy][cx]
+        if current is None or scores[agent_id] > current:
+            best[cy][cx], agent[cy][cx] = scores[agent_id], agent_id
+    return EliteGrid(x_name, y_name, x_edges.tolist(), y_edges.tolist(), best, agent, count, names)
+
+
+def _edges(values: np.ndarray, cells: int) -> np.ndarray:
+    low, high = (float(values.min()), float(values.max())) if values.size else (0.0, 1.0)
+    if high <= low:
+        high = low + 1.0
+    return np.linspace(low, high, cells + 1)

@@ -1,0 +1,30 @@
+"""What every route shares: the app's settings (runs folder, the run it opens on, templates) and where
+the packaged assets are (the static folder, plotly.js inside the plotly package)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import jinja2
+import plotly
+from fastapi import Request
+
+STATIC_DIR = Path(__file__).parent / "static"
+#: plotly.js as shipped inside the plotly Python package (nothing is fetched from a CDN).
+PLOTLY_JS = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What every route needs: the runs folder, the run the app opens on (if any), the templates."""
+
+    runs_dir: Path
+    run: str | None
+    templates: jinja2.Environment
+
+
+def settings_of(request: Request) -> Settings:
+    """The app's settings, from a request."""
+    settings: Settings = request.app.state.settings
+    return settings
