@@ -20,6 +20,7 @@ from sqlalchemy.sql.dml import Insert
 from sqlmodel import SQLModel
 
 from archive.models import LLMCall, LLMRequest, LLMResponse
+from archive.schema import SchemaReport
 
 ModelT = TypeVar("ModelT", bound=SQLModel)
 
@@ -29,6 +30,8 @@ _REQUEST = LLMRequest.__table__  # type: ignore[attr-defined]  # as above
 _CALL_VALUE_COLUMNS = tuple(column.name for column in _CALL.c if column.name != "id")
 _RESPONSE_COLUMNS = tuple(column.name for column in _RESPONSE.c)
 _REQUEST_COLUMNS = tuple(column.name for column in _REQUEST.c)
+#: The schema version that added the llmrequest table.
+_REQUESTS_SINCE = 3
 
 _INSERT_CALL = insert(_CALL)
 _SELECT_RESPONSE = select(_RESPONSE).where(_RESPONSE.c.request_hash == bindparam("request_hash"))
@@ -124,6 +127,7 @@ class LedgerMixin:
     _transaction: Callable[..., AbstractContextManager[Connection]]
     _insert_response: Insert | None
     _insert_request: Insert | None
+    schema: SchemaReport
 
     def _insert_call(self, connection: Connection, call: LLMCall) -> LLMCall:
         values = {name: getattr(call, name) for name in _CALL_VALUE_COLUMNS}
@@ -201,7 +205,8 @@ class LedgerMixin:
         if not hashes:
             return {}, {}
         with self._transaction(write=False) as connection:
-            requests = connection.execute(_SELECT_REQUESTS, {"hashes": hashes}).all()
+            kept = self.schema.version >= _REQUESTS_SINCE  # a read-only open of an older archive has no table
+            requests = connection.execute(_SELECT_REQUESTS, {"hashes": hashes}).all() if kept else []
             responses = connection.execute(_SELECT_RESPONSES, {"hashes": hashes}).all()
         return (
             {row.request_hash: detached(LLMRequest, row._mapping) for row in requests},

@@ -6,7 +6,8 @@ lock. Creating or upgrading one is a single guarded transaction: the write lock 
 SQLite BEGIN IMMEDIATE, through the archive's `transaction(write=True)`), then the version
 read again inside it, so of two processes opening the same new or old archive at once one
 changes it and the other finds it current. A read-only open never changes the schema: it
-refuses an outdated archive (ArchiveOutdated), as every open refuses one newer than this code
+reads an archive from READABLE_FROM on as it stands (later versions only added tables, which read
+as empty) and refuses an older one (ArchiveOutdated), as every open refuses one newer than this code
 (ArchiveTooNew).
 
 Changing a table in models.py means: bump SCHEMA_VERSION and add to `_MIGRATIONS` the step
@@ -30,11 +31,15 @@ from sqlmodel import SQLModel
 from archive.errors import ArchiveOutdated, ArchiveTooNew, NotAnArchive
 from archive.models import Agent, SchemaVersion, utcnow
 
-__all__ = ["SCHEMA_VERSION", "UNVERSIONED", "SchemaReport", "open_schema", "read_version"]
+__all__ = ["READABLE_FROM", "SCHEMA_VERSION", "UNVERSIONED", "SchemaReport", "open_schema", "read_version"]
 
 #: The version this code creates and reads. 1: the tables before versioning; 2: agent.repair_note;
 #: 3: the llmrequest table (the messages of every FM call).
 SCHEMA_VERSION = 3
+#: The oldest version a read-only open reads as it stands: the versions after it only added tables a
+#: reader does without (3: llmrequest, so the calls of a version-2 archive read as "prompt not recorded").
+#: Older archives lack columns readers select, and need `cambrian db upgrade`.
+READABLE_FROM = 2
 #: The version of an archive written before the version table existed.
 UNVERSIONED = 1
 
@@ -95,6 +100,8 @@ def open_schema(transaction: Transaction, *, readonly: bool, where: str, wait_fo
         return SchemaReport(found, SCHEMA_VERSION)
     if found is not None and found > SCHEMA_VERSION:
         raise _too_new(found, where)
+    if readonly and found is not None and found >= READABLE_FROM:
+        return SchemaReport(found, found)  # read as it stands: what later versions added reads as absent
     if readonly:
         if found is None:
             raise NotAnArchive(

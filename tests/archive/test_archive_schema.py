@@ -235,6 +235,25 @@ def test_a_writable_open_upgrades_a_version_1_archive_keeping_every_row(
     assert table_layout(path) == table_layout(tmp_path / "fresh.db")
 
 
+def test_a_version_2_archive_reads_as_it_stands_with_its_prompts_not_recorded(tmp_path: Path) -> None:
+    path = tmp_path / "v2.db"
+    with Archive.at(path) as archive:
+        run = archive.create_run(name="v2", benchmark="circle_packing", seed=0, config_json="{}")
+        archive.record_llm_call(LLMCall(run_id=run.id, agent_id=1, model="qwen", request_hash="r1"))
+    with sqlite3.connect(path) as raw:  # what version 2 wrote: no llmrequest table
+        raw.execute("DROP TABLE llmrequest")
+        raw.execute("UPDATE schemaversion SET version = 2")
+    raw.close()
+    before = table_layout(path)
+    with Archive.at(path, readonly=True) as reader:
+        assert (reader.schema.found, reader.schema.version, reader.schema.changes) == (2, 2, ())
+        [call] = reader.agent_llm_calls(1)
+        assert reader.llm_exchanges([call.request_hash]) == ({}, {})
+    assert table_layout(path) == before  # a reader changed nothing
+    with Archive.at(path) as writer:  # a writer upgrades it
+        assert writer.schema.changes == ("created table llmrequest",)
+
+
 def test_an_archive_newer_than_this_code_is_refused_and_left_alone(tmp_path: Path) -> None:
     path = tmp_path / "archive.db"
     with Archive.at(path):

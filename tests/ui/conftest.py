@@ -114,7 +114,7 @@ def write_broken_runs(runs_dir: Path) -> None:
     (runs_dir / "foreign").mkdir()
     with sqlite3.connect(runs_dir / "foreign" / "archive.db") as connection:
         connection.execute("CREATE TABLE recipes (name TEXT)")
-    for name, version in (("outdated", 2), ("too-new", 999)):
+    for name, version in (("outdated", 1), ("too-new", 999)):
         with Archive.at(runs_dir / name / "archive.db") as archive:
             archive.create_run(name=name, benchmark="circle_packing", seed=0, config_json="{}")
         with sqlite3.connect(runs_dir / name / "archive.db") as connection:

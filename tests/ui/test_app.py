@@ -193,7 +193,7 @@ def test_missing_run_is_a_clear_404_page(runs_dir: Runs) -> None:
     [
         ("corrupt", 500, "cannot be read: file is not a database"),
         ("foreign", 409, "is not a Cambrian archive (its tables: recipes)"),
-        ("outdated", 409, "has schema version 2"),
+        ("outdated", 409, "has schema version 1"),
         ("too-new", 409, "has schema version 999"),
     ],
 )
