@@ -12,8 +12,8 @@ lineage tree at a level of detail, laid out), `_run_page` (the run page's data),
 agent: code, diffs, results, FM calls), `_compare` (two agents, several runs), `_live` (what a live
 page polls), `_code` (highlighting and diffs, escaped), `_json` (JSON safe inside a page),
 `_templates` (the Jinja2 environment), `_report` (the self-contained HTML report), `_serve` (host
-checks). Templates in `templates/`, scripts and styles in `static/`; plotly.js is served from the
-plotly package.
+checks). Templates in `templates/`, scripts and styles in `static/`; plotly.js (its cartesian
+bundle) is vendored in `static/vendor/` with its licence.
 """
 
 from ui._app import CONTENT_SECURITY_POLICY, create_app

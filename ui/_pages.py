@@ -15,12 +15,12 @@ from ui._agent import agent_detail
 from ui._code import highlighted, pygments_css
 from ui._compare import agent_comparison, runs_comparison
 from ui._data import list_runs, open_run, run_names
-from ui._run_page import analytics_available, run_page
+from ui._run_page import FIRST_PAINT_POINTS, FIRST_PAINT_TREE_NODES, analytics_available, run_page
 from ui._settings import PLOTLY_JS, settings_of
 
 
 def plotly_js() -> FileResponse:
-    """plotly.js as shipped inside the plotly Python package (nothing is fetched from a CDN)."""
+    """The vendored plotly.js (nothing is fetched from a CDN)."""
     return FileResponse(PLOTLY_JS, media_type="text/javascript")
 
 
@@ -48,7 +48,9 @@ def add_routes(app: FastAPI) -> None:
     @app.get("/runs/{run}", response_class=HTMLResponse)
     def run_view(request: Request, run: str) -> Response:
         with open_run(settings_of(request).runs_dir, run) as (archive, row):
-            page = run_page(archive, row)
+            page = run_page(
+                archive, row, max_points=FIRST_PAINT_POINTS, tree_nodes=FIRST_PAINT_TREE_NODES, panels=False
+            )
         return _render(request, "run.html", page=page, run=run, report=False, has_analytics=analytics_available())
 
     @app.get("/runs/{run}/agents/{agent_id}", response_class=HTMLResponse)

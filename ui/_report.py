@@ -1,6 +1,6 @@
 """`write_report`: one self-contained HTML file of a run page and its best agents, to attach to a paper or a PR.
 
-Everything is inside the file: the styles, plotly.js (from the plotly package), the page's scripts
+Everything is inside the file: the styles, plotly.js (the vendored bundle), the page's scripts
 and the data as escaped JSON, so it opens offline from disk. The tree is drawn deeper than the live
 page (it cannot load more later); clicking an agent jumps to its section when it is one of the best.
 """

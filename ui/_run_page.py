@@ -8,6 +8,7 @@ import sqlite3
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+import numpy as np
 from sqlalchemy.exc import DBAPIError
 
 from archive.models import Run
@@ -15,7 +16,15 @@ from archive.store import Archive
 from ui._columns import agent_columns
 from ui._data import RunSummary, summarize_run
 from ui._live import last_update
-from ui._run_stats import EliteGrid, OutcomeRow, best_so_far, elite_grid, outcome_table, score_points
+from ui._run_stats import (
+    MAX_PLOT_POINTS,
+    EliteGrid,
+    OutcomeRow,
+    best_so_far,
+    elite_grid,
+    outcome_table,
+    score_points,
+)
 from ui._tree import DEFAULT_DEPTH, DEFAULT_MAX_NODES, lineage, tree_view
 
 
@@ -47,10 +56,22 @@ def analytics_available() -> bool:
     return importlib.util.find_spec("ui._analytics") is not None
 
 
+#: Score-plot points and tree nodes the live page draws first (more on request): SVG markers cost the
+#: browser ~60 us each, so this keeps the first paint of a 100k-agent run well under a second.
+FIRST_PAINT_POINTS = 2500
+FIRST_PAINT_TREE_NODES = 800
+
+
 def run_page(
-    archive: Archive, run: Run, *, tree_nodes: int = DEFAULT_MAX_NODES, tree_depth: int = DEFAULT_DEPTH
-) -> RunPage:
-    """Everything the run page needs, read from the archive once."""
+    archive: Archive, run: Run, *, tree_nodes: int = DEFAULT_MAX_NODES, tree_depth: int = DEFAULT_DEPTH,
+    max_points: int = MAX_PLOT_POINTS, panels: bool = True,
+) -> RunPage:  # fmt: skip
+    """Everything the run page needs, read from the archive once.
+
+    panels=False leaves out the MAP-Elites grid and the analytics panels (budget, search space), the
+    slow reads at 100k agents: the live page draws its plot and tree first and fetches them after
+    (`run_panels`); the self-contained report takes everything at once.
+    """
     columns = agent_columns(archive, run.key)
     summary = summarize_run(archive, run)
     iterations, scores, ids = best_so_far(columns)
@@ -61,18 +82,28 @@ def run_page(
     search = summary.config.get("search") or {}
     return RunPage(
         summary=summary,
-        points=score_points(columns),
+        points=score_points(columns, max_points=max_points),
         best={"iteration": iterations, "score": scores, "id": ids},
         tree=tree_view(columns, lineage(columns), depth=tree_depth, max_nodes=tree_nodes),
-        grid=elite_grid(archive.descriptors(run.key), evaluated_scores),
+        grid=elite_grid(archive.descriptors(run.key), evaluated_scores) if panels else None,
         by_operator=outcome_table(columns, ("operator",)),
         by_model=outcome_table(columns, ("model",)),
         arms=outcome_table(columns, ("operator", "model")),
         bandit=str((search.get("bandit") or {}).get("algorithm", "off")),
         config_text=json.dumps(summary.config, indent=2, sort_keys=False),
         last_update=last_update(archive, run),
-        analytics=_analytics(archive, run),
+        analytics=_analytics(archive, run) if panels else {},
     )
+
+
+def run_panels(archive: Archive, run: Run) -> dict[str, Any]:
+    """The panels the live run page loads after its first paint: the MAP-Elites grid (None without
+    descriptors) and the analytics (budget, search space; {} without the module)."""
+    columns = agent_columns(archive, run.key)
+    evaluated = (np.array(columns.statuses, dtype=object) == "evaluated") & ~np.isnan(columns.scores)
+    scores = dict(zip(columns.ids[evaluated].tolist(), columns.scores[evaluated].tolist()))
+    grid = elite_grid(archive.descriptors(run.key), scores)
+    return {"grid": None if grid is None else asdict(grid), "analytics": _analytics(archive, run)}
 
 
 def _analytics(archive: Archive, run: Run) -> dict[str, Any]:

@@ -105,33 +105,73 @@ class OutcomeRow:
 
 
 def outcome_table(columns: AgentColumns, keys: Sequence[str]) -> list[OutcomeRow]:
-    """One row per distinct value of `keys` (a tuple of "operator" and/or "model") over the proposals."""
+    """One row per distinct value of `keys` (a tuple of "operator" and/or "model") over the proposals.
+
+    Grouped with numpy (one code per distinct key, then bincount per column): milliseconds at 100k agents.
+    """
     proposals = np.flatnonzero(columns.iterations > 0)
-    parents = parent_scores(columns)
-    gain = np.where(np.isnan(columns.scores) | np.isnan(parents), np.nan, columns.scores - parents)
-    groups: dict[tuple[str, ...], list[int]] = {}
-    for row in proposals.tolist():
-        key = tuple(columns.operators[row] if k == "operator" else (columns.models[row] or "—") for k in keys)
-        groups.setdefault(key, []).append(row)
+    if not len(proposals):
+        return []
+    codes = np.zeros(len(proposals), dtype=np.int64)
+    names_per_key = []
+    for k in keys:  # a code per distinct value of each key, combined: the distinct tuples in sorted order
+        values = columns.operators if k == "operator" else [model or "—" for model in columns.models]
+        first_seen: dict[str, int] = {}  # a dict, not np.unique: sorting 100k Python strings takes 40 ms
+        seen = np.fromiter((first_seen.setdefault(values[row], len(first_seen)) for row in proposals.tolist()),
+                           dtype=np.int64, count=len(proposals))  # fmt: skip
+        names = sorted(first_seen)
+        rank = np.empty(len(names), dtype=np.int64)
+        rank[[first_seen[name] for name in names]] = np.arange(len(names))
+        codes = codes * len(names) + rank[seen]
+        names_per_key.append(names)
+    combined, codes = np.unique(codes, return_inverse=True)
+    codes = codes.reshape(-1)
+    distinct: list[tuple[str, ...]] = []
+    for value in combined.tolist():
+        parts: list[str] = []
+        for names in reversed(names_per_key):
+            value, index = divmod(value, len(names))
+            parts.insert(0, str(names[index]))
+        distinct.append(tuple(parts))
+    groups = len(distinct)
+
+    def count(mask: np.ndarray) -> np.ndarray:
+        return np.bincount(codes[mask], minlength=groups)
+
+    def total(values: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
+        chosen = slice(None) if mask is None else mask
+        return np.bincount(codes[chosen], weights=values[chosen], minlength=groups)
+
+    status = [columns.statuses[row] for row in proposals.tolist()]
+    evaluated = np.fromiter((value == "evaluated" for value in status), dtype=bool, count=len(status))
+    invalid = np.fromiter((value == "invalid" for value in status), dtype=bool, count=len(status))
+    scores = columns.scores[proposals]
+    gain = scores - parent_scores(columns)[proposals]
+    known_gain = evaluated & ~np.isnan(gain)
+    clipped = np.where(known_gain, np.maximum(np.nan_to_num(gain), 0.0), 0.0)
+    scored = evaluated & ~np.isnan(scores)
+    best = np.full(groups, -np.inf)
+    np.maximum.at(best, codes[scored], scores[scored])
+    n_rows, n_evaluated, n_invalid = count(np.ones(len(proposals), dtype=bool)), count(evaluated), count(invalid)
+    n_improved = count(known_gain & (np.nan_to_num(gain) > 0))
+    gains = total(clipped, evaluated)
+    tokens = total(columns.tokens[proposals].astype(np.float64))
+    cost = total(columns.cost_usd[proposals])
     table = []
-    for key, rows in sorted(groups.items()):
-        statuses = [columns.statuses[r] for r in rows]
-        evaluated = [r for r, s in zip(rows, statuses) if s == "evaluated"]
-        invalid = statuses.count("invalid")
-        gains = [max(float(gain[r]), 0.0) if not math.isnan(gain[r]) else 0.0 for r in evaluated] + [0.0] * invalid
-        scores = [float(columns.scores[r]) for r in evaluated if not math.isnan(columns.scores[r])]
+    for code, label in enumerate(distinct):
+        finished = int(n_evaluated[code] + n_invalid[code])
         table.append(
             OutcomeRow(
-                key=key,
-                proposals=len(rows),
-                evaluated=len(evaluated),
-                invalid=invalid,
-                pending=len(rows) - len(evaluated) - invalid,
-                improved=sum(1 for r in evaluated if not math.isnan(gain[r]) and gain[r] > 0),
-                tokens=int(columns.tokens[rows].sum()),
-                cost_usd=float(columns.cost_usd[rows].sum()),
-                mean_gain=sum(gains) / len(gains) if gains else None,
-                best_score=max(scores) if scores else None,
+                key=label,
+                proposals=int(n_rows[code]),
+                evaluated=int(n_evaluated[code]),
+                invalid=int(n_invalid[code]),
+                pending=int(n_rows[code] - finished),
+                improved=int(n_improved[code]),
+                tokens=int(round(tokens[code])),
+                cost_usd=float(cost[code]),
+                mean_gain=float(gains[code]) / finished if finished else None,
+                best_score=float(best[code]) if np.isfinite(best[code]) else None,
             )
         )
     return table

@@ -1,5 +1,5 @@
 """What every route shares: the app's settings (runs folder, the run it opens on, templates) and where
-the packaged assets are (the static folder, plotly.js inside the plotly package)."""
+the packaged assets are (the static folder, the vendored plotly.js)."""
 
 from __future__ import annotations
 
@@ -7,12 +7,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import jinja2
-import plotly
 from fastapi import Request
 
 STATIC_DIR = Path(__file__).parent / "static"
-#: plotly.js as shipped inside the plotly Python package (nothing is fetched from a CDN).
-PLOTLY_JS = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
+#: plotly.js's cartesian bundle from the npm registry, vendored with its licence (static/vendor/README.md):
+#: nothing is fetched from a CDN.
+PLOTLY_JS = STATIC_DIR / "vendor" / "plotly-cartesian.min.js"
 
 
 @dataclass(frozen=True)

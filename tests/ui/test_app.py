@@ -36,8 +36,8 @@ def pages_of(run: str, ids: list[int]) -> list[str]:
     """Every page and JSON endpoint of one run, for agents `ids`."""
     base = f"/runs/{quote(run, safe='')}"
     api = f"/api/runs/{quote(run, safe='')}"
-    urls = ["/", "/?all=1", "/api/runs", base, f"{api}/points", f"{api}/tree", f"{api}/changes?after_agent=0",
-            f"{base}/compare", f"/compare?runs={quote(run, safe='')}"]  # fmt: skip
+    urls = ["/", "/?all=1", "/api/runs", base, f"{api}/points", f"{api}/panels", f"{api}/tree",
+            f"{api}/changes?after_agent=0", f"{base}/compare", f"/compare?runs={quote(run, safe='')}"]  # fmt: skip
     for agent_id in ids:
         urls += [f"{base}/agents/{agent_id}", f"{api}/agents/{agent_id}", f"{base}/agents/{agent_id}?against={ids[0]}"]
     return urls
@@ -122,6 +122,24 @@ def test_hostile_text_is_escaped_on_every_page_and_carried_as_data_in_json(runs_
         assert f"reason {PAYLOAD}" in json.loads(block.group(1))["points"]["reason"]
         named = c.get(f"/runs/{quote(HOSTILE_RUN, safe='')}").text
         assert "run&lt;img src=x onerror=alert(1)&gt;" in named
+
+
+def test_the_live_run_page_fetches_its_slow_panels_after_first_paint(runs_dir: Runs) -> None:
+    folder, hostile, big = runs_dir
+    with client(folder) as c:
+        page = c.get("/runs/xss").text
+        panels = c.get("/api/runs/xss/panels")
+        first = json.loads(re.search(r'id="run-data">(.*?)</script>', c.get("/runs/big").text, re.S).group(1))
+        few = c.get("/api/runs/big/points?max_points=10").json()
+        every = c.get(f"/api/runs/big/points?max_points={len(big) + 5000}").json()
+    assert 'id="grid-panel" hidden' in page and "loading" in page  # drawn once /panels answers
+    assert panels.status_code == 200 and "<" not in panels.text  # hostile text travels escaped, as data
+    grid = panels.json()["grid"]
+    assert (grid["x_name"], grid["y_name"]) == ("size", "speed") and hostile["child"] in sum(grid["agent"], [])
+    assert set(panels.json()["analytics"]) == {"budget", "search_space"}
+    assert first["grid"] is None and first["analytics"] == {}  # not in the page itself
+    # The score plot's first paint is capped; asking for more gets every agent.
+    assert few["shown"] < few["total"] and few["shown"] >= 2 and every["shown"] == every["total"]
 
 
 def test_every_response_carries_the_content_security_policy(runs_dir: Runs) -> None:
