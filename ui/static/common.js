@@ -8,8 +8,9 @@ const Cambrian = {
     return block ? JSON.parse(block.textContent) : null;
   },
   // Plotly renders an HTML subset in hover text, titles and legend names: escape everything given to it.
+  // Quotes as numeric references: plotly decodes those, but shows "&quot;" as it is.
   esc(value) {
-    return String(value).replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]);
+    return String(value).replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&#34;", "'": "&#39;" })[c]);
   },
   fmt(value, digits = 4) {
     return value === null || value === undefined || Number.isNaN(value) ? "—" : Number(value).toFixed(digits);
