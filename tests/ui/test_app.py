@@ -369,8 +369,12 @@ def test_pages_of_a_real_run(real_run: tuple[Path, str]) -> None:
         made = [a.key for a in archive.agents(run.key) if a.iteration > 0]
     before = files_state(folder)
     with client(folder) as c:
+        evaluated = c.get("/api/runs").json()["runs"][0]["counts"].get("evaluated", 0)
         for url in pages_of(name, ids):
             response = c.get(url)
+            if url == f"/runs/{name}/compare" and evaluated < 2:  # SmolLM2's children may all be invalid
+                assert response.status_code == 404 and "fewer than two evaluated agents" in response.text
+                continue
             assert response.status_code == 200, (url, response.text[:500])
         page = c.get(f"/runs/{name}").text
         assert "circle_packing" in page and "smollm2-135m" in page and "dgm" in page
