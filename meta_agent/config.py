@@ -166,6 +166,14 @@ class EvaluationConfig(_Section):
     agent_fm_calls: int = Field(default=20, ge=0, description="FM calls one agent may make per evaluation")
     agent_fm_tokens: int = Field(default=50_000, ge=0, description="FM tokens one agent may use per evaluation")
     feedback: FeedbackConfig = Field(default_factory=FeedbackConfig, description="what failures show the FM")
+    executor: Literal["local", "ray"] = Field(
+        default="local", description="where tasks run: this machine's sandbox pool, or a Ray cluster's nodes"
+    )
+    ray_address: str | None = Field(
+        default=None,
+        description="the Ray cluster: 'auto' attaches to a running one, HOST:PORT to that head; "
+        "None: RAY_ADDRESS if set, else a local cluster started for the run",
+    )
 
 
 class RunConfig(_Section):
@@ -173,6 +181,11 @@ class RunConfig(_Section):
     benchmark: str = "circle_packing"
     seed: int = Field(default=0, ge=0)
     runs_dir: Path = Path("runs")
+    store: str | None = Field(
+        default=None,
+        description="the archive's SQLAlchemy URL, e.g. postgresql+psycopg://user@host/db (several runs share "
+        "it, each under its name); None: SQLite at RUNS_DIR/<name>/archive.db",
+    )
     budget: BudgetConfig = Field(default_factory=BudgetConfig)
     fm: FMConfig = Field(default_factory=FMConfig)
     search: SearchConfig = Field(default_factory=SearchConfig)
