@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import functools
 import re
 
 from meta_agent.edits._base import _FENCE_ONLY_RE, _FENCE_RE, EditError, _join_lines
@@ -57,6 +58,7 @@ def _is_prose(line: str) -> bool:
     return not (_parses(stripped) or _parses(stripped + "\n    pass"))
 
 
+@functools.lru_cache(maxsize=32)  # extract_code asks about the same text up to three times
 def _parses(text: str) -> bool:
     try:
         ast.parse(text)

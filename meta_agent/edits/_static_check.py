@@ -16,6 +16,7 @@ here runs it.
 from __future__ import annotations
 
 import ast
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -104,27 +105,49 @@ def check_child(child: Genome, parent: Genome, *, entry_function: str | None = N
         when the parent's entry file defines it at top level, the child's must too, callable the same way.
     Raises EditError (public, line-precise) for code that does not compile, undefined names that are not a
     known import, and a missing or incompatible entry function.
+
+    Each changed file is parsed once and checked by pyflakes once (twice when an import was added); the
+    entry check, the fatal findings and the behaviour key all read that one parse.
     """
     files = dict(child.files)
     repairs: list[str] = []
+    analysed: dict[str, _Analysis] = {}
     for path, text in child.files.items():
         if not path.endswith(".py") or parent.files.get(path) == text:
             continue
-        _compile(path, text)
-        text, added = _repair_imports(path, text)
-        if added:
+        analysis = _analyse(path, text)
+        missing = [name for name in _undefined_names(analysis.fatal) if name in KNOWN_IMPORTS]
+        if missing:
+            text, added = _add_imports(path, text, missing)
             files[path] = text
             repairs.append(added)
-        _refuse_fatal(path, text)
-    if entry_function is not None and child.entry.endswith(".py") and child.entry in parent.files:
-        _check_entry(files[child.entry], parent.files[child.entry], path=child.entry, name=entry_function)
-    _refuse_neutral(files, parent.files)
+            analysis = _analyse(path, text)
+        _refuse_fatal(path, text, analysis.fatal)
+        analysed[path] = analysis
+    entry = child.entry
+    if entry_function is not None and entry in analysed and entry in parent.files:
+        _check_entry(analysed[entry].tree, parent.files[entry], path=entry, name=entry_function)
+    _refuse_neutral(files, parent.files, analysed)
     return CheckedChild(Genome(files=files, entry=child.entry), tuple(repairs))
 
 
-def _compile(path: str, text: str) -> None:
+@dataclass(frozen=True)
+class _Analysis:
+    """One parse of a file and what pyflakes found in it: the findings that fail a run, and the lines of
+    imports nothing uses (which `behaviour_key` ignores)."""
+
+    tree: ast.Module
+    fatal: tuple[pyflakes_messages.Message, ...]
+    unused_import_lines: frozenset[int]
+
+
+def _analyse(path: str, text: str) -> _Analysis:
+    """Parse and compile `text` (EditError when it is not valid Python) and run pyflakes over the tree."""
     try:
-        compile(text, path, "exec", dont_inherit=True)
+        tree = ast.parse(text, filename=path)
+        # The parse alone misses what only the compiler checks ('return' outside a function, nonlocal at
+        # module level): compiling the tree catches those without parsing the text again.
+        compile(tree, path, "exec", dont_inherit=True)
     except SyntaxError as error:
         line = (error.text or "").strip()
         raise EditError(
@@ -134,12 +157,10 @@ def _compile(path: str, text: str) -> None:
         ) from None
     except ValueError as error:  # e.g. a null byte in the source
         raise EditError(f"the edited {path} cannot be compiled: {error}", fix="return plain Python source") from None
-
-
-def _findings(path: str, text: str) -> list[pyflakes_messages.Message]:
-    tree = ast.parse(text, filename=path)
     found = pyflakes_checker.Checker(tree, filename=path).messages
-    return sorted((m for m in found if isinstance(m, _FATAL)), key=lambda m: (m.lineno, m.col))
+    fatal = sorted((m for m in found if isinstance(m, _FATAL)), key=lambda m: (m.lineno, m.col))
+    unused = frozenset(m.lineno for m in found if isinstance(m, pyflakes_messages.UnusedImport))
+    return _Analysis(tree, tuple(fatal), unused)
 
 
 def _undefined_names(findings: Sequence[pyflakes_messages.Message]) -> list[str]:
@@ -147,11 +168,8 @@ def _undefined_names(findings: Sequence[pyflakes_messages.Message]) -> list[str]
     return list(dict.fromkeys(names))
 
 
-def _repair_imports(path: str, text: str) -> tuple[str, str]:
-    """`text` with the imports of known undefined names added, and a sentence saying so ("" if none)."""
-    missing = [name for name in _undefined_names(_findings(path, text)) if name in KNOWN_IMPORTS]
-    if not missing:
-        return text, ""
+def _add_imports(path: str, text: str, missing: Sequence[str]) -> tuple[str, str]:
+    """`text` with the imports of the known names `missing` added, and a sentence saying so."""
     imports = sorted({KNOWN_IMPORTS[name] for name in missing})
     lines = text.splitlines(keepends=True)
     at = _import_position(text)
@@ -181,8 +199,7 @@ def _import_position(text: str) -> int:
     return at
 
 
-def _refuse_fatal(path: str, text: str) -> None:
-    findings = _findings(path, text)
+def _refuse_fatal(path: str, text: str, findings: Sequence[pyflakes_messages.Message]) -> None:
     if not findings:
         return
     lines = text.splitlines()
@@ -200,14 +217,14 @@ def _refuse_fatal(path: str, text: str) -> None:
     raise EditError(f"static check of {path}: " + "; ".join(problems) + more, fix=fix)
 
 
-def _refuse_neutral(child: Mapping[str, str], parent: Mapping[str, str]) -> None:
+def _refuse_neutral(child: Mapping[str, str], parent: Mapping[str, str], analysed: Mapping[str, _Analysis]) -> None:
     """Refuse a child whose files all do what the parent's do (see `behaviour_key`)."""
     if child.keys() != parent.keys():
         return
     changed = [path for path, text in child.items() if parent[path] != text]
     if not changed or not all(p.endswith(".py") for p in changed):
         return  # an identical child is the operators' own refusal; other files may change behaviour
-    if all(behaviour_key(child[p]) == behaviour_key(parent[p]) for p in changed):
+    if all(_key(analysed[p]) == behaviour_key(parent[p]) for p in changed if p in analysed):
         raise EditError(
             f"the edit changes nothing the program does: {', '.join(changed)} differs from the parent only in "
             "blank lines, comments, docstrings, unused imports or code that can never run (after a return)",
@@ -215,40 +232,52 @@ def _refuse_neutral(child: Mapping[str, str], parent: Mapping[str, str]) -> None
         )
 
 
+@functools.lru_cache(maxsize=256)
 def behaviour_key(text: str) -> str:
     """The parts of a module that decide what it does: its AST without docstrings, bare string statements,
-    imports nothing uses and statements after a return, raise, break or continue. Equal keys, same program."""
+    imports nothing uses and statements after a return, raise, break or continue. Equal keys, same program.
+
+    Cached by text: a parent's key is computed once however many children are checked against it."""
     tree = ast.parse(text)
     found = pyflakes_checker.Checker(tree).messages
-    unused = {m.lineno for m in found if isinstance(m, pyflakes_messages.UnusedImport)}
-    return ast.dump(_Inert(unused).visit(tree), annotate_fields=False, include_attributes=False)
+    unused = frozenset(m.lineno for m in found if isinstance(m, pyflakes_messages.UnusedImport))
+    return _key(_Analysis(tree, (), unused))
 
 
-class _Inert(ast.NodeTransformer):
-    """Drops the statements `behaviour_key` ignores, in every statement list of the tree."""
+def _key(analysis: _Analysis) -> str:
+    """`behaviour_key` of an analysed file. Strips its tree in place: the last use of an analysis."""
+    _strip_inert(analysis.tree, analysis.unused_import_lines)
+    return ast.dump(analysis.tree, annotate_fields=False, include_attributes=False)
 
-    def __init__(self, unused_import_lines: set[int]) -> None:
-        self.unused = unused_import_lines
 
-    def generic_visit(self, node: ast.AST) -> ast.AST:
-        super().generic_visit(node)
-        for field in ("body", "orelse", "finalbody"):
-            statements = getattr(node, field, None)
-            if isinstance(statements, list) and statements and isinstance(statements[0], ast.stmt):
-                setattr(node, field, self._live(statements))
-        return node
+#: Fields holding statement lists; expressions hold none (a lambda's body is an expression), so only
+#: statements, except handlers and match cases need visiting.
+_STATEMENT_LISTS = ("body", "orelse", "finalbody")
 
-    def _live(self, statements: list[ast.stmt]) -> list[ast.stmt]:
-        kept: list[ast.stmt] = []
-        for statement in statements:
-            if isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant):
-                continue  # a docstring or a bare string
-            if isinstance(statement, (ast.Import, ast.ImportFrom)) and statement.lineno in self.unused:
-                continue
-            kept.append(statement)
-            if isinstance(statement, (ast.Return, ast.Raise, ast.Break, ast.Continue)):
-                break  # what follows can never run
-        return kept or [ast.Pass()]
+
+def _strip_inert(node: ast.AST, unused_import_lines: frozenset[int]) -> None:
+    """Drop the statements `behaviour_key` ignores from every statement list under `node`, in place."""
+    for field in _STATEMENT_LISTS:
+        statements = getattr(node, field, None)
+        if isinstance(statements, list) and statements and isinstance(statements[0], ast.stmt):
+            for statement in statements:
+                _strip_inert(statement, unused_import_lines)
+            setattr(node, field, _live(statements, unused_import_lines))
+    for child in (*getattr(node, "handlers", ()), *getattr(node, "cases", ())):
+        _strip_inert(child, unused_import_lines)
+
+
+def _live(statements: list[ast.stmt], unused_import_lines: frozenset[int]) -> list[ast.stmt]:
+    kept: list[ast.stmt] = []
+    for statement in statements:
+        if isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant):
+            continue  # a docstring or a bare string
+        if isinstance(statement, (ast.Import, ast.ImportFrom)) and statement.lineno in unused_import_lines:
+            continue
+        kept.append(statement)
+        if isinstance(statement, (ast.Return, ast.Raise, ast.Break, ast.Continue)):
+            break  # what follows can never run
+    return kept or [ast.Pass()]
 
 
 def _top_level(tree: ast.Module, name: str) -> ast.AST | None:
@@ -267,15 +296,21 @@ def _top_level(tree: ast.Module, name: str) -> ast.AST | None:
     return found
 
 
+@functools.lru_cache(maxsize=64)
+def _parsed(text: str) -> ast.Module:
+    """A parent's tree, parsed once however many children are checked against it (never mutated)."""
+    return ast.parse(text)
+
+
 def _signature(node: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
     return f"{node.name}({ast.unparse(node.args)})"
 
 
-def _check_entry(child_text: str, parent_text: str, *, path: str, name: str) -> None:
-    parent_def = _top_level(ast.parse(parent_text), name)
+def _check_entry(child_tree: ast.Module, parent_text: str, *, path: str, name: str) -> None:
+    parent_def = _top_level(_parsed(parent_text), name)
     if not isinstance(parent_def, (ast.FunctionDef, ast.AsyncFunctionDef)):
         return  # the parent gets it some other way; nothing to compare against
-    child_def = _top_level(ast.parse(child_text), name)
+    child_def = _top_level(child_tree, name)
     if child_def is None:
         raise EditError(
             f"static check of {path}: the program no longer defines `{name}` at top level; the benchmark calls "

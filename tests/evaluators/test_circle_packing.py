@@ -275,6 +275,32 @@ def test_room_and_empty_spot_geometry() -> None:
     assert (x, y) == pytest.approx((0.75, 0.75), abs=0.01) and r == pytest.approx(0.25, abs=0.01)
 
 
+def test_empty_spot_coarse_to_fine_finds_what_probing_every_point_finds() -> None:
+    from evaluators.circle_packing.feedback import EMPTY_SPOT_GRID
+
+    ticks = (np.arange(EMPTY_SPOT_GRID) + 0.5) / EMPTY_SPOT_GRID
+    px, py = (axis.ravel() for axis in np.meshgrid(ticks, ticks))
+
+    def every_point(centres: np.ndarray, radii: np.ndarray) -> tuple[float, float, float]:
+        clearance = np.minimum.reduce([px, 1 - px, py, 1 - py])
+        for (cx, cy), r in zip(centres, radii):
+            clearance = np.minimum(clearance, np.hypot(px - cx, py - cy) - r)
+        best = int(np.argmax(clearance))
+        return float(px[best]), float(py[best]), max(float(clearance[best]), 0.0)
+
+    rng = np.random.default_rng(0)
+    cases = [(np.zeros((0, 2)), np.zeros(0))]  # an empty square: ties everywhere on the centre line
+    for k in range(1, 6):  # grids of equal circles: many exact ties
+        g = (np.arange(k) + 0.5) / k
+        xx, yy = np.meshgrid(g, g)
+        cases.append((np.c_[xx.ravel(), yy.ravel()], np.full(k * k, 0.5 / k)))
+    for _ in range(60):
+        n = int(rng.integers(1, 40))
+        cases.append((rng.uniform(0, 1, (n, 2)), rng.uniform(0, 0.2, n)))
+    for centres, radii in cases:
+        assert largest_empty_spot(centres, radii) == every_point(centres, radii)
+
+
 def test_numpy_values_returned_by_the_program_are_scored_in_the_real_sandbox() -> None:
     # The sandbox interpreter here is this venv's (numpy installed), given by path so site-packages stay visible.
     bench = CirclePacking(n=4)
