@@ -45,7 +45,8 @@ def largest_empty_spot(centres: np.ndarray, radii: np.ndarray) -> tuple[float, f
     coarse_ticks = fine_ticks.reshape(coarse, step).mean(axis=1)
     cx, cy = (axis.ravel() for axis in np.meshgrid(coarse_ticks, coarse_ticks))
     coarse_clearance = _clearance(cx, cy, centres, radii)
-    reach = np.hypot(*(2 * [(step - 1) / 2 / EMPTY_SPOT_GRID]))  # coarse centre to its farthest fine point
+    half_span = (step - 1) / 2 / EMPTY_SPOT_GRID
+    reach = float(np.hypot(half_span, half_span))  # coarse centre to its farthest fine point
     # Fine points of the cells in order of promise; the first cell gives the bar the others must reach.
     order = np.argsort(-coarse_clearance, kind="stable")
     best_value, best_index = -np.inf, -1
