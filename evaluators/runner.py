@@ -1,5 +1,10 @@
 """Staged evaluation of one agent: run its tasks in a sandbox, score them, say what happened.
 
+Three separable parts: `StagedPlan` (which stage's tasks run next, whether to stop, the aggregate),
+`run_task` (one task run in a sandbox session, then scored), and `evaluate_agent`, which drives the plan
+with `run_task` one task after another in one session. A distributed executor drives the same plan with
+its own way of running a stage's tasks (meta_agent's Ray executor spreads them over a cluster).
+
 Blocking; the search loop calls `evaluate_agent` from a worker thread. On the
 search split the benchmark's stages run in order, each only if the previous
 one's mean score reached its threshold; a stage in which no task executed at
@@ -110,61 +115,118 @@ def evaluate_agent(
     env: Mapping[str, str] | None = None,
     mounts: Sequence[Mount] = (),
 ) -> AgentResult:
-    """Evaluate `genome` on `split` ("search": staged; "holdout": every task, no stages).
+    """Evaluate `genome` on `split` ("search": staged; "holdout": every task, no stages), one task after another.
 
     session: run in this already-open session (the caller closes it); default: a new one from `sandbox`.
     env, mounts: added to every task's RunSpec (the FM gateway socket of this agent); never to check runs.
     sandbox: also runs the benchmark's check runs (`check_spec`), each in a fresh one-run session.
     """
-    if split not in SPLITS:
-        raise BenchmarkError(f"unknown split {split!r}", fix=f"use one of {', '.join(SPLITS)}")
-    unsafe = _unsafe_path(genome)
-    if unsafe is not None:
-        reason = f"genome file path {unsafe!r} is not a plain relative path (absolute or with '..')"
-        return AgentResult(score=0.0, stage_reached=0, valid=False, invalid_reason=reason, feedback=reason)
-    tasks = list(benchmark.tasks(split))
-    if not tasks:
-        raise BenchmarkError(
-            f"benchmark {benchmark.name!r} has no {split} tasks",
-            fix="evaluate on a split the benchmark provides" + (" (search)" if split == "holdout" else ""),
-        )
-    plan = _plan(benchmark, tasks) if split == "search" else [Stage(task_ids=tuple(t.id for t in tasks))]
-    by_id = {t.id: t for t in tasks}
+    plan = StagedPlan(benchmark, genome, split)
     limits = limits or Limits()
-    runs: list[tuple[TaskResult, TaskScore, RunSpec, RunResult]] = []
-    stage_reached = 0
-    extras = _SpecExtras(env=dict(env or {}), mounts=tuple(mounts))
     # One agent's tasks share a session (a container), nobody else's.
     with contextlib.nullcontext(session) if session is not None else sandbox.session() as active:
-        for index, stage in enumerate(plan):
-            stage_reached = index
-            stage_runs = [
-                _run_task(
-                    benchmark, genome, active, by_id[tid], stage=index, limits=limits, extras=extras, checker=sandbox
-                )
-                for tid in stage.task_ids
-            ]
-            runs += stage_runs
-            stage_scores = [score for _, score, _, _ in stage_runs]
-            if not any(score.executed for score in stage_scores):
-                break
-            mean = sum(score.score for score in stage_scores) / len(stage_scores) if stage_scores else 0.0
-            if stage.threshold is not None and mean < stage.threshold:
-                break
-    task_results = [run[0] for run in runs]
-    valid = any(t.executed for t in task_results)
-    ran_scores = [run[1] for run in runs]
-    unrun = sum(len(stage.task_ids) for stage in plan) - len(ran_scores)
-    return AgentResult(
-        score=float(benchmark.aggregate(ran_scores + [_NOT_RUN] * unrun)),
-        ran_score=float(benchmark.aggregate(ran_scores)),
-        stage_reached=stage_reached,
-        task_results=task_results,
-        valid=valid,
-        invalid_reason=None if valid else _invalid_reason(*runs[0][1:]),
-        feedback=_joined_feedback(task_results),
-        descriptor=_mean_descriptor(ran_scores),
-    )
+        while (jobs := plan.next_stage()) is not None:
+            plan.record(
+                [
+                    run_task(
+                        benchmark, genome, active, job, limits=limits, env=env or {}, mounts=mounts, checker=sandbox
+                    )
+                    for job in jobs
+                ]
+            )
+    return plan.result()
+
+
+@dataclass(frozen=True)
+class TaskJob:
+    """One task of an agent's evaluation to run: the task and the 0-based stage it belongs to."""
+
+    task: Task
+    stage: int
+
+
+@dataclass(frozen=True)
+class TaskRun:
+    """One task run, scored: the archive's row, the benchmark's score, and what ran (spec and raw result)."""
+
+    result: TaskResult
+    score: TaskScore
+    spec: RunSpec
+    run: RunResult
+
+
+class StagedPlan:
+    """The staged evaluation of one agent, apart from how its tasks run: whoever runs tasks (one session in
+    turn here, a cluster's slots in `meta_agent`'s Ray executor) asks `next_stage()` for the next stage's
+    jobs (None once done), runs them in any order or at once, gives their runs to `record()`, and finally
+    reads `result()`. A stage starts only after the previous one's runs are recorded and passed its
+    threshold, so early stopping holds however the tasks are spread.
+
+    Raises BenchmarkError for an unknown split, a split without tasks, or stages naming unknown tasks.
+    """
+
+    def __init__(self, benchmark: Benchmark, genome: Genome, split: str = "search") -> None:
+        if split not in SPLITS:
+            raise BenchmarkError(f"unknown split {split!r}", fix=f"use one of {', '.join(SPLITS)}")
+        self.benchmark = benchmark
+        self._runs: list[TaskRun] = []
+        self._stage_reached = 0
+        self._next = 0
+        self._unsafe = _unsafe_path(genome)
+        self._plan: list[Stage] = []
+        self._by_id: dict[str, Task] = {}
+        if self._unsafe is not None:
+            return  # the candidate's own fault: nothing runs
+        tasks = list(benchmark.tasks(split))
+        if not tasks:
+            raise BenchmarkError(
+                f"benchmark {benchmark.name!r} has no {split} tasks",
+                fix="evaluate on a split the benchmark provides" + (" (search)" if split == "holdout" else ""),
+            )
+        self._plan = _plan(benchmark, tasks) if split == "search" else [Stage(task_ids=tuple(t.id for t in tasks))]
+        self._by_id = {t.id: t for t in tasks}
+
+    def next_stage(self) -> list[TaskJob] | None:
+        """The jobs of the next stage to run, or None when the evaluation is over."""
+        if self._next >= len(self._plan):
+            return None
+        self._stage_reached = self._next
+        stage = self._plan[self._next]
+        return [TaskJob(task=self._by_id[tid], stage=self._next) for tid in stage.task_ids]
+
+    def record(self, runs: Sequence[TaskRun]) -> None:
+        """The runs of the stage `next_stage()` gave last (in its order); decides whether the next stage runs."""
+        stage = self._plan[self._next]
+        self._runs += runs
+        self._next += 1
+        scores = [run.score for run in runs]
+        if not any(score.executed for score in scores):
+            self._next = len(self._plan)  # a program that cannot run once will not run later
+            return
+        mean = sum(score.score for score in scores) / len(scores) if scores else 0.0
+        if stage.threshold is not None and mean < stage.threshold:
+            self._next = len(self._plan)
+
+    def result(self) -> AgentResult:
+        """The agent's result over what ran (tasks of stages not reached count as 0 in `score`)."""
+        if self._unsafe is not None:
+            reason = f"genome file path {self._unsafe!r} is not a plain relative path (absolute or with '..')"
+            return AgentResult(score=0.0, stage_reached=0, valid=False, invalid_reason=reason, feedback=reason)
+        runs = self._runs
+        task_results = [run.result for run in runs]
+        valid = any(t.executed for t in task_results)
+        ran_scores = [run.score for run in runs]
+        unrun = sum(len(stage.task_ids) for stage in self._plan) - len(ran_scores)
+        return AgentResult(
+            score=float(self.benchmark.aggregate(ran_scores + [_NOT_RUN] * unrun)),
+            ran_score=float(self.benchmark.aggregate(ran_scores)),
+            stage_reached=self._stage_reached,
+            task_results=task_results,
+            valid=valid,
+            invalid_reason=None if valid else _invalid_reason(runs[0].score, runs[0].spec, runs[0].run),
+            feedback=_joined_feedback(task_results),
+            descriptor=_mean_descriptor(ran_scores),
+        )
 
 
 def _mean_descriptor(scores: Sequence[TaskScore]) -> dict[str, float]:
@@ -201,29 +263,27 @@ def _plan(benchmark: Benchmark, tasks: Sequence[Task]) -> list[Stage]:
 _NOT_RUN = TaskScore(score=0.0, passed=False, executed=False, feedback="not run: an earlier stage stopped")
 
 
-@dataclass(frozen=True)
-class _SpecExtras:
-    env: Mapping[str, str]
-    mounts: tuple[Mount, ...]
-
-    def apply(self, spec: RunSpec) -> RunSpec:
-        if not self.env and not self.mounts:
-            return spec
-        return dataclasses.replace(spec, env={**spec.env, **self.env}, mounts=(*spec.mounts, *self.mounts))
-
-
-def _run_task(
+def run_task(
     benchmark: Benchmark,
     genome: Genome,
     session: SandboxSession,
-    task: Task,
+    job: TaskJob,
     *,
-    stage: int,
     limits: Limits,
-    extras: _SpecExtras,
+    env: Mapping[str, str],
+    mounts: Sequence[Mount] = (),
     checker: Sandbox,
-) -> tuple[TaskResult, TaskScore, RunSpec, RunResult]:
-    spec = extras.apply(limits.apply(benchmark.run_spec(genome, task)))
+) -> TaskRun:
+    """Run one task of `genome` in `session` and score it (trusted code: answers and checks stay here).
+
+    env, mounts: added to the task's RunSpec (the agent's FM socket); never to the check run, which runs
+    after the agent's run has ended through `checker.run` (a fresh one-run session).
+    SandboxError propagates (an infrastructure fault).
+    """
+    task = job.task
+    spec = limits.apply(benchmark.run_spec(genome, task))
+    if env or mounts:
+        spec = dataclasses.replace(spec, env={**spec.env, **env}, mounts=(*spec.mounts, *mounts))
     result = session.run(spec)
     check_duration_s = 0.0
     if isinstance(benchmark, CheckedBenchmark):
@@ -237,7 +297,7 @@ def _run_task(
     task_result = TaskResult(
         task_id=task.id,
         split=task.split,
-        stage=stage,
+        stage=job.stage,
         score=float(score.score),
         passed=score.passed,
         executed=score.executed,
@@ -250,7 +310,7 @@ def _run_task(
         stdout_tail=result.stdout[-TAIL_CHARS:],
         stderr_tail=result.stderr[-TAIL_CHARS:],
     )
-    return task_result, score, spec, result
+    return TaskRun(result=task_result, score=score, spec=spec, run=result)
 
 
 def _invalid_reason(score: TaskScore, spec: RunSpec, result: RunResult) -> str:

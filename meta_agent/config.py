@@ -174,6 +174,12 @@ class EvaluationConfig(_Section):
         description="the Ray cluster: 'auto' attaches to a running one, HOST:PORT to that head; "
         "None: RAY_ADDRESS if set, else a local cluster started for the run",
     )
+    gateway_host: str | None = Field(
+        default=None,
+        description="with executor = ray: the address Ray nodes reach this machine's FM gateway at; "
+        "None: this machine's IP as Ray reports it",
+    )
+    gateway_port: int = Field(default=0, ge=0, le=65535, description="its TCP port; 0: a free one")
 
 
 class RunConfig(_Section):

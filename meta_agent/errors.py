@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from cambrian_errors import CambrianError
 
-__all__ = ["CambrianError", "ConfigError", "RunAborted", "SeedFailed"]
+__all__ = ["CambrianError", "ClusterError", "ConfigError", "RunAborted", "SeedFailed"]
 
 
 class ConfigError(CambrianError):
@@ -17,3 +17,7 @@ class SeedFailed(CambrianError):
 
 class RunAborted(CambrianError):
     """The run stopped on an error that needs the user (dead FM, dead sandbox)."""
+
+
+class ClusterError(CambrianError):
+    """The Ray cluster for evaluation cannot be reached, or a node of it cannot evaluate."""

@@ -7,6 +7,8 @@ the offline model registry.
 - `ArchiveLedger`: the ledger kept in a run's archive;
 - `FMGateway`, `AgentChannel`, `prompt_token_bound`: the host side of an agent's FM socket (budgets, every
   call recorded, no key inside the sandbox);
+- `GatewayListener`, `SocketRelay`, `RelayGrant`, `RemoteAgent`: the same gateway for agents on other machines
+  (a TCP listener on the driver with one token per evaluation, a socket relay on each node);
 - `LocalServer`, `serve_forever`, `choose_backend`, `free_port`: llama.cpp (CPU) or vLLM (GPU) servers;
 - `REGISTRY`, `pull`, `resolve`, `verify`, `list_models`, `is_local_model`: named models that install offline;
 - `LLMError` and its subclasses, each with a `fix`.
@@ -57,6 +59,7 @@ from meta_agent.llm._gateway import (
     quiet_repeats,
 )
 from meta_agent.llm._ledger import ArchiveLedger
+from meta_agent.llm._remote import GatewayListener, RelayGrant, RemoteAgent, SocketRelay
 from meta_agent.llm._models import (
     REGISTRY,
     ModelSource,
@@ -87,9 +90,9 @@ from meta_agent.llm._serve import (
 __all__ = [
     "AgentChannel", "ArchiveLedger", "Backend", "CallRecord", "ChecksumMismatch", "Completion",
     "DEFAULT_SANDBOX_SOCKET", "Endpoint", "FMAuthError", "FMBadRequest", "FMGateway", "FMUnavailable",
-    "GRAMMAR_FIELDS", "GatewayError", "LLMClient", "LLMError", "Ledger", "LedgerEntry", "LocalServer",
+    "GRAMMAR_FIELDS", "GatewayError", "GatewayListener", "LLMClient", "LLMError", "Ledger", "LedgerEntry", "LocalServer",
     "MAX_BODY_BYTES", "MemoryLedger", "ModelDownloadError", "ModelNotFound", "ModelSource", "ModelSpec",
-    "ModelStatus", "REGISTRY", "RepeatFilter", "SOCKET_ENV", "ServerStartError", "choose_backend",
+    "ModelStatus", "REGISTRY", "RelayGrant", "RemoteAgent", "RepeatFilter", "SOCKET_ENV", "SocketRelay", "ServerStartError", "choose_backend",
     "close_http_sessions", "default_threads", "derive_seed", "free_port", "get_spec", "gpu_available",
     "is_local_model", "list_models",
     "model_names", "model_path", "models_dir", "probe_endpoint", "prompt_token_bound", "pull", "quiet_repeats",

@@ -106,8 +106,8 @@ class AgentChannel:
     """
 
     def __init__(
-        self, gateway: FMGateway, agent_id: int | None, *, socket_path: Path, max_calls: int, max_tokens: int,
-        run_seed: int, iteration: int, purpose: str = "agent",
+        self, gateway: FMGateway, agent_id: int | None, *, socket_path: Path | None, max_calls: int,
+        max_tokens: int, run_seed: int, iteration: int, purpose: str = "agent",
     ) -> None:  # fmt: skip
         self.agent_id = agent_id
         self.purpose = purpose
@@ -141,6 +141,8 @@ class AgentChannel:
 
     def mount(self, sandbox_path: str = DEFAULT_SANDBOX_SOCKET) -> Mount:
         """The socket as a RunSpec mount (read-only is fine: connecting to a socket is not a write to the mount)."""
+        if self.socket_path is None:
+            raise ValueError("a remote channel has no socket of its own: its node serves one (GatewayListener)")
         return Mount(host_path=str(self.socket_path), sandbox_path=sandbox_path, read_only=True)
 
     def env(self, sandbox_path: str = DEFAULT_SANDBOX_SOCKET) -> dict[str, str]:
@@ -148,7 +150,10 @@ class AgentChannel:
         return {SOCKET_ENV: sandbox_path}
 
     async def start(self) -> None:
-        """Bind the socket and make it connectable by the sandbox's non-root user."""
+        """Bind the socket and make it connectable by the sandbox's non-root user (none for a remote channel,
+        whose connections arrive through `serve` from the gateway's TCP listener)."""
+        if self.socket_path is None:
+            return
         if self.socket_path.exists() or self.socket_path.is_symlink():
             self.socket_path.unlink()  # left by a crashed run; binding would fail on it
         self._server = await asyncio.start_unix_server(
@@ -169,10 +174,20 @@ class AgentChannel:
             await asyncio.gather(*self._connections, return_exceptions=True)
         if self._server is not None:
             await self._server.wait_closed()
+        if self.socket_path is None:
+            return
         try:
             self.socket_path.unlink()
         except FileNotFoundError:
             pass
+
+    async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """Answer one HTTP request arriving on an already-accepted connection (the TCP listener's, once it has
+        checked the connection's token), under this channel's budget and connection limits."""
+        if self.closed:
+            writer.close()
+            return
+        await self._serve_connection(reader, writer)
 
     # ----- one connection: one request, one response (no keep-alive) -----
 
@@ -400,6 +415,24 @@ class FMGateway:
                 fix=f"check that {self.socket_dir} is a writable local folder (not a network file system)",
             ) from exc
         self._channels[key] = channel
+        return channel
+
+    async def open_remote_agent(
+        self, agent_id: int, *, max_calls: int, max_tokens: int, run_seed: int, iteration: int, purpose: str = "agent"
+    ) -> AgentChannel:
+        """Like `open_agent`, for an agent on another machine: no socket here; its requests arrive through the
+        gateway's TCP listener (`GatewayListener`), which hands each connection with a valid token to
+        `AgentChannel.serve`. Same budget, ledger and limits as a local agent's."""
+        if max_calls < 0 or max_tokens < 0:
+            raise ValueError(f"budgets must be >= 0, got max_calls={max_calls}, max_tokens={max_tokens}")
+        current = self._channels.get(agent_id)
+        if current is not None and not current.closed:
+            raise ValueError(f"agent {agent_id} already has an open FM channel; close it first")
+        channel = AgentChannel(
+            self, agent_id, socket_path=None, max_calls=max_calls, max_tokens=max_tokens,
+            run_seed=run_seed, iteration=iteration, purpose=purpose,
+        )  # fmt: skip
+        self._channels[agent_id] = channel
         return channel
 
     def channel(self, agent_id: int) -> AgentChannel | None:

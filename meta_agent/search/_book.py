@@ -63,6 +63,7 @@ class LoopOutcome:
     invalid: int
     cost_usd: float
     fix: str = ""  # what to do, when the run failed for a reason the user can fix (the FM, the sandbox)
+    infra_faults: int = 0  # task runs lost to infrastructure (a dead Ray node) and run again elsewhere
 
 
 @dataclass

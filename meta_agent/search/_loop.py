@@ -32,7 +32,7 @@ from meta_agent.search._arms import Arm, operator_arms, restore_bandit
 from meta_agent.search._behaviour import BehaviourSpace
 from meta_agent.search._book import LoopEvent, LoopOutcome, Origin, RunBook
 from meta_agent.search._compose import check_operators, check_selector_needs, selector_from_config
-from meta_agent.search._evaluation import evaluate_in_sandbox
+from meta_agent.search._executor import Executor, LocalExecutor
 from meta_agent.search._memory import _LRU, PromptMemory
 from meta_agent.search._proposals import Proposer, agent_fm_budget, run_limits
 from sandbox.base import Sandbox, SandboxError
@@ -60,14 +60,17 @@ class SearchLoop:
         gateway: FMGateway | None = None,
         on_event: Callable[[LoopEvent], None] | None = None,
         embed_endpoint: Callable[[list[str]], list[list[float]]] | None = None,
+        executor: Executor | None = None,
     ) -> None:
         """selector: draws parents (`archive.selection`, or any `ParentSelector`). operators: name -> operator
         for every operator `config.search.operators` weighs (the weights stay in the config).
         llm / model_label: the run's FM (`fm.model`); None only when every operator is local (ast_mutate).
         more_llms: label -> client for `fm.models`. gateway: serves the FM to agents under evaluation (each
         gets its own socket and budget); None: no FM. embed_endpoint: texts -> vectors for code embeddings
-        (`search.novelty.embedding_model`); None: the local hashing vectorizer. `from_config` builds the
-        selector and operators from their names in the config."""
+        (`search.novelty.embedding_model`); None: the local hashing vectorizer. executor: where children are
+        evaluated (`LocalExecutor` over `sandbox` by default; a `RayExecutor` spreads their tasks over a
+        cluster); the caller closes it. `from_config` builds the selector and operators from their names in
+        the config."""
         assert run.id is not None
         self.archive = archive
         self.run = run
@@ -75,6 +78,8 @@ class SearchLoop:
         self.config = config
         self.benchmark = benchmark
         self.sandbox = sandbox
+        self.executor: Executor = executor or LocalExecutor(sandbox, slots=config.evaluation.concurrency)
+        self._infra_faults_before = self.executor.infra_faults
         self.model_label = model_label
         self.llms: dict[str, LLMClient] = {model_label: llm} if llm is not None else {}
         self.llms.update(more_llms or {})
@@ -102,7 +107,7 @@ class SearchLoop:
         self._queue: asyncio.Queue[int] = asyncio.Queue()
         self._room = asyncio.Condition()
         self._outstanding = 0  # children queued or under evaluation
-        self._max_pending = config.search.max_pending or (config.evaluation.concurrency + config.fm.concurrency)
+        self._max_pending = config.search.max_pending or (self.executor.slots + config.fm.concurrency)
         self._stop = asyncio.Event()
         self._has_parent = asyncio.Event()
         self.memory = PromptMemory(
@@ -174,7 +179,7 @@ class SearchLoop:
         done_iterations = {a.iteration for a in agents if a.iteration > 0}
         todo = iter([i for i in range(1, self.config.budget.iterations + 1) if i not in done_iterations])
 
-        evaluators = [asyncio.create_task(self._evaluate_worker()) for _ in range(self.config.evaluation.concurrency)]
+        evaluators = [asyncio.create_task(self._evaluate_worker()) for _ in range(self.executor.slots)]
         proposers = [asyncio.create_task(self._propose_worker(todo)) for _ in range(self.config.fm.concurrency)]
         watchdog = asyncio.create_task(self._wall_clock())
         drained = asyncio.create_task(self._drain(proposers))
@@ -191,6 +196,7 @@ class SearchLoop:
             for running in (*evaluators, watchdog, drained, stopped):
                 running.cancel()
             await asyncio.gather(*evaluators, watchdog, drained, stopped, return_exceptions=True)
+            await self.executor.finish()
         return self._finish()
 
     def _enqueue(self, agent_id: int) -> None:
@@ -227,6 +233,7 @@ class SearchLoop:
 
     def _finish(self) -> LoopOutcome:
         outcome = self.book.outcome(self.config)
+        outcome.infra_faults = self.executor.infra_faults - self._infra_faults_before
         if self._counters.abort is not None:
             raise self._counters.abort
         return outcome
@@ -394,11 +401,11 @@ class SearchLoop:
         self._accept(proposal, follow_up, Origin(repairable.iteration, parent_id, agent.second_parent_id, arm))
 
     async def _run_in_sandbox(self, agent: Agent, genome: Genome) -> AgentResult:
-        """Evaluate on the search split, with the agent's own FM socket when the gateway is on."""
-        return await evaluate_in_sandbox(
+        """Evaluate on the search split through the executor, with the agent's own FM channel when the gateway
+        is on."""
+        return await self.executor.evaluate(
             self.benchmark,
             genome,
-            self.sandbox,
             agent_id=agent.key,
             iteration=agent.iteration,
             split="search",

@@ -5,12 +5,14 @@
 - `SandboxContract`: the test suite every sandbox backend passes (subclass it with `make_sandbox`);
 - `BenchmarkContract`: the test suite every benchmark passes: its seed is scored, splits and stages agree,
   no run spec carries an answer or a hidden test, holdout never reaches search feedback, unknown options
-  are refused (subclass it with `benchmark_name` and `secrets`); `json_forms` helps write `secrets`.
+  are refused (subclass it with `benchmark_name` and `secrets`); `json_forms` helps write `secrets`;
+- `SleepBenchmark`: tasks that take a fixed time, staged if asked (throughput benchmarks, executor tests).
 
 The contracts import pytest only inside their tests: pytest is needed to run them, not to import this.
 """
 
 from meta_agent.testing._contracts import BenchmarkContract, SandboxContract, json_forms
 from meta_agent.testing._fake_fm import ScriptedFM
+from meta_agent.testing._sleep_benchmark import SleepBenchmark
 
-__all__ = ["BenchmarkContract", "SandboxContract", "ScriptedFM", "json_forms"]
+__all__ = ["BenchmarkContract", "SandboxContract", "ScriptedFM", "SleepBenchmark", "json_forms"]

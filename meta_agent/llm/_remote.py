@@ -1,0 +1,250 @@
+"""The FM gateway for agents on other machines: a TCP listener on the driver, a socket relay on each node.
+
+An agent in a sandbox has no network and no key. On a remote node, trusted Cambrian code (the node's
+Ray actor) serves the agent's Unix socket exactly where a local gateway would (`SocketRelay`), and
+relays each connection over TCP to the driver's `GatewayListener`, opening it with one line that names
+the agent and carries its evaluation's token:
+
+    CAMBRIAN-AGENT <agent id> <token>\\r\\n        then the agent's HTTP request, byte for byte
+
+The token is `secrets.token_urlsafe(32)`, made when the evaluation opens its channel and dropped when it
+closes: it never enters the sandbox (the relay adds it outside), the provider key never leaves the
+driver, and a token names exactly one channel, so it is refused (401) for any other agent id and
+after its evaluation ends. The listener then hands the connection to that agent's `AgentChannel`, so
+budgets, limits and the ledger are the driver's, the same as for a local agent.
+
+The link carries no TLS: run it on the cluster's private network, as Ray's own traffic is.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import json
+import os
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+
+from meta_agent.llm._gateway import _MAX_LINE_BYTES, AgentChannel, FMGateway, GatewayError
+
+PREAMBLE = b"CAMBRIAN-AGENT"
+MAX_PENDING_CONNECTIONS = 1024  # connections the listener holds open at once, authenticated or not
+_CHUNK = 64 * 1024
+
+
+@dataclass(frozen=True)
+class RelayGrant:
+    """What a node needs to relay one agent's FM calls: the driver's listener and the agent's token.
+
+    Held by trusted code only (the node actor); never placed in a sandbox.
+    """
+
+    host: str
+    port: int
+    agent_id: int
+    token: str
+
+    def __repr__(self) -> str:  # a token in a log line or traceback would outlive its evaluation
+        return f"RelayGrant(host={self.host!r}, port={self.port}, agent_id={self.agent_id}, token=<hidden>)"
+
+
+class RemoteAgent:
+    """One remote agent's channel and grant; `close()` ends both (the token is refused from then on)."""
+
+    def __init__(self, listener: GatewayListener, channel: AgentChannel, grant: RelayGrant) -> None:
+        self.channel = channel
+        self.grant = grant
+        self._listener = listener
+
+    async def close(self) -> None:
+        self._listener._forget(self.grant.agent_id, self.grant.token)
+        await self.channel.close()
+
+
+class GatewayListener:
+    """The driver's TCP side of `gateway` for agents on other machines (see the module doc).
+
+    host: the address nodes reach the driver at (the node IP Ray reports for the driver, by default in the
+    Ray executor); port: 0 takes a free one. `start()` binds; `address` is then (host, port).
+    """
+
+    def __init__(self, gateway: FMGateway, *, host: str, port: int = 0) -> None:
+        self.gateway = gateway
+        self.host = host
+        self.port = port
+        self.refused = 0  # connections answered 401
+        self._grants: dict[int, tuple[str, AgentChannel]] = {}  # agent id -> (token, channel)
+        self._server: asyncio.Server | None = None
+        self._connections: set[asyncio.Task[None]] = set()
+
+    @property
+    def address(self) -> tuple[str, int]:
+        return self.host, self.port
+
+    async def start(self) -> tuple[str, int]:
+        try:
+            self._server = await asyncio.start_server(
+                self._accept, host=self.host, port=self.port, limit=_MAX_LINE_BYTES
+            )
+        except OSError as exc:
+            raise GatewayError(
+                f"cannot listen for remote agents' FM calls on {self.host}:{self.port}: {exc}",
+                fix="set evaluation.gateway_host to an address of this machine that the Ray nodes reach "
+                "(and evaluation.gateway_port to a free port, or 0)",
+            ) from exc
+        self.port = int(self._server.sockets[0].getsockname()[1])
+        return self.address
+
+    async def open_agent(
+        self, agent_id: int, *, max_calls: int, max_tokens: int, run_seed: int, iteration: int
+    ) -> RemoteAgent:
+        """A channel with a fresh budget for `agent_id` and its token; close the result when its evaluation ends."""
+        if self._server is None:
+            raise RuntimeError("start() the listener first")
+        channel = await self.gateway.open_remote_agent(
+            agent_id, max_calls=max_calls, max_tokens=max_tokens, run_seed=run_seed, iteration=iteration
+        )
+        token = secrets.token_urlsafe(32)
+        self._grants[agent_id] = (token, channel)
+        return RemoteAgent(self, channel, RelayGrant(self.host, self.port, agent_id, token))
+
+    async def close(self) -> None:
+        """Stop listening and cut every connection; the grants' channels are the gateway's to close."""
+        self._grants.clear()
+        if self._server is not None:
+            self._server.close()
+        for task in list(self._connections):
+            task.cancel()
+        await asyncio.gather(*self._connections, return_exceptions=True)
+        if self._server is not None:
+            await self._server.wait_closed()
+
+    def _forget(self, agent_id: int, token: str) -> None:
+        held = self._grants.get(agent_id)
+        if held is not None and hmac.compare_digest(held[0].encode(), token.encode()):
+            del self._grants[agent_id]
+
+    def _channel_for(self, line: bytes) -> AgentChannel | None:
+        """The open channel the preamble line names with its own token, or None."""
+        parts = line.strip().split(b" ")
+        if len(parts) != 3 or parts[0] != PREAMBLE or not parts[1].isdigit():
+            return None
+        held = self._grants.get(int(parts[1]))
+        if held is None:
+            return None
+        token, channel = held
+        if not hmac.compare_digest(token.encode(), parts[2]) or channel.closed:
+            return None
+        return channel
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        if task is None or len(self._connections) >= MAX_PENDING_CONNECTIONS:
+            writer.close()
+            return
+        self._connections.add(task)
+        try:
+            try:
+                line = await asyncio.wait_for(reader.readuntil(b"\n"), timeout=self.gateway.read_timeout_s)
+            except (asyncio.TimeoutError, asyncio.LimitOverrunError, asyncio.IncompleteReadError, ConnectionError):
+                line = b""
+            channel = self._channel_for(line)
+            if channel is None:
+                self.refused += 1
+                await _answer(writer, 401, "unauthorized", "no open FM channel for this agent and token")
+                return
+            await channel.serve(reader, writer)
+        except asyncio.CancelledError:
+            pass  # the listener closed: this connection ends here
+        finally:
+            writer.close()
+            with contextlib.suppress(ConnectionError, asyncio.CancelledError):
+                await writer.wait_closed()
+            self._connections.discard(task)
+
+
+async def _answer(writer: asyncio.StreamWriter, status: int, kind: str, message: str) -> None:
+    body = json.dumps({"error": {"type": kind, "message": message}}).encode()
+    reason = {401: "Unauthorized", 502: "Bad Gateway", 503: "Service Unavailable"}[status]
+    head = (f"HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n"
+            "Connection: close\r\n\r\n")  # fmt: skip
+    with contextlib.suppress(ConnectionError):
+        writer.write(head.encode("ascii") + body)
+        await writer.drain()
+
+
+class SocketRelay:
+    """On a node: serves one agent's Unix socket at `path` and relays each connection to the driver's
+    listener, opening it with the agent's id and token (trusted code; the token stays in this process).
+
+    max_connections: connections relayed at once; more are answered 503 and closed.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], grant: RelayGrant, *, max_connections: int = 32) -> None:
+        self.path = Path(path)
+        self.max_connections = max_connections
+        self._grant = grant
+        self._server: asyncio.Server | None = None
+        self._connections: set[asyncio.Task[None]] = set()
+
+    async def start(self) -> None:
+        if self.path.exists() or self.path.is_symlink():
+            self.path.unlink()
+        self._server = await asyncio.start_unix_server(self._relay, path=str(self.path))
+        os.chmod(self.path, 0o666)  # the sandbox's non-root user connects
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        for task in list(self._connections):
+            task.cancel()
+        await asyncio.gather(*self._connections, return_exceptions=True)
+        if self._server is not None:
+            await self._server.wait_closed()
+        with contextlib.suppress(FileNotFoundError):
+            self.path.unlink()
+
+    async def _relay(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        if task is None or len(self._connections) >= self.max_connections:
+            await _answer(writer, 503, "too_many_connections", f"more than {self.max_connections} connections open")
+            writer.close()
+            return
+        self._connections.add(task)
+        upstream: asyncio.StreamWriter | None = None
+        try:
+            try:
+                up_reader, upstream = await asyncio.open_connection(self._grant.host, self._grant.port)
+            except OSError:
+                await _answer(writer, 502, "gateway_unreachable", "the FM gateway cannot be reached from this node")
+                return
+            grant = self._grant
+            upstream.write(b"%s %d %s\r\n" % (PREAMBLE, grant.agent_id, grant.token.encode()))
+            to_driver = asyncio.ensure_future(_pump(reader, upstream, half_close=True))
+            try:
+                await _pump(up_reader, writer, half_close=False)  # the gateway answers, then closes
+            finally:
+                to_driver.cancel()
+                await asyncio.gather(to_driver, return_exceptions=True)
+        except (ConnectionError, asyncio.CancelledError):
+            pass
+        finally:
+            for stream in (writer, upstream):
+                if stream is not None:
+                    stream.close()
+                    with contextlib.suppress(ConnectionError, asyncio.CancelledError):
+                        await stream.wait_closed()
+            if task is not None:
+                self._connections.discard(task)
+
+
+async def _pump(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, *, half_close: bool) -> None:
+    """Copy bytes until EOF; then half-close the other side (so a request body's end reaches the gateway)."""
+    while chunk := await reader.read(_CHUNK):
+        writer.write(chunk)
+        await writer.drain()
+    if half_close and writer.can_write_eof():
+        with contextlib.suppress(OSError):
+            writer.write_eof()

@@ -1,0 +1,104 @@
+"""Where evaluations run: one `Executor` interface, a local and a Ray implementation.
+
+The search loop hands an executor one agent's evaluation at a time (several at once) and awaits its
+`AgentResult`. `LocalExecutor` runs it in this machine's sandbox, one agent's tasks after another in one
+session of its own (what the loop always did). `RayExecutor` (meta_agent.search._ray_executor) spreads
+the TASKS of each stage over a Ray cluster's sandbox slots, so one agent's many tasks run at once and
+staged evaluation still stops early.
+
+Infrastructure faults: a `SandboxError` or `GatewayError` from `evaluate` means the agent's evaluation
+failed through no fault of its own (the loop marks it failed and retries it). Task runs an executor lost
+to infrastructure and ran again elsewhere by itself (a Ray node that died) are counted in `infra_faults`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Protocol
+
+from evaluators.base import Benchmark, Genome
+from evaluators.runner import AgentResult, Limits
+from meta_agent.config import RunConfig
+from meta_agent.llm import FMGateway
+from meta_agent.search._evaluation import AgentFMBudget, evaluate_in_sandbox
+from sandbox.base import Sandbox
+
+
+class Executor(Protocol):
+    """Runs agents' evaluations. `slots`: task runs at once (the loop evaluates up to that many agents at once);
+    `infra_faults`: task runs lost to infrastructure and run again (counted since the executor started)."""
+
+    name: str
+    slots: int
+    infra_faults: int
+
+    async def evaluate(
+        self,
+        benchmark: Benchmark,
+        genome: Genome,
+        *,
+        agent_id: int,
+        iteration: int,
+        split: str,
+        limits: Limits,
+        gateway: FMGateway | None,
+        fm_budget: AgentFMBudget,
+    ) -> AgentResult:
+        """Evaluate one agent on `split` (staged on "search"); with a gateway its FM calls go through it under
+        `fm_budget`, recorded under `agent_id`. SandboxError / GatewayError: an infrastructure fault."""
+        ...
+
+    async def finish(self) -> None:
+        """End what lives on the running event loop (a TCP listener); `evaluate` may be called again later."""
+        ...
+
+    def close(self) -> None:
+        """Release what the executor holds (a cluster's node pools). Idempotent."""
+        ...
+
+
+class LocalExecutor:
+    """This machine's sandbox: each agent in a session of its own, its tasks one after another.
+
+    slots: agents evaluated at once (`evaluation.concurrency`). The sandbox stays the caller's to close.
+    """
+
+    name = "local"
+
+    def __init__(self, sandbox: Sandbox, *, slots: int) -> None:
+        self.sandbox = sandbox
+        self.slots = slots
+        self.infra_faults = 0  # a local sandbox fault fails the agent's evaluation (the loop retries it)
+
+    async def evaluate(
+        self,
+        benchmark: Benchmark,
+        genome: Genome,
+        *,
+        agent_id: int,
+        iteration: int,
+        split: str,
+        limits: Limits,
+        gateway: FMGateway | None,
+        fm_budget: AgentFMBudget,
+    ) -> AgentResult:
+        return await evaluate_in_sandbox(
+            benchmark, genome, self.sandbox, agent_id=agent_id, iteration=iteration, split=split, limits=limits,
+            gateway=gateway, fm_budget=fm_budget,
+        )  # fmt: skip
+
+    async def finish(self) -> None:
+        return None
+
+    def close(self) -> None:
+        return None
+
+
+def make_executor(config: RunConfig, sandbox: Sandbox, *, warn: Callable[[str], None]) -> Executor:
+    """The executor `evaluation.executor` names: "local" over `sandbox`, or "ray" on the cluster of
+    `evaluation.ray_address` / RAY_ADDRESS (a local one when neither is set); ClusterError when unreachable."""
+    if config.evaluation.executor == "local":
+        return LocalExecutor(sandbox, slots=config.evaluation.concurrency)
+    from meta_agent.search._ray_executor import RayExecutor  # imports ray: only runs that use it pay for it
+
+    return RayExecutor.connect(config, warn=warn)

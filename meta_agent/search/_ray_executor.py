@@ -1,0 +1,356 @@
+"""`RayExecutor`: evaluation on a Ray cluster, one task per sandbox slot, staged evaluation kept.
+
+The cluster: `evaluation.ray_address`, else RAY_ADDRESS, else a local cluster started for the run
+("auto" attaches to a running cluster and fails when there is none). Every node alive at the start
+gets a `NodePool` actor pinned to it, which builds the node's own sandbox pool; each node has
+`evaluation.concurrency` slots, so the cluster has concurrency x nodes (`slots`).
+
+One agent's evaluation follows its `StagedPlan`: the jobs of a stage go to free slots at once (slots
+handed out across nodes in turn), and the next stage starts only when every run of this one is scored
+and passed its threshold. Scoring happens in the node's actor, trusted code beside the sandbox, never in
+the agent's process.
+
+Faults: a node (or its actor) that dies costs only the runs it held: each runs again on a live node and
+counts in `infra_faults`, never against the agent; its slots are dropped for the rest of the run. A
+sandbox or relay fault on a node (`NodeFault`) is the agent evaluation's infrastructure fault
+(SandboxError), which the loop retries like a local one. With no live node left, evaluation raises
+SandboxError.
+
+FM for agents: with a gateway, each evaluation opens one channel (its budget) on the gateway's TCP
+listener and sends the nodes its `RelayGrant`; the channel closes when the evaluation ends, and the
+token with it (meta_agent.llm._remote).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+import os
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from evaluators.base import Benchmark, Genome
+from evaluators.runner import AgentResult, Limits, StagedPlan, TaskJob, TaskRun
+from meta_agent.config import RunConfig
+from meta_agent.errors import ClusterError
+from meta_agent.llm import FMGateway, GatewayListener, RelayGrant, RemoteAgent
+from meta_agent.search._evaluation import AgentFMBudget
+from meta_agent.search._ray_node import NodeFault, NodePool, NodeReport, NodeSettings
+from sandbox.base import SandboxError
+
+log = logging.getLogger(__name__)
+
+START_TIMEOUT_S = 300.0  # a node's pool may pull nothing but still start containers
+_SLOT_POLL_S = 0.5  # how often a task waiting for a slot checks that some node is still alive
+
+
+@dataclass
+class _Node:
+    """A node's pool as the driver sees it."""
+
+    node_id: str
+    ip: str
+    host: str
+    sandbox: str
+    actor: Any  # the NodePool actor handle
+    alive: bool = True
+
+    def __str__(self) -> str:
+        return f"{self.host} ({self.ip}, node {self.node_id[:12]})"
+
+
+@dataclass(frozen=True)
+class _SharedBenchmark:
+    key: str
+    box: list[Any]  # [ObjectRef]: nodes fetch it once per key
+
+
+class RayExecutor:
+    """Evaluations spread task by task over a Ray cluster's nodes (see the module doc).
+
+    Build it with `RayExecutor.connect(config, warn=...)`; `close()` stops the node pools and, when this
+    executor connected to Ray, disconnects (a local cluster it started stops with it).
+    """
+
+    name = "ray"
+
+    def __init__(
+        self, nodes: list[_Node], *, slots_per_node: int, gateway_host: str, gateway_port: int, owns_connection: bool
+    ) -> None:
+        self.nodes = nodes
+        self.slots_per_node = slots_per_node
+        self.slots = slots_per_node * len(nodes)
+        self.gateway_host = gateway_host
+        self.gateway_port = gateway_port
+        self.infra_faults = 0  # task runs lost with a dead node and run again elsewhere
+        self.tasks_by_node: collections.Counter[str] = collections.Counter()  # node id -> task runs done
+        self._owns_connection = owns_connection
+        self._benchmarks: dict[int, tuple[Benchmark, _SharedBenchmark]] = {}  # id(benchmark) -> shared copy
+        self._free: asyncio.Queue[tuple[_Node, int]] | None = None
+        self._free_loop: asyncio.AbstractEventLoop | None = None
+        self._listener: GatewayListener | None = None
+        self._listener_lock: asyncio.Lock | None = None
+        self._closed = False
+
+    # ----- connecting -----------------------------------------------------------------------
+
+    @classmethod
+    def connect(cls, config: RunConfig, *, warn: Callable[[str], None]) -> RayExecutor:
+        """Attach to (or start) the cluster and start a sandbox pool on each of its live nodes.
+
+        ClusterError: no cluster at the address, or no live node; SandboxError: a node cannot build the
+        sandbox the config demands (the message names the node, the fix says what to do there).
+        """
+        import ray
+
+        evaluation = config.evaluation
+        address = evaluation.ray_address or os.environ.get("RAY_ADDRESS") or None
+        owns = not ray.is_initialized()
+        if owns:
+            try:
+                # "local": a fresh cluster for this run, never one an earlier `ray start` left behind.
+                ray.init(
+                    address=address or "local", logging_level=logging.WARNING, log_to_driver=False,
+                    include_dashboard=False if address is None else None,
+                )  # fmt: skip
+            except (ConnectionError, RuntimeError, ValueError) as exc:
+                raise ClusterError(
+                    f"no Ray cluster answers at {address!r}: {exc}",
+                    fix="start one with `ray start --head` (and `ray start --address=HEAD:PORT` on each other "
+                    "node), then set evaluation.ray_address or RAY_ADDRESS to HEAD:PORT (or 'auto' on a node of "
+                    "it); leave both unset to start a local cluster for the run",
+                ) from exc
+        try:
+            nodes = _start_pools(config, warn=warn)
+            host = evaluation.gateway_host or ray.util.get_node_ip_address()
+        except BaseException:
+            if owns:
+                ray.shutdown()
+            raise
+        return cls(
+            nodes, slots_per_node=evaluation.concurrency, gateway_host=host, gateway_port=evaluation.gateway_port,
+            owns_connection=owns,
+        )  # fmt: skip
+
+    # ----- evaluating -------------------------------------------------------------------------
+
+    async def evaluate(
+        self,
+        benchmark: Benchmark,
+        genome: Genome,
+        *,
+        agent_id: int,
+        iteration: int,
+        split: str,
+        limits: Limits,
+        gateway: FMGateway | None,
+        fm_budget: AgentFMBudget,
+    ) -> AgentResult:
+        plan = StagedPlan(benchmark, genome, split)
+        shared = self._shared(benchmark)
+        remote: RemoteAgent | None = None
+        if gateway is not None:
+            listener = await self._listener_for(gateway)
+            remote = await listener.open_agent(
+                agent_id, max_calls=fm_budget.max_calls, max_tokens=fm_budget.max_tokens,
+                run_seed=fm_budget.run_seed, iteration=iteration,
+            )  # fmt: skip
+        try:
+            while (jobs := plan.next_stage()) is not None:
+                plan.record(await self._run_stage(shared, genome, jobs, limits, remote.grant if remote else None))
+        finally:
+            if remote is not None:
+                await remote.close()
+        return plan.result()
+
+    async def _run_stage(
+        self, shared: _SharedBenchmark, genome: Genome, jobs: list[TaskJob], limits: Limits, grant: RelayGrant | None
+    ) -> list[TaskRun]:
+        """Every job of one stage at once on free slots; the first fault cancels the others."""
+        running = [asyncio.ensure_future(self._run_job(shared, genome, job, limits, grant)) for job in jobs]
+        try:
+            return list(await asyncio.gather(*running))
+        except BaseException:
+            for future in running:
+                future.cancel()
+            await asyncio.gather(*running, return_exceptions=True)
+            raise
+
+    async def _run_job(
+        self, shared: _SharedBenchmark, genome: Genome, job: TaskJob, limits: Limits, grant: RelayGrant | None
+    ) -> TaskRun:
+        import ray.exceptions
+
+        lost = (ray.exceptions.RayActorError, ray.exceptions.NodeDiedError, ray.exceptions.ObjectLostError,
+                ray.exceptions.WorkerCrashedError, ray.exceptions.OwnerDiedError)  # fmt: skip
+        while True:
+            node, slot = await self._take_slot()
+            try:
+                outcome = await node.actor.run_task.remote(shared.key, shared.box, genome, job, limits, grant)
+            except lost as exc:
+                self._lose(node, job, exc)
+                continue
+            except asyncio.CancelledError:
+                self._give_back(node, slot)
+                raise
+            self._give_back(node, slot)
+            if isinstance(outcome, NodeFault):
+                raise SandboxError(f"on Ray node {node}: {outcome.message}", fix=outcome.fix)
+            self.tasks_by_node[node.node_id] += 1
+            return outcome
+
+    def _lose(self, node: _Node, job: TaskJob, exc: Exception) -> None:
+        """A node died (or its actor did) with `job` on it: drop its slots; the job runs again elsewhere."""
+        self.infra_faults += 1
+        if node.alive:
+            node.alive = False
+            log.warning("Ray node %s is gone (%s); its task runs go to the other nodes", node, type(exc).__name__)
+        log.warning("task %s lost with node %s; running it again on a live node", job.task.id, node)
+
+    async def _take_slot(self) -> tuple[_Node, int]:
+        free = self._free_slots()
+        while True:
+            if not any(node.alive for node in self.nodes):
+                raise SandboxError(
+                    "every node of the Ray cluster is gone: no sandbox slot is left to evaluate on",
+                    fix="restart the nodes (`ray start --address=HEAD:PORT`), then `cambrian resume RUN`",
+                )
+            try:
+                node, slot = await asyncio.wait_for(free.get(), timeout=_SLOT_POLL_S)
+            except asyncio.TimeoutError:
+                continue
+            if node.alive:
+                return node, slot
+
+    def _give_back(self, node: _Node, slot: int) -> None:
+        if node.alive and self._free is not None:
+            self._free.put_nowait((node, slot))
+
+    def _free_slots(self) -> asyncio.Queue[tuple[_Node, int]]:
+        """The free slots, nodes in turn (so one agent's first tasks land on different nodes); made anew for
+        each event loop, since a run's evaluations never outlive its loop."""
+        loop = asyncio.get_running_loop()
+        if self._free is None or self._free_loop is not loop:
+            self._free = asyncio.Queue()
+            self._free_loop = loop
+            for slot in range(self.slots_per_node):
+                for node in self.nodes:
+                    if node.alive:
+                        self._free.put_nowait((node, slot))
+        return self._free
+
+    def _shared(self, benchmark: Benchmark) -> _SharedBenchmark:
+        """The benchmark in Ray's object store, put once (nodes deserialize it once per key)."""
+        import ray
+
+        held = self._benchmarks.get(id(benchmark))
+        if held is None or held[0] is not benchmark:
+            held = (benchmark, _SharedBenchmark(uuid.uuid4().hex, [ray.put(benchmark)]))
+            self._benchmarks[id(benchmark)] = held
+        return held[1]
+
+    async def _listener_for(self, gateway: FMGateway) -> GatewayListener:
+        if self._listener_lock is None:
+            self._listener_lock = asyncio.Lock()
+        async with self._listener_lock:
+            if self._listener is not None and self._listener.gateway is gateway:
+                return self._listener
+            if self._listener is not None:
+                await self._listener.close()
+            listener = GatewayListener(gateway, host=self.gateway_host, port=self.gateway_port)
+            await listener.start()
+            self._listener = listener
+            return listener
+
+    # ----- ending -------------------------------------------------------------------------------
+
+    async def finish(self) -> None:
+        if self._listener is not None:
+            await self._listener.close()
+        self._listener = None
+        self._listener_lock = None
+        self._free = None
+        self._free_loop = None
+
+    def close(self) -> None:
+        """Stop every node's pool (containers removed), then disconnect when this executor connected."""
+        if self._closed:
+            return
+        self._closed = True
+        import ray
+
+        live = [node for node in self.nodes if node.alive]
+        stops = [node.actor.stop.remote() for node in live]
+        try:
+            ray.wait(stops, num_returns=len(stops), timeout=60)
+        finally:
+            for node in self.nodes:
+                try:
+                    ray.kill(node.actor)
+                except Exception:  # noqa: BLE001 - a dead node's actor is already gone
+                    pass
+            if self._owns_connection:
+                ray.shutdown()
+
+    def summary(self) -> str:
+        """One line: nodes, slots, and task runs per node."""
+        per_node = ", ".join(
+            f"{node.host}/{node.node_id[:8]}: {self.tasks_by_node[node.node_id]}" for node in self.nodes
+        )
+        return f"Ray: {len(self.nodes)} nodes x {self.slots_per_node} slots; task runs {per_node}"
+
+
+def _start_pools(config: RunConfig, *, warn: Callable[[str], None]) -> list[_Node]:
+    """A `NodePool` on every live node, each started; refuses (naming the node) any that cannot start."""
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    evaluation = config.evaluation
+    live = [node for node in ray.nodes() if node.get("Alive")]
+    if not live:
+        raise ClusterError("the Ray cluster has no live node", fix="start a node with `ray start --address=HEAD:PORT`")
+    settings = NodeSettings(
+        sandbox=evaluation.sandbox, image=evaluation.image, slots=evaluation.concurrency,
+        memory_mb=evaluation.memory_mb, run_label=config.name or "",
+    )  # fmt: skip
+    # num_cpus=0: a pool waits on sandboxes; its slots are counted here, not by Ray's CPU accounting.
+    actor_class = ray.remote(num_cpus=0, max_restarts=0)(NodePool)
+    actors: list[Any] = [
+        actor_class.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node["NodeID"], soft=False)).remote(
+            settings, node["NodeID"]
+        )
+        for node in live
+    ]
+    try:
+        reports: list[NodeReport] = ray.get([actor.start.remote() for actor in actors], timeout=START_TIMEOUT_S)
+    except Exception as exc:
+        for actor in actors:
+            ray.kill(actor)
+        raise ClusterError(
+            f"the Ray nodes' sandbox pools did not start: {type(exc).__name__}: {exc}",
+            fix="check `ray status` and that every node runs this Cambrian in the same Python environment",
+        ) from exc
+    nodes = [
+        _Node(report.node_id, str(info["NodeManagerAddress"]), report.host, report.sandbox or "", actor)
+        for report, info, actor in zip(reports, live, actors)
+    ]
+    broken = [(node, report) for node, report in zip(nodes, reports) if report.sandbox is None]
+    if broken:
+        for actor in actors:
+            ray.wait([actor.stop.remote()], timeout=30)
+            ray.kill(actor)
+        node, report = broken[0]
+        raise SandboxError(
+            f"Ray node {node} cannot run the {evaluation.sandbox} sandbox: {report.problem}"
+            + (f" ({len(broken) - 1} more nodes likewise)" if len(broken) > 1 else ""),
+            fix=f"on that node: {report.fix or 'start the Docker engine'}"
+            + (" and build the image with `cambrian sandbox build`" if "sandbox build" not in report.fix else "")
+            + "; or set evaluation.sandbox = auto to use the local sandbox on nodes without Docker",
+        )
+    for node, report in zip(nodes, reports):
+        if report.note:
+            warn(f"Ray node {node}: {report.note}")
+    return nodes

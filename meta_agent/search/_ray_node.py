@@ -1,0 +1,188 @@
+"""One Ray node's sandbox pool: trusted Cambrian code that runs and scores task runs on that node.
+
+`RayExecutor` places one `NodePool` actor on every node of the cluster (pinned with
+NodeAffinitySchedulingStrategy). The actor builds the node's own sandbox when it starts: Docker, with
+its pre-started container pool, where the node has an engine and the sandbox image (or the config
+demands it, and then a node without one is reported, never silently downgraded), the local sandbox
+otherwise. It runs one task per call: a fresh sandbox session (so a container never serves two agents),
+the agent's FM socket served by a `SocketRelay` to the driver's gateway when the agent may call the FM,
+the run, the benchmark's check run and `score` — all here, in this actor's process, never in the
+agent's: the agent's code runs only inside the sandbox, and the relay's token stays in this process.
+
+This module imports no Ray: the executor wraps `NodePool` with `ray.remote`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import os
+import secrets
+import shutil
+import socket
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from evaluators.base import Benchmark, Genome
+from evaluators.runner import Limits, TaskJob, TaskRun, run_task
+from meta_agent.llm import SOCKET_ENV, GatewayError, RelayGrant, SocketRelay
+from sandbox.base import FM_SOCKET_INSIDE, Sandbox, SandboxError
+
+_BENCHMARKS_KEPT = 4  # benchmarks a node keeps deserialized (a run has one; a few for holdout and tests)
+
+
+@dataclass(frozen=True)
+class NodeSettings:
+    """What a node's pool is built from (`evaluation.*` of the run).
+
+    sandbox: "auto" | "docker" | "local"; image: the Docker image; slots: task runs at once on this node
+    (also the Docker pool's size); memory_mb: per container (None: 1024); run_label: the containers' label.
+    """
+
+    sandbox: str
+    image: str
+    slots: int
+    memory_mb: int | None
+    run_label: str
+
+
+@dataclass(frozen=True)
+class NodeReport:
+    """What a node's pool started with: its sandbox backend, or the problem that stopped it (with the fix)."""
+
+    node_id: str
+    host: str  # the node's hostname, for messages
+    sandbox: str | None  # "docker" | "local"; None when it could not start
+    note: str = ""  # e.g. why auto chose the local sandbox here
+    problem: str = ""
+    fix: str = ""
+
+
+@dataclass(frozen=True)
+class NodeFault:
+    """An infrastructure fault on the node (sandbox or FM relay), returned rather than raised so the driver
+    gets the message and fix intact."""
+
+    message: str
+    fix: str
+
+
+class NodePool:
+    """The sandbox pool of the node this actor runs on (see the module doc). Methods run on the actor's
+    event loop; sandbox runs go to worker threads, the FM relays stay on the loop."""
+
+    def __init__(self, settings: NodeSettings, node_id: str) -> None:
+        self.settings = settings
+        self.node_id = node_id
+        self.sandbox: Sandbox | None = None
+        self._benchmarks: dict[str, Benchmark] = {}
+        self._slots: asyncio.Semaphore | None = None
+        self._dir: Path | None = None
+
+    async def start(self) -> NodeReport:
+        """Build this node's sandbox (and its pre-started pool); a report, never an exception."""
+        host = socket.gethostname()
+        loop = asyncio.get_running_loop()
+        workers = 2 * self.settings.slots + 4  # a run and a session start/close per slot, with room
+        loop.set_default_executor(concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="cambrian-node"))
+        self._slots = asyncio.Semaphore(self.settings.slots)
+        # Unix socket paths are limited to 107 bytes: a short folder; 0711 so sandbox users reach their socket.
+        self._dir = Path(tempfile.mkdtemp(prefix="cambrian-node-", dir="/tmp"))
+        os.chmod(self._dir, 0o711)
+        try:
+            sandbox, note = await asyncio.to_thread(self._build_sandbox)
+        except SandboxError as exc:
+            return NodeReport(self.node_id, host, None, problem=str(exc), fix=exc.fix)
+        self.sandbox = sandbox
+        return NodeReport(self.node_id, host, sandbox.name, note=note)
+
+    def _build_sandbox(self) -> tuple[Sandbox, str]:
+        from sandbox.image import engine_available, image_status
+        from sandbox.local import LocalSandbox, isolation_summary
+
+        settings = self.settings
+        choice = settings.sandbox
+        if choice == "auto":
+            status = image_status(settings.image) if engine_available() else None
+            if status is None or not status.current:
+                reason = "no Docker engine answers" if status is None else f"the image {settings.image} is not current"
+                return LocalSandbox(), f"{reason}, so agents run in the LOCAL sandbox here: {isolation_summary()}"
+            choice = "docker"
+        if choice == "local":
+            return LocalSandbox(), ""
+        from sandbox.docker import DockerSandbox
+
+        assert self._dir is not None
+        fm_dir = self._dir / "fm"
+        fm_dir.mkdir(mode=0o711)
+        os.chmod(fm_dir, 0o711)
+        return DockerSandbox(
+            image=settings.image, pool_size=settings.slots, run_label=settings.run_label,
+            memory_mb=settings.memory_mb or 1024, fm_dir_root=fm_dir,
+        ), ""  # fmt: skip
+
+    async def run_task(
+        self,
+        benchmark_key: str,
+        benchmark_box: list[Any],
+        genome: Genome,
+        job: TaskJob,
+        limits: Limits,
+        grant: RelayGrant | None,
+    ) -> TaskRun | NodeFault:
+        """Run and score one task of `genome` in a fresh session; with a grant, its FM socket relays to the driver.
+
+        benchmark_box: [ObjectRef of the benchmark], fetched once per key (a list, so Ray leaves it unresolved).
+        """
+        assert self.sandbox is not None and self._slots is not None and self._dir is not None, "start() first"
+        benchmark = await self._benchmark(benchmark_key, benchmark_box)
+        async with self._slots:
+            sandbox = self.sandbox
+            relay: SocketRelay | None = None
+            try:
+                session = await asyncio.to_thread(sandbox.session)
+            except SandboxError as exc:
+                return NodeFault(str(exc), exc.fix)
+            try:
+                env: dict[str, str] = {}
+                if grant is not None:
+                    host_path = await asyncio.to_thread(session.fm_socket_host_path)
+                    # A sandbox sharing this host's file system finds the socket where it is, under a name
+                    # no other agent's program can guess (the folder cannot be listed).
+                    path = host_path or str(self._dir / f"fm-{secrets.token_hex(8)}.sock")
+                    relay = SocketRelay(path, grant)
+                    await relay.start()
+                    env = {SOCKET_ENV: FM_SOCKET_INSIDE if host_path else path}
+                return await asyncio.to_thread(
+                    run_task, benchmark, genome, session, job, limits=limits, env=env, checker=sandbox
+                )
+            except (SandboxError, GatewayError) as exc:
+                return NodeFault(str(exc), exc.fix)
+            except OSError as exc:
+                return NodeFault(f"cannot serve the agent's FM socket on this node: {exc}",
+                                 "check that /tmp on the node is a writable local folder")  # fmt: skip
+            finally:
+                if relay is not None:
+                    await relay.close()
+                await asyncio.to_thread(session.close)
+
+    async def _benchmark(self, key: str, box: list[Any]) -> Benchmark:
+        known = self._benchmarks.get(key)
+        if known is None:
+            known = await box[0]  # an ObjectRef: deserialized once per benchmark
+            if len(self._benchmarks) >= _BENCHMARKS_KEPT:
+                self._benchmarks.pop(next(iter(self._benchmarks)))
+            self._benchmarks[key] = known
+        return known
+
+    async def stop(self) -> None:
+        """Close the sandbox (its containers are removed) and the socket folder."""
+        if self.sandbox is not None:
+            with contextlib.suppress(SandboxError):
+                await asyncio.to_thread(self.sandbox.close)
+            self.sandbox = None
+        if self._dir is not None:
+            shutil.rmtree(self._dir, ignore_errors=True)
