@@ -37,6 +37,13 @@ class QueriesMixin:
         with self._read() as session:
             return list(session.exec(query.order_by(col(Agent.id))))
 
+    def seeds(self, run_id: int) -> list[Agent]:
+        """The run's seed agents (operator "seed", iteration 0), ordered by id: read by index, however large
+        the run."""
+        query = select(Agent).where(Agent.run_id == run_id, Agent.iteration == 0, Agent.operator == "seed")
+        with self._read() as session:
+            return list(session.exec(query.order_by(col(Agent.id))))
+
     def children(self, agent_id: int) -> list[Agent]:
         """Agents whose (first) parent is `agent_id`, ordered by id."""
         with self._read() as session:

@@ -194,7 +194,8 @@ def _overlaps(x: np.ndarray, y: np.ndarray, r: np.ndarray, tolerance: float) -> 
     distance = np.linalg.norm(centres[:, None, :] - centres[None, :, :], axis=-1)
     first, second = np.triu_indices(len(r), k=1)
     depth = (r[:, None] + r[None, :] - distance)[first, second]
-    deepest = [k for k in np.argsort(-depth) if depth[k] > tolerance]
+    order = np.argsort(-depth, kind="stable")
+    deepest = order[depth[order] > tolerance]
     return _named(
         [f"circles {first[k]} and {second[k]} overlap by {depth[k]:.3g}" for k in deepest],
         noun="overlapping pairs",

@@ -288,7 +288,7 @@ class RunBook:
             else:
                 status, reason = RunStatus.stopped, c.stop_reason or "stopped"
         self.archive.set_run_status(self.run_id, status, error=reason if status == RunStatus.failed else None)
-        seed_agents = [a for a in self.archive.agents(self.run_id) if a.operator == "seed"]
+        seed_agents = self.archive.seeds(self.run_id)
         return LoopOutcome(
             status=status,
             reason=reason,
