@@ -10,22 +10,26 @@ Two measurements, at archives of 1k, 10k and 100k evaluated agents:
    FM and a sandbox that replays one real result of the seed program.
 
 Usage: .venv/bin/python bench/loop_overhead.py [--sizes 1000 10000 100000] [--candidates 200]
-Prints one table; never asserts on time.
+                                              [--store sqlite|postgresql]
+--store postgresql starts a throwaway PostgreSQL server (Debian's binaries, as the tests do) and gives
+each size a fresh database. Prints one table; never asserts on time.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import hashlib
 import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
-from sqlalchemy import insert
+from sqlalchemy import insert, text
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -81,7 +85,9 @@ class ScriptedFM:
 
 
 def populate(archive: Archive, run_id: int, n: int, files: dict[str, str], entry: str) -> None:
-    """Bulk-insert n evaluated agents (a random tree) sharing the seed's genome."""
+    """Bulk-insert n evaluated agents (a random tree) sharing the seed's genome, into a fresh archive.
+
+    The ids are given (1..n), so on PostgreSQL the id sequence is moved past them afterwards."""
     h = archive.put_genome(files, entry)
     rng = np.random.default_rng(0)
     scores = rng.uniform(0.5, 2.5, size=n)
@@ -103,10 +109,12 @@ def populate(archive: Archive, run_id: int, n: int, files: dict[str, str], entry
         )
     with archive.engine.begin() as conn:
         conn.execute(insert(Agent), rows)
+        if conn.dialect.name == "postgresql":
+            conn.execute(text("SELECT setval(pg_get_serial_sequence('agent', 'id'), (SELECT max(id) FROM agent))"))
 
 
-def bench_select_insert(size: int, repeats: int, files: dict[str, str], entry: str) -> dict[str, float]:
-    with tempfile.TemporaryDirectory() as tmp, Archive.at(Path(tmp) / "archive.db") as archive:
+def bench_select_insert(store: Store, size: int, repeats: int, files: dict[str, str], entry: str) -> dict[str, float]:
+    with store.archive() as archive:
         run = archive.create_run(name="bench", benchmark="circle_packing", seed=0, config_json="{}")
         populate(archive, int(run.id), size, files, entry)
         t0 = time.perf_counter()
@@ -145,7 +153,7 @@ def bench_select_insert(size: int, repeats: int, files: dict[str, str], entry: s
 
 
 def bench_loop(
-    size: int, candidates: int, files: dict[str, str], entry: str, seed_result: RunResult
+    store: Store, size: int, candidates: int, files: dict[str, str], entry: str, seed_result: RunResult
 ) -> tuple[float, float, float]:
     """Steady-state SearchLoop milliseconds per candidate (proposal + evaluation), start-up excluded:
     (wall, CPU, driver CPU). CPU time (all threads of this process) is what Cambrian itself spends; wall
@@ -153,7 +161,7 @@ def bench_loop(
     thread alone: selection, prompts, parsing, applying and checking edits, archive writes, novelty and
     bookkeeping; the rest of the CPU is the evaluation threads (sandbox calls and the benchmark's host-side
     scoring), which an executor runs elsewhere."""
-    with tempfile.TemporaryDirectory() as tmp, Archive.at(Path(tmp) / "archive.db") as archive:
+    with tempfile.TemporaryDirectory() as tmp, store.archive() as archive:
         config = RunConfig.model_validate(
             {
                 "name": "bench",
@@ -186,12 +194,53 @@ def bench_loop(
         return (wall1 - wall0) * per, (cpu1 - cpu0) * per, (own1 - own0) * per
 
 
+class Store:
+    """Where the bench's archives live: a fresh SQLite file, or a fresh database of a throwaway
+    PostgreSQL server, for each measurement."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self.server = None
+        if kind == "postgresql":
+            from tests.postgres import PostgresServer, postgres_unavailable_reason
+
+            reason = postgres_unavailable_reason()
+            if reason is not None:
+                raise SystemExit(f"--store postgresql: {reason}")
+            self.server = PostgresServer(Path(tempfile.mkdtemp(prefix="cambrian-bench-pg-"))).start()
+
+    @contextlib.contextmanager
+    def archive(self) -> Iterator[Archive]:
+        if self.server is None:
+            with tempfile.TemporaryDirectory() as tmp, Archive.at(Path(tmp) / "archive.db") as archive:
+                yield archive
+            return
+        url = self.server.create_database("bench")
+        try:
+            with Archive(url) as archive:
+                yield archive
+        finally:
+            self.server.drop_database(url)
+
+    def close(self) -> None:
+        if self.server is not None:
+            self.server.destroy()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", type=int, nargs="+", default=[1_000, 10_000, 100_000])
     parser.add_argument("--candidates", type=int, default=200)
+    parser.add_argument("--store", choices=("sqlite", "postgresql"), default="sqlite")
     args = parser.parse_args()
+    store = Store(args.store)
+    try:
+        run(store, args)
+    finally:
+        store.close()
 
+
+def run(store: Store, args: argparse.Namespace) -> None:
     benchmark = get_benchmark("circle_packing")
     seed = benchmark.seed()
     files, entry = dict(seed.files), seed.entry
@@ -201,14 +250,15 @@ def main() -> None:
     sandbox.close()
     assert seed_result.ok, seed_result.stderr
 
+    print(f"store: {store.kind}")
     print(
         f"{'agents':>8} | {'view build':>10} | {'select':>9} | {'insert+eval':>11} | {'select+insert':>13} | "
         f"{'loop wall/cand.':>15} | {'loop CPU/cand.':>14} | {'driver CPU/cand.':>16}"
     )
     print("-" * 120)
     for size in args.sizes:
-        r = bench_select_insert(size, args.candidates, files, entry)
-        wall_ms, cpu_ms, driver_ms = bench_loop(size, args.candidates, files, entry, seed_result)
+        r = bench_select_insert(store, size, args.candidates, files, entry)
+        wall_ms, cpu_ms, driver_ms = bench_loop(store, size, args.candidates, files, entry, seed_result)
         print(
             f"{size:>8} | {r['view_build_s'] * 1e3:>8.0f}ms | {r['select_ms']:>7.3f}ms | {r['insert_ms']:>9.3f}ms"
             f" | {r['select_ms'] + r['insert_ms']:>11.3f}ms | {wall_ms:>13.3f}ms | {cpu_ms:>12.3f}ms"
