@@ -2,8 +2,13 @@
 
 SQLite runs in WAL mode with synchronous=NORMAL and foreign keys on; writers take the write lock
 up front (BEGIN IMMEDIATE) so a read-check-write cannot interleave with another process; a
-read-only open uses SQLite's mode=ro and never creates, converts or locks the file. Any other
-SQLAlchemy URL (PostgreSQL) opens as given.
+read-only open uses SQLite's mode=ro and never creates, converts or locks the file.
+
+PostgreSQL (`postgresql+psycopg://user[:password]@host[:port]/database`; a bare `postgresql://` means
+psycopg too) gets pool_pre_ping (a connection the server dropped is replaced at checkout, not handed
+out), a 10 s connect timeout, and for a read-only open sessions that the server itself keeps
+read-only (default_transaction_read_only). A URL that cannot be opened, or a server that cannot be
+reached, is an ArchiveError naming the cause and the fix; passwords are never shown.
 """
 
 from __future__ import annotations
@@ -16,10 +21,11 @@ from urllib.parse import quote
 
 from sqlalchemy import Engine, event
 from sqlalchemy.engine import URL, make_url
+from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError
 from sqlalchemy.pool import StaticPool
 from sqlmodel import create_engine
 
-from archive.errors import ArchiveNotFound, NotAnArchive
+from archive.errors import ArchiveNotFound, ArchiveUnreachable, InvalidStoreURL, NotAnArchive
 
 #: How long a connection waits for another's lock, and a reader for a creator's schema, in seconds.
 BUSY_TIMEOUT_S = 10.0
@@ -31,10 +37,16 @@ def open_engine(url: str, *, readonly: bool) -> tuple[Engine, str, bool]:
     For SQLite a writable open creates the parent folder; an in-memory database keeps one shared
     connection; `readonly` opens with mode=ro (ArchiveNotFound when the file does not exist).
     """
-    parsed = make_url(url)
+    parsed = parse_store_url(url)
     sqlite = parsed.get_backend_name() == "sqlite"
     where = parsed.render_as_string(hide_password=True)
     options: dict[str, Any] = {}
+    if parsed.get_backend_name() == "postgresql":
+        options["pool_pre_ping"] = True
+        connect_args: dict[str, Any] = {"connect_timeout": 10}
+        if readonly:
+            connect_args["options"] = "-c default_transaction_read_only=on"
+        options["connect_args"] = connect_args
     if sqlite:
         database = parsed.database or ""
         in_memory = database in ("", ":memory:") or parsed.query.get("mode") == "memory"
@@ -49,10 +61,84 @@ def open_engine(url: str, *, readonly: bool) -> tuple[Engine, str, bool]:
         elif not database.startswith("file:"):
             Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
         options["connect_args"] = {"check_same_thread": False}
-    engine: Engine = create_engine(parsed, **options)
+    try:
+        engine: Engine = create_engine(parsed, **options)
+    except (NoSuchModuleError, ModuleNotFoundError) as error:
+        raise InvalidStoreURL(
+            f"no database driver for {where}: {error}",
+            fix="use sqlite:///PATH or postgresql+psycopg://USER@HOST/DATABASE (psycopg is installed with Cambrian)",
+        ) from None
     if sqlite:
         _configure_sqlite(engine, readonly=readonly)
+    elif engine.dialect.name == "postgresql":
+        _configure_postgresql(engine)
     return engine, where, sqlite
+
+
+#: Where a PostgreSQL write transaction leaves its id (connection.info): what `Archive` asks the server
+#: about when the connection breaks during COMMIT (archive/_retry.py).
+XID_KEY = "cambrian_xid"
+
+
+def _configure_postgresql(engine: Engine) -> None:
+    """BEGIN issued by us, as on SQLite: a write transaction begins with `BEGIN; SELECT txid_current()` in
+    one round trip (psycopg's own BEGIN costs the same round trip), leaving its id in connection.info."""
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        dbapi_connection.autocommit = True  # psycopg still sends COMMIT/ROLLBACK for a transaction we began
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(connection: Any) -> None:
+        import psycopg
+
+        driver = connection.connection.driver_connection
+        write = connection.get_execution_options().get("cambrian_write", False)
+        statement = "BEGIN; SELECT txid_current()" if write else "BEGIN"
+        try:
+            cursor = driver.execute(statement)  # no parameters: one simple-protocol query
+            if write:
+                cursor.nextset()
+                connection.info[XID_KEY] = int(cursor.fetchone()[0])
+        except psycopg.Error as error:
+            # SQLAlchemy wraps what the driver raises in a statement, not in this event: do it here, and
+            # drop a connection the server closed, so the next transaction gets a fresh one.
+            broken = bool(driver.broken or driver.closed)
+            if broken:
+                connection.invalidate(error)
+            raise DBAPIError.instance(statement, None, error, psycopg.Error, connection_invalidated=broken) from error
+
+
+def parse_store_url(url: str) -> URL:
+    """`url` parsed (a bare postgresql:// takes the psycopg driver Cambrian ships); InvalidStoreURL if it is none."""
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        raise InvalidStoreURL(
+            f"{url!r} is not a database URL",
+            fix="write sqlite:///PATH/archive.db or postgresql+psycopg://USER[:PASSWORD]@HOST[:PORT]/DATABASE",
+        ) from None
+    if parsed.drivername == "postgresql":
+        parsed = parsed.set(drivername="postgresql+psycopg")
+    return parsed
+
+
+def unreachable(error: DBAPIError, where: str) -> ArchiveUnreachable:
+    """The user-facing form of a failure to connect to the database at `where` (a URL without its password)."""
+    cause = str(error.orig or error).strip().splitlines()
+    text = " ".join(line.strip() for line in cause[:2])
+    lowered = text.lower()
+    if "does not exist" in lowered and "database" in lowered:
+        name = make_url(where).database
+        fix = f"create it (`createdb {name}`, or CREATE DATABASE {name}), or point --store at one that exists"
+    elif "password" in lowered or "authentication" in lowered or "role" in lowered:
+        fix = "check the user and password in the URL (postgresql+psycopg://USER:PASSWORD@HOST/DATABASE)"
+    else:
+        fix = (
+            "check that the PostgreSQL server is running and reachable at that host and port "
+            "(`pg_isready -h HOST -p PORT`), and that the URL is right"
+        )
+    return ArchiveUnreachable(f"cannot connect to the archive {where}: {text}", fix=fix)
 
 
 def _configure_sqlite(engine: Engine, *, readonly: bool) -> None:

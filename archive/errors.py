@@ -71,3 +71,12 @@ class ArchiveTooNew(ArchiveError):
 
 class ArchiveReadOnly(ArchiveError):
     """A write through an archive opened with readonly=True."""
+
+
+class ArchiveUnreachable(ArchiveError):
+    """The archive's database server cannot be reached (refused, unknown host, bad login, no such database),
+    or went away and did not come back within the reconnect deadline."""
+
+
+class InvalidStoreURL(ArchiveError):
+    """A store URL that is not a database Cambrian can keep an archive in (unknown scheme, missing driver)."""

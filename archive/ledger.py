@@ -78,11 +78,15 @@ def detached(model: type[ModelT], values: Mapping[str, Any] | RowMapping) -> Mod
 
 
 def insert_ignore_statement(table: Any, dialect_name: str) -> Insert | None:
-    """INSERT that skips a row whose primary key exists, or None where the dialect has none."""
+    """INSERT that skips a row whose primary key exists, or None where the dialect has none.
+
+    preserve_rowcount: SQLAlchemy reports an INSERT's rowcount only when asked (psycopg's reads -1
+    otherwise), and `insert_ignore` tells inserted from skipped by it.
+    """
     if dialect_name == "sqlite":
-        return sqlite.insert(table).on_conflict_do_nothing()
+        return sqlite.insert(table).on_conflict_do_nothing().execution_options(preserve_rowcount=True)
     if dialect_name == "postgresql":
-        return postgresql.insert(table).on_conflict_do_nothing()
+        return postgresql.insert(table).on_conflict_do_nothing().execution_options(preserve_rowcount=True)
     return None
 
 

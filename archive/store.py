@@ -12,7 +12,9 @@ opening the database (`_engine`), the read queries over lineage and results (`_q
 ORM for readability), the FM ledger (`ledger`), genome hashing (`genomes`).
 
 Opening runs no DDL unless the schema is missing or older than this code: archive/schema.py
-creates or upgrades it in one guarded transaction. `readonly=True` opens for browsing an
+creates or upgrades it in one guarded transaction (Alembic revisions, archive/migrations). On
+PostgreSQL every public method rides out a server restart: archive/_retry.py says how, and why a
+repeated call can neither lose nor double a write. `readonly=True` opens for browsing an
 archive a search may be writing: no DDL, no write lock, no write at all.
 """
 
@@ -20,17 +22,20 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from sqlalchemy import Connection, Engine, delete, insert
+from sqlalchemy import Connection, Engine, delete, insert, text
+from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlmodel import Session, col, select
 
-from archive._engine import BUSY_TIMEOUT_S, open_engine
+from archive._engine import BUSY_TIMEOUT_S, XID_KEY, open_engine, unreachable
 from archive._queries import QueriesMixin
+from archive._retry import RECONNECT_S, Reconnector, is_disconnect, retry_public_methods
 from archive._statements import (
     _DELETE_HOLDOUT_EVALUATIONS,
     _DELETE_STALE_EVALUATIONS,
@@ -56,6 +61,7 @@ from archive._statements import (
     no_agent,
 )
 from archive.errors import (
+    ArchiveError,
     ArchiveReadOnly,
     GenomeNotFound,
     InvalidGenome,
@@ -79,11 +85,14 @@ from archive.schema import SchemaReport, open_schema
 
 __all__ = ["TRANSITIONS", "Archive", "CostSummary", "ModelCost", "check_genome_paths", "genome_hash"]
 
+#: PostgreSQL: whether a transaction (its id read at BEGIN, archive/_engine.py) committed.
+_TXID_STATUS = text("SELECT txid_status(:xid)")
+
 
 class Archive(LedgerMixin, QueriesMixin):
     """The lineage store of runs, agents, genomes, evaluations and the FM ledger."""
 
-    def __init__(self, url: str, *, readonly: bool = False) -> None:
+    def __init__(self, url: str, *, readonly: bool = False, reconnect_s: float = RECONNECT_S) -> None:
         """Open the database at SQLAlchemy `url`; a writable open creates or upgrades its schema.
 
         The schema step (archive/schema.py) runs no DDL on an archive at the current version;
@@ -93,10 +102,14 @@ class Archive(LedgerMixin, QueriesMixin):
         is not created), ArchiveOutdated when its schema is older (`cambrian db upgrade RUN`).
         For SQLite a writable open creates the parent folder, and its connections get WAL
         journaling, synchronous=NORMAL and foreign keys on; every connection a 10 s busy timeout.
+        For a database server (PostgreSQL), ArchiveUnreachable when it cannot be reached now; once
+        open, a call that meets a disconnect reconnects and runs again for up to `reconnect_s` seconds.
         """
         self.url = url
         self._readonly = readonly
         self._engine, self._where, self._sqlite = open_engine(url, readonly=readonly)
+        self._postgresql = self._engine.dialect.name == "postgresql"
+        self._reconnector = Reconnector(where=self._where, deadline_s=reconnect_s, enabled=not self._sqlite)
         # Write sessions take the SQLite write lock up front (BEGIN IMMEDIATE), so a
         # read-check-write such as a status transition cannot interleave with another process.
         self._write_engine = self._engine.execution_options(cambrian_write=True)
@@ -112,6 +125,11 @@ class Archive(LedgerMixin, QueriesMixin):
             self.schema: SchemaReport = open_schema(
                 self._transaction, readonly=readonly, where=self._where, wait_for_creator_s=BUSY_TIMEOUT_S
             )
+        except DBAPIError as error:
+            self.close()
+            if self._sqlite:
+                raise
+            raise unreachable(error, self._where) from None
         except BaseException:
             self.close()
             raise
@@ -164,8 +182,53 @@ class Archive(LedgerMixin, QueriesMixin):
             if connection is None or connection.closed or connection.invalidated:
                 connection = self._connection = self._engine.connect()
             connection.execution_options(cambrian_write=write)
-            with connection.begin():
+            if not (write and self._postgresql):
+                with connection.begin():
+                    yield connection
+                return
+            transaction = connection.begin()
+            try:
                 yield connection
+            except BaseException:
+                if transaction.is_active:
+                    transaction.rollback()
+                raise
+            self._commit(transaction.commit, connection.info.pop(XID_KEY, None))
+
+    def _commit(self, commit: Callable[[], None], xid: int | None) -> None:
+        """Commit; when the connection breaks during COMMIT, find out from the server whether it committed.
+
+        Committed: return as if nothing happened (the caller's result stands). Not committed: raise the
+        disconnect, so the call runs again (archive/_retry.py).
+        """
+        try:
+            commit()
+        except DBAPIError as error:
+            if xid is None or not is_disconnect(error) or not self._committed(xid):
+                raise
+
+    def _committed(self, xid: int) -> bool:
+        """Whether PostgreSQL transaction `xid` committed, asking (on a fresh connection) until the server answers."""
+        deadline = time.monotonic() + self._reconnector.deadline_s
+        while True:
+            try:
+                with self._engine.connect() as connection:
+                    status = connection.execute(_TXID_STATUS, {"xid": xid}).scalar()
+            except DBAPIError as error:
+                if not is_disconnect(error) or time.monotonic() > deadline:
+                    raise
+                status = "in progress"  # the server is not back yet
+            if status in ("committed", "aborted"):
+                return bool(status == "committed")
+            if status is None:  # too old to know: never after a moment's outage
+                raise ArchiveError(
+                    f"the archive {self._where} lost the connection while committing transaction {xid}, "
+                    "and the server no longer knows whether it committed",
+                    fix="check the run with `cambrian status RUN --store URL`, then `cambrian resume RUN --store URL`",
+                )
+            if time.monotonic() > deadline:
+                raise self._reconnector.gave_up(RuntimeError(f"transaction {xid} still in progress"))
+            time.sleep(0.1)
 
     @contextmanager
     def _read(self) -> Iterator[Session]:
@@ -177,8 +240,19 @@ class Archive(LedgerMixin, QueriesMixin):
         """One ORM transaction: commits on success, rolls everything back on any exception."""
         if self._readonly:
             raise self._refuse_write()
-        with Session(self._write_engine, expire_on_commit=False) as session, session.begin():
-            yield session
+        with Session(self._write_engine, expire_on_commit=False) as session:
+            if not self._postgresql:
+                with session.begin():
+                    yield session
+                return
+            session.begin()
+            try:
+                yield session
+                xid = session.connection().info.pop(XID_KEY, None)
+            except BaseException:
+                session.rollback()
+                raise
+            self._commit(session.commit, xid)
 
     def _refuse_write(self) -> ArchiveReadOnly:
         return ArchiveReadOnly(
@@ -200,6 +274,13 @@ class Archive(LedgerMixin, QueriesMixin):
                 name=name, benchmark=benchmark, seed=seed, config_json=config_json, cambrian_version=cambrian_version
             )
             session.add(run)
+            try:
+                session.flush()
+            except IntegrityError:  # another process stored the name since our check (no lock up front here)
+                raise RunExists(
+                    f"a run named {name!r} already exists",
+                    fix=f"continue it with `cambrian resume {name}`, or pick another --name",
+                ) from None
         return run
 
     def get_run(self, name_or_id: str | int) -> Run:
@@ -446,3 +527,7 @@ class Archive(LedgerMixin, QueriesMixin):
         with self._transaction(write=False) as connection:
             rows = connection.execute(_RECENT_INVALID_CHILDREN, {"agent_id": agent_id, "n": n}).all()
         return [detached(Agent, row._mapping) for row in rows]
+
+
+# Each public method is one unit of work: on a database server, a disconnect runs it again (archive/_retry.py).
+retry_public_methods(Archive, reconnector="_reconnector", skip=frozenset({"close"}))

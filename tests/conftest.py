@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from meta_agent.llm import ChecksumMismatch, LocalServer, ModelDownloadError, pull
+from tests.postgres import postgres_server, postgres_url, store_url  # noqa: F401 - fixtures: a real PostgreSQL
 
 SMOLLM2 = "smollm2-135m"
 

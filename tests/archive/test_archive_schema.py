@@ -152,6 +152,7 @@ def test_a_new_archive_is_created_at_the_current_version(tmp_path: Path, stateme
     assert any(s.lstrip().startswith("CREATE TABLE agent") for s in statements)
     with sqlite3.connect(tmp_path / "new" / "archive.db") as raw:
         assert raw.execute("SELECT id, version FROM schemaversion").fetchall() == [(1, SCHEMA_VERSION)]
+        assert raw.execute("SELECT version_num FROM alembic_version").fetchall() == [(f"{SCHEMA_VERSION:04d}",)]
     raw.close()
 
 
@@ -240,8 +241,9 @@ def test_a_version_2_archive_reads_as_it_stands_with_its_prompts_not_recorded(tm
     with Archive.at(path) as archive:
         run = archive.create_run(name="v2", benchmark="circle_packing", seed=0, config_json="{}")
         archive.record_llm_call(LLMCall(run_id=run.id, agent_id=1, model="qwen", request_hash="r1"))
-    with sqlite3.connect(path) as raw:  # what version 2 wrote: no llmrequest table
+    with sqlite3.connect(path) as raw:  # what version 2 wrote: no llmrequest table, no Alembic
         raw.execute("DROP TABLE llmrequest")
+        raw.execute("DROP TABLE alembic_version")
         raw.execute("UPDATE schemaversion SET version = 2")
     raw.close()
     before = table_layout(path)
@@ -250,16 +252,17 @@ def test_a_version_2_archive_reads_as_it_stands_with_its_prompts_not_recorded(tm
         [call] = reader.agent_llm_calls(1)
         assert reader.llm_exchanges([call.request_hash]) == ({}, {})
     assert table_layout(path) == before  # a reader changed nothing
-    with Archive.at(path) as writer:  # a writer upgrades it
-        assert writer.schema.changes == ("created table llmrequest",)
+    with Archive.at(path) as writer:  # a writer maps it onto Alembic's revision 0002, then upgrades it
+        assert writer.schema.changes == ("recorded its version 2 as Alembic revision 0002", "created table llmrequest")
 
 
 def test_an_archive_newer_than_this_code_is_refused_and_left_alone(tmp_path: Path) -> None:
     path = tmp_path / "archive.db"
     with Archive.at(path):
         pass
-    with sqlite3.connect(path) as raw:
+    with sqlite3.connect(path) as raw:  # as a later Cambrian would leave it
         raw.execute("UPDATE schemaversion SET version = ?", (SCHEMA_VERSION + 1,))
+        raw.execute("UPDATE alembic_version SET version_num = ?", (f"{SCHEMA_VERSION + 1:04d}",))
     raw.close()
     before = table_layout(path)
     for readonly in (False, True):

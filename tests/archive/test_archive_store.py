@@ -1,4 +1,8 @@
-"""The lineage store on real SQLite files: transactions, transitions, lineage queries, ledger."""
+"""The lineage store on a real SQLite file and a real PostgreSQL database: transactions, transitions,
+lineage queries, ledger.
+
+The `archive` fixture is parametrised over both stores (`store_url`, tests/postgres.py): every test
+that takes it runs on each; the SQLite-only ones (WAL, pragmas, file bytes) open their own file."""
 
 from __future__ import annotations
 
@@ -15,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from sqlalchemy import inspect as sa_inspect
-from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlalchemy.exc import IntegrityError, InternalError, OperationalError
 
 from archive.errors import (
     AgentNotFound,
@@ -43,9 +47,25 @@ def db_path(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def archive(db_path: Path) -> Iterator[Archive]:
-    with Archive.at(db_path) as store:
+def url(store_url: str) -> str:
+    """The archive's URL: an SQLite file or a fresh PostgreSQL database."""
+    return store_url
+
+
+@pytest.fixture
+def archive(url: str) -> Iterator[Archive]:
+    with Archive(url) as store:
         yield store
+
+
+def where(url: str) -> str:
+    """How an archive names itself in messages: the file for SQLite, the URL (no password) otherwise."""
+    return url.removeprefix("sqlite:///")
+
+
+def count_rows(archive: Archive, table: str) -> int:
+    with archive.engine.connect() as connection:
+        return int(connection.exec_driver_sql(f"SELECT count(*) FROM {table}").scalar() or 0)
 
 
 @pytest.fixture
@@ -68,15 +88,16 @@ def evaluate(archive: Archive, agent_id: int, score: float) -> None:
     )
 
 
-def test_sqlite_file_created_with_wal_and_connection_pragmas(archive: Archive, db_path: Path) -> None:
-    assert db_path.is_file()
-    with sqlite3.connect(db_path) as raw:
-        assert raw.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-    with archive._engine.connect() as connection:
-        pragma = lambda name: connection.exec_driver_sql(f"PRAGMA {name}").scalar()  # noqa: E731 - a one-line helper reads best beside its use
-        assert pragma("foreign_keys") == 1
-        assert pragma("busy_timeout") == 10000
-        assert pragma("synchronous") == 1  # NORMAL
+def test_sqlite_file_created_with_wal_and_connection_pragmas(db_path: Path) -> None:
+    with Archive.at(db_path) as archive:
+        assert db_path.is_file()
+        with sqlite3.connect(db_path) as raw:
+            assert raw.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        with archive._engine.connect() as connection:
+            pragma = lambda name: connection.exec_driver_sql(f"PRAGMA {name}").scalar()  # noqa: E731 - a one-line helper reads best beside its use
+            assert pragma("foreign_keys") == 1
+            assert pragma("busy_timeout") == 10000
+            assert pragma("synchronous") == 1  # NORMAL
 
 
 def test_in_memory_url_keeps_one_database(tmp_path: Path) -> None:
@@ -111,14 +132,12 @@ def test_genome_hash_is_order_independent_and_unambiguous() -> None:
     assert len(genome_hash(SEED_FILES)) == 64
 
 
-def test_genome_dedup_across_agents(archive: Archive, run: Run, db_path: Path) -> None:
+def test_genome_dedup_across_agents(archive: Archive, run: Run) -> None:
     files = {"main.py": "import util\n", "lib/util.py": "X = 1\n"}
     first = archive.add_agent(run.id, files=files, entry="main.py")
     second = archive.add_agent(run.id, files=dict(reversed(files.items())), entry="main.py", parent_id=first.id)
     assert first.genome_hash == second.genome_hash == archive.put_genome(files, "main.py") == genome_hash(files)
-    with sqlite3.connect(db_path) as raw:
-        assert raw.execute("SELECT count(*) FROM genome").fetchone()[0] == 1
-        assert raw.execute("SELECT count(*) FROM genomefile").fetchone()[0] == 2
+    assert (count_rows(archive, "genome"), count_rows(archive, "genomefile")) == (1, 2)
     stored, entry = archive.get_genome(first.genome_hash)
     assert (stored, entry) == (files, "main.py")
     assert archive.find_genome(run.id, first.genome_hash).id == first.id
@@ -332,18 +351,17 @@ def test_view_has_evaluated_agents_and_children_counts(archive: Archive, run: Ru
         assert np.array_equal(getattr(view, column), getattr(incremental, column))
 
 
-def test_a_second_archive_on_the_same_file_sees_committed_rows(archive: Archive, run: Run, db_path: Path) -> None:
+def test_a_second_archive_on_the_same_file_sees_committed_rows(archive: Archive, run: Run, url: str) -> None:
     seed = archive.add_agent(run.id, files=SEED_FILES, entry="main.py")
-    with Archive.at(db_path) as other:
+    with Archive(url) as other:
         assert other.get_agent(seed.id).genome_hash == seed.genome_hash
         evaluate(other, seed.id, 0.3)
     assert archive.get_agent(seed.id).score == 0.3
     # A real second process writes; this one reads what it committed.
     script = textwrap.dedent(
         f"""
-        from pathlib import Path
         from archive.store import Archive
-        with Archive.at(Path({str(db_path)!r})) as store:
+        with Archive({url!r}) as store:
             child = store.add_agent({run.id}, files={{"main.py": "x = 2\\n"}}, entry="main.py",
                                     parent_id={seed.id}, iteration=1, operator="diff")
             store.mark_evaluating(child.id)
@@ -449,7 +467,7 @@ def test_record_llm_exchange_stores_call_and_response_together(archive: Archive,
     assert len(archive.llm_calls(run.id)) == 2
 
 
-def test_threads_and_a_second_archive_write_one_file_safely(archive: Archive, run: Run, db_path: Path) -> None:
+def test_threads_and_a_second_archive_write_one_file_safely(archive: Archive, run: Run, url: str) -> None:
     seed = archive.add_agent(run.id, files=SEED_FILES, entry="main.py")
 
     def grow(store: Archive, start: int) -> list[int]:
@@ -460,7 +478,7 @@ def test_threads_and_a_second_archive_write_one_file_safely(archive: Archive, ru
             ids.append(child.id)
         return ids
 
-    with Archive.at(db_path) as other, ThreadPoolExecutor(max_workers=4) as pool:
+    with Archive(url) as other, ThreadPoolExecutor(max_workers=4) as pool:
         stores = [archive, archive, archive, other]
         futures = [pool.submit(grow, store, 100 * (n + 1)) for n, store in enumerate(stores)]
         grown = [agent_id for future in futures for agent_id in future.result()]
@@ -509,18 +527,24 @@ def test_repair_note_is_stored_with_the_agent(archive: Archive, run: Run) -> Non
     assert archive.get_agent(repaired.id).repair_note == "added `import math`"
 
 
-def _file_bytes(db_path: Path) -> tuple[bytes, ...]:
-    return tuple(p.read_bytes() for p in (db_path, db_path.with_name(db_path.name + "-wal")) if p.exists())
+def _stored_bytes(archive: Archive) -> tuple[bytes, ...]:
+    """SQLite: the file and its WAL as bytes; PostgreSQL: every row of every table, as text."""
+    if archive.engine.dialect.name == "sqlite":
+        db_path = Path(archive.engine.url.database or "")
+        return tuple(p.read_bytes() for p in (db_path, db_path.with_name(db_path.name + "-wal")) if p.exists())
+    with archive.engine.connect() as connection:
+        tables = sorted(sa_inspect(connection).get_table_names())
+        return tuple(
+            repr(sorted(map(tuple, connection.exec_driver_sql(f"SELECT * FROM {t}")))).encode() for t in tables
+        )
 
 
-def test_a_read_only_archive_reads_everything_and_refuses_every_write(
-    archive: Archive, run: Run, db_path: Path
-) -> None:
+def test_a_read_only_archive_reads_everything_and_refuses_every_write(archive: Archive, run: Run, url: str) -> None:
     seed = archive.add_agent(run.id, files=SEED_FILES, entry="main.py")
     evaluate(archive, seed.id, 0.4)
     archive.record_llm_call(LLMCall(run_id=run.id, agent_id=seed.id, model="m", request_hash="r1", cost_usd=0.5))
-    before = _file_bytes(db_path)
-    with Archive.at(db_path, readonly=True) as reader:
+    before = _stored_bytes(archive)
+    with Archive(url, readonly=True) as reader:
         assert reader.readonly and not archive.readonly
         assert reader.get_run("demo").id == run.id
         assert reader.get_agent(seed.id).score == 0.4
@@ -549,13 +573,15 @@ def test_a_read_only_archive_reads_everything_and_refuses_every_write(
         for name, write in writes.items():
             with pytest.raises(ArchiveReadOnly) as refused:
                 write()
-            assert "read-only" in str(refused.value) and str(db_path) in str(refused.value), name
+            assert "read-only" in str(refused.value) and where(url) in str(refused.value), name
             assert "readonly=True" in refused.value.fix, name
-        # Past the API, SQLite itself refuses: the file is open with mode=ro.
-        with pytest.raises(OperationalError, match="readonly database"), reader.engine.begin() as connection:
+        # Past the API, the database itself refuses: SQLite opened the file with mode=ro, PostgreSQL's
+        # sessions are read-only transactions.
+        refusal = "readonly database" if reader.engine.dialect.name == "sqlite" else "read-only transaction"
+        with pytest.raises((OperationalError, InternalError), match=refusal), reader.engine.begin() as connection:
             connection.exec_driver_sql("DELETE FROM llmcall")
         assert reader.get_agent(seed.id).status is AgentStatus.evaluated
-    assert _file_bytes(db_path) == before
+    assert _stored_bytes(archive) == before
     assert archive.get_agent(seed.id).status is AgentStatus.evaluated and len(archive.llm_calls(run.id)) == 1
 
 

@@ -119,6 +119,7 @@ def write_broken_runs(runs_dir: Path) -> None:
             archive.create_run(name=name, benchmark="circle_packing", seed=0, config_json="{}")
         with sqlite3.connect(runs_dir / name / "archive.db") as connection:
             connection.execute("UPDATE schemaversion SET version = ?", (version,))
+            connection.execute("UPDATE alembic_version SET version_num = ?", (f"{version:04d}",))
         connection.close()
 
 

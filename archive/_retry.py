@@ -1,0 +1,141 @@
+"""Riding out a database server that goes away: reconnect and run the archive's call again, losing nothing.
+
+A PostgreSQL server that restarts (or a network that drops) breaks every open connection. Each public
+method of `Archive` is one unit of work of one or a few transactions, so the unit of retry is the
+method: on a disconnect it waits with backoff (0.1 s doubling to 5 s) until the server answers,
+reconnects and calls the method again, up to a deadline (`Archive(reconnect_s=...)`, 5 minutes by
+default), logging one warning per outage and one line when it is over. The search loop, which calls
+the archive, simply waits meanwhile. SQLite has no server: its errors are raised at once.
+
+Why calling again cannot lose or double a write:
+- A disconnect before COMMIT leaves nothing behind: the server rolls back an open transaction whose
+  connection is gone. Running the method again is the first time its write happens.
+- A disconnect *during* COMMIT is the one ambiguous case: the server may have committed before the
+  answer was lost (with a crash right after the commit record reached the WAL, it has). Running the
+  method again would then insert a second agent or ledger row, or trip a status guard
+  (`finish_evaluation` after evaluating -> evaluated already committed). So on PostgreSQL every write
+  transaction reads its transaction id (txid_current()) just before COMMIT, and a COMMIT that fails on
+  a disconnect is resolved by asking the server, once it answers again, `txid_status(xid)`: committed
+  means the method's work is done and its result (computed inside the transaction) is returned as is;
+  aborted means nothing happened and the method runs again. (`Archive._transaction` and `_write`.)
+- Guarded statements keep a second run honest anyway: agent status changes are UPDATEs whose WHERE
+  names the allowed source statuses, and genomes, cached responses and requests are INSERT ... ON
+  CONFLICT DO NOTHING under content-hash keys, so a repeat of those is a no-op.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from sqlalchemy.exc import DBAPIError
+
+from archive.errors import ArchiveUnreachable
+
+_log = logging.getLogger("archive")
+
+#: Seconds an archive keeps trying to reach a database that went away before giving up.
+RECONNECT_S = 300.0
+#: First and longest pause between attempts, in seconds.
+_FIRST_PAUSE_S, _LONGEST_PAUSE_S = 0.1, 5.0
+
+T = TypeVar("T")
+
+
+def is_disconnect(error: BaseException) -> bool:
+    """True for an error that means the server or the connection went away (or aborted us: a deadlock),
+    after which the whole transaction can run again: SQLAlchemy's invalidated connection, or a psycopg
+    OperationalError."""
+    if not isinstance(error, DBAPIError):
+        return False
+    if error.connection_invalidated:
+        return True
+    try:
+        import psycopg
+    except ImportError:  # pragma: no cover - psycopg is a dependency
+        return False
+    return isinstance(error.orig, psycopg.OperationalError)
+
+
+class Reconnector:
+    """Runs an archive's calls, calling one again after a disconnect until `deadline_s` has passed.
+
+    Calls nested in a call (a method that uses another) run straight through: the outermost one
+    is retried as a whole. enabled=False (SQLite) runs every call straight through.
+    """
+
+    def __init__(self, *, where: str, deadline_s: float = RECONNECT_S, enabled: bool = True) -> None:
+        self.where = where
+        self.deadline_s = deadline_s
+        self.enabled = enabled
+        self._inside = threading.local()  # per thread: inside a call already (nested calls are not retried)
+
+    def call(self, function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        if not self.enabled or getattr(self._inside, "active", False):
+            return function(*args, **kwargs)
+        self._inside.active = True
+        try:
+            return self._retrying(function, *args, **kwargs)
+        finally:
+            self._inside.active = False
+
+    def _retrying(self, function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        first_failure: float | None = None
+        pause = _FIRST_PAUSE_S
+        while True:
+            try:
+                result = function(*args, **kwargs)
+            except DBAPIError as error:
+                if not is_disconnect(error):
+                    raise
+                now = time.monotonic()
+                if first_failure is None:
+                    first_failure = now
+                    _log.warning(
+                        "the archive %s went away (%s); reconnecting and retrying for up to %.0f s",
+                        self.where, first_line(error), self.deadline_s,
+                    )  # fmt: skip
+                elif now - first_failure > self.deadline_s:
+                    raise self.gave_up(error) from error
+                time.sleep(pause)
+                pause = min(pause * 2, _LONGEST_PAUSE_S)
+                continue
+            if first_failure is not None:
+                _log.warning("the archive %s is back after %.1f s", self.where, time.monotonic() - first_failure)
+            return result
+
+    def gave_up(self, error: BaseException) -> ArchiveUnreachable:
+        return ArchiveUnreachable(
+            f"the archive {self.where} has not answered for {self.deadline_s:.0f} s: {first_line(error)}",
+            fix="start the database server again (or fix the network), then `cambrian resume RUN --store URL`: "
+            "everything committed is kept",
+        )
+
+
+def first_line(error: BaseException) -> str:
+    text = str(getattr(error, "orig", None) or error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
+
+
+def retry_public_methods(cls: type, *, reconnector: str, skip: frozenset[str]) -> None:
+    """Wrap every public method of `cls` (its own and its bases') so it runs through the instance's
+    Reconnector (the attribute named `reconnector`); names in `skip`, properties and class methods stay as they are."""
+    for name in dir(cls):
+        if name.startswith("_") or name in skip:
+            continue
+        raw = next((vars(base)[name] for base in cls.__mro__ if name in vars(base)), None)
+        if not callable(raw) or isinstance(raw, (staticmethod, classmethod, property)):
+            continue
+        setattr(cls, name, _through(raw, reconnector))
+
+
+def _through(method: Callable[..., T], reconnector: str) -> Callable[..., T]:
+    @functools.wraps(method)
+    def call(self: Any, *args: Any, **kwargs: Any) -> T:
+        return getattr(self, reconnector).call(method, self, *args, **kwargs)
+
+    return call
