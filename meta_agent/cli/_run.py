@@ -100,6 +100,11 @@ def _print_outcome(name: str, outcome: LoopOutcome, runs_dir: Path) -> None:
     console.print("next:")
     console.print(f"  cambrian status {name}{flag}")
     console.print(f"  cambrian tree {name} --best-path{flag}")
+    if outcome.infra_faults:
+        console.print(
+            f"infrastructure faults: {outcome.infra_faults} task runs were lost with a Ray node and ran again "
+            "elsewhere (not counted against any agent)"
+        )
     if outcome.best_agent_id is not None:
         console.print(f"  cambrian show {name} {outcome.best_agent_id}{flag}")
     console.print(f"  cambrian export {name} --best 1 --to exported/{name}{flag}")
@@ -130,7 +135,11 @@ def run(
     wall_seconds: float | None = typer.Option(None, help="stop after this many seconds"),
     seed: int | None = typer.Option(None, help="run seed (selection, FM sampling)"),
     fm_concurrency: int | None = typer.Option(None, help="concurrent FM calls"),
-    eval_concurrency: int | None = typer.Option(None, help="concurrent evaluations"),
+    eval_concurrency: int | None = typer.Option(None, help="concurrent evaluations (with --executor ray: per node)"),
+    executor: str | None = typer.Option(
+        None, help="local (this machine's sandbox) | ray (tasks spread over the cluster of RAY_ADDRESS)"
+    ),
+    ray_address: str | None = typer.Option(None, help="with --executor ray: HEAD:PORT or auto (default: RAY_ADDRESS)"),
     set_: list[str] = typer.Option([], "--set", help="any config key, e.g. --set search.params.alpha0=1.5"),
     runs_dir: Path = RunsDir,
 ) -> None:
@@ -157,6 +166,8 @@ def run(
     ).with_default_name()
     console.print(
         f"[bold]cambrian[/bold] run [cyan]{cfg.name}[/cyan]: {cfg.benchmark}, model {cfg.fm.model}, "
+            "evaluation.executor": executor,
+            "evaluation.ray_address": ray_address,
         f"strategy {cfg.search.strategy}, {cfg.budget.iterations} iterations"
     )
     name_, outcome = start_run(cfg, CliReporter().reporter())

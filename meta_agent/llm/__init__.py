@@ -59,7 +59,6 @@ from meta_agent.llm._gateway import (
     quiet_repeats,
 )
 from meta_agent.llm._ledger import ArchiveLedger
-from meta_agent.llm._remote import GatewayListener, RelayGrant, RemoteAgent, SocketRelay
 from meta_agent.llm._models import (
     REGISTRY,
     ModelSource,
@@ -75,6 +74,7 @@ from meta_agent.llm._models import (
     resolve,
     verify,
 )
+from meta_agent.llm._remote import GatewayListener, RelayGrant, RemoteAgent, SocketRelay
 from meta_agent.llm._serve import (
     GRAMMAR_FIELDS,
     Backend,
@@ -90,13 +90,13 @@ from meta_agent.llm._serve import (
 __all__ = [
     "AgentChannel", "ArchiveLedger", "Backend", "CallRecord", "ChecksumMismatch", "Completion",
     "DEFAULT_SANDBOX_SOCKET", "Endpoint", "FMAuthError", "FMBadRequest", "FMGateway", "FMUnavailable",
-    "GRAMMAR_FIELDS", "GatewayError", "GatewayListener", "LLMClient", "LLMError", "Ledger", "LedgerEntry", "LocalServer",
-    "MAX_BODY_BYTES", "MemoryLedger", "ModelDownloadError", "ModelNotFound", "ModelSource", "ModelSpec",
-    "ModelStatus", "REGISTRY", "RelayGrant", "RemoteAgent", "RepeatFilter", "SOCKET_ENV", "SocketRelay", "ServerStartError", "choose_backend",
-    "close_http_sessions", "default_threads", "derive_seed", "free_port", "get_spec", "gpu_available",
-    "is_local_model", "list_models",
-    "model_names", "model_path", "models_dir", "probe_endpoint", "prompt_token_bound", "pull", "quiet_repeats",
-    "request_hash", "resolve", "serve_forever", "server_grammar_field", "unavailable_fix", "verify",
+    "GRAMMAR_FIELDS", "GatewayError", "GatewayListener", "LLMClient", "LLMError", "Ledger", "LedgerEntry",
+    "LocalServer", "MAX_BODY_BYTES", "MemoryLedger", "ModelDownloadError", "ModelNotFound", "ModelSource",
+    "ModelSpec", "ModelStatus", "REGISTRY", "RelayGrant", "RemoteAgent", "RepeatFilter", "SOCKET_ENV",
+    "SocketRelay", "ServerStartError", "choose_backend", "close_http_sessions", "default_threads", "derive_seed",
+    "free_port", "get_spec", "gpu_available", "is_local_model", "list_models", "model_names", "model_path",
+    "models_dir", "probe_endpoint", "prompt_token_bound", "pull", "quiet_repeats", "request_hash", "resolve",
+    "serve_forever", "server_grammar_field", "unavailable_fix", "verify",
 ]  # fmt: skip
 
 

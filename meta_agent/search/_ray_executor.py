@@ -27,6 +27,7 @@ import asyncio
 import collections
 import logging
 import os
+import socket
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -87,6 +88,7 @@ class RayExecutor:
         self.gateway_port = gateway_port
         self.infra_faults = 0  # task runs lost with a dead node and run again elsewhere
         self.tasks_by_node: collections.Counter[str] = collections.Counter()  # node id -> task runs done
+        self.running_by_node: collections.Counter[str] = collections.Counter()  # node id -> task runs in flight
         self._owns_connection = owns_connection
         self._benchmarks: dict[int, tuple[Benchmark, _SharedBenchmark]] = {}  # id(benchmark) -> shared copy
         self._free: asyncio.Queue[tuple[_Node, int]] | None = None
@@ -110,6 +112,7 @@ class RayExecutor:
         address = evaluation.ray_address or os.environ.get("RAY_ADDRESS") or None
         owns = not ray.is_initialized()
         if owns:
+            _check_reachable(address)
             try:
                 # "local": a fresh cluster for this run, never one an earlier `ray start` left behind.
                 ray.init(
@@ -117,12 +120,7 @@ class RayExecutor:
                     include_dashboard=False if address is None else None,
                 )  # fmt: skip
             except (ConnectionError, RuntimeError, ValueError) as exc:
-                raise ClusterError(
-                    f"no Ray cluster answers at {address!r}: {exc}",
-                    fix="start one with `ray start --head` (and `ray start --address=HEAD:PORT` on each other "
-                    "node), then set evaluation.ray_address or RAY_ADDRESS to HEAD:PORT (or 'auto' on a node of "
-                    "it); leave both unset to start a local cluster for the run",
-                ) from exc
+                raise ClusterError(f"no Ray cluster answers at {address!r}: {exc}", fix=_NO_CLUSTER_FIX) from exc
         try:
             nodes = _start_pools(config, warn=warn)
             host = evaluation.gateway_host or ray.util.get_node_ip_address()
@@ -188,6 +186,7 @@ class RayExecutor:
                 ray.exceptions.WorkerCrashedError, ray.exceptions.OwnerDiedError)  # fmt: skip
         while True:
             node, slot = await self._take_slot()
+            self.running_by_node[node.node_id] += 1
             try:
                 outcome = await node.actor.run_task.remote(shared.key, shared.box, genome, job, limits, grant)
             except lost as exc:
@@ -196,6 +195,8 @@ class RayExecutor:
             except asyncio.CancelledError:
                 self._give_back(node, slot)
                 raise
+            finally:
+                self.running_by_node[node.node_id] -= 1
             self._give_back(node, slot)
             if isinstance(outcome, NodeFault):
                 raise SandboxError(f"on Ray node {node}: {outcome.message}", fix=outcome.fix)
@@ -301,6 +302,26 @@ class RayExecutor:
             f"{node.host}/{node.node_id[:8]}: {self.tasks_by_node[node.node_id]}" for node in self.nodes
         )
         return f"Ray: {len(self.nodes)} nodes x {self.slots_per_node} slots; task runs {per_node}"
+
+
+_NO_CLUSTER_FIX = (
+    "start one with `ray start --head` (and `ray start --address=HEAD:PORT` on each other node), then set "
+    "evaluation.ray_address or RAY_ADDRESS to HEAD:PORT (or 'auto' on a node of it); leave both unset to start "
+    "a local cluster for the run"
+)
+
+
+def _check_reachable(address: str | None) -> None:
+    """Refuse a HOST:PORT nobody listens on at once (Ray itself retries such an address for minutes)."""
+    if address is None or address in ("auto", "local") or "://" in address:
+        return
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit():
+        raise ClusterError(f"the Ray address {address!r} is not HOST:PORT, 'auto' or a ray:// URL", fix=_NO_CLUSTER_FIX)
+    try:
+        socket.create_connection((host, int(port)), timeout=5).close()
+    except OSError as exc:
+        raise ClusterError(f"no Ray cluster answers at {address}: {exc}", fix=_NO_CLUSTER_FIX) from None
 
 
 def _start_pools(config: RunConfig, *, warn: Callable[[str], None]) -> list[_Node]:
