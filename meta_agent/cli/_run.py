@@ -95,16 +95,16 @@ def _print_outcome(name: str, outcome: LoopOutcome, runs_dir: Path) -> None:
         f"this session: {outcome.proposals} proposals, {outcome.evaluated} evaluated, {outcome.invalid} invalid; "
         f"FM cost ${outcome.cost_usd:.4f} in all"
     )
-    flag = "" if runs_dir == Path("runs") else f" --runs-dir {runs_dir}"
-    console.print(f"stored in {runs_dir / name / 'archive.db'}")
-    console.print("next:")
-    console.print(f"  cambrian status {name}{flag}")
-    console.print(f"  cambrian tree {name} --best-path{flag}")
     if outcome.infra_faults:
         console.print(
             f"infrastructure faults: {outcome.infra_faults} task runs were lost with a Ray node and ran again "
             "elsewhere (not counted against any agent)"
         )
+    flag = "" if runs_dir == Path("runs") else f" --runs-dir {runs_dir}"
+    console.print(f"stored in {runs_dir / name / 'archive.db'}")
+    console.print("next:")
+    console.print(f"  cambrian status {name}{flag}")
+    console.print(f"  cambrian tree {name} --best-path{flag}")
     if outcome.best_agent_id is not None:
         console.print(f"  cambrian show {name} {outcome.best_agent_id}{flag}")
     console.print(f"  cambrian export {name} --best 1 --to exported/{name}{flag}")
@@ -157,6 +157,8 @@ def run(
             "fm.concurrency": fm_concurrency,
             "evaluation.sandbox": sandbox,
             "evaluation.concurrency": eval_concurrency,
+            "evaluation.executor": executor,
+            "evaluation.ray_address": ray_address,
             "search.strategy": strategy,
             "budget.iterations": iterations,
             "budget.usd": budget_usd,
@@ -166,8 +168,6 @@ def run(
     ).with_default_name()
     console.print(
         f"[bold]cambrian[/bold] run [cyan]{cfg.name}[/cyan]: {cfg.benchmark}, model {cfg.fm.model}, "
-            "evaluation.executor": executor,
-            "evaluation.ray_address": ray_address,
         f"strategy {cfg.search.strategy}, {cfg.budget.iterations} iterations"
     )
     name_, outcome = start_run(cfg, CliReporter().reporter())

@@ -42,9 +42,9 @@ from meta_agent.llm import (
     resolve,
     server_grammar_field,
 )
+from meta_agent.search._executor import make_executor
 from meta_agent.search._loop import LoopEvent, LoopOutcome, SearchLoop
 from sandbox.base import Sandbox
-from meta_agent.search._executor import make_executor
 from sandbox.docker import DockerSandbox
 from sandbox.image import engine_available, image_status
 from sandbox.local import LocalSandbox, isolation_summary
@@ -271,6 +271,11 @@ def _search_with_resources(
     archive: Archive, run: Run, config: RunConfig, benchmark: Benchmark, reporter: Reporter
 ) -> LoopOutcome:
     with sandbox_with_socket_dir(config, reporter) as (sandbox, socket_dir), contextlib.ExitStack() as models:
+        # The cluster first: an unreachable one fails before a local model server is started.
+        executor = make_executor(config, sandbox, warn=reporter.warn)
+        models.callback(executor.close)
+        if executor.name != "local":
+            reporter.info(f"evaluation: {executor.name} executor, {executor.slots} task slots")
         ledger = ArchiveLedger(archive, run.key)
         endpoint, label = models.enter_context(fm_endpoint(config, reporter))
         llm = make_llm_client(endpoint, config, ledger=ledger, warn=reporter.warn)
@@ -289,6 +294,7 @@ def _search_with_resources(
             config=config,
             benchmark=benchmark,
             sandbox=sandbox,
+            executor=executor,
             llm=llm,
             model_label=label,
             more_llms=more_llms,
@@ -339,11 +345,6 @@ def make_llm_client(
         timeout_s=config.fm.timeout_s,
         retries=config.fm.retries,
         temperature=config.fm.temperature,
-        # The cluster first: an unreachable one fails before a local model server is started.
-        executor = make_executor(config, sandbox, warn=reporter.warn)
-        models.callback(executor.close)
-        if executor.name != "local":
-            reporter.info(f"evaluation: {executor.name} executor, {executor.slots} task slots")
         max_tokens=config.fm.max_tokens,
         constrained=config.fm.constrained != "off",
         on_warning=warn,
@@ -362,7 +363,6 @@ def embedding_endpoint(config: RunConfig) -> Callable[[list[str]], list[list[flo
 
         try:
             response = litellm.embedding(model=model, input=texts, api_base=config.fm.api_base, api_key=api_key)
-            executor=executor,
         except Exception as exc:  # noqa: BLE001 - litellm raises provider-specific classes
             raise ConfigError(
                 f"the embedding model {model!r} failed: {type(exc).__name__}: {exc}",
