@@ -17,6 +17,7 @@ from archive.errors import AgentNotFound
 from archive.models import Agent, Evaluation, LLMCall, Run
 from archive.store import Archive
 from ui._code import FileDiff, diff_files
+from ui._data import shown_store
 
 #: What the page says for a call whose request was never stored.
 PROMPT_NOT_RECORDED = "prompt not recorded (archive written before prompts were kept)"
@@ -125,16 +126,19 @@ def _object(text: str) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def export_command(runs_dir: Path, run: Run, agent_id: int) -> str:
+def export_command(runs_dir: Path, run: Run, agent_id: int, store: str | None = None) -> str:
     """The shell command that exports this agent as a standalone folder."""
+    where = (
+        f"--runs-dir {shlex.quote(str(runs_dir))}" if store is None else f"--store {shlex.quote(shown_store(store))}"
+    )
     return (
         f"cambrian export {shlex.quote(run.name)} --agent {agent_id} --to {shlex.quote(f'exports/agent-{agent_id}')}"
-        f" --runs-dir {shlex.quote(str(runs_dir))}"
+        f" {where}"
     )
 
 
 def agent_detail(
-    archive: Archive, run: Run, agent_id: int, *, runs_dir: Path, against: int | None = None
+    archive: Archive, run: Run, agent_id: int, *, runs_dir: Path, against: int | None = None, store: str | None = None
 ) -> AgentDetail:
     """The agent page's data; AgentNotFound when the agent (or `against`) is not in the run."""
     agent = run_agent(archive, run, agent_id)
@@ -163,6 +167,6 @@ def agent_detail(
         parent_diff=parent_diff,
         against=other,
         against_diff=other_diff,
-        export_command=export_command(runs_dir, run, agent.key),
+        export_command=export_command(runs_dir, run, agent.key, store),
         notes=notes,
     )

@@ -57,7 +57,7 @@ def add_routes(app: FastAPI) -> None:
     @app.get("/api/runs")
     def runs(request: Request) -> Response:
         found = []
-        for entry in list_runs(settings_of(request).runs_dir):
+        for entry in list_runs(settings_of(request).runs_dir, settings_of(request).store):
             if isinstance(entry, Unreadable):
                 found.append({"name": entry.run, "error": entry.message, "fix": entry.fix, "kind": entry.kind})
             else:
@@ -68,12 +68,12 @@ def add_routes(app: FastAPI) -> None:
 
     @app.get("/api/runs/{run}/points")
     def points(request: Request, run: str, max_points: int = Query(MAX_PLOT_POINTS, ge=1, le=POINTS_LIMIT)) -> Response:
-        with open_run(settings_of(request).runs_dir, run) as (archive, row):
+        with open_run(settings_of(request).runs_dir, run, settings_of(request).store) as (archive, row):
             return json_response(score_points(agent_columns(archive, row.key), max_points=max_points))
 
     @app.get("/api/runs/{run}/panels")
     def panels(request: Request, run: str) -> Response:
-        with open_run(settings_of(request).runs_dir, run) as (archive, row):
+        with open_run(settings_of(request).runs_dir, run, settings_of(request).store) as (archive, row):
             return json_response(run_panels(archive, row))
 
     @app.get("/api/runs/{run}/tree")
@@ -88,7 +88,7 @@ def add_routes(app: FastAPI) -> None:
         max_nodes: int = Query(DEFAULT_MAX_NODES, ge=1, le=TREE_NODE_LIMIT),
         max_children: int = Query(DEFAULT_MAX_CHILDREN, ge=1, le=TREE_NODE_LIMIT),
     ) -> Response:
-        with open_run(settings_of(request).runs_dir, run) as (archive, row):
+        with open_run(settings_of(request).runs_dir, run, settings_of(request).store) as (archive, row):
             columns = agent_columns(archive, row.key)
         try:
             view = tree_view(
@@ -101,14 +101,14 @@ def add_routes(app: FastAPI) -> None:
 
     @app.get("/api/runs/{run}/changes")
     def run_changes(request: Request, run: str, after_agent: int = 0, after_update: str = "") -> Response:
-        with open_run(settings_of(request).runs_dir, run) as (archive, row):
+        with open_run(settings_of(request).runs_dir, run, settings_of(request).store) as (archive, row):
             return json_response(changes(archive, row, after_agent=after_agent, after_update=after_update))
 
     @app.get("/api/runs/{run}/agents/{agent_id}")
     def agent(request: Request, run: str, agent_id: int) -> Response:
         settings = settings_of(request)
-        with open_run(settings.runs_dir, run) as (archive, row):
-            detail = agent_detail(archive, row, agent_id, runs_dir=settings.runs_dir)
+        with open_run(settings.runs_dir, run, settings.store) as (archive, row):
+            detail = agent_detail(archive, row, agent_id, runs_dir=settings.runs_dir, store=settings.store)
         return json_response(
             {
                 "agent": row_dict(detail.agent),

@@ -19,7 +19,7 @@ from fastapi.staticfiles import StaticFiles
 from archive.errors import AgentNotFound, ArchiveError, GenomeNotFound, RunNotFound
 from cambrian_errors import CambrianError
 from ui import _api, _pages
-from ui._data import Unreadable
+from ui._data import Unreadable, shown_store
 from ui._settings import STATIC_DIR, Settings, settings_of
 from ui._templates import environment
 
@@ -30,10 +30,11 @@ CONTENT_SECURITY_POLICY = (
 )
 
 
-def create_app(runs_dir: Path, *, run: str | None = None) -> FastAPI:
-    """The browser UI over the runs in `runs_dir` (read-only); `run`: the run "/" opens on."""
+def create_app(runs_dir: Path, *, run: str | None = None, store: str | None = None) -> FastAPI:
+    """The browser UI over the runs in `runs_dir`, or in `store` (a database URL), read-only; `run`: the run
+    "/" opens on."""
     app = FastAPI(title="Cambrian", docs_url=None, redoc_url=None, openapi_url=None)
-    app.state.settings = Settings(Path(runs_dir), run, environment())
+    app.state.settings = Settings(Path(runs_dir), run, environment(), store)
 
     @app.middleware("http")
     async def security_headers(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
@@ -95,6 +96,10 @@ def _error(request: Request, status: int, title: str, message: str, fix: str) ->
         return JSONResponse({"error": message, "fix": fix, "title": title}, status_code=status)
     settings = settings_of(request)
     html = settings.templates.get_template("error.html").render(
-        title=title, message=message, fix=fix, status=status, runs_dir=str(settings.runs_dir.resolve())
+        title=title,
+        message=message,
+        fix=fix,
+        status=status,
+        runs_dir=str(settings.runs_dir.resolve()) if settings.store is None else shown_store(settings.store),
     )
     return HTMLResponse(html, status_code=status)

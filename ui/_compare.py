@@ -94,13 +94,13 @@ class RunsComparison:
     analytics: dict[str, Any] | None = None  # ui._analytics.compare_runs's answer, when that module is there
 
 
-def runs_comparison(runs_dir: Path, names: list[str]) -> RunsComparison:
+def runs_comparison(runs_dir: Path, names: list[str], store: str | None = None) -> RunsComparison:
     """The runs named (in that order); a missing or unreadable run is reported, not raised."""
     analytics = importlib.import_module("ui._analytics") if analytics_available() else None
     summaries, curves, problems, compared = [], {}, [], []
     for name in names:
         try:
-            with open_run(runs_dir, name) as (archive, run):
+            with open_run(runs_dir, name, store) as (archive, run):
                 summaries.append(summarize_run(archive, run))
                 curves[name] = budget_curves(archive, run)
                 if analytics is not None:

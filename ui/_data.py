@@ -1,7 +1,9 @@
 """Finding and opening runs read-only, and the one-line summary of a run the runs page lists.
 
-A run lives at `<runs_dir>/<name>/archive.db`. Every open here is `Archive.at(path, readonly=True)`:
-no DDL, no write lock, nothing written; a search may be writing the same file. An archive that
+A run lives at `<runs_dir>/<name>/archive.db`, or, given a store (a database URL such as
+postgresql+psycopg://user@host/db), in that database beside other runs, under its name. Every open
+here is read-only (`Archive(..., readonly=True)`): no DDL, no write lock, nothing written; a search
+may be writing the same archive. An archive that
 cannot be read (missing, not an archive, outdated, too new, corrupt) comes back as an
 `Unreadable` the pages show with its fix, never as a traceback.
 """
@@ -17,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Table, func, select
+from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError
 
 from archive.errors import ArchiveError, ArchiveNotFound, ArchiveOutdated, ArchiveTooNew, NotAnArchive, RunNotFound
@@ -53,9 +56,31 @@ def run_path(runs_dir: Path, name: str) -> Path:
     return path
 
 
-def run_names(runs_dir: Path) -> list[str]:
-    """The names of the folders in runs_dir holding an archive.db, sorted."""
-    return sorted(path.parent.name for path in Path(runs_dir).glob(f"*/{ARCHIVE_FILE}") if path.is_file())
+def run_names(runs_dir: Path, store: str | None = None) -> list[str]:
+    """The names of the folders in runs_dir holding an archive.db, or of the runs in `store`, sorted."""
+    if store is None:
+        return sorted(path.parent.name for path in Path(runs_dir).glob(f"*/{ARCHIVE_FILE}") if path.is_file())
+    try:
+        with _open_store(store) as archive:
+            return sorted(run.name for run in archive.list_runs())
+    except (Unreadable, DBAPIError):
+        return []
+
+
+def shown_store(store: str) -> str:
+    """The store's URL as pages show it: never with its password."""
+    return make_url(store).render_as_string(hide_password=True)
+
+
+@contextmanager
+def _open_store(store: str) -> Iterator[Archive]:
+    """The store opened read-only; Unreadable (named after the store) when that fails."""
+    try:
+        archive = Archive(store, readonly=True)
+    except (ArchiveError, DBAPIError) as error:
+        raise unreadable(shown_store(store), error) from error
+    with archive:
+        yield archive
 
 
 def unreadable(name: str, error: BaseException) -> Unreadable:
@@ -81,12 +106,30 @@ def _first_line(error: BaseException) -> str:
 
 
 @contextmanager
-def open_run(runs_dir: Path, name: str) -> Iterator[tuple[Archive, Run]]:
-    """The run's archive opened read-only and its Run row, closed on exit.
+def open_run(runs_dir: Path, name: str, store: str | None = None) -> Iterator[tuple[Archive, Run]]:
+    """The run's archive opened read-only and its Run row, closed on exit: from runs_dir, or from `store`.
 
     RunNotFound when there is no such run; Unreadable for an archive that cannot be read,
     whether opening it or reading it later fails.
     """
+    if store is not None:
+        with _open_store(store) as archive:
+            try:
+                run = archive.get_run(name) if name.strip() else None
+            except RunNotFound:
+                run = None
+            except DBAPIError as error:
+                raise unreadable(name, error) from error
+            if run is None or run.name != name:
+                raise RunNotFound(
+                    f"no run named {name!r} in {shown_store(store)}",
+                    fix=f"the runs page lists the runs it holds; so does `cambrian runs --store {shown_store(store)}`",
+                )
+            try:
+                yield archive, run
+            except DBAPIError as error:
+                raise unreadable(name, error) from error
+        return
     path = run_path(runs_dir, name)
     try:
         archive = Archive.at(path, readonly=True)
@@ -111,9 +154,9 @@ def open_run(runs_dir: Path, name: str) -> Iterator[tuple[Archive, Run]]:
         raise unreadable(name, error) from error
 
 
-def check_run(runs_dir: Path, name: str) -> None:
+def check_run(runs_dir: Path, name: str, store: str | None = None) -> None:
     """Nothing when the run exists and its archive reads; RunNotFound or Unreadable (both with a fix) otherwise."""
-    with open_run(runs_dir, name):
+    with open_run(runs_dir, name, store):
         pass
 
 
@@ -215,8 +258,16 @@ def summarize_run(archive: Archive, run: Run) -> RunSummary:
     )
 
 
-def list_runs(runs_dir: Path) -> list[RunSummary | Unreadable]:
-    """Every run in runs_dir, by name: its summary, or why its archive cannot be read."""
+def list_runs(runs_dir: Path, store: str | None = None) -> list[RunSummary | Unreadable]:
+    """Every run in runs_dir (or in `store`), by name: its summary, or why its archive cannot be read."""
+    if store is not None:
+        try:
+            with _open_store(store) as archive:
+                return [summarize_run(archive, run) for run in sorted(archive.list_runs(), key=lambda r: r.name)]
+        except Unreadable as problem:
+            return [problem]
+        except DBAPIError as error:
+            return [unreadable(shown_store(store), error)]
     found: list[RunSummary | Unreadable] = []
     for name in run_names(runs_dir):
         try:

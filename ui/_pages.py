@@ -14,9 +14,9 @@ from archive.errors import AgentNotFound
 from ui._agent import agent_detail
 from ui._code import highlighted, pygments_css
 from ui._compare import agent_comparison, runs_comparison
-from ui._data import list_runs, open_run, run_names
+from ui._data import list_runs, open_run, run_names, shown_store
 from ui._run_page import FIRST_PAINT_POINTS, FIRST_PAINT_TREE_NODES, analytics_available, run_page
-from ui._settings import PLOTLY_JS, settings_of
+from ui._settings import PLOTLY_JS, Settings, settings_of
 
 
 def plotly_js() -> FileResponse:
@@ -29,9 +29,14 @@ def pygments_stylesheet() -> Response:
     return Response(pygments_css(), media_type="text/css")
 
 
+def _where(settings: Settings) -> str:
+    """Where the runs are, as pages show it: the runs folder, or the store's URL without its password."""
+    return str(settings.runs_dir) if settings.store is None else shown_store(settings.store)
+
+
 def _render(request: Request, template: str, **values: object) -> HTMLResponse:
     settings = settings_of(request)
-    html = settings.templates.get_template(template).render(runs_dir=str(settings.runs_dir), **values)
+    html = settings.templates.get_template(template).render(runs_dir=_where(settings), **values)
     return HTMLResponse(html)
 
 
@@ -43,11 +48,11 @@ def add_routes(app: FastAPI) -> None:
         settings = settings_of(request)
         if settings.run is not None and not all:
             return RedirectResponse(f"/runs/{settings.run}", status_code=307)
-        return _render(request, "runs.html", runs=list_runs(settings.runs_dir), live=True)
+        return _render(request, "runs.html", runs=list_runs(settings.runs_dir, settings.store), live=True)
 
     @app.get("/runs/{run}", response_class=HTMLResponse)
     def run_view(request: Request, run: str) -> Response:
-        with open_run(settings_of(request).runs_dir, run) as (archive, row):
+        with open_run(settings_of(request).runs_dir, run, settings_of(request).store) as (archive, row):
             page = run_page(
                 archive, row, max_points=FIRST_PAINT_POINTS, tree_nodes=FIRST_PAINT_TREE_NODES, panels=False
             )
@@ -56,14 +61,16 @@ def add_routes(app: FastAPI) -> None:
     @app.get("/runs/{run}/agents/{agent_id}", response_class=HTMLResponse)
     def agent_view(request: Request, run: str, agent_id: int, against: int | None = None) -> Response:
         settings = settings_of(request)
-        with open_run(settings.runs_dir, run) as (archive, row):
-            detail = agent_detail(archive, row, agent_id, runs_dir=settings.runs_dir, against=against)
+        with open_run(settings.runs_dir, run, settings.store) as (archive, row):
+            detail = agent_detail(
+                archive, row, agent_id, runs_dir=settings.runs_dir, against=against, store=settings.store
+            )
             highlighted_files = [(path, highlighted(path, text)) for path, text in sorted(detail.files.items())]
         return _render(request, "agent.html", run=run, d=detail, files=highlighted_files)
 
     @app.get("/runs/{run}/compare", response_class=HTMLResponse)
     def compare_agents(request: Request, run: str, a: int | None = None, b: int | None = None) -> Response:
-        with open_run(settings_of(request).runs_dir, run) as (archive, row):
+        with open_run(settings_of(request).runs_dir, run, settings_of(request).store) as (archive, row):
             if a is None or b is None:
                 best = archive.best(row.key, 2)
                 if len(best) < 2 and (a is None or b is None):
@@ -85,12 +92,12 @@ def add_routes(app: FastAPI) -> None:
         settings = settings_of(request)
         names = list(dict.fromkeys([*(name.strip() for name in runs.split(",")), *pick]))
         names = [name for name in names if name]
-        comparison = runs_comparison(settings.runs_dir, names) if names else None
+        comparison = runs_comparison(settings.runs_dir, names, settings.store) if names else None
         return _render(
             request,
             "compare_runs.html",
             names=names,
             c=comparison,
-            every=run_names(settings.runs_dir),
+            every=run_names(settings.runs_dir, settings.store),
             analytics=comparison.analytics if comparison else None,
         )

@@ -31,17 +31,17 @@ def inline_script(text: str) -> Markup:
     return Markup(_SCRIPT_END.sub(r"<\\/\1", text).replace("<!--", "<\\!--"))  # JS reads `<\/` as `</`
 
 
-def write_report(runs_dir: Path, run: str, to: Path, *, best: int = 3) -> Path:
+def write_report(runs_dir: Path, run: str, to: Path, *, best: int = 3, store: str | None = None) -> Path:
     """Write the report of `run` (with its `best` best agents' code and diffs) to `to`; returns the path.
 
     RunNotFound / Unreadable as the pages raise them.
     """
     env = environment()
-    with open_run(runs_dir, run) as (archive, row):
+    with open_run(runs_dir, run, store) as (archive, row):
         page = run_page(archive, row, tree_nodes=REPORT_TREE_NODES, tree_depth=REPORT_TREE_DEPTH)
         agents = []
         for agent in archive.best(row.key, best):
-            detail = agent_detail(archive, row, agent.key, runs_dir=runs_dir)
+            detail = agent_detail(archive, row, agent.key, runs_dir=runs_dir, store=store)
             agents.append((detail, [(path, highlighted(path, text)) for path, text in sorted(detail.files.items())]))
     css = (STATIC_DIR / "app.css").read_text() + "\n" + pygments_css()
     scripts = [PLOTLY_JS.read_text(encoding="utf-8")] + [

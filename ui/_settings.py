@@ -17,11 +17,13 @@ PLOTLY_JS = STATIC_DIR / "vendor" / "plotly-cartesian.min.js"
 
 @dataclass(frozen=True)
 class Settings:
-    """What every route needs: the runs folder, the run the app opens on (if any), the templates."""
+    """What every route needs: the runs folder (or the store: a database URL holding the runs), the run the
+    app opens on (if any), the templates."""
 
     runs_dir: Path
     run: str | None
     templates: jinja2.Environment
+    store: str | None = None
 
 
 def settings_of(request: Request) -> Settings:

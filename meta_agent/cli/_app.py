@@ -30,6 +30,12 @@ err_console = Console(stderr=True)
 RunsDir = typer.Option(
     Path(os.environ.get("CAMBRIAN_RUNS_DIR", "runs")), "--runs-dir", help="folder holding runs (env CAMBRIAN_RUNS_DIR)"
 )
+Store = typer.Option(
+    os.environ.get("CAMBRIAN_STORE") or None,
+    "--store",
+    help="database URL holding the runs' archive, shared by many runs, e.g. postgresql+psycopg://user@host/db "
+    "(env CAMBRIAN_STORE); default: each run's own RUNS_DIR/<run>/archive.db",
+)
 
 
 def one_of(value: str, choices: Sequence[str], option: str) -> Any:

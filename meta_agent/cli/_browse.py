@@ -13,10 +13,11 @@ from rich.tree import Tree
 from archive.errors import ArchiveOutdated, ArchiveTooNew
 from archive.models import Agent, AgentStatus
 from archive.store import Archive
-from meta_agent.cli._app import RunsDir, app, console
+from meta_agent.cli._app import RunsDir, Store, app, console
 from meta_agent.search import (
     arm_history,
     open_run,
+    shown_store,
 )
 
 # ----- browsing ----------------------------------------------------------------------------------
@@ -27,9 +28,17 @@ def fmt_score(score: float | None) -> str:
 
 
 @app.command("runs")
-def list_runs(runs_dir: Path = RunsDir) -> None:
-    """List the runs in the runs folder."""
+def list_runs(runs_dir: Path = RunsDir, store: str | None = Store) -> None:
+    """List the runs in the runs folder, or in a database (--store URL)."""
     table = Table("run", "benchmark", "status", "agents", "best", "created")
+    if store is not None:
+        with Archive(store, readonly=True) as archive:  # an older schema is refused with `cambrian db upgrade URL`
+            _add_runs(table, archive)
+            if not archive.list_runs():
+                console.print(f"no runs in {shown_store(store)} yet: start one with `cambrian run BENCH --store URL`")
+                return
+        console.print(table)
+        return
     paths = sorted(Path(runs_dir).glob("*/archive.db"))
     for path in paths:
         try:
@@ -42,27 +51,33 @@ def list_runs(runs_dir: Path = RunsDir) -> None:
             table.add_row(path.parent.name, "", "newer schema: upgrade Cambrian", "", "", "")
             continue
         with archive:
-            for r in archive.list_runs():
-                best = archive.best(r.key, n=1)
-                n_agents = len(archive.agents(r.key))
-                table.add_row(
-                    r.name,
-                    r.benchmark,
-                    r.status.value,
-                    str(n_agents),
-                    fmt_score(best[0].score if best else None),
-                    r.created_at.strftime("%Y-%m-%d %H:%M"),
-                )
+            _add_runs(table, archive)
     if not paths:
         console.print(f"no runs in {runs_dir} yet: start one with `cambrian run circle_packing`")
         return
     console.print(table)
 
 
+def _add_runs(table: Table, archive: Archive) -> None:
+    for r in archive.list_runs():
+        best = archive.best(r.key, n=1)
+        n_agents = len(archive.agents(r.key))
+        table.add_row(
+            r.name,
+            r.benchmark,
+            r.status.value,
+            str(n_agents),
+            fmt_score(best[0].score if best else None),
+            r.created_at.strftime("%Y-%m-%d %H:%M"),
+        )
+
+
 @app.command()
-def status(run_name: str = typer.Argument(..., metavar="RUN"), runs_dir: Path = RunsDir) -> None:
+def status(
+    run_name: str = typer.Argument(..., metavar="RUN"), runs_dir: Path = RunsDir, store: str | None = Store
+) -> None:
     """A run's state: agents by status, best and seed scores, FM tokens and cost."""
-    archive, r = open_run(runs_dir, run_name, readonly=True)
+    archive, r = open_run(runs_dir, run_name, readonly=True, store=store)
     with archive:
         agents = archive.agents(r.key)
         counts = {s.value: sum(1 for a in agents if a.status == s) for s in AgentStatus}
@@ -141,9 +156,10 @@ def tree(
     best_path: bool = typer.Option(False, "--best-path", help="only the chain from the seed to the best agent"),
     max_depth: int = typer.Option(50, help="deepest level shown"),
     runs_dir: Path = RunsDir,
+    store: str | None = Store,
 ) -> None:
     """The lineage tree: score, operator and status of every agent."""
-    archive, r = open_run(runs_dir, run_name, readonly=True)
+    archive, r = open_run(runs_dir, run_name, readonly=True, store=store)
     with archive:
         agents = archive.best_path(r.key) if best_path else archive.agents(r.key)
     shown = {a.key for a in agents}
@@ -171,9 +187,10 @@ def show(
     agent_id: int = typer.Argument(..., metavar="AGENT"),
     code: bool = typer.Option(True, "--code/--no-code", help="print the agent's files"),
     runs_dir: Path = RunsDir,
+    store: str | None = Store,
 ) -> None:
     """One agent: scores, lineage, feedback, per-task results and code."""
-    archive, r = open_run(runs_dir, run_name, readonly=True)
+    archive, r = open_run(runs_dir, run_name, readonly=True, store=store)
     with archive:
         agent = archive.get_agent(agent_id)
         if agent.run_id != r.id:
@@ -229,11 +246,12 @@ def diff(
     a: int = typer.Argument(..., metavar="A"),
     b: int = typer.Argument(..., metavar="B"),
     runs_dir: Path = RunsDir,
+    store: str | None = Store,
 ) -> None:
     """The unified diff between two agents' code."""
     from archive.export import unified_diff
 
-    archive, _ = open_run(runs_dir, run_name, readonly=True)
+    archive, _ = open_run(runs_dir, run_name, readonly=True, store=store)
     with archive:
         files = []
         for agent in (archive.get_agent(a), archive.get_agent(b)):
@@ -251,11 +269,12 @@ def export(
     best: int = typer.Option(1, "--best", help="export the N best agents"),
     agent: int | None = typer.Option(None, "--agent", help="export this agent instead"),
     runs_dir: Path = RunsDir,
+    store: str | None = Store,
 ) -> None:
     """Export agents as standalone folders: files, manifest.json and the diff chain from the seed."""
     from archive.export import export_agent
 
-    archive, r = open_run(runs_dir, run_name, readonly=True)
+    archive, r = open_run(runs_dir, run_name, readonly=True, store=store)
     with archive:
         ids = [agent] if agent is not None else [a.key for a in archive.best(r.key, n=best)]
         if not ids:

@@ -10,7 +10,8 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
 from archive.selection import STRATEGY_NAMES
-from meta_agent.cli._app import RunsDir, app, console, err_console
+from archive.store import Archive
+from meta_agent.cli._app import RunsDir, Store, app, console, err_console
 from meta_agent.config import load_config
 from meta_agent.search import (
     INTERRUPTED,
@@ -20,11 +21,13 @@ from meta_agent.search import (
     archive_path,
     open_run,
     resume_run,
+    shown_store,
     start_run,
+    store_in_use,
     summarize_run,
 )
 
-db_app = typer.Typer(help="A run's archive: upgrade one written by an older Cambrian.", no_args_is_help=True)
+db_app = typer.Typer(help="An archive: upgrade one written by an older Cambrian.", no_args_is_help=True)
 app.add_typer(db_app, name="db")
 
 
@@ -77,7 +80,7 @@ class CliReporter:
         return Reporter(info=self.info, warn=self.warn, event=self.event, progress=self.progress_bar)
 
 
-def _print_outcome(name: str, outcome: LoopOutcome, runs_dir: Path) -> None:
+def _print_outcome(name: str, outcome: LoopOutcome, runs_dir: Path, store: str | None = None) -> None:
     colour = {"finished": "green", "stopped": "yellow"}.get(outcome.status.value, "red")
     console.print(f"\n[bold {colour}]run {name} {outcome.status.value}[/]: {outcome.reason}")
     if outcome.fix:
@@ -87,10 +90,12 @@ def _print_outcome(name: str, outcome: LoopOutcome, runs_dir: Path) -> None:
         if outcome.seed_score is not None:
             gain = f" (seed {outcome.seed_score:.4f}, {outcome.best_score - outcome.seed_score:+.4f})"
         console.print(f"best score [bold]{outcome.best_score:.4f}[/bold] by agent {outcome.best_agent_id}{gain}")
-    archive, run_row = open_run(runs_dir, name, readonly=True)
+    archive, run_row = open_run(runs_dir, name, readonly=True, store=store)
     with archive:
         for line in summarize_run(archive, run_row.key).lines(name):
             console.print(line, markup=False, highlight=False)
+        used = store_in_use(archive, runs_dir, name)
+    in_store = None if used is None else shown_store(used)
     console.print(
         f"this session: {outcome.proposals} proposals, {outcome.evaluated} evaluated, {outcome.invalid} invalid; "
         f"FM cost ${outcome.cost_usd:.4f} in all"
@@ -101,7 +106,9 @@ def _print_outcome(name: str, outcome: LoopOutcome, runs_dir: Path) -> None:
             "elsewhere (not counted against any agent)"
         )
     flag = "" if runs_dir == Path("runs") else f" --runs-dir {runs_dir}"
-    console.print(f"stored in {runs_dir / name / 'archive.db'}")
+    if in_store is not None:
+        flag = f" --store {in_store}"
+    console.print(f"stored in {in_store or runs_dir / name / 'archive.db'}", soft_wrap=True)
     console.print("next:")
     console.print(f"  cambrian status {name}{flag}")
     console.print(f"  cambrian tree {name} --best-path{flag}")
@@ -142,6 +149,7 @@ def run(
     ray_address: str | None = typer.Option(None, help="with --executor ray: HEAD:PORT or auto (default: RAY_ADDRESS)"),
     set_: list[str] = typer.Option([], "--set", help="any config key, e.g. --set search.params.alpha0=1.5"),
     runs_dir: Path = RunsDir,
+    store: str | None = Store,
 ) -> None:
     """Start a search on BENCHMARK and run it to its budget."""
     cfg = load_config(
@@ -151,6 +159,7 @@ def run(
             "benchmark": benchmark,
             "name": name,
             "runs_dir": runs_dir,
+            "store": store,
             "fm.model": model,
             "fm.api_base": api_base,
             "fm.api_key_env": api_key_env,
@@ -171,7 +180,7 @@ def run(
         f"strategy {cfg.search.strategy}, {cfg.budget.iterations} iterations"
     )
     name_, outcome = start_run(cfg, CliReporter().reporter())
-    _print_outcome(name_, outcome, runs_dir)
+    _print_outcome(name_, outcome, runs_dir, cfg.store)
     _exit_for(outcome)
 
 
@@ -183,11 +192,12 @@ def resume(
     wall_seconds: float | None = typer.Option(None, help="stop after this many seconds"),
     sandbox: str | None = typer.Option(None, help="switch the sandbox backend: auto | docker | local"),
     runs_dir: Path = RunsDir,
+    store: str | None = Store,
 ) -> None:
     """Continue a run: re-queue unfinished agents and make the missing proposals."""
     budget = {"iterations": iterations, "usd": budget_usd, "wall_seconds": wall_seconds}
-    outcome = resume_run(runs_dir, run_name, budget, CliReporter().reporter(), sandbox=sandbox)
-    _print_outcome(run_name, outcome, runs_dir)
+    outcome = resume_run(runs_dir, run_name, budget, CliReporter().reporter(), sandbox=sandbox, store=store)
+    _print_outcome(run_name, outcome, runs_dir, store)
     _exit_for(outcome)
 
 
@@ -195,12 +205,24 @@ def resume(
 
 
 @db_app.command("upgrade")
-def db_upgrade(run_name: str = typer.Argument(..., metavar="RUN"), runs_dir: Path = RunsDir) -> None:
-    """Upgrade a run's archive to this Cambrian's schema in one transaction, keeping every row."""
-    archive, _ = open_run(runs_dir, run_name)  # a writable open upgrades (archive/schema.py)
+def db_upgrade(
+    target: str = typer.Argument(..., metavar="RUN|URL", help="a run's name, or a database URL (all its runs)"),
+    runs_dir: Path = RunsDir,
+    store: str | None = Store,
+) -> None:
+    """Upgrade an archive (a run's, or a whole database's) to this Cambrian's schema in one transaction,
+    keeping every row (Alembic migrations)."""
+    if "://" in target:  # a whole database: every run it holds
+        archive, path = Archive(target), shown_store(target)
+    else:
+        archive, _ = open_run(runs_dir, target, store=store)  # a writable open upgrades (archive/schema.py)
+        used = store_in_use(archive, runs_dir, target)
+        path = str(archive_path(runs_dir, target)) if used is None else shown_store(used)
     with archive:
         report = archive.schema
-    path = archive_path(runs_dir, run_name)
+    if report.found is None:
+        console.print(f"{path} was empty: created an archive at schema version {report.version}")
+        return
     if not report.changes:
         console.print(f"{path}: schema version {report.version}, already current")
         return

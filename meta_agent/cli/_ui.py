@@ -14,7 +14,7 @@ from urllib.parse import quote
 
 import typer
 
-from meta_agent.cli._app import RunsDir, app, console, err_console
+from meta_agent.cli._app import RunsDir, Store, app, console, err_console
 from meta_agent.errors import CambrianError
 
 
@@ -53,24 +53,27 @@ def serve_ui(
     runs_dir: Path = RunsDir,
     host: str = typer.Option("127.0.0.1", "--host", help="address to listen on (loopback only by default)"),
     port: int = typer.Option(8765, "--port", help="TCP port to listen on"),
+    store: str | None = Store,
 ) -> None:
     """Browse runs in the browser: lineage tree, scores, code, diffs, prompts; live while a search runs."""
     import uvicorn
 
+    from meta_agent.search import shown_store
     from ui import check_run, create_app, is_loopback
 
+    where = str(Path(runs_dir).resolve()) if store is None else shown_store(store)
     if run_name is not None:
-        check_run(runs_dir, run_name)  # a missing or unreadable run fails here, with its fix
+        check_run(runs_dir, run_name, store)  # a missing or unreadable run fails here, with its fix
     if not is_loopback(host):
         err_console.print(
-            f"[bold yellow]warning:[/bold yellow] listening on {host}: every archive in {runs_dir} (agent code, "
+            f"[bold yellow]warning:[/bold yellow] listening on {host}: every archive in {where} (agent code, "
             "prompts, replies, scores) becomes readable by anyone who can reach this address on the network"
         )
     sock = _listen(host, port)
     path = "/" if run_name is None else f"/runs/{quote(run_name, safe='')}"
     url = _url(host, port, path)
-    console.print(f"Cambrian UI for {Path(runs_dir).resolve()} at [bold]{url}[/bold]  (Ctrl-C stops)", soft_wrap=True)
-    config = uvicorn.Config(create_app(Path(runs_dir), run=run_name), log_level="warning", lifespan="off")
+    console.print(f"Cambrian UI for {where} at [bold]{url}[/bold]  (Ctrl-C stops)", soft_wrap=True)
+    config = uvicorn.Config(create_app(Path(runs_dir), run=run_name, store=store), log_level="warning", lifespan="off")
     server = uvicorn.Server(config)
     try:
         server.run(sockets=[sock])
@@ -85,10 +88,11 @@ def report(
     to: Path = typer.Option(..., "--to", help="the HTML file to write"),
     best: int = typer.Option(3, "--best", min=0, help="include the code and diffs of the N best agents"),
     runs_dir: Path = RunsDir,
+    store: str | None = Store,
 ) -> None:
     """Write one self-contained HTML file of a run (plots, tree, best agents' code and diffs) that opens offline."""
     from ui import write_report
 
-    path = write_report(runs_dir, run_name, to, best=best)
+    path = write_report(runs_dir, run_name, to, best=best, store=store)
     size_mb = path.stat().st_size / 1e6
     console.print(f"wrote {path} ({size_mb:.1f} MB): open it in a browser, no server or network needed")

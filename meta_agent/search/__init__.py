@@ -40,7 +40,9 @@ from meta_agent.search._session import (
     resume_run,
     sandbox_with_socket_dir,
     say_what_is_editable,
+    shown_store,
     start_run,
+    store_in_use,
 )
 from meta_agent.search._summary import categorize, summarize_run
 
@@ -50,5 +52,6 @@ __all__ = [
     "SearchLoop", "TaskRow", "agent_fm_budget", "archive_path", "arm_history", "build_benchmark", "categorize",
     "choose_sandbox", "evaluate_in_sandbox", "evaluation_row", "fm_endpoint", "improvement_reward",
     "make_llm_client", "open_run", "resolve_fm_concurrency", "resume_run", "run_limits", "run_self_modify",
-    "sandbox_with_socket_dir", "say_what_is_editable", "selector_from_config", "start_run", "summarize_run",
+    "sandbox_with_socket_dir", "say_what_is_editable", "selector_from_config", "shown_store", "start_run",
+    "store_in_use", "summarize_run",
 ]  # fmt: skip

@@ -18,7 +18,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from archive.errors import ArchiveOutdated
+from sqlalchemy.engine import make_url
+
+from archive.errors import ArchiveOutdated, RunExists, RunNotFound
 from archive.models import Run, RunStatus
 from archive.store import Archive
 from evaluators.base import Benchmark, FeedbackPolicy
@@ -56,8 +58,30 @@ def archive_path(runs_dir: Path, name: str) -> Path:
     return Path(runs_dir) / name / ARCHIVE_FILE
 
 
-def open_run(runs_dir: Path, name: str, *, readonly: bool = False) -> tuple[Archive, Run]:
-    """The archive and Run row of an existing run, by name.
+def store_in_use(archive: Archive, runs_dir: Path, name: str) -> str | None:
+    """The URL of the store `archive` is (shared by runs), None when it is the run's own RUNS_DIR/<name>/archive.db."""
+    own = f"sqlite:///{archive_path(runs_dir, name).expanduser().resolve()}"
+    return None if archive.url == own else archive.url
+
+
+def shown_store(store: str) -> str:
+    """A store URL as messages and suggested commands show it: never with its password."""
+    return make_url(store).render_as_string(hide_password=True)
+
+
+def store_of_run(runs_dir: Path, name: str) -> str | None:
+    """The store a run started here keeps its archive in, as RUNS_DIR/<name>/config.json records it (a
+    password masked as ***); None for a run in its own SQLite file."""
+    try:
+        store = json.loads((Path(runs_dir) / name / "config.json").read_text()).get("store")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return store if isinstance(store, str) else None
+
+
+def open_run(runs_dir: Path, name: str, *, readonly: bool = False, store: str | None = None) -> tuple[Archive, Run]:
+    """The archive and Run row of an existing run, by name: in `store` (a database URL shared by many
+    runs) if given, else RUNS_DIR/<name>/archive.db (or the store that run's config.json names).
 
     readonly: for commands that only read: no DDL, no write lock, so a search writing the
     archive meanwhile is never disturbed; an archive from an older Cambrian is refused
@@ -65,6 +89,16 @@ def open_run(runs_dir: Path, name: str, *, readonly: bool = False) -> tuple[Arch
     open upgrades it.
     """
     path = archive_path(runs_dir, name)
+    recorded = None if store or path.exists() else store_of_run(runs_dir, name)
+    if recorded is not None and "***" in recorded:
+        raise ConfigError(
+            f"run {name!r} keeps its archive in {recorded}, whose password is not stored",
+            fix=f"pass the URL with its password: --store {recorded.replace('***', 'PASSWORD')} (or set "
+            "CAMBRIAN_STORE; PGPASSWORD or ~/.pgpass keep it out of the URL)",
+        )
+    store = store or recorded
+    if store is not None:
+        return _open_in_store(store, name, readonly=readonly)
     if not path.exists():
         known = sorted(p.parent.name for p in Path(runs_dir).glob(f"*/{ARCHIVE_FILE}"))
         hint = f"known runs in {runs_dir}: {', '.join(known)}" if known else f"no runs in {runs_dir} yet"
@@ -82,6 +116,26 @@ def open_run(runs_dir: Path, name: str, *, readonly: bool = False) -> tuple[Arch
         raise
     try:
         return archive, archive.get_run(name)
+    except BaseException:
+        archive.close()
+        raise
+
+
+def _open_in_store(store: str, name: str, *, readonly: bool) -> tuple[Archive, Run]:
+    shown = shown_store(store)
+    try:
+        archive = Archive(store, readonly=readonly)
+    except ArchiveOutdated as outdated:
+        outdated.fix = (
+            f"upgrade it in place with `cambrian db upgrade {shown}` (every row is kept), then run this again"
+        )
+        raise
+    try:
+        return archive, archive.get_run(name)
+    except RunNotFound as missing:
+        missing.fix = f"`cambrian runs --store {shown}` lists the runs it holds"
+        archive.close()
+        raise
     except BaseException:
         archive.close()
         raise
@@ -188,16 +242,26 @@ def start_run(config: RunConfig, reporter: Reporter) -> tuple[str, LoopOutcome]:
             f"a run named {config.name!r} already exists in {config.runs_dir}",
             fix=f"continue it with `cambrian resume {config.name}`, or choose another --name",
         )
-    path.parent.mkdir(parents=True, exist_ok=True)
-    (path.parent / "config.json").write_text(config.to_json())
-    with Archive.at(path) as archive:
-        run = archive.create_run(
-            name=config.name,
-            benchmark=config.benchmark,
-            seed=config.seed,
-            config_json=config.to_json(),
-            cambrian_version=__version__,
-        )
+    # The frozen config never holds the store's password: keep it in the URL given, PGPASSWORD or ~/.pgpass.
+    frozen = config if config.store is None else config.model_copy(update={"store": shown_store(config.store)})
+    archive = Archive.at(path) if config.store is None else Archive(config.store)
+    with archive:
+        path.parent.mkdir(parents=True, exist_ok=True)  # the run's folder: its config, model server logs
+        (path.parent / "config.json").write_text(frozen.to_json())
+        try:
+            run = archive.create_run(
+                name=config.name,
+                benchmark=config.benchmark,
+                seed=config.seed,
+                config_json=frozen.to_json(),
+                cambrian_version=__version__,
+            )
+        except RunExists as exists:
+            if frozen.store is not None:
+                exists.fix = (
+                    f"continue it with `cambrian resume {config.name} --store {frozen.store}`, or choose another --name"
+                )
+            raise
         return config.name, _search(archive, run, config, benchmark, reporter)
 
 
@@ -234,12 +298,15 @@ def resume_run(
     reporter: Reporter,
     *,
     sandbox: str | None = None,
+    store: str | None = None,
 ) -> LoopOutcome:
     """Continue a stopped, failed or finished run, optionally with a larger budget or another sandbox backend.
 
     Changed settings are validated like a new config and stored in the run, so the record stays true.
+    store: the database URL holding the run (default: RUNS_DIR/<name>/archive.db, or the store its
+    config.json names).
     """
-    archive, run = open_run(runs_dir, name)
+    archive, run = open_run(runs_dir, name, store=store)
     with archive:
         stored = json.loads(run.config_json)
         for key, value in budget.items():
@@ -250,7 +317,8 @@ def resume_run(
         config = RunConfig.from_json(json.dumps(stored))
         if config.to_json() != run.config_json:
             archive.update_run_config(run.key, config.to_json())
-        config = config.model_copy(update={"runs_dir": Path(runs_dir)})
+        # The loop's config names the store as given, password included (the stored one never does).
+        config = config.model_copy(update={"runs_dir": Path(runs_dir), "store": store_in_use(archive, runs_dir, name)})
         benchmark = build_benchmark(config)
         return _search(archive, run, config, benchmark, reporter)
 

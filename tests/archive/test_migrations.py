@@ -254,8 +254,8 @@ def test_db_upgrade_takes_a_database_url(postgres_url: str, tmp_path: Path) -> N
 
     again = _cambrian("db", "upgrade", postgres_url)
     assert again.returncode == 0 and "already current" in again.stdout, again.stdout + again.stderr
-    status = _cambrian("status", "old", "--store", postgres_url)
-    assert status.returncode == 0 and "circle_packing" in status.stdout, status.stdout + status.stderr
+    tree = _cambrian("tree", "old", "--store", postgres_url)
+    assert tree.returncode == 0 and "#1" in tree.stdout and "#2" in tree.stdout, tree.stdout + tree.stderr
 
     wrong = _cambrian("db", "upgrade", "postgresql+psycopg://someone:hunter2@127.0.0.1:1/nowhere")
     assert wrong.returncode == 2 and "Traceback" not in wrong.stderr, wrong.stderr
