@@ -18,6 +18,11 @@ Why calling again cannot lose or double a write:
   a disconnect is resolved by asking the server, once it answers again, `txid_status(xid)`: committed
   means the method's work is done and its result (computed inside the transaction) is returned as is;
   aborted means nothing happened and the method runs again. (`Archive._transaction` and `_write`.)
+  After a crash (not a clean restart) an id the server never wrote to its WAL is "in the future": that
+  transaction left nothing behind either. Measured by tests/archive/test_archive_faults.py, which
+  restarts and crash-restarts the server under a writer. One window remains, said plainly: a crashed
+  server may hand an id it never logged to a new transaction, and if another process commits that one
+  before this check runs (it runs as soon as the server answers), a lost write would read as committed.
 - Guarded statements keep a second run honest anyway: agent status changes are UPDATEs whose WHERE
   names the allowed source statuses, and genomes, cached responses and requests are INSERT ... ON
   CONFLICT DO NOTHING under content-hash keys, so a repeat of those is a no-op.

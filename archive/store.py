@@ -215,6 +215,8 @@ class Archive(LedgerMixin, QueriesMixin):
                 with self._engine.connect() as connection:
                     status = connection.execute(_TXID_STATUS, {"xid": xid}).scalar()
             except DBAPIError as error:
+                if "in the future" in str(error.orig):
+                    return False  # a crashed server never logged the id: the transaction left nothing behind
                 if not is_disconnect(error) or time.monotonic() > deadline:
                     raise
                 status = "in progress"  # the server is not back yet
