@@ -38,6 +38,7 @@ class LocalRayCluster:
 
     def __init__(self, log_dir: Path, *, cpus: int = 2) -> None:
         self.log_dir = Path(log_dir)
+        self.log_dir.mkdir(parents=True, exist_ok=True)
         self.cpus = cpus
         self.nodes: dict[str, RayNode] = {}
         self.address = ""
