@@ -18,6 +18,8 @@ from archive.models import AgentStatus, Evaluation, LLMCall
 from archive.schema import SCHEMA_VERSION, UNVERSIONED
 from archive.store import Archive
 from tests.archive.test_archive_schema import make_version_1_archive
+from tests.archive.test_migrations import make_old_archive
+from tests.postgres import PostgresServer
 
 SPAWN = mp.get_context("spawn")
 
@@ -146,7 +148,7 @@ def read_while_written(path: str, seconds: float, period_s: float) -> dict[str, 
 
 
 def open_and_add_a_run(path: str, name: str) -> dict[str, Any]:
-    with Archive.at(Path(path)) as archive:
+    with Archive(path) if "://" in path else Archive.at(Path(path)) as archive:
         run = archive.create_run(name=name, benchmark="b", seed=0, config_json="{}")
         archive.add_agent(int(run.id), files={"main.py": f"name = {name!r}\n"}, entry="main.py")
         return {"found": archive.schema.found, "changes": archive.schema.changes}
@@ -205,3 +207,29 @@ def test_processes_upgrading_the_same_old_archive_at_once_all_succeed(tmp_path: 
         with Archive.at(path, readonly=True) as archive:
             assert sorted(run.name for run in archive.list_runs()) == ["old", "run0", "run1"]
             assert len(archive.agents(int(archive.get_run("old").id))) == 2
+
+
+def test_processes_creating_the_same_new_postgresql_archive_at_once_all_succeed(
+    postgres_server: PostgresServer,
+) -> None:
+    urls = [postgres_server.create_database() for _ in range(3)]
+    rounds = together(*[(open_and_add_a_run, [(url, f"run{n}") for url in urls]) for n in range(3)])
+    for url, results in zip(urls, rounds):
+        assert sum(bool(result["changes"]) for result in results) == 1, results
+        assert sorted(result["found"] or 0 for result in results) == [0, SCHEMA_VERSION, SCHEMA_VERSION]
+        with Archive(url, readonly=True) as archive:
+            assert sorted(run.name for run in archive.list_runs()) == ["run0", "run1", "run2"]
+
+
+def test_processes_upgrading_the_same_old_postgresql_archive_at_once_all_succeed(
+    postgres_server: PostgresServer,
+) -> None:
+    urls = [postgres_server.create_database() for _ in range(2)]
+    for url in urls:
+        make_old_archive(url, UNVERSIONED, alembic=False)
+    rounds = together(*[(open_and_add_a_run, [(url, f"run{n}") for url in urls]) for n in range(2)])
+    for url, results in zip(urls, rounds):
+        upgraded = [result for result in results if result["changes"]]
+        assert len(upgraded) == 1 and upgraded[0]["found"] == UNVERSIONED, results
+        with Archive(url, readonly=True) as archive:
+            assert sorted(run.name for run in archive.list_runs()) == ["old", "run0", "run1"]

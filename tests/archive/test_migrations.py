@@ -260,3 +260,17 @@ def test_db_upgrade_takes_a_database_url(postgres_url: str, tmp_path: Path) -> N
     wrong = _cambrian("db", "upgrade", "postgresql+psycopg://someone:hunter2@127.0.0.1:1/nowhere")
     assert wrong.returncode == 2 and "Traceback" not in wrong.stderr, wrong.stderr
     assert "cannot connect" in wrong.stderr and "fix:" in wrong.stderr and "hunter2" not in wrong.stderr
+
+
+def test_without_server_binaries_the_postgresql_tests_skip_or_fail_as_ci_demands(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import tests.postgres
+
+    monkeypatch.setattr(tests.postgres, "postgres_bindir", lambda: None)
+    monkeypatch.delenv("CAMBRIAN_REQUIRE_POSTGRES", raising=False)
+    with pytest.raises(pytest.skip.Exception, match="apt-get install postgresql"):
+        tests.postgres.skip_without_postgres()
+    monkeypatch.setenv("CAMBRIAN_REQUIRE_POSTGRES", "1")
+    with pytest.raises(pytest.fail.Exception, match="CAMBRIAN_REQUIRE_POSTGRES=1"):
+        tests.postgres.skip_without_postgres()
