@@ -35,7 +35,9 @@ def fenced(code: str) -> str:
     return f"Here is the program.\n```python\n{code}```\n"
 
 
-def make_loop(tmp_path: Path, scripted: ScriptedFM, *, benchmark=None, **config) -> tuple[SearchLoop, Archive]:
+def make_loop(
+    tmp_path: Path, scripted: ScriptedFM, *, benchmark=None, store: str | None = None, **config
+) -> tuple[SearchLoop, Archive]:
     cfg = RunConfig.model_validate(
         {
             "name": "t",
@@ -48,7 +50,7 @@ def make_loop(tmp_path: Path, scripted: ScriptedFM, *, benchmark=None, **config)
             **config,
         }
     )
-    archive = Archive.at(tmp_path / "archive.db")
+    archive = Archive.at(tmp_path / "archive.db") if store is None else Archive(store)
     run = archive.create_run(name="t", benchmark="circle_packing", seed=0, config_json=cfg.to_json())
     loop = SearchLoop.from_config(
         archive=archive,
@@ -163,9 +165,9 @@ def test_failing_seed_stops_the_run_with_cause_fake_fm(tmp_path: Path) -> None:
     assert archive.get_run("t").status == RunStatus.failed
 
 
-def test_stop_request_leaves_a_resumable_run_fake_fm(tmp_path: Path) -> None:
+def test_stop_request_leaves_a_resumable_run_fake_fm(tmp_path: Path, store_url: str) -> None:
     fm = ScriptedFM([fenced(VALID.replace("0.999", f"0.99{i}")) for i in range(9)])
-    loop, archive = make_loop(tmp_path, fm, budget={"iterations": 6})
+    loop, archive = make_loop(tmp_path, fm, budget={"iterations": 6}, store=store_url)  # SQLite and PostgreSQL
 
     def stop_after_two(event) -> None:
         if event.kind == "proposed" and event.iteration == 2:
