@@ -21,19 +21,24 @@ def _run(connection: Connection) -> None:
         context.run_migrations()
 
 
-config = context.config
-if context.is_offline_mode():
-    context.configure(url=config.get_main_option("sqlalchemy.url"), target_metadata=SQLModel.metadata)
-    with context.begin_transaction():
-        context.run_migrations()
-elif config.attributes.get("connection") is not None:
-    _run(config.attributes["connection"])
-else:
-    url = config.get_main_option("sqlalchemy.url")
-    if not url:
-        raise SystemExit("set sqlalchemy.url (archive.migrations.alembic_config(url=...)) or pass a connection")
-    engine = create_engine(url)
-    with engine.connect() as connection:
-        _run(connection)
-        connection.commit()
-    engine.dispose()
+def _main() -> None:
+    config = context.config
+    if context.is_offline_mode():
+        context.configure(url=config.get_main_option("sqlalchemy.url"), target_metadata=SQLModel.metadata)
+        with context.begin_transaction():
+            context.run_migrations()
+    elif config.attributes.get("connection") is not None:
+        _run(config.attributes["connection"])
+    else:
+        url = config.get_main_option("sqlalchemy.url")
+        if not url:
+            raise SystemExit("set sqlalchemy.url (archive.migrations.alembic_config(url=...)) or pass a connection")
+        engine = create_engine(url)
+        with engine.connect() as connection:
+            _run(connection)
+            connection.commit()
+        engine.dispose()
+
+
+if hasattr(context, "config"):  # run by Alembic; a plain import (tools that import every module) does nothing
+    _main()
