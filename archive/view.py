@@ -37,9 +37,12 @@ class ArchiveView:
     Open-ended columns: own task counts `successes`/`failures` and `improved` (beat its
     parent), the same pooled over each agent's clade (its subtree in the view, itself
     included), `descriptors` (n x D), `embeddings` (n x E) and `knn_distances` (n x knn_k).
-    Storage doubles when full, so `add` is amortised O(1) plus O(depth) for the clade sums
-    and O(n * E) for the neighbour distances. The array properties return views of the
-    filled part: read them, do not keep them across `add` (a growth reallocates).
+    Storage doubles when full, so `add` is amortised O(1) plus O(depth) for the clade sums.
+    The neighbour distances are kept up to date lazily: rows added since the last read of
+    `novelty` or `knn_distances` are merged in then (O(n * E) each, or one batched k-NN table
+    when most rows are new), so strategies that never read them never pay for them. The
+    array properties return views of the filled part: read them, do not keep them across
+    `add` (a growth reallocates).
     """
 
     def __init__(
@@ -80,6 +83,7 @@ class ArchiveView:
         self._descriptors = np.empty((capacity, len(names)), dtype=np.float64)
         self._embeddings = np.empty((capacity, self._embedding_dim), dtype=np.float32)
         self._knn = np.empty((capacity, self._knn_k), dtype=np.float64)
+        self._knn_ready = 0  # rows whose neighbour distances are up to date (the first ones)
         self._size = 0
         self._row_of: dict[int, int] = {}
         # Rows best-first for the first `_n_ranked` rows, merged in lazily by `ranking()`
@@ -162,7 +166,7 @@ class ArchiveView:
         view._own[:n] = own
         view._clade[:n] = _clade_sums(parent_rows, own)
         view._embeddings[:n] = embedding_matrix
-        view._knn[:n] = knn_table(embedding_matrix, view._knn_k)
+        view._knn_ready = 0  # the whole table is built on first read (`_update_neighbours`)
         return view
 
     def add(
@@ -202,7 +206,6 @@ class ArchiveView:
         self._clade[self._ancestors_and_self(row)] += own
         self._descriptors[row] = descriptor_row
         self._embeddings[row] = embedding_row
-        self._add_neighbours(row)
         return row
 
     def _ancestors_and_self(self, row: int) -> list[int]:
@@ -212,6 +215,19 @@ class ArchiveView:
             chain.append(parent)
             parent = int(self._parent_rows[parent])
         return chain
+
+    def _update_neighbours(self) -> None:
+        """Bring the neighbour distances of every row up to date: merge in each row added since
+        the last update, in order (as if each had been merged when added), or build the whole
+        table in one batch when more rows are new than up to date."""
+        if self._knn_ready == self._size:
+            return
+        if self._size - self._knn_ready > self._knn_ready:
+            self._knn[: self._size] = knn_table(self._embeddings[: self._size], self._knn_k)
+        else:
+            for row in range(self._knn_ready, self._size):
+                self._add_neighbours(row)
+        self._knn_ready = self._size
 
     def _add_neighbours(self, row: int) -> None:
         """Set the new row's k nearest distances and insert it into rows it is now nearer to."""
@@ -310,6 +326,7 @@ class ArchiveView:
         m = min(int(k), self._size - 1)
         if m <= 0:
             return np.zeros(self._size)
+        self._update_neighbours()
         return self._knn[: self._size, :m].mean(axis=1)
 
     def index_of(self, agent_id: int) -> int:
@@ -422,6 +439,7 @@ class ArchiveView:
     def knn_distances(self) -> np.ndarray:
         """n x knn_k float64: each row's ascending Euclidean distances to its nearest other rows
         (+inf where fewer than knn_k others exist)."""
+        self._update_neighbours()
         return self._knn[: self._size]
 
     def __repr__(self) -> str:

@@ -202,6 +202,23 @@ def test_knn_incremental_from_arrays_and_brute_force_agree(duplicates: int) -> N
         assert np.all(built.novelty(6)[:duplicates] == 0.0)  # exactly 0, not float noise
 
 
+def test_knn_read_between_adds_merges_the_new_rows_and_agrees_with_brute_force() -> None:
+    # The neighbour table is brought up to date when read: in one batch when most rows are new, else
+    # row by row. Reading after every few adds exercises both paths.
+    rng = np.random.default_rng(3)
+    points = rng.normal(size=(90, 4)).astype(np.float32)
+    points[10:20] = points[9]  # ties
+    view = ArchiveView.from_arrays(np.arange(30), np.zeros(30), embeddings=points[:30], knn_k=5)
+    added = 30
+    for step in (1, 2, 7, 1, 20, 3, 26):
+        for i in range(added, added + step):
+            view.add(i, 0.0, None, embedding=points[i])
+        added += step
+        expected = brute_force_knn(points[:added].astype(np.float64), 5)
+        np.testing.assert_allclose(view.knn_distances, expected, rtol=1e-9, atol=1e-12)
+        np.testing.assert_allclose(view.novelty(3), expected[:, :3].mean(axis=1), rtol=1e-9, atol=1e-12)
+
+
 def test_no_embeddings_means_everyone_coincides() -> None:
     view = ArchiveView.from_arrays(np.arange(3), np.zeros(3), knn_k=4)
     assert view.knn_distances.tolist() == [[0.0, 0.0, math.inf, math.inf]] * 3
