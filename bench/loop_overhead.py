@@ -153,7 +153,13 @@ def bench_select_insert(store: Store, size: int, repeats: int, files: dict[str, 
 
 
 def bench_loop(
-    store: Store, size: int, candidates: int, files: dict[str, str], entry: str, seed_result: RunResult
+    store: Store,
+    size: int,
+    candidates: int,
+    files: dict[str, str],
+    entry: str,
+    seed_result: RunResult,
+    edit_processes: int = 0,
 ) -> tuple[float, float, float]:
     """Steady-state SearchLoop milliseconds per candidate (proposal + evaluation), start-up excluded:
     (wall, CPU, driver CPU). CPU time (all threads of this process) is what Cambrian itself spends; wall
@@ -167,7 +173,12 @@ def bench_loop(
                 "name": "bench",
                 "runs_dir": tmp,
                 "budget": {"iterations": size - 1 + candidates},  # populate used iterations 1..size-1
-                "search": {"strategy": "dgm", "params": {"alpha0": 1.5}, "operators": {"rewrite": 1.0}},
+                "search": {
+                    "strategy": "dgm",
+                    "params": {"alpha0": 1.5},
+                    "operators": {"rewrite": 1.0},
+                    "edit_processes": edit_processes,
+                },
                 "fm": {"concurrency": 4},
                 "evaluation": {"concurrency": 4},
             }
@@ -232,6 +243,12 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[1_000, 10_000, 100_000])
     parser.add_argument("--candidates", type=int, default=200)
     parser.add_argument("--store", choices=("sqlite", "postgresql"), default="sqlite")
+    parser.add_argument(
+        "--edit-processes",
+        type=int,
+        default=0,
+        help="search.edit_processes: replies parsed, applied and checked in this many worker processes",
+    )
     args = parser.parse_args()
     store = Store(args.store)
     try:
@@ -250,7 +267,7 @@ def run(store: Store, args: argparse.Namespace) -> None:
     sandbox.close()
     assert seed_result.ok, seed_result.stderr
 
-    print(f"store: {store.kind}")
+    print(f"store: {store.kind}; edit processes: {args.edit_processes}")
     print(
         f"{'agents':>8} | {'view build':>10} | {'select':>9} | {'insert+eval':>11} | {'select+insert':>13} | "
         f"{'loop wall/cand.':>15} | {'loop CPU/cand.':>14} | {'driver CPU/cand.':>16}"
@@ -258,7 +275,9 @@ def run(store: Store, args: argparse.Namespace) -> None:
     print("-" * 120)
     for size in args.sizes:
         r = bench_select_insert(store, size, args.candidates, files, entry)
-        wall_ms, cpu_ms, driver_ms = bench_loop(store, size, args.candidates, files, entry, seed_result)
+        wall_ms, cpu_ms, driver_ms = bench_loop(
+            store, size, args.candidates, files, entry, seed_result, edit_processes=args.edit_processes
+        )
         print(
             f"{size:>8} | {r['view_build_s'] * 1e3:>8.0f}ms | {r['select_ms']:>7.3f}ms | {r['insert_ms']:>9.3f}ms"
             f" | {r['select_ms'] + r['insert_ms']:>11.3f}ms | {wall_ms:>13.3f}ms | {cpu_ms:>12.3f}ms"

@@ -129,8 +129,20 @@ class SearchConfig(_Section):
         description="children queued or under evaluation before proposing pauses "
         "(default: evaluation.concurrency + fm.concurrency; 1 makes a search strictly sequential and reproducible)",
     )
+    edit_processes: int | Literal["auto"] = Field(
+        default="auto",
+        description="processes that parse, apply and statically check FM replies away from the loop's thread "
+        "(0: in it; auto: cores - 2, at most 4, so none on a 2-core machine); the children are the same either way",
+    )
     novelty: NoveltyConfig = Field(default_factory=NoveltyConfig)
     bandit: BanditConfig = Field(default_factory=BanditConfig)
+
+    @field_validator("edit_processes")
+    @classmethod
+    def _processes_not_negative(cls, processes: int | str) -> int | str:
+        if isinstance(processes, int) and processes < 0:
+            raise ValueError("use a number of processes >= 0 (0: in the loop's thread), or auto")
+        return processes
 
     @field_validator("operators")
     @classmethod

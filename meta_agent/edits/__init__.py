@@ -1,9 +1,9 @@
 """Turning an FM's reply into a checked child: SEARCH/REPLACE blocks, fenced code, EVOLVE-BLOCK rules,
 and the static check every child passes before it may spend sandbox time.
 
-Pure functions, no I/O. Every refusal is an `EditError` whose message is PUBLIC: it is stored on the
-invalid agent and shown to the next prompt, so it names the block, the file and the line, and says what
-to do differently.
+Pure functions, no I/O (`EditPool` runs the same functions in worker processes). Every refusal is an
+`EditError` whose message is PUBLIC: it is stored on the invalid agent and shown to the next prompt,
+so it names the block, the file and the line, and says what to do differently.
 
 - `parse_search_replace`, `apply_blocks`, `FORMAT_HINT`: SEARCH/REPLACE blocks (aider / OpenEvolve
   style, 5-9 marker characters), matched exactly, then by indentation and trailing space;
@@ -12,6 +12,7 @@ to do differently.
   the only part of a file an edit may change when the file has them;
 - `check_child`, `CheckedChild`, `behaviour_key`, `KNOWN_IMPORTS`: compiles, no undefined names
   (a dropped well-known import is added back), the entry function still callable, not a neutral copy;
+- `EditPool`, `edit_processes`: making and checking children in worker processes (`search.edit_processes`);
 - `EditError`, `EditBlock`.
 
 The block format:
@@ -26,11 +27,12 @@ The block format:
 from meta_agent.edits._base import EditBlock, EditError
 from meta_agent.edits._evolve_blocks import check_outside_unchanged, evolve_regions, splice_into_region
 from meta_agent.edits._extract import extract_code, trim_prose
+from meta_agent.edits._pool import EditPool, edit_processes
 from meta_agent.edits._search_replace import FORMAT_HINT, apply_blocks, parse_search_replace
 from meta_agent.edits._static_check import KNOWN_IMPORTS, CheckedChild, behaviour_key, check_child
 
 __all__ = [
-    "FORMAT_HINT", "KNOWN_IMPORTS", "CheckedChild", "EditBlock", "EditError", "apply_blocks", "behaviour_key",
-    "check_child", "check_outside_unchanged", "evolve_regions", "extract_code", "parse_search_replace",
-    "splice_into_region", "trim_prose",
+    "FORMAT_HINT", "KNOWN_IMPORTS", "CheckedChild", "EditBlock", "EditError", "EditPool", "apply_blocks",
+    "behaviour_key", "check_child", "check_outside_unchanged", "edit_processes", "evolve_regions", "extract_code",
+    "parse_search_replace", "splice_into_region", "trim_prose",
 ]  # fmt: skip

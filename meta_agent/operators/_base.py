@@ -33,7 +33,7 @@ applied, a repair round in the same conversation when the reply cannot be used.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import ClassVar, Protocol
 
@@ -106,6 +106,13 @@ class OperatorEnv(Protocol):
     def check(self, child: Genome, parent: Genome, *, note: str = "") -> Proposal:
         """The proposal of `child` after the static check and its repairs (see `edits.check_child`);
         EditError with a line-precise reason when it fails."""
+        ...
+
+    async def derive(self, make: Callable[[], Genome], parent: Genome, *, note: str = "") -> Proposal:
+        """`check(make(), parent, note=note)`, possibly in another process (`search.edit_processes`): for
+        the per-reply work of parsing and applying (`make`, e.g. `functools.partial(self.child, ctx,
+        reply)`) and the static check, which a busy loop should not spend on its own thread. `make` must
+        be a pure function of what it holds; one that does not pickle runs here."""
         ...
 
     async def run_parent(self, parent: Genome, prompt: str) -> object:

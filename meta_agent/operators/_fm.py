@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import functools
 import re
 from abc import abstractmethod
 from dataclasses import dataclass, field
@@ -101,7 +102,7 @@ class FMOperator(Operator):
                 messages, purpose="repair" if round_ else "mutate", grammar=grammar, max_tokens=self.max_reply_tokens
             )
             try:
-                proposal = env.check(self.child(ctx, reply), ctx.parent.genome)
+                proposal = await env.derive(functools.partial(self.child, ctx, reply), ctx.parent.genome)
             except EditError as exc:
                 errors.append(str(exc))
                 if round_ == env.repair_rounds:
@@ -141,7 +142,7 @@ class FMOperator(Operator):
             messages, purpose="repair", grammar=self.grammar(ctx), max_tokens=self.max_reply_tokens
         )
         try:
-            proposal = env.check(self.child(ctx, reply), ctx.parent.genome)
+            proposal = await env.derive(functools.partial(self.child, ctx, reply), ctx.parent.genome)
         except EditError as exc:
             raise EditError(f"{exc} (the repair after a failed run)", fix=exc.fix) from exc
         return dataclasses.replace(

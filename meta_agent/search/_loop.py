@@ -196,6 +196,7 @@ class SearchLoop:
             for running in (*evaluators, watchdog, drained, stopped):
                 running.cancel()
             await asyncio.gather(*evaluators, watchdog, drained, stopped, return_exceptions=True)
+            self.proposer.close()
             await self.executor.finish()
         return self._finish()
 

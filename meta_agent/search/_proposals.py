@@ -21,7 +21,7 @@ import numpy as np
 from evaluators.base import Benchmark, Genome
 from evaluators.runner import Limits
 from meta_agent.config import RunConfig
-from meta_agent.edits import EditError, check_child
+from meta_agent.edits import EditError, EditPool, check_child, edit_processes
 from meta_agent.llm import Completion, FMBadRequest, FMGateway, LLMClient, derive_seed
 from meta_agent.operators import FMOperator, Operator, PromptContext, Proposal, supports_self_modify
 from meta_agent.search._evaluation import AgentFMBudget, run_self_modify
@@ -62,10 +62,13 @@ class Proposer:
         gateway: Callable[[], FMGateway | None],
         repair_rounds: int = 1,
         ideas: bool = True,
+        edit_processes: int = 0,
     ) -> None:
         """repair_rounds: times a reply that fails to parse, apply or pass the static check goes back to the
         FM with the error, in the same conversation (FM operators only; >= 0). ideas: give each FM proposal
-        one direction drawn from the benchmark's `ideas` (seeded by run seed, iteration and attempt)."""
+        one direction drawn from the benchmark's `ideas` (seeded by run seed, iteration and attempt).
+        edit_processes: worker processes that parse, apply and check FM replies (`EditPool`; 0: this thread);
+        started at the first reply, stopped by `close()`."""
         self.benchmark = benchmark
         self.operators = operators
         self.llms = llms
@@ -78,6 +81,11 @@ class Proposer:
         #: The function the harness calls in the entry file; the static check keeps it callable.
         self.entry_function: str | None = getattr(benchmark, "entry_function", None)
         self.ideas: tuple[str, ...] = tuple(getattr(benchmark, "ideas", ()) or ()) if ideas else ()
+        self.edits = EditPool(edit_processes, entry_function=self.entry_function)
+
+    def close(self) -> None:
+        """Stop the edit processes, if any ran (a later proposal starts them again)."""
+        self.edits.close()
 
     @classmethod
     def from_config(
@@ -102,6 +110,7 @@ class Proposer:
             gateway=gateway,
             repair_rounds=config.fm.repair_rounds,
             ideas=config.search.ideas,
+            edit_processes=edit_processes(config.search.edit_processes),
         )
 
     def idea(self, iteration: int, attempt: int) -> str | None:
@@ -206,6 +215,10 @@ class _Env:
 
     def check(self, child: Genome, parent: Genome, *, note: str = "") -> Proposal:
         checked = check_child(child, parent, entry_function=self._proposer.entry_function)
+        return Proposal(checked.genome, note=note, repair_note=checked.repair_note)
+
+    async def derive(self, make: Callable[[], Genome], parent: Genome, *, note: str = "") -> Proposal:
+        checked = await self._proposer.edits.derive(make, parent)
         return Proposal(checked.genome, note=note, repair_note=checked.repair_note)
 
     async def run_parent(self, parent: Genome, prompt: str) -> object:
