@@ -10,8 +10,8 @@ from rich.syntax import Syntax
 from rich.table import Table
 from rich.tree import Tree
 
-from archive.errors import ArchiveOutdated, ArchiveTooNew
-from archive.models import Agent, AgentStatus
+from archive.errors import AgentNotFound, ArchiveOutdated, ArchiveTooNew
+from archive.models import Agent, AgentStatus, Run
 from archive.store import Archive
 from meta_agent.cli._app import RunsDir, Store, app, console
 from meta_agent.search import (
@@ -137,6 +137,20 @@ def _print_arms(agents: list[Agent], config: dict) -> None:
     console.print(table)
 
 
+def agent_of_run(archive: Archive, run: Run, agent_id: int, *, store: str | None) -> Agent:
+    """Agent `agent_id` of `run`; AgentNotFound, naming its own run, for another run's agent (agent ids run
+    across every run of a store)."""
+    agent = archive.get_agent(agent_id)
+    if agent.run_id != run.id:
+        in_store = f" --store {shown_store(store)}" if store is not None else ""
+        owner = archive.get_run(int(agent.run_id)).name
+        raise AgentNotFound(
+            f"agent {agent_id} is not in run {run.name}: it belongs to run {owner} in the same archive",
+            fix=f"pick an agent of {run.name}: `cambrian tree {run.name}{in_store}` lists them",
+        )
+    return agent
+
+
 def fmt_scores(search: float | None, holdout: float | None) -> str:
     """Both scores side by side: 'search 0.4000 | holdout 0.3500'."""
     return f"search {fmt_score(search)} | holdout {fmt_score(holdout)}"
@@ -192,9 +206,7 @@ def show(
     """One agent: scores, lineage, feedback, per-task results and code."""
     archive, r = open_run(runs_dir, run_name, readonly=True, store=store)
     with archive:
-        agent = archive.get_agent(agent_id)
-        if agent.run_id != r.id:
-            raise typer.BadParameter(f"agent {agent_id} is not in run {run_name}")
+        agent = agent_of_run(archive, r, agent_id, store=store)
         lineage = [a.id for a in reversed(archive.ancestors(agent_id))] + [agent.id]
         console.print(_label(agent))
         console.print(
@@ -251,10 +263,10 @@ def diff(
     """The unified diff between two agents' code."""
     from archive.export import unified_diff
 
-    archive, _ = open_run(runs_dir, run_name, readonly=True, store=store)
+    archive, r = open_run(runs_dir, run_name, readonly=True, store=store)
     with archive:
         files = []
-        for agent in (archive.get_agent(a), archive.get_agent(b)):
+        for agent in (agent_of_run(archive, r, a, store=store), agent_of_run(archive, r, b, store=store)):
             if not agent.genome_hash:
                 raise typer.BadParameter(f"agent {agent.id} has no code ({agent.invalid_reason})")
             files.append(archive.get_genome(agent.genome_hash)[0])
@@ -276,7 +288,8 @@ def export(
 
     archive, r = open_run(runs_dir, run_name, readonly=True, store=store)
     with archive:
-        ids = [agent] if agent is not None else [a.key for a in archive.best(r.key, n=best)]
+        ids = [agent_of_run(archive, r, agent, store=store).key] if agent is not None else []
+        ids = ids or [a.key for a in archive.best(r.key, n=best)]
         if not ids:
             console.print(f"run {run_name} has no evaluated agent to export yet")
             raise typer.Exit(1)

@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from meta_agent.cli._app import RunsDir, app, console
+from meta_agent.cli._app import RunsDir, Store, app, console
 from meta_agent.cli._browse import fmt_score, fmt_scores
 from meta_agent.cli._run import CliReporter
 from meta_agent.config import load_config
@@ -31,18 +31,19 @@ def eval_(
         False, "--allow-modified", help="evaluate a folder whose files differ from its manifest's genome_hash"
     ),
     runs_dir: Path = RunsDir,
+    store: str | None = Store,
 ) -> None:
     """Evaluate an agent on a split; a holdout score is stored apart and never reaches selection or prompts.
 
     A folder from `export` (yours or someone else's) decides only its benchmark, options, seed and whether its
     agent calls an FM; the FM, its endpoint and key, the sandbox and the limits are yours (defaults, --config,
-    the flags)."""
+    the flags). RUN:AGENT of a run kept in a shared database needs --store URL (a folder ignores it)."""
     from meta_agent.cli._holdout import evaluate_target
 
     user_config = load_config(config, overrides={"fm.api_base": api_base, "fm.api_key_env": api_key_env})
     outcome = evaluate_target(
         target, split=split, runs_dir=runs_dir, reporter=CliReporter().reporter(), sandbox=sandbox,
-        model=model, agent_fm=agent_fm, allow_modified=allow_modified, user_config=user_config,
+        model=model, agent_fm=agent_fm, allow_modified=allow_modified, user_config=user_config, store=store,
     )  # fmt: skip
     result = outcome.result
     table = Table("task", "score", "passed", "seconds", "feedback")

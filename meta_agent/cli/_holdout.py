@@ -42,6 +42,7 @@ from meta_agent.search import (
     make_llm_client,
     open_run,
     sandbox_with_socket_dir,
+    shown_store,
 )
 
 HOLDOUT_FILE = "holdout.json"
@@ -99,6 +100,7 @@ def evaluate_target(
     agent_fm: bool | None = None,
     allow_modified: bool = False,
     user_config: RunConfig | None = None,
+    store: str | None = None,
 ) -> EvalOutcome:
     """Evaluate TARGET (`RUN:AGENT` or a folder made by `cambrian export`) on `split` and store it apart.
 
@@ -107,6 +109,8 @@ def evaluate_target(
     `evaluation.agent_fm`, or the folder's). A folder decides only its benchmark, options, seed and whether its
     agent calls an FM: the FM, endpoint, key, sandbox and limits come from `user_config` (default: the
     defaults) and the flags. allow_modified: evaluate a folder whose files differ from its manifest's hash.
+    store: the database URL holding RUN (default: RUNS_DIR/<run>/archive.db, or the store its config.json
+    names); a folder never reads it.
     Raises EvalTargetError (bad target, a benchmark without `split` tasks) and the usual user errors.
     """
     if split not in SPLITS:
@@ -125,7 +129,7 @@ def evaluate_target(
         )
     return _evaluate_run_agent(
         runs_dir, match["run"], int(match["agent"]), split=split, reporter=reporter,
-        overrides=_overrides(sandbox, model, agent_fm),
+        overrides=_overrides(sandbox, model, agent_fm), store=store,
     )  # fmt: skip
 
 
@@ -148,20 +152,22 @@ def _with_overrides(config: dict[str, Any], overrides: dict[str, Any], *, source
 
 
 def _evaluate_run_agent(
-    runs_dir: Path, run_name: str, agent_id: int, *, split: str, reporter: Reporter, overrides: dict[str, Any]
-) -> EvalOutcome:
-    archive, run = open_run(runs_dir, run_name)
+    runs_dir: Path, run_name: str, agent_id: int, *, split: str, reporter: Reporter, overrides: dict[str, Any],
+    store: str | None = None,
+) -> EvalOutcome:  # fmt: skip
+    archive, run = open_run(runs_dir, run_name, store=store)
+    in_store = f" --store {shown_store(store)}" if store is not None else ""
     with archive:
         agent = archive.get_agent(agent_id)
         if agent.run_id != run.id:
             raise EvalTargetError(
                 f"agent {agent_id} is not in run {run_name}",
-                fix=f"see the run's agents with `cambrian tree {run_name}`",
+                fix=f"see the run's agents with `cambrian tree {run_name}{in_store}`",
             )
         if agent.genome_hash is None:
             raise EvalTargetError(
                 f"agent {agent_id} has no code (status {agent.status.value}: {agent.invalid_reason})",
-                fix=f"evaluate an agent with code, e.g. the best: `cambrian status {run_name}` names it",
+                fix=f"evaluate an agent with code, e.g. the best: `cambrian status {run_name}{in_store}` names it",
             )
         files, entry = archive.get_genome(agent.genome_hash)
         config = _with_overrides(json.loads(run.config_json), overrides, source=f"the config of run {run_name}")
@@ -181,7 +187,7 @@ def _evaluate_run_agent(
             rows = [evaluation_row(task) for task in result.task_results]
             archive.set_holdout_score(agent_id, float(result.score), evaluations=rows)
             holdout_score = float(result.score)
-            stored_at = f"archive {archive.url}"
+            stored_at = f"archive {shown_store(archive.url)}"  # never its password
     return EvalOutcome(
         target=subject.label, benchmark=benchmark.name, split=split, score=float(result.score),
         search_score=agent.score, holdout_score=holdout_score, result=result, stored_at=stored_at, fm_calls=fm_calls,

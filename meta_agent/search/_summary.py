@@ -6,9 +6,13 @@ are grouped into a few categories (`categorize`) so a histogram says what to fix
 
 from __future__ import annotations
 
+import json
 import re
 from collections import Counter
 from dataclasses import dataclass, field
+
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
 
 from archive.models import Agent, AgentStatus
 from archive.store import Archive
@@ -71,6 +75,7 @@ class RunSummary:
     valid: int  # children evaluated with a score
     improved: int  # children that scored above their parent
     reasons: dict[str, int] = field(default_factory=dict)  # why the other children did not count, most common first
+    store: str | None = None  # the shared store holding the run (password hidden); None: its own archive.db
 
     @property
     def gain(self) -> float | None:
@@ -97,7 +102,8 @@ class RunSummary:
             )
             out.append(f"the edit{'s' if len(self.path) > 1 else ''} that made it: {steps}")
             if self.seed_id is not None:
-                out.append(f"see the change: cambrian diff {run_name} {self.seed_id} {self.best_id}")
+                in_store = f" --store {self.store}" if self.store is not None else ""
+                out.append(f"see the change: cambrian diff {run_name} {self.seed_id} {self.best_id}{in_store}")
         elif self.seed_score is not None:
             out.append(f"no child beat the seed's {self.seed_score:.4f}")
         out.append(
@@ -129,6 +135,7 @@ def _score(value: float | None) -> str:
 def summarize_run(archive: Archive, run_id: int) -> RunSummary:
     """The facts of a run so far (any status), read from its archive."""
     agents = archive.agents(run_id)
+    store = _store_of(archive.get_run(run_id).config_json)
     by_id: dict[int, Agent] = {a.key: a for a in agents}
     seeds = [a for a in agents if a.operator == "seed"]
     seed = seeds[0] if seeds else None
@@ -161,4 +168,14 @@ def summarize_run(archive: Archive, run_id: int) -> RunSummary:
         valid=len(valid),
         improved=improved,
         reasons=dict(reasons.most_common()),
+        store=store,
     )
+
+
+def _store_of(config_json: str) -> str | None:
+    """The store the run's frozen config names, its password hidden; None for a run in its own archive.db."""
+    try:
+        store = json.loads(config_json).get("store")
+        return make_url(store).render_as_string(hide_password=True) if isinstance(store, str) else None
+    except (ValueError, AttributeError, ArgumentError):  # no config, or a URL SQLAlchemy cannot parse: no hint to give
+        return None

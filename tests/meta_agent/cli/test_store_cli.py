@@ -1,4 +1,4 @@
-"""Several runs in one store (`--store URL`): run, runs, status, tree, show, diff, export, resume and the UI,
+"""Several runs in one store (`--store URL`): run, runs, status, tree, show, diff, eval, export, resume and the UI,
 through the real CLI, on a shared SQLite file and on a real PostgreSQL database.
 
 The searches use ast_mutate on the deceptive benchmark in the local sandbox: no FM is called (the model
@@ -72,6 +72,19 @@ def test_two_runs_share_one_store_and_every_command_finds_them(store_url: str, t
     assert "lineage" in shown and "ast_mutate" in shown
     diff = cambrian("diff", "second", str(ids["second"][0]), str(ids["second"][1]), "--store", store, runs=runs)
     assert diff.stdout.strip()
+    # Agent ids run across the store's runs: another run's agent is refused by name, with the fix.
+    other = ids["first"][0]
+    refused = cambrian("diff", "second", str(other), str(ids["second"][0]), "--store", store, runs=runs, check=False)
+    assert refused.returncode == 2 and f"agent {other} is not in run second: it belongs to run first" in refused.stderr
+    assert f"cambrian tree second --store {make_url(store).render_as_string(hide_password=True)}" in refused.stderr
+    for command in (
+        ("show", "second", str(other)),
+        ("export", "second", "--agent", str(other), "--to", str(tmp_path / "x")),
+    ):
+        refused = cambrian(*command, "--store", store, runs=runs, check=False)
+        assert refused.returncode == 2 and f"agent {other} is not in run second" in refused.stderr, refused.stderr
+    evaluated = cambrian("eval", f"second:{ids['second'][0]}", "--split", "search", "--store", store, runs=runs)
+    assert f"second:{ids['second'][0]}" in evaluated.stdout and "printed only" in evaluated.stdout
     cambrian("export", "first", "--best", "1", "--to", str(tmp_path / "out"), "--store", store, runs=runs)
     assert list((tmp_path / "out").glob("agent-*/manifest.json"))
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from archive.models import AgentStatus
@@ -45,6 +46,21 @@ def test_the_summary_names_the_gain_and_the_edits_on_the_best_path(tmp_path: Pat
     assert "best agent #6 scores 2.5000: +0.5000 (+25.0%) over the seed's 2.0000" in text
     assert f"#{first} diff (m) 2.0000 -> 2.2000; #{best} rewrite (m) 2.2000 -> 2.5000" in text
     assert f"cambrian diff r {seed} {best}" in text and "fix:" not in text
+
+
+def test_the_hint_to_see_the_change_names_the_store_of_a_run_kept_in_one(tmp_path: Path) -> None:
+    store = f"sqlite:///{tmp_path / 'shared.db'}"
+    config = json.dumps({"store": "postgresql+psycopg://ann:s3cret@db.example/runs"})
+    with Archive(store) as archive:
+        in_store = int(archive.create_run(name="in-store", benchmark="b", seed=0, config_json=config).id)
+        own = int(archive.create_run(name="own", benchmark="b", seed=0, config_json=json.dumps({"store": None})).id)
+        for run_id in (in_store, own):
+            seed = _evaluated(archive, run_id, 1.0)
+            _evaluated(archive, run_id, 2.0, parent_id=seed, iteration=1, operator="diff")
+        hinted = [line for line in summarize_run(archive, in_store).lines("in-store") if "cambrian diff" in line]
+        plain = [line for line in summarize_run(archive, own).lines("own") if "cambrian diff" in line]
+    assert hinted == ["see the change: cambrian diff in-store 1 2 --store postgresql+psycopg://ann:***@db.example/runs"]
+    assert plain == ["see the change: cambrian diff own 3 4"]
 
 
 def test_a_run_that_improved_nothing_says_why_and_what_to_do(tmp_path: Path) -> None:
