@@ -3,13 +3,16 @@
 The benchmark's tasks each sleep a fixed time in the sandbox (`SleepBenchmark`, 200 ms by default), so
 the figure measures the executor (dispatch, sandbox session, relay, scoring, Ray round trips), not the
 CPU: on 2 cores, 8 slots of sleeping tasks are not capped by the cores. For 1 and 2 Ray nodes (real
-`ray start` processes on this machine, each with its own local sandbox pool) and 1, 2, 4, 8 slots in all
-(evaluation.concurrency = slots / nodes per node), it evaluates agents whose tasks all go out at once,
-after an untimed warm-up round, and reports tasks/s, the ideal and the fraction of it.
+`ray start` processes on this machine, each with its own sandbox pool: `--sandbox local`, or `docker`
+with the engine and the sandbox image) and 1, 2, 4, 8 slots in all (evaluation.concurrency = slots /
+nodes per node), it evaluates agents whose tasks all go out at once, after an untimed warm-up round, and
+reports tasks/s, the ideal and the fraction of it, and the sandbox sessions the nodes opened per task
+(a node keeps one per agent and slot: for Docker, a container each).
 Target: >= 90% of ideal at 8 slots.
 
-Usage: .venv/bin/python bench/scale_out.py [--task-seconds 0.2] [--rounds 6] [--out bench/results/scale_out.json]
-Never asserts on time; stops every Ray process it started.
+Usage: .venv/bin/python bench/scale_out.py [--task-seconds 0.2] [--rounds 6] [--sandbox local|docker]
+       [--out bench/results/scale_out-0.2s-local.json]
+Never asserts on time; stops every Ray process it started and checks that no container of it is left.
 """
 
 from __future__ import annotations
@@ -34,33 +37,57 @@ from meta_agent.config import RunConfig
 from meta_agent.search import AgentFMBudget
 from meta_agent.search._ray_executor import RayExecutor
 from meta_agent.testing import SleepBenchmark
+from sandbox.base import Sandbox
 from sandbox.local import LocalSandbox
 from tests.ray_cluster import LocalRayCluster
 
 SLOTS = (1, 2, 4, 8)
 AGENTS = 2  # evaluated at once, each with half the tasks
+RUN_LABEL = "scale-out"  # the containers' cambrian.run label
 
 
-def sandbox_task_seconds(task_s: float, runs: int = 5) -> float:
-    """Median wall clock of one task run straight in a local sandbox session, here (no Ray): what a slot
-    cannot beat whatever the executor does (the local sandbox starts three interpreters per run)."""
+def make_sandbox(kind: str) -> Sandbox:
+    if kind == "local":
+        return LocalSandbox()
+    from sandbox.docker import DockerSandbox
+
+    return DockerSandbox(image=RunConfig().evaluation.image, pool_size=1, run_label=RUN_LABEL)
+
+
+def sandbox_task_seconds(kind: str, task_s: float, *, fresh_session: bool, runs: int = 5) -> float:
+    """Median wall clock of one task run straight in the sandbox, here (no Ray): in a fresh session per run
+    (what the nodes did before they kept sessions; for Docker a container each, from a pool of one) or
+    all in one kept session. What a slot cannot beat whatever the executor does (the local sandbox starts
+    three interpreters per run)."""
     benchmark = SleepBenchmark(tasks=1, seconds=task_s)
     job = TaskJob(benchmark.tasks("search")[0], 0)
-    sandbox = LocalSandbox()
+    sandbox = make_sandbox(kind)
     times = []
-    for _ in range(runs + 1):
-        started = time.perf_counter()
-        with sandbox.session() as session:
-            run_task(benchmark, benchmark.seed(), session, job, limits=Limits(), env={}, checker=sandbox)
-        times.append(time.perf_counter() - started)
+    try:
+        kept = sandbox.session()
+        for _ in range(runs + 1):
+            started = time.perf_counter()
+            if fresh_session:
+                with sandbox.session() as session:
+                    run_task(benchmark, benchmark.seed(), session, job, limits=Limits(), env={}, checker=sandbox)
+            else:
+                run_task(benchmark, benchmark.seed(), kept, job, limits=Limits(), env={}, checker=sandbox)
+            times.append(time.perf_counter() - started)
+        kept.close()
+    finally:
+        sandbox.close()
     return statistics.median(times[1:])
 
 
-def measure(address: str, *, nodes: int, slots: int, task_s: float, rounds: int) -> dict[str, float]:
+def sessions_opened(executor: RayExecutor) -> int:
+    return sum(opened for opened, _kept in ray.get([node.actor.sessions.remote() for node in executor.nodes]))
+
+
+def measure(address: str, *, sandbox: str, nodes: int, slots: int, task_s: float, rounds: int) -> dict[str, float]:
     """Tasks/s of `rounds` x `slots` tasks spread over `nodes` nodes with `slots // nodes` slots each."""
     config = RunConfig.model_validate(
-        {"name": "scale-out", "evaluation": {"executor": "ray", "ray_address": address, "sandbox": "local",
-                                             "concurrency": slots // nodes}}
+        {"name": RUN_LABEL, "evaluation": {"executor": "ray", "ray_address": address, "sandbox": sandbox,
+                                           "concurrency": slots // nodes}}
     )  # fmt: skip
     executor = RayExecutor.connect(config, warn=lambda message: None)
     try:
@@ -90,14 +117,16 @@ def measure(address: str, *, nodes: int, slots: int, task_s: float, rounds: int)
             assert all(r.valid and r.score == 1.0 for r in results), [r.invalid_reason for r in results]
             return elapsed, cpu
 
-        async def run() -> tuple[float, float]:
+        async def run() -> tuple[float, float, int]:
             try:
                 await evaluate_all(warmup, 1)  # worker processes, the benchmark's first fetch on each node
-                return await evaluate_all(benchmark, AGENTS)
+                opened = sessions_opened(executor)
+                elapsed, cpu = await evaluate_all(benchmark, AGENTS)
+                return elapsed, cpu, sessions_opened(executor) - opened
             finally:
                 await executor.finish()
 
-        elapsed, driver_cpu = asyncio.run(run())
+        elapsed, driver_cpu, sessions = asyncio.run(run())
     finally:
         executor.close()
     tasks = per_agent * AGENTS
@@ -106,20 +135,39 @@ def measure(address: str, *, nodes: int, slots: int, task_s: float, rounds: int)
     return {"nodes": nodes, "slots": slots, "tasks": tasks, "seconds": round(elapsed, 3),
             "tasks_per_s": round(throughput, 2), "ideal_per_s": round(ideal, 2),
             "fraction_of_ideal": round(throughput / ideal, 3),
-            "driver_cpu_ms_per_task": round(1000 * driver_cpu / tasks, 2)}  # fmt: skip
+            "driver_cpu_ms_per_task": round(1000 * driver_cpu / tasks, 2),
+            "sessions": sessions}  # fmt: skip
+
+
+def containers_left() -> list[str]:
+    """Containers of this bench still present (there must be none once its executors are closed)."""
+    from sandbox.image import connect_engine
+
+    client = connect_engine()
+    try:
+        return [
+            c.short_id
+            for c in client.containers.list(all=True, sparse=True, filters={"label": f"cambrian.run={RUN_LABEL}"})
+        ]
+    finally:
+        client.close()
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--task-seconds", type=float, default=0.2, help="each task's sleep, seconds")
     parser.add_argument("--rounds", type=int, default=6, help="timed tasks per slot")
-    parser.add_argument("--out", type=Path, default=Path("bench/results/scale_out.json"))
+    parser.add_argument("--sandbox", choices=("local", "docker"), default="local",
+                        help="the nodes' sandbox (docker: the engine and the sandbox image)")  # fmt: skip
+    parser.add_argument("--out", type=Path, default=None, help="default: bench/results/scale_out-Ns-SANDBOX.json")
     args = parser.parse_args()
+    out: Path = args.out or Path(f"bench/results/scale_out-{args.task_seconds:g}s-{args.sandbox}.json")
     rows: list[dict[str, float]] = []
-    sandbox_s = sandbox_task_seconds(args.task_seconds)
+    fresh_s = sandbox_task_seconds(args.sandbox, args.task_seconds, fresh_session=True)
+    kept_s = sandbox_task_seconds(args.sandbox, args.task_seconds, fresh_session=False)
     print(
-        f"one task straight in the local sandbox: {sandbox_s * 1000:.0f} ms "
-        f"(its sleep: {args.task_seconds * 1000:.0f} ms)"
+        f"one task straight in the {args.sandbox} sandbox: {fresh_s * 1000:.0f} ms in a fresh session, "
+        f"{kept_s * 1000:.0f} ms in a kept one (its sleep: {args.task_seconds * 1000:.0f} ms)"
     )
     with tempfile.TemporaryDirectory(prefix="cambrian-scale-out-") as logs:
         for nodes in (1, 2):
@@ -130,34 +178,45 @@ def main() -> None:
                 for slots in SLOTS:
                     if slots % nodes:
                         continue  # 1 slot cannot be spread over 2 nodes
-                    row = measure(cluster.address, nodes=nodes, slots=slots, task_s=args.task_seconds,
-                                  rounds=args.rounds)  # fmt: skip
-                    row["sandbox_bound_per_s"] = round(slots / sandbox_s, 2)
+                    row = measure(cluster.address, sandbox=args.sandbox, nodes=nodes, slots=slots,
+                                  task_s=args.task_seconds, rounds=args.rounds)  # fmt: skip
+                    row["fresh_session_bound_per_s"] = round(slots / fresh_s, 2)
+                    row["kept_session_bound_per_s"] = round(slots / kept_s, 2)
                     rows.append(row)
                     print(f"{nodes} node(s) {slots} slots: {row['tasks_per_s']:.2f} tasks/s of "
-                          f"{row['ideal_per_s']:.2f} ideal ({row['fraction_of_ideal']:.0%})", flush=True)  # fmt: skip
+                          f"{row['ideal_per_s']:.2f} ideal ({row['fraction_of_ideal']:.0%}), "
+                          f"{row['sessions']} sessions for {row['tasks']} tasks", flush=True)  # fmt: skip
                 if ray.is_initialized():
                     ray.shutdown()
+    left = containers_left() if args.sandbox == "docker" else []
     print()
+    print(f"{args.sandbox} sandbox, {args.task_seconds:g} s tasks, {args.rounds} rounds")
     print(f"| nodes | slots | tasks/s | ideal (slots / {args.task_seconds:g} s) | of ideal "
-          f"| slots / {sandbox_s:.2f} s (one sandbox run) | driver CPU per task |")  # fmt: skip
-    print("|---:|---:|---:|---:|---:|---:|---:|")
+          f"| slots / {kept_s:.2f} s (a run in a kept session) | slots / {fresh_s:.2f} s (in a fresh one) "
+          "| sessions / tasks | driver CPU per task |")  # fmt: skip
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for row in rows:
         print(f"| {row['nodes']} | {row['slots']} | {row['tasks_per_s']:.2f} | {row['ideal_per_s']:.2f} | "
-              f"{row['fraction_of_ideal']:.0%} | {row['sandbox_bound_per_s']:.2f} | "
+              f"{row['fraction_of_ideal']:.0%} | {row['kept_session_bound_per_s']:.2f} | "
+              f"{row['fresh_session_bound_per_s']:.2f} | {row['sessions']} / {row['tasks']} | "
               f"{row.get('driver_cpu_ms_per_task', float('nan')):.1f} ms |")  # fmt: skip
-    args.out.parent.mkdir(parents=True, exist_ok=True)
+    out.parent.mkdir(parents=True, exist_ok=True)
     report = {
+        "sandbox": args.sandbox,
         "task_seconds": args.task_seconds,
-        "sandbox_task_seconds": round(sandbox_s, 3),
+        "fresh_session_task_seconds": round(fresh_s, 3),
+        "kept_session_task_seconds": round(kept_s, 3),
         "rounds": args.rounds,
         "machine": platform.node(),
         "cpus": os.cpu_count(),
         "ray": ray.__version__,
         "rows": rows,
+        "containers_left": left,
     }
-    args.out.write_text(json.dumps(report, indent=2) + "\n")
-    print(f"\nsaved {args.out}")
+    out.write_text(json.dumps(report, indent=2) + "\n")
+    print(f"\nsaved {out}")
+    if left:
+        sys.exit(f"containers of this bench were left behind: {', '.join(left)}")
 
 
 if __name__ == "__main__":

@@ -10,6 +10,11 @@ handed out across nodes in turn), and the next stage starts only when every run 
 and passed its threshold. Scoring happens in the node's actor, trusted code beside the sandbox, never in
 the agent's process.
 
+Sessions: a node keeps one sandbox session (for Docker, one container) per (evaluation, slot) for the
+evaluation's later tasks on that slot, and never lets two agents share one (`NodePool`); free slots go
+out with affinity for those sessions (`FreeSlots`, meta_agent.search._ray_slots). When an evaluation
+ends (its last stage recorded, or it failed), the nodes close its sessions (`NodePool.release`).
+
 Faults: a node (or its actor) that dies costs only the runs it held: each runs again on a live node and
 counts in `infra_faults`, never against the agent; its slots are dropped for the rest of the run. A
 sandbox or relay fault on a node (`NodeFault`) is the agent evaluation's infrastructure fault
@@ -40,27 +45,12 @@ from meta_agent.errors import ClusterError
 from meta_agent.llm import FMGateway, GatewayListener, RelayGrant, RemoteAgent
 from meta_agent.search._evaluation import AgentFMBudget
 from meta_agent.search._ray_node import NodeFault, NodePool, NodeReport, NodeSettings
+from meta_agent.search._ray_slots import FreeSlots, NodeHandle, Slot
 from sandbox.base import SandboxError
 
 log = logging.getLogger(__name__)
 
 START_TIMEOUT_S = 300.0  # a node's pool may pull nothing but still start containers
-_SLOT_POLL_S = 0.5  # how often a task waiting for a slot checks that some node is still alive
-
-
-@dataclass
-class _Node:
-    """A node's pool as the driver sees it."""
-
-    node_id: str
-    ip: str
-    host: str
-    sandbox: str
-    actor: Any  # the NodePool actor handle
-    alive: bool = True
-
-    def __str__(self) -> str:
-        return f"{self.host} ({self.ip}, node {self.node_id[:12]})"
 
 
 @dataclass(frozen=True)
@@ -79,7 +69,13 @@ class RayExecutor:
     name = "ray"
 
     def __init__(
-        self, nodes: list[_Node], *, slots_per_node: int, gateway_host: str, gateway_port: int, owns_connection: bool
+        self,
+        nodes: list[NodeHandle],
+        *,
+        slots_per_node: int,
+        gateway_host: str,
+        gateway_port: int,
+        owns_connection: bool,
     ) -> None:
         self.nodes = nodes
         self.slots_per_node = slots_per_node
@@ -91,7 +87,7 @@ class RayExecutor:
         self.running_by_node: collections.Counter[str] = collections.Counter()  # node id -> task runs in flight
         self._owns_connection = owns_connection
         self._benchmarks: dict[int, tuple[Benchmark, _SharedBenchmark]] = {}  # id(benchmark) -> shared copy
-        self._free: asyncio.Queue[tuple[_Node, int]] | None = None
+        self._free: FreeSlots | None = None
         self._free_loop: asyncio.AbstractEventLoop | None = None
         self._listener: GatewayListener | None = None
         self._listener_lock: asyncio.Lock | None = None
@@ -156,19 +152,23 @@ class RayExecutor:
                 agent_id, max_calls=fm_budget.max_calls, max_tokens=fm_budget.max_tokens,
                 run_seed=fm_budget.run_seed, iteration=iteration,
             )  # fmt: skip
+        evaluation = uuid.uuid4().hex  # the key of this evaluation's sessions on the nodes
         try:
             while (jobs := plan.next_stage()) is not None:
-                plan.record(await self._run_stage(shared, genome, jobs, limits, remote.grant if remote else None))
+                grant = remote.grant if remote else None
+                plan.record(await self._run_stage(evaluation, shared, genome, jobs, limits, grant))
         finally:
+            await self._release(evaluation)
             if remote is not None:
                 await remote.close()
         return plan.result()
 
     async def _run_stage(
-        self, shared: _SharedBenchmark, genome: Genome, jobs: list[TaskJob], limits: Limits, grant: RelayGrant | None
-    ) -> list[TaskRun]:
+        self, evaluation: str, shared: _SharedBenchmark, genome: Genome, jobs: list[TaskJob], limits: Limits,
+        grant: RelayGrant | None,
+    ) -> list[TaskRun]:  # fmt: skip
         """Every job of one stage at once on free slots; the first fault cancels the others."""
-        running = [asyncio.ensure_future(self._run_job(shared, genome, job, limits, grant)) for job in jobs]
+        running = [asyncio.ensure_future(self._run_job(evaluation, shared, genome, job, limits, grant)) for job in jobs]
         try:
             return list(await asyncio.gather(*running))
         except BaseException:
@@ -178,70 +178,67 @@ class RayExecutor:
             raise
 
     async def _run_job(
-        self, shared: _SharedBenchmark, genome: Genome, job: TaskJob, limits: Limits, grant: RelayGrant | None
-    ) -> TaskRun:
-        import ray.exceptions
-
-        lost = (ray.exceptions.RayActorError, ray.exceptions.NodeDiedError, ray.exceptions.ObjectLostError,
-                ray.exceptions.WorkerCrashedError, ray.exceptions.OwnerDiedError)  # fmt: skip
+        self, evaluation: str, shared: _SharedBenchmark, genome: Genome, job: TaskJob, limits: Limits,
+        grant: RelayGrant | None,
+    ) -> TaskRun:  # fmt: skip
+        lost = _lost_node_errors()
+        free = self._free_slots()
         while True:
-            node, slot = await self._take_slot()
+            slot = await free.take(evaluation)
+            node = slot.node
             self.running_by_node[node.node_id] += 1
             try:
-                outcome = await node.actor.run_task.remote(shared.key, shared.box, genome, job, limits, grant)
+                outcome = await node.actor.run_task.remote(
+                    evaluation, slot.index, shared.key, shared.box, genome, job, limits, grant
+                )
             except lost as exc:
                 self._lose(node, job, exc)
                 continue
             except asyncio.CancelledError:
-                self._give_back(node, slot)
+                free.give_back(slot)
                 raise
             finally:
                 self.running_by_node[node.node_id] -= 1
-            self._give_back(node, slot)
+            free.give_back(slot)
             if isinstance(outcome, NodeFault):
                 raise SandboxError(f"on Ray node {node}: {outcome.message}", fix=outcome.fix)
             self.tasks_by_node[node.node_id] += 1
             return outcome
 
-    def _lose(self, node: _Node, job: TaskJob, exc: Exception) -> None:
+    def _lose(self, node: NodeHandle, job: TaskJob, exc: Exception) -> None:
         """A node died (or its actor did) with `job` on it: drop its slots; the job runs again elsewhere."""
         self.infra_faults += 1
+        self._lose_node(node, exc)
+        log.warning("task %s lost with node %s; running it again on a live node", job.task.id, node)
+
+    def _lose_node(self, node: NodeHandle, exc: BaseException) -> None:
         if node.alive:
             node.alive = False
             log.warning("Ray node %s is gone (%s); its task runs go to the other nodes", node, type(exc).__name__)
-        log.warning("task %s lost with node %s; running it again on a live node", job.task.id, node)
 
-    async def _take_slot(self) -> tuple[_Node, int]:
-        free = self._free_slots()
-        while True:
-            if not any(node.alive for node in self.nodes):
-                raise SandboxError(
-                    "every node of the Ray cluster is gone: no sandbox slot is left to evaluate on",
-                    fix="restart the nodes (`ray start --address=HEAD:PORT`), then `cambrian resume RUN`",
-                )
-            try:
-                node, slot = await asyncio.wait_for(free.get(), timeout=_SLOT_POLL_S)
-            except asyncio.TimeoutError:
-                continue
-            if node.alive:
-                return node, slot
-
-    def _give_back(self, node: _Node, slot: int) -> None:
-        if node.alive and self._free is not None:
-            self._free.put_nowait((node, slot))
-
-    def _free_slots(self) -> asyncio.Queue[tuple[_Node, int]]:
+    def _free_slots(self) -> FreeSlots:
         """The free slots, nodes in turn (so one agent's first tasks land on different nodes); made anew for
         each event loop, since a run's evaluations never outlive its loop."""
         loop = asyncio.get_running_loop()
         if self._free is None or self._free_loop is not loop:
-            self._free = asyncio.Queue()
+            slots = [Slot(node, index) for index in range(self.slots_per_node) for node in self.nodes if node.alive]
+            self._free = FreeSlots(slots)
             self._free_loop = loop
-            for slot in range(self.slots_per_node):
-                for node in self.nodes:
-                    if node.alive:
-                        self._free.put_nowait((node, slot))
         return self._free
+
+    async def _release(self, evaluation: str) -> None:
+        """Have the nodes close the sessions they keep for `evaluation` (a node that is gone has none left)."""
+        if self._free is None or self._free_loop is not asyncio.get_running_loop():
+            return
+        nodes = [node for node in self._free.forget(evaluation) if node.alive]
+        replies = await asyncio.gather(
+            *(_awaited(node.actor.release.remote(evaluation)) for node in nodes), return_exceptions=True
+        )
+        for node, reply in zip(nodes, replies):
+            if isinstance(reply, _lost_node_errors()):
+                self._lose_node(node, reply)
+            elif isinstance(reply, BaseException):  # the agent's result stands; the pool's stop() closes the rest
+                log.warning("Ray node %s could not close an evaluation's sessions: %r", node, reply)
 
     def _shared(self, benchmark: Benchmark) -> _SharedBenchmark:
         """The benchmark in Ray's object store, put once (nodes deserialize it once per key)."""
@@ -304,6 +301,19 @@ class RayExecutor:
         return f"Ray: {len(self.nodes)} nodes x {self.slots_per_node} slots; task runs {per_node}"
 
 
+def _lost_node_errors() -> tuple[type[Exception], ...]:
+    """What awaiting a call on a node's actor raises when the node (or the actor) is gone."""
+    import ray.exceptions
+
+    return (ray.exceptions.RayActorError, ray.exceptions.NodeDiedError, ray.exceptions.ObjectLostError,
+            ray.exceptions.WorkerCrashedError, ray.exceptions.OwnerDiedError)  # fmt: skip
+
+
+async def _awaited(reference: Any) -> Any:
+    """A Ray ObjectRef's value, as a coroutine (for asyncio.gather)."""
+    return await reference
+
+
 _NO_CLUSTER_FIX = (
     "start one with `ray start --head` (and `ray start --address=HEAD:PORT` on each other node), then set "
     "evaluation.ray_address or RAY_ADDRESS to HEAD:PORT (or 'auto' on a node of it); leave both unset to start "
@@ -324,7 +334,7 @@ def _check_reachable(address: str | None) -> None:
         raise ClusterError(f"no Ray cluster answers at {address}: {exc}", fix=_NO_CLUSTER_FIX) from None
 
 
-def _start_pools(config: RunConfig, *, warn: Callable[[str], None]) -> list[_Node]:
+def _start_pools(config: RunConfig, *, warn: Callable[[str], None]) -> list[NodeHandle]:
     """A `NodePool` on every live node, each started; refuses (naming the node) any that cannot start."""
     import ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
@@ -355,7 +365,7 @@ def _start_pools(config: RunConfig, *, warn: Callable[[str], None]) -> list[_Nod
             fix="check `ray status` and that every node runs this Cambrian in the same Python environment",
         ) from exc
     nodes = [
-        _Node(report.node_id, str(info["NodeManagerAddress"]), report.host, report.sandbox or "", actor)
+        NodeHandle(report.node_id, str(info["NodeManagerAddress"]), report.host, report.sandbox or "", actor)
         for report, info, actor in zip(reports, live, actors)
     ]
     broken = [(node, report) for node, report in zip(nodes, reports) if report.sandbox is None]

@@ -4,10 +4,16 @@
 NodeAffinitySchedulingStrategy). The actor builds the node's own sandbox when it starts: Docker, with
 its pre-started container pool, where the node has an engine and the sandbox image (or the config
 demands it, and then a node without one is reported, never silently downgraded), the local sandbox
-otherwise. It runs one task per call: a fresh sandbox session (so a container never serves two agents),
-the agent's FM socket served by a `SocketRelay` to the driver's gateway when the agent may call the FM,
-the run, the benchmark's check run and `score` — all here, in this actor's process, never in the
-agent's: the agent's code runs only inside the sandbox, and the relay's token stays in this process.
+otherwise. It runs one task per call, on one of its slots, for one agent's evaluation (a key the driver
+makes per evaluation): the task runs in the session this node keeps for that (evaluation, slot), opened
+on the evaluation's first task there and kept for its later ones (for Docker: one container per agent
+and slot, not per task; between runs the session wipes the work dir and kills leftover processes), then
+the benchmark's check run (in a one-run session of its own) and `score` — all here, in this actor's
+process, never in the agent's: the agent's code runs only inside the sandbox, and the relay's token
+stays in this process. A session never serves two agents: a slot that holds another evaluation's
+session closes it before opening one for the new evaluation, and `release(evaluation)` closes an
+evaluation's sessions when the driver has recorded its last stage. With a grant, the agent's FM socket
+is served by a `SocketRelay` to the driver's gateway, kept with the session.
 
 This module imports no Ray: the executor wraps `NodePool` with `ray.remote`.
 """
@@ -29,7 +35,7 @@ from typing import Any
 from evaluators.base import Benchmark, Genome
 from evaluators.runner import Limits, TaskJob, TaskRun, run_task
 from meta_agent.llm import SOCKET_ENV, GatewayError, RelayGrant, SocketRelay
-from sandbox.base import FM_SOCKET_INSIDE, Sandbox, SandboxError
+from sandbox.base import FM_SOCKET_INSIDE, Sandbox, SandboxError, SandboxSession
 
 _BENCHMARKS_KEPT = 4  # benchmarks a node keeps deserialized (a run has one; a few for holdout and tests)
 
@@ -70,6 +76,22 @@ class NodeFault:
     fix: str
 
 
+@dataclass(eq=False)
+class _HeldSession:
+    """The session one evaluation keeps on one slot of this node between its task runs, with its FM relay.
+
+    busy: a task runs in it now; released: the evaluation ended while it ran (closed when the run ends).
+    """
+
+    evaluation: str
+    session: SandboxSession
+    relay: SocketRelay | None = None
+    grant: RelayGrant | None = None
+    socket_name: str = ""  # where a sandbox sharing this host finds the FM socket (a name nobody can guess)
+    busy: bool = False
+    released: bool = False
+
+
 class NodePool:
     """The sandbox pool of the node this actor runs on (see the module doc). Methods run on the actor's
     event loop; sandbox runs go to worker threads, the FM relays stay on the loop."""
@@ -81,6 +103,9 @@ class NodePool:
         self._benchmarks: dict[str, Benchmark] = {}
         self._slots: asyncio.Semaphore | None = None
         self._dir: Path | None = None
+        self._held: dict[int, _HeldSession] = {}  # slot -> the session it keeps for one evaluation
+        self._closing: set[asyncio.Task[None]] = set()  # sessions being closed in the background
+        self.sessions_opened = 0  # since the start (for Docker: a container each), for benches and tests
 
     async def start(self) -> NodeReport:
         """Build this node's sandbox (and its pre-started pool); a report, never an exception."""
@@ -126,6 +151,8 @@ class NodePool:
 
     async def run_task(
         self,
+        evaluation: str,
+        slot: int,
         benchmark_key: str,
         benchmark_box: list[Any],
         genome: Genome,
@@ -133,41 +160,112 @@ class NodePool:
         limits: Limits,
         grant: RelayGrant | None,
     ) -> TaskRun | NodeFault:
-        """Run and score one task of `genome` in a fresh session; with a grant, its FM socket relays to the driver.
+        """Run and score one task of `genome` on `slot`, in the session this node keeps for (`evaluation`,
+        `slot`); with a grant, its FM socket relays to the driver.
 
+        evaluation: the driver's key of this agent's evaluation (one per `RayExecutor.evaluate` call).
         benchmark_box: [ObjectRef of the benchmark], fetched once per key (a list, so Ray leaves it unresolved).
         """
         assert self.sandbox is not None and self._slots is not None and self._dir is not None, "start() first"
         benchmark = await self._benchmark(benchmark_key, benchmark_box)
         async with self._slots:
             sandbox = self.sandbox
-            relay: SocketRelay | None = None
             try:
-                session = await asyncio.to_thread(sandbox.session)
+                held = await self._session_for(evaluation, slot)
             except SandboxError as exc:
                 return NodeFault(str(exc), exc.fix)
+            faulted = True
             try:
-                env: dict[str, str] = {}
-                if grant is not None:
-                    host_path = await asyncio.to_thread(session.fm_socket_host_path)
-                    # A sandbox sharing this host's file system finds the socket where it is, under a name
-                    # no other agent's program can guess (the folder cannot be listed).
-                    path = host_path or str(self._dir / f"fm-{secrets.token_hex(8)}.sock")
-                    relay = SocketRelay(path, grant)
-                    await relay.start()
-                    env = {SOCKET_ENV: FM_SOCKET_INSIDE if host_path else path}
-                return await asyncio.to_thread(
-                    run_task, benchmark, genome, session, job, limits=limits, env=env, checker=sandbox
+                env = await self._serve_fm(held, grant)
+                outcome = await asyncio.to_thread(
+                    run_task, benchmark, genome, held.session, job, limits=limits, env=env, checker=sandbox
                 )
+                faulted = False
+                return outcome
             except (SandboxError, GatewayError) as exc:
                 return NodeFault(str(exc), exc.fix)
             except OSError as exc:
                 return NodeFault(f"cannot serve the agent's FM socket on this node: {exc}",
                                  "check that /tmp on the node is a writable local folder")  # fmt: skip
             finally:
-                if relay is not None:
-                    await relay.close()
-                await asyncio.to_thread(session.close)
+                held.busy = False
+                if faulted or held.released:  # a session that failed under a run is not trusted with the next
+                    if self._held.get(slot) is held:
+                        del self._held[slot]
+                    await self._close(held)
+
+    async def _session_for(self, evaluation: str, slot: int) -> _HeldSession:
+        """The session `slot` keeps for `evaluation` (marked busy), opened now when it keeps none for it."""
+        assert self.sandbox is not None
+        held = self._held.get(slot)
+        if held is not None and not held.busy:
+            if held.evaluation == evaluation:
+                held.busy = True
+                return held
+            del self._held[slot]  # another agent's: never shared, closed meanwhile
+            self._close_later(held)
+        session = await asyncio.to_thread(self.sandbox.session)
+        self.sessions_opened += 1
+        fresh = _HeldSession(evaluation, session, socket_name=f"fm-{secrets.token_hex(8)}.sock", busy=True)
+        if slot in self._held:
+            # The driver gave this slot out again while a run it had cancelled still holds it here: this
+            # run gets a session of its own, closed after it.
+            fresh.released = True
+        else:
+            self._held[slot] = fresh
+        return fresh
+
+    async def _serve_fm(self, held: _HeldSession, grant: RelayGrant | None) -> dict[str, str]:
+        """The env that points the agent at its FM socket, served by a relay kept with the session (started
+        anew when the session moved to another container, whose socket folder differs)."""
+        if grant is None:
+            return {}
+        assert self._dir is not None
+        host_path = await asyncio.to_thread(held.session.fm_socket_host_path)
+        # A sandbox sharing this host's file system finds the socket where it is, under a name no other
+        # agent's program can guess (the folder cannot be listed).
+        path = Path(host_path or self._dir / held.socket_name)
+        if held.relay is None or held.relay.path != path or held.grant != grant:
+            if held.relay is not None:
+                await held.relay.close()
+            held.relay, held.grant = SocketRelay(path, grant), grant
+            await held.relay.start()
+        return {SOCKET_ENV: FM_SOCKET_INSIDE if host_path else str(path)}
+
+    async def release(self, evaluation: str) -> int:
+        """The evaluation has ended: close its sessions (in the background; one still running closes when its
+        run ends). Returns how many it held here."""
+        count = 0
+        for slot, held in list(self._held.items()):
+            if held.evaluation != evaluation:
+                continue
+            count += 1
+            if held.busy:
+                held.released = True
+            else:
+                del self._held[slot]
+                self._close_later(held)
+        return count
+
+    async def sessions(self) -> tuple[int, dict[str, int]]:
+        """Sessions opened since the start, and those kept now by evaluation key (for benches and tests)."""
+        kept: dict[str, int] = {}
+        for held in self._held.values():
+            kept[held.evaluation] = kept.get(held.evaluation, 0) + 1
+        return self.sessions_opened, kept
+
+    def _close_later(self, held: _HeldSession) -> None:
+        task = asyncio.ensure_future(self._close(held))
+        self._closing.add(task)
+        task.add_done_callback(self._closing.discard)
+
+    async def _close(self, held: _HeldSession) -> None:
+        """Close the relay, then the session (for Docker: its container is removed)."""
+        if held.relay is not None:
+            await held.relay.close()
+            held.relay = None
+        with contextlib.suppress(SandboxError):
+            await asyncio.to_thread(held.session.close)
 
     async def _benchmark(self, key: str, box: list[Any]) -> Benchmark:
         known = self._benchmarks.get(key)
@@ -179,7 +277,9 @@ class NodePool:
         return known
 
     async def stop(self) -> None:
-        """Close the sandbox (its containers are removed) and the socket folder."""
+        """Close every kept session, then the sandbox (its containers are removed) and the socket folder."""
+        held, self._held = list(self._held.values()), {}
+        await asyncio.gather(*(self._close(one) for one in held), *self._closing, return_exceptions=True)
         if self.sandbox is not None:
             with contextlib.suppress(SandboxError):
                 await asyncio.to_thread(self.sandbox.close)

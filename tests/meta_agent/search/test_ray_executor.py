@@ -2,7 +2,9 @@
 
 Tasks spread over both nodes (each node's own local sandbox pool), staged evaluation stops early, agents
 reach the FM through each node's relay under the driver's budget, a node killed mid-run costs only its
-in-flight task runs, and bad clusters or nodes are refused with the cause and the fix. The meta-agent's
+in-flight task runs, and bad clusters or nodes are refused with the cause and the fix. A node keeps one
+sandbox session per agent and slot (on Docker: one container, never serving two agents) and closes them
+when the agent's evaluation ends. The meta-agent's
 and the agents' FM are scripted (`ScriptedFM`): the children's code and the replies must be exact.
 Marked slow (a cluster takes ~20 s to start on 2 cores); skipped only where ray is not importable.
 """
@@ -13,6 +15,7 @@ import asyncio
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -28,9 +31,11 @@ from meta_agent.llm import Endpoint, FMGateway, LLMClient, MemoryLedger
 from meta_agent.search import AgentFMBudget, SearchLoop
 from meta_agent.search._executor import make_executor
 from meta_agent.search._ray_executor import RayExecutor
+from meta_agent.search._ray_slots import FreeSlots, NodeHandle, Slot
 from meta_agent.testing import ScriptedFM, SleepBenchmark
 from sandbox.base import SandboxError
 from sandbox.local import LocalSandbox
+from tests.conftest import skip_without_docker
 from tests.meta_agent.search.test_loop_fake_fm import fenced
 from tests.ray_cluster import LocalRayCluster, free_port
 
@@ -43,6 +48,16 @@ print("score {score}")
 FAILS_T1 = """import sys
 
 print("score 0.0" if sys.argv[1] == "t1" else "score 1.0")
+"""
+SAYS_HOST = """import re
+import sys
+import time
+
+# The container's id, from the engine's bind mounts (its hostname is "sandbox" in every container).
+found = re.findall(r"/containers/([0-9a-f]{64})/", open("/proc/self/mountinfo").read())
+time.sleep(float(sys.argv[2]))
+print("host", found[0][:12] if found else "unknown")
+print("score 1.0")
 """
 CALLS_FM = """import sys
 from _cambrian_llm import LLMBudgetExceeded, llm
@@ -63,7 +78,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalRayCluste
         yield running
 
 
-def ray_config(cluster: LocalRayCluster, tmp_path: Path, **sections: dict) -> RunConfig:
+def ray_config(cluster: LocalRayCluster, tmp_path: Path, **sections: Any) -> RunConfig:
     evaluation = {"executor": "ray", "ray_address": cluster.address, "sandbox": "local", "concurrency": 2}
     return RunConfig.model_validate(
         {
@@ -99,6 +114,41 @@ def evaluate(executor: RayExecutor, benchmark: SleepBenchmark, genome: Genome, *
 
 def sleeper(score: float) -> Genome:
     return Genome(files={"agent.py": AGENT.format(score=score)}, entry="agent.py")
+
+
+def evaluate_at_once(executor: RayExecutor, benchmark: SleepBenchmark, genomes: dict[int, Genome]) -> dict:
+    """Evaluate several agents at once (agent id -> genome); their results by agent id."""
+
+    async def run():
+        try:
+            results = await asyncio.gather(
+                *(
+                    executor.evaluate(
+                        benchmark,
+                        genome,
+                        agent_id=agent_id,
+                        iteration=1,
+                        split="search",
+                        limits=Limits(),
+                        fm_budget=AgentFMBudget(0, 0, 0),
+                        gateway=None,
+                    )  # fmt: skip
+                    for agent_id, genome in genomes.items()
+                )
+            )
+            return dict(zip(genomes, results))
+        finally:
+            await executor.finish()
+
+    return asyncio.run(run())
+
+
+def node_sessions(executor: RayExecutor) -> tuple[int, list[dict[str, int]]]:
+    """Sessions the nodes opened since they started, and those each keeps now (by evaluation key)."""
+    import ray
+
+    replies = ray.get([node.actor.sessions.remote() for node in executor.nodes])
+    return sum(opened for opened, _ in replies), [kept for _, kept in replies]
 
 
 @pytest.mark.slow
@@ -139,6 +189,72 @@ def test_staged_evaluation_stops_early_on_the_cluster(cluster: LocalRayCluster, 
         assert sorted(executor.tasks_by_node.values()) == [1, 1]
         passed = evaluate(executor, benchmark, sleeper(1.0))
         assert passed.stage_reached == 1 and len(passed.task_results) == 6 and passed.score == 1.0
+    finally:
+        executor.close()
+
+
+@pytest.mark.slow
+def test_a_node_keeps_one_session_per_agent_and_slot_and_closes_them_when_the_evaluation_ends(
+    cluster: LocalRayCluster, tmp_path: Path
+) -> None:
+    executor = connect(ray_config(cluster, tmp_path))  # 2 nodes x 2 slots
+    try:
+        result = evaluate(executor, SleepBenchmark(tasks=8, seconds=0.1), sleeper(1.0))
+        assert result.score == 1.0 and len(result.task_results) == 8
+        opened, kept = node_sessions(executor)
+        assert opened == 4 and kept == [{}, {}]  # 8 tasks in 4 sessions, one per slot, closed at the end
+        # Two agents at once: each of their sessions serves one of them; none is left afterwards.
+        results = evaluate_at_once(executor, SleepBenchmark(tasks=8, seconds=0.1), {1: sleeper(1.0), 2: sleeper(0.5)})
+        assert [results[1].score, results[2].score] == [1.0, 0.5]
+        more, kept = node_sessions(executor)
+        assert 8 <= more - opened < 16 and kept == [{}, {}]
+    finally:
+        executor.close()
+
+
+@pytest.mark.slow
+def test_on_docker_an_agents_tasks_share_its_containers_and_no_container_serves_two_agents(
+    cluster: LocalRayCluster, tmp_path: Path
+) -> None:
+    skip_without_docker()
+    import docker
+
+    config = ray_config(cluster, tmp_path, evaluation={"sandbox": "docker"}, name=f"ray-{tmp_path.name}")
+    executor = connect(config)  # 2 nodes x 2 slots, each node with a pool of 2 containers
+    says_host = Genome(files={"agent.py": SAYS_HOST}, entry="agent.py")
+
+    def hosts(result) -> list[str]:
+        return [task.stdout_tail.split("host ", 1)[1].split()[0] for task in result.task_results]
+
+    try:
+        assert {node.sandbox for node in executor.nodes} == {"docker"}
+        # Two stages: the second stage's tasks find the first stage's containers again (one per slot used).
+        staged = SleepBenchmark(tasks=6, seconds=0.2, stage_sizes=(2,), thresholds=(0.0,))
+        result = evaluate(executor, staged, says_host)
+        assert result.stage_reached == 1 and result.score == 1.0
+        first, second = hosts(result)[:2], hosts(result)[2:]
+        assert "unknown" not in first + second
+        assert len(set(first)) == 2 and set(first) <= set(second) and len(set(second)) == 4
+        # Two agents at once, 8 tasks each on 4 slots: each gets containers of its own, reused for its tasks.
+        results = evaluate_at_once(executor, SleepBenchmark(tasks=8, seconds=0.2), {1: says_host, 2: says_host})
+        one, two = set(hosts(results[1])), set(hosts(results[2]))
+        assert len(one) < 8 and len(two) < 8 and not one & two and not (one | two) & set(second)
+        # The evaluations' containers are removed; what is left is the nodes' pools, refilled.
+        client = docker.from_env()
+        try:
+            deadline = time.monotonic() + 60
+            while True:
+                labelled = client.containers.list(
+                    all=True, sparse=True, filters={"label": f"cambrian.run={config.name}"}
+                )
+                names = {container.id[:12] for container in labelled}
+                if not names & (one | two | set(second)) and len(labelled) <= 4:
+                    break
+                assert time.monotonic() < deadline, f"evaluation containers left: {names & (one | two)}"
+                time.sleep(0.5)
+        finally:
+            client.close()
+        assert node_sessions(executor)[1] == [{}, {}]
     finally:
         executor.close()
 
@@ -214,6 +330,30 @@ def test_a_node_without_the_docker_sandbox_the_config_demands_is_refused_by_name
         connect(config)
     assert "Ray node" in str(refused.value) and "docker sandbox" in str(refused.value)
     assert "on that node" in refused.value.fix and "evaluation.sandbox = auto" in refused.value.fix
+
+
+def test_a_free_slot_goes_first_to_the_evaluation_whose_session_it_keeps() -> None:
+    nodes = [NodeHandle(f"node{i}", "127.0.0.1", "host", "local", actor=None) for i in range(2)]
+
+    async def run() -> None:
+        free = FreeSlots(Slot(node, 0) for node in nodes)
+        first, second = await free.take("a"), await free.take("a")
+        assert [first.node, second.node] == nodes and first.holder == second.holder == "a"  # nodes in turn
+        b_waits = asyncio.ensure_future(free.take("b"))
+        await asyncio.sleep(0)
+        a_waits = asyncio.ensure_future(free.take("a"))
+        await asyncio.sleep(0)
+        free.give_back(first)  # b has waited longer, but the slot keeps a's session
+        assert await a_waits is first and not b_waits.done()
+        free.give_back(second)
+        assert await b_waits is second and second.holder == "b"  # a's session there is closed for b's
+        assert free.forget("a") == {nodes[0]} and first.holder is None
+        free.give_back(second)
+        free.give_back(first)
+        # A new evaluation takes a slot that keeps no session before one that keeps b's.
+        assert await free.take("c") is first and await free.take("b") is second
+
+    asyncio.run(run())
 
 
 def test_no_cluster_at_the_address_is_a_clear_error_at_once(tmp_path: Path) -> None:
