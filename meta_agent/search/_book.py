@@ -182,6 +182,7 @@ class RunBook:
             cost_usd=proposal.cost_usd,
         )
         self._genome_owner[child_hash] = agent.key
+        self.memory.remember_genome(child_hash, proposal.genome)
         if self.behaviour.gate is not None and embedding is not None:
             self.behaviour.gate.add(agent.key, embedding)
         self.counters.proposals += 1
@@ -252,6 +253,8 @@ class RunBook:
         else:
             self.counters.invalid += 1
             reason = result.invalid_reason or ""
+            if reason:
+                self.memory.remember_failure(agent.parent_id, f"{agent.operator}: {reason}")
             self.on_event(LoopEvent("invalid", agent_id, agent.iteration, None, self.best_score(), reason))
         return agent
 

@@ -40,6 +40,10 @@ class PromptMemory:
             self._genomes.put(hash_, genome)
         return genome
 
+    def remember_genome(self, hash_: str, genome: Genome) -> None:
+        """A genome just stored (a new child's): its evaluation reads it from here, not from the archive."""
+        self._genomes.put(hash_, genome)
+
     def parent_info(self, agent_id: int) -> ParentInfo:
         """What prompts show of an evaluated agent."""
         info = self._parents.get(agent_id)
@@ -65,13 +69,14 @@ class PromptMemory:
         return list(reasons)
 
     def remember_failure(self, parent_id: int | None, reason: str) -> None:
-        """A child of `parent_id` was just stored invalid for `reason`."""
+        """A child of `parent_id` was just stored invalid for `reason` (refused before evaluation, or its
+        evaluation made it invalid). Called after the archive has it: a parent whose history is not in
+        memory yet reads it, this child included, on its next prompt."""
         if parent_id is None:
             return
-        self.failed_attempts(parent_id)  # load the history first, so the order stays true
         reasons = self._failures.get(parent_id)
-        assert reasons is not None  # just loaded
-        reasons.append(reason)
+        if reasons is not None:
+            reasons.append(reason)
 
     def inspirations(self, view: ArchiveView, *, exclude: int) -> list[ParentInfo]:
         """The best evaluated agents other than `exclude`, best first (`search.inspirations` of them)."""

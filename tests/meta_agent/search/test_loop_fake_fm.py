@@ -80,6 +80,22 @@ def test_hostile_children_end_invalid_and_the_loop_goes_on_fake_fm(tmp_path: Pat
     assert [a.invalid_reason for a in archive.recent_invalid_children(1, 3)][0] == reasons[4][1]
 
 
+def test_a_child_that_fails_its_run_is_named_once_in_the_next_prompt_of_its_parent_fake_fm(tmp_path: Path) -> None:
+    # Proposal 1 crashes in the sandbox; proposal 2 (same parent: greedy, the seed stays best) is made after
+    # that evaluation, and its prompt names the crash once: refused proposals and failed runs alike.
+    fm = ScriptedFM([fenced(CRASH), "no code at all", fenced(VALID)])
+    loop, archive = make_loop(tmp_path, fm, budget={"iterations": 3}, search={
+        "strategy": "greedy", "operators": {"rewrite": 1.0}, "max_pending": 1})  # fmt: skip
+    asyncio.run(loop.run_until_done())
+    prompts = ["\n".join(m["content"] for m in messages) for _, messages in fm.requests]
+    assert len(prompts) == 3
+    assert "ZeroDivisionError" not in prompts[0]
+    assert prompts[1].count("ZeroDivisionError") == 1
+    assert prompts[2].count("ZeroDivisionError") == 1 and prompts[2].count("python") >= 1
+    reasons = [a.invalid_reason for a in archive.recent_invalid_children(1, 5)]
+    assert len(reasons) == 2 and "ZeroDivisionError" in reasons[1]
+
+
 def test_a_failed_reply_goes_back_once_with_its_error_fake_fm(tmp_path: Path) -> None:
     # The first reply drops `import math` and breaks the syntax; the repair round's reply fixes the syntax
     # but still lacks the import, which the static check adds. One child, evaluated, both repairs recorded.
