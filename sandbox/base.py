@@ -6,6 +6,7 @@ A backend takes a `RunSpec` (files to place, a command, limits) and returns a
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
@@ -124,3 +125,15 @@ class Sandbox(Protocol):
     def close(self) -> None:
         """Release everything the backend holds (containers, temp dirs)."""
         ...
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether process `pid` exists on this host (one of another user counts): the owner check of what a
+    process leaves behind (containers, node folders) before a later start sweeps it away."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # exists, owned by someone else
+    return True

@@ -30,7 +30,7 @@ import docker.errors
 import docker.types
 import requests.exceptions
 
-from sandbox.base import Mount
+from sandbox.base import Mount, pid_alive
 from sandbox.image import SANDBOX_UID
 
 RUNNER_SOURCE = Path(__file__).with_name("container_runner.py").read_text(encoding="utf-8")
@@ -241,16 +241,6 @@ class SandboxContainer:
             shutil.rmtree(self.fm_dir, ignore_errors=True)
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # exists, owned by someone else
-    return True
-
-
 def remove_dead_leftovers(client: docker.DockerClient) -> int:
     """Remove containers labelled cambrian=1 from this host whose cambrian.pid process is gone; return how many."""
     here = socket.gethostname()
@@ -261,7 +251,7 @@ def remove_dead_leftovers(client: docker.DockerClient) -> int:
     removed = 0
     for container in found:
         pid_text = container.labels.get("cambrian.pid", "")
-        if not pid_text.isdigit() or _pid_alive(int(pid_text)):
+        if not pid_text.isdigit() or pid_alive(int(pid_text)):
             continue
         try:
             container.remove(force=True)

@@ -35,7 +35,7 @@ from typing import Any
 from evaluators.base import Benchmark, Genome
 from evaluators.runner import Limits, TaskJob, TaskRun, run_task
 from meta_agent.llm import SOCKET_ENV, GatewayError, RelayGrant, SocketRelay
-from sandbox.base import FM_SOCKET_INSIDE, Sandbox, SandboxError, SandboxSession
+from sandbox.base import FM_SOCKET_INSIDE, Sandbox, SandboxError, SandboxSession, pid_alive
 
 _BENCHMARKS_KEPT = 4  # benchmarks a node keeps deserialized (a run has one; a few for holdout and tests)
 
@@ -92,6 +92,28 @@ class _HeldSession:
     released: bool = False
 
 
+NODE_DIR_ROOT = "/tmp"
+NODE_DIR_PREFIX = "cambrian-node-"  # then the pool process's pid, a dash and mkdtemp's random part
+
+
+def remove_dead_node_dirs(root: str = NODE_DIR_ROOT) -> list[Path]:
+    """Remove the folders (FM sockets, sandbox mounts) of node pools on this host whose process is gone,
+    ours only (same owner, not a link); return them. A live pool's folder is never touched."""
+    removed = []
+    for path in Path(root).glob(f"{NODE_DIR_PREFIX}*-*"):
+        pid_text = path.name[len(NODE_DIR_PREFIX) :].split("-", 1)[0]
+        try:
+            info = path.lstat()
+        except OSError:
+            continue  # gone meanwhile
+        mine = info.st_uid == os.getuid() and path.is_dir() and not path.is_symlink()
+        if not mine or not pid_text.isdigit() or pid_alive(int(pid_text)):
+            continue
+        shutil.rmtree(path, ignore_errors=True)
+        removed.append(path)
+    return removed
+
+
 class NodePool:
     """The sandbox pool of the node this actor runs on (see the module doc). Methods run on the actor's
     event loop; sandbox runs go to worker threads, the FM relays stay on the loop."""
@@ -115,7 +137,10 @@ class NodePool:
         loop.set_default_executor(concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="cambrian-node"))
         self._slots = asyncio.Semaphore(self.settings.slots)
         # Unix socket paths are limited to 107 bytes: a short folder; 0711 so sandbox users reach their socket.
-        self._dir = Path(tempfile.mkdtemp(prefix="cambrian-node-", dir="/tmp"))
+        # Its name carries this process's pid: a node killed mid-run leaves it behind, and the next start on
+        # this host removes it (its process is gone).
+        await asyncio.to_thread(remove_dead_node_dirs)
+        self._dir = Path(tempfile.mkdtemp(prefix=f"{NODE_DIR_PREFIX}{os.getpid()}-", dir=NODE_DIR_ROOT))
         os.chmod(self._dir, 0o711)
         try:
             sandbox, note = await asyncio.to_thread(self._build_sandbox)
