@@ -3,7 +3,10 @@
 The cluster: `evaluation.ray_address`, else RAY_ADDRESS, else a local cluster started for the run
 ("auto" attaches to a running cluster and fails when there is none). Every node alive at the start
 gets a `NodePool` actor pinned to it, which builds the node's own sandbox pool; each node has
-`evaluation.concurrency` slots, so the cluster has concurrency x nodes (`slots`).
+`evaluation.concurrency` slots, so the cluster has concurrency x nodes (`slots`). A node that joins
+later is found when an evaluation starts (the cluster is looked at every `node_scan_s` seconds, in the
+background): it gets its pool, and its slots take tasks as soon as the pool has started; one that cannot
+build the sandbox the config demands is left out with a warning naming it (the run goes on).
 
 One agent's evaluation follows its `StagedPlan`: the jobs of a stage go to free slots at once (slots
 handed out across nodes in turn), and the next stage starts only when every run of this one is scored
@@ -33,6 +36,7 @@ import collections
 import logging
 import os
 import socket
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -51,6 +55,7 @@ from sandbox.base import SandboxError
 log = logging.getLogger(__name__)
 
 START_TIMEOUT_S = 300.0  # a node's pool may pull nothing but still start containers
+NODE_SCAN_S = 15.0  # how often (at most) evaluations look for nodes that joined the cluster
 
 
 @dataclass(frozen=True)
@@ -76,8 +81,17 @@ class RayExecutor:
         gateway_host: str,
         gateway_port: int,
         owns_connection: bool,
+        settings: NodeSettings | None = None,
+        warn: Callable[[str], None] = log.warning,
     ) -> None:
         self.nodes = nodes
+        self.settings = settings  # how a joining node builds its pool; None: nodes never join
+        self.node_scan_s = NODE_SCAN_S
+        self._warn = warn
+        self._known = {node.node_id for node in nodes}  # node ids with a pool, or left out
+        self._next_scan = time.monotonic() + self.node_scan_s
+        self._scan: asyncio.Task[int] | None = None
+        self._joining: list[Any] = []  # pool actors started on joining nodes (killed at close)
         self.slots_per_node = slots_per_node
         self.slots = slots_per_node * len(nodes)
         self.gateway_host = gateway_host
@@ -126,8 +140,57 @@ class RayExecutor:
             raise
         return cls(
             nodes, slots_per_node=evaluation.concurrency, gateway_host=host, gateway_port=evaluation.gateway_port,
-            owns_connection=owns,
+            owns_connection=owns, settings=node_settings(config), warn=warn,
         )  # fmt: skip
+
+    # ----- nodes that join -----------------------------------------------------------------
+
+    async def join_new_nodes(self) -> int:
+        """Start a pool on every live node that has none yet; its slots take tasks from then on. Returns how
+        many joined. A node whose pool cannot start (or cannot build the demanded sandbox) is left out for
+        the rest of the run, with a warning that names it and the fix."""
+        if self.settings is None or self._closed:
+            return 0
+        live = await asyncio.to_thread(_live_nodes)
+        new = [info for info in live if info["NodeID"] not in self._known]
+        if not new:
+            return 0
+        self._known.update(str(info["NodeID"]) for info in new)
+        actors = _pool_actors(self.settings, new)
+        self._joining.extend(actors)
+        replies = await asyncio.gather(
+            *(asyncio.wait_for(_awaited(actor.start.remote()), START_TIMEOUT_S) for actor in actors),
+            return_exceptions=True,
+        )
+        joined = 0
+        for info, actor, reply in zip(new, actors, replies):
+            where = f"{info.get('NodeManagerHostname') or info.get('NodeManagerAddress')} (node {info['NodeID'][:12]})"
+            if isinstance(reply, BaseException) or reply.sandbox is None:
+                problem = f"{type(reply).__name__}: {reply}" if isinstance(reply, BaseException) else reply.problem
+                fix = "" if isinstance(reply, BaseException) else reply.fix
+                self._warn(f"Ray node {where} joined the cluster but its sandbox pool did not start ({problem}); "
+                           f"it takes no tasks in this run{'; on that node: ' + fix if fix else ''}")  # fmt: skip
+                await asyncio.to_thread(_stop_actor, actor)
+                continue
+            node = NodeHandle(reply.node_id, str(info["NodeManagerAddress"]), reply.host, reply.sandbox, actor)
+            self.nodes.append(node)
+            self.slots += self.slots_per_node
+            if self._free is not None and self._free_loop is asyncio.get_running_loop():
+                self._free.add(Slot(node, index) for index in range(self.slots_per_node))
+            self._warn(f"Ray node {node} joined: {self.slots_per_node} more slots ({reply.sandbox} sandbox), "
+                       f"{self.slots} in all")  # fmt: skip
+            joined += 1
+        return joined
+
+    def _look_for_nodes(self) -> None:
+        """Every node_scan_s at most: look for joined nodes in the background (an evaluation never waits)."""
+        if self.settings is None or (self._scan is not None and not self._scan.done()):
+            return
+        now = time.monotonic()
+        if now < self._next_scan:
+            return
+        self._next_scan = now + self.node_scan_s
+        self._scan = asyncio.ensure_future(self.join_new_nodes())
 
     # ----- evaluating -------------------------------------------------------------------------
 
@@ -143,6 +206,7 @@ class RayExecutor:
         gateway: FMGateway | None,
         fm_budget: AgentFMBudget,
     ) -> AgentResult:
+        self._look_for_nodes()
         plan = StagedPlan(benchmark, genome, split)
         shared = self._shared(benchmark)
         remote: RemoteAgent | None = None
@@ -266,6 +330,12 @@ class RayExecutor:
     # ----- ending -------------------------------------------------------------------------------
 
     async def finish(self) -> None:
+        if self._scan is not None:
+            scan, self._scan = self._scan, None
+            try:
+                await scan  # a pool starting on a joining node is kept (or stopped), never left half-made
+            except Exception as exc:  # noqa: BLE001 - looking for nodes must not fail the run's end
+                log.warning("looking for Ray nodes that joined failed: %r", exc)
         if self._listener is not None:
             await self._listener.close()
         self._listener = None
@@ -285,9 +355,9 @@ class RayExecutor:
         try:
             ray.wait(stops, num_returns=len(stops), timeout=60)
         finally:
-            for node in self.nodes:
+            for actor in [node.actor for node in self.nodes] + self._joining:
                 try:
-                    ray.kill(node.actor)
+                    ray.kill(actor)
                 except Exception:  # noqa: BLE001 - a dead node's actor is already gone
                     pass
             if self._owns_connection:
@@ -334,27 +404,56 @@ def _check_reachable(address: str | None) -> None:
         raise ClusterError(f"no Ray cluster answers at {address}: {exc}", fix=_NO_CLUSTER_FIX) from None
 
 
-def _start_pools(config: RunConfig, *, warn: Callable[[str], None]) -> list[NodeHandle]:
-    """A `NodePool` on every live node, each started; refuses (naming the node) any that cannot start."""
-    import ray
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
+def node_settings(config: RunConfig) -> NodeSettings:
     evaluation = config.evaluation
-    live = [node for node in ray.nodes() if node.get("Alive")]
-    if not live:
-        raise ClusterError("the Ray cluster has no live node", fix="start a node with `ray start --address=HEAD:PORT`")
-    settings = NodeSettings(
+    return NodeSettings(
         sandbox=evaluation.sandbox, image=evaluation.image, slots=evaluation.concurrency,
         memory_mb=evaluation.memory_mb, run_label=config.name or "",
     )  # fmt: skip
+
+
+def _live_nodes() -> list[dict[str, Any]]:
+    import ray
+
+    return [node for node in ray.nodes() if node.get("Alive")]
+
+
+def _pool_actors(settings: NodeSettings, nodes: list[dict[str, Any]]) -> list[Any]:
+    """A `NodePool` actor pinned to each of `nodes` (not started yet)."""
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
     # num_cpus=0: a pool waits on sandboxes; its slots are counted here, not by Ray's CPU accounting.
     actor_class = ray.remote(num_cpus=0, max_restarts=0)(NodePool)
-    actors: list[Any] = [
+    return [
         actor_class.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node["NodeID"], soft=False)).remote(
             settings, node["NodeID"]
         )
-        for node in live
+        for node in nodes
     ]
+
+
+def _stop_actor(actor: Any) -> None:
+    import ray
+
+    try:
+        ray.wait([actor.stop.remote()], timeout=30)
+    finally:
+        try:
+            ray.kill(actor)
+        except Exception:  # noqa: BLE001 - its node is already gone
+            pass
+
+
+def _start_pools(config: RunConfig, *, warn: Callable[[str], None]) -> list[NodeHandle]:
+    """A `NodePool` on every live node, each started; refuses (naming the node) any that cannot start."""
+    import ray
+
+    evaluation = config.evaluation
+    live = _live_nodes()
+    if not live:
+        raise ClusterError("the Ray cluster has no live node", fix="start a node with `ray start --address=HEAD:PORT`")
+    actors = _pool_actors(node_settings(config), live)
     try:
         reports: list[NodeReport] = ray.get([actor.start.remote() for actor in actors], timeout=START_TIMEOUT_S)
     except Exception as exc:

@@ -84,6 +84,12 @@ class FreeSlots:
         slot.holder = evaluation
         return slot
 
+    def add(self, slots: Iterable[Slot]) -> None:
+        """New slots (a node that joined): free from now on, to waiting tasks first."""
+        for slot in slots:
+            self.all.append(slot)
+            self.give_back(slot)
+
     def give_back(self, slot: Slot) -> None:
         """`slot` is free again: to a waiting task of its holder's evaluation, else the first waiting one."""
         if not slot.node.alive:

@@ -332,6 +332,41 @@ def test_a_node_without_the_docker_sandbox_the_config_demands_is_refused_by_name
     assert "on that node" in refused.value.fix and "evaluation.sandbox = auto" in refused.value.fix
 
 
+@pytest.mark.slow
+def test_a_node_that_joins_mid_run_gets_a_pool_and_takes_tasks(cluster: LocalRayCluster, tmp_path: Path) -> None:
+    executor = connect(ray_config(cluster, tmp_path))
+    try:
+        before = executor.slots
+        executor.node_scan_s = 0.0  # every evaluation looks (15 s by default)
+        cluster.add_node("late")
+        late = cluster.node_id("late")
+        # This evaluation's start finds the node; its pool starts in the background (finish() waits for it).
+        evaluate(executor, SleepBenchmark(tasks=2, seconds=0.1), sleeper(0.5))
+        assert executor.slots == before + 2 and late in {node.node_id for node in executor.nodes}
+        result = evaluate(executor, SleepBenchmark(tasks=12, seconds=0.5), sleeper(0.5))
+        assert result.valid and result.score == 0.5
+        assert executor.tasks_by_node[late] > 0
+        assert asyncio.run(executor.join_new_nodes()) == 0  # known nodes are not started twice
+    finally:
+        executor.close()
+        cluster.kill_node("late")
+
+
+def test_slots_added_while_tasks_wait_serve_them_in_turn() -> None:
+    old, new = (NodeHandle(name, "127.0.0.1", "host", "local", actor=None) for name in ("old", "new"))
+
+    async def run() -> None:
+        free = FreeSlots([Slot(old, 0)])
+        assert (await free.take("a")).node is old
+        waiting = [asyncio.ensure_future(free.take(name)) for name in ("b", "c")]
+        await asyncio.sleep(0)
+        free.add(Slot(new, index) for index in range(3))
+        assert [(await w).node for w in waiting] == [new, new] and len(free.all) == 4
+        assert (await free.take("d")).node is new  # the third new slot was left free
+
+    asyncio.run(run())
+
+
 def test_a_free_slot_goes_first_to_the_evaluation_whose_session_it_keeps() -> None:
     nodes = [NodeHandle(f"node{i}", "127.0.0.1", "host", "local", actor=None) for i in range(2)]
 
