@@ -8,7 +8,8 @@ traceback. Routes live in `_pages` (HTML) and `_api` (JSON); what they share in 
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 from fastapi import FastAPI, Request
@@ -19,7 +20,7 @@ from fastapi.staticfiles import StaticFiles
 from archive.errors import AgentNotFound, ArchiveError, GenomeNotFound, RunNotFound
 from cambrian_errors import CambrianError
 from ui import _api, _pages
-from ui._data import Unreadable, shown_store
+from ui._data import Unreadable, close_stores, shown_store
 from ui._settings import STATIC_DIR, Settings, settings_of
 from ui._templates import environment
 
@@ -33,7 +34,15 @@ CONTENT_SECURITY_POLICY = (
 def create_app(runs_dir: Path, *, run: str | None = None, store: str | None = None) -> FastAPI:
     """The browser UI over the runs in `runs_dir`, or in `store` (a database URL), read-only; `run`: the run
     "/" opens on."""
-    app = FastAPI(title="Cambrian", docs_url=None, redoc_url=None, openapi_url=None)
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            close_stores()  # the store archives kept open between requests
+
+    app = FastAPI(title="Cambrian", docs_url=None, redoc_url=None, openapi_url=None, lifespan=lifespan)
     app.state.settings = Settings(Path(runs_dir), run, environment(), store)
 
     @app.middleware("http")

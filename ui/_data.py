@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -72,15 +73,53 @@ def shown_store(store: str) -> str:
     return make_url(store).render_as_string(hide_password=True)
 
 
-@contextmanager
-def _open_store(store: str) -> Iterator[Archive]:
-    """The store opened read-only; Unreadable (named after the store) when that fails."""
-    try:
-        archive = Archive(store, readonly=True)
-    except (ArchiveError, DBAPIError) as error:
-        raise unreadable(shown_store(store), error) from error
-    with archive:
-        yield archive
+class _OpenStores:
+    """One read-only `Archive` per store URL, opened on first use and kept: a page asks several endpoints,
+    and opening a database server's archive (connect, log in, check the schema) costs ~20 ms, 25 times a
+    query. One that fails while in use is closed and opened afresh on the next request (the server
+    restarted, the database was dropped); `close_all` when the UI stops."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._open: dict[str, Archive] = {}
+
+    @contextmanager
+    def using(self, store: str) -> Iterator[Archive]:
+        with self._lock:
+            archive = self._open.get(store)
+            if archive is None:
+                try:
+                    archive = Archive(store, readonly=True)
+                except (ArchiveError, DBAPIError) as error:
+                    raise unreadable(shown_store(store), error) from error
+                self._open[store] = archive
+        try:
+            yield archive
+        except DBAPIError:
+            self._forget(store, archive)
+            raise
+
+    def _forget(self, store: str, archive: Archive) -> None:
+        with self._lock:
+            if self._open.get(store) is archive:
+                del self._open[store]
+        archive.close()
+
+    def close_all(self) -> None:
+        with self._lock:
+            archives, self._open = list(self._open.values()), {}
+        for archive in archives:
+            archive.close()
+
+
+_STORES = _OpenStores()
+close_stores = _STORES.close_all
+
+
+def _open_store(store: str) -> AbstractContextManager[Archive]:
+    """The store's read-only archive (kept open between requests); Unreadable (named after the store) when it
+    cannot be opened."""
+    return _STORES.using(store)
 
 
 def unreadable(name: str, error: BaseException) -> Unreadable:

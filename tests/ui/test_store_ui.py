@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -21,8 +22,10 @@ from sqlalchemy import func, insert, select, text
 from sqlmodel import SQLModel
 
 from archive.store import Archive
+from tests.postgres import PostgresServer, start_private_server
 from tests.ui.conftest import write_big_run, write_hostile_run
 from ui import create_app
+from ui._data import _STORES
 
 #: Tables whose rows are copied (the schema's own bookkeeping is made by the target's creation).
 _BOOKKEEPING = {"schemaversion"}
@@ -130,3 +133,33 @@ def test_every_route_answers_the_same_from_postgresql_as_from_sqlite(
     assert page.status_code == 200 and "xss" in page.text and "big" in page.text
     missing = from_store.get("/runs/nope")
     assert missing.status_code == 404 and "cambrian runs --store" in missing.text
+
+
+@pytest.fixture
+def private_server() -> Iterator[PostgresServer]:
+    yield from start_private_server()
+
+
+def test_the_store_stays_open_between_requests_and_answers_after_a_server_restart(
+    tmp_path: Path, private_server: PostgresServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = private_server.create_database()
+    with Archive(url) as archive:
+        run = archive.create_run(name="kept", benchmark="deceptive", seed=0, config_json="{}")
+        archive.add_agent(int(run.id), files={"main.py": "x = 1\n"}, entry="main.py")
+    opened: list[str] = []
+    real_init = Archive.__init__
+
+    def counting_init(self: Archive, url: str, **options: Any) -> None:
+        opened.append(url)
+        real_init(self, url, **options)
+
+    monkeypatch.setattr(Archive, "__init__", counting_init)
+    with TestClient(create_app(tmp_path, store=url)) as client:
+        for route in ("/", "/api/runs", "/runs/kept", "/api/runs/kept/points", "/api/runs"):
+            assert client.get(route).status_code == 200, route
+        assert opened == [url]  # one open for every request, not one each
+        private_server.restart()
+        answer = client.get("/api/runs")
+        assert answer.status_code == 200 and "kept" in answer.text
+    assert not _STORES._open  # the UI's end closed it
