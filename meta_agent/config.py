@@ -192,6 +192,11 @@ class EvaluationConfig(_Section):
         "None: this machine's IP as Ray reports it",
     )
     gateway_port: int = Field(default=0, ge=0, le=65535, description="its TCP port; 0: a free one")
+    gateway_tls: bool = Field(
+        default=True,
+        description="TLS on that link (a certificate made for the run, pinned by the nodes); false: plain TCP, "
+        "for a private network only",
+    )
 
 
 class RunConfig(_Section):

@@ -13,18 +13,28 @@ driver, and a token names exactly one channel, so it is refused (401) for any ot
 after its evaluation ends. The listener then hands the connection to that agent's `AgentChannel`, so
 budgets, limits and the ledger are the driver's, the same as for a local agent.
 
-The link carries no TLS: run it on the cluster's private network, as Ray's own traffic is.
+The link is TLS (`tls=True`, the default; `evaluation.gateway_tls`): the listener makes a fresh
+self-signed certificate when it starts (its key never leaves the driver's memory but for a moment in a
+0700 folder while `ssl` loads it), and each grant carries the certificate's SHA-256 fingerprint, which
+the relay pins: it completes the handshake, compares the fingerprint, and only then sends the token, so
+the token and the agent's prompts and replies never cross the network in the clear, and a machine that
+takes over the driver's address gets no token. With `tls=False` the link is plain TCP: keep it on the
+cluster's private network, as Ray's own traffic is.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import hmac
 import json
 import os
 import secrets
+import ssl
+import tempfile
 from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from meta_agent.llm._gateway import _MAX_LINE_BYTES, AgentChannel, FMGateway, GatewayError
@@ -45,9 +55,51 @@ class RelayGrant:
     port: int
     agent_id: int
     token: str
+    fingerprint: str = ""  # SHA-256 (hex) of the listener's certificate, pinned by the relay; "": plain TCP
 
     def __repr__(self) -> str:  # a token in a log line or traceback would outlive its evaluation
-        return f"RelayGrant(host={self.host!r}, port={self.port}, agent_id={self.agent_id}, token=<hidden>)"
+        return (f"RelayGrant(host={self.host!r}, port={self.port}, agent_id={self.agent_id}, token=<hidden>, "
+                f"fingerprint={self.fingerprint[:16]!r})")  # fmt: skip
+
+
+def certificate_fingerprint(der: bytes) -> str:
+    return hashlib.sha256(der).hexdigest()
+
+
+def _self_signed_tls() -> tuple[ssl.SSLContext, str]:
+    """A server context with a fresh self-signed certificate (EC P-256), and the certificate's fingerprint."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "cambrian-fm-gateway")])
+    now = datetime.now(timezone.utc)
+    certificate = (
+        x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+        .serial_number(x509.random_serial_number()).not_valid_before(now - timedelta(minutes=5))
+        .not_valid_after(now + timedelta(days=400)).sign(key, hashes.SHA256())
+    )  # fmt: skip
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    with tempfile.TemporaryDirectory(prefix="cambrian-tls-") as folder:  # 0700; ssl loads only from files
+        cert_path, key_path = Path(folder, "cert.pem"), Path(folder, "key.pem")
+        cert_path.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
+        key_path.touch(mode=0o600)
+        key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                               serialization.NoEncryption()))  # fmt: skip
+        context.load_cert_chain(cert_path, key_path)
+    return context, certificate_fingerprint(certificate.public_bytes(serialization.Encoding.DER))
+
+
+def _pinning_client_context() -> ssl.SSLContext:
+    """A client context that takes any certificate in the handshake: the relay then pins its fingerprint."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    return context
 
 
 class RemoteAgent:
@@ -67,13 +119,16 @@ class GatewayListener:
     """The driver's TCP side of `gateway` for agents on other machines (see the module doc).
 
     host: the address nodes reach the driver at (the node IP Ray reports for the driver, by default in the
-    Ray executor); port: 0 takes a free one. `start()` binds; `address` is then (host, port).
+    Ray executor); port: 0 takes a free one; tls: TLS with a certificate made at `start()`, pinned by the
+    grants' relays (see the module doc). `start()` binds; `address` is then (host, port).
     """
 
-    def __init__(self, gateway: FMGateway, *, host: str, port: int = 0) -> None:
+    def __init__(self, gateway: FMGateway, *, host: str, port: int = 0, tls: bool = True) -> None:
         self.gateway = gateway
         self.host = host
         self.port = port
+        self.tls = tls
+        self.fingerprint = ""  # of the certificate, once started with TLS
         self.refused = 0  # connections answered 401
         self._grants: dict[int, tuple[str, AgentChannel]] = {}  # agent id -> (token, channel)
         self._server: asyncio.Server | None = None
@@ -84,10 +139,14 @@ class GatewayListener:
         return self.host, self.port
 
     async def start(self) -> tuple[str, int]:
+        context = None
+        if self.tls:
+            context, self.fingerprint = await asyncio.to_thread(_self_signed_tls)
         try:
             self._server = await asyncio.start_server(
-                self._accept, host=self.host, port=self.port, limit=_MAX_LINE_BYTES
-            )
+                self._accept, host=self.host, port=self.port, limit=_MAX_LINE_BYTES, ssl=context,
+                ssl_handshake_timeout=self.gateway.read_timeout_s if context else None,
+            )  # fmt: skip
         except OSError as exc:
             raise GatewayError(
                 f"cannot listen for remote agents' FM calls on {self.host}:{self.port}: {exc}",
@@ -108,7 +167,7 @@ class GatewayListener:
         )
         token = secrets.token_urlsafe(32)
         self._grants[agent_id] = (token, channel)
-        return RemoteAgent(self, channel, RelayGrant(self.host, self.port, agent_id, token))
+        return RemoteAgent(self, channel, RelayGrant(self.host, self.port, agent_id, token, self.fingerprint))
 
     async def close(self) -> None:
         """Stop listening and cut every connection; the grants' channels are the gateway's to close."""
@@ -215,12 +274,18 @@ class SocketRelay:
         self._connections.add(task)
         upstream: asyncio.StreamWriter | None = None
         try:
+            grant = self._grant
+            context = _pinning_client_context() if grant.fingerprint else None
             try:
-                up_reader, upstream = await asyncio.open_connection(self._grant.host, self._grant.port)
-            except OSError:
+                up_reader, upstream = await asyncio.open_connection(grant.host, grant.port, ssl=context)
+            except (OSError, ssl.SSLError):
                 await _answer(writer, 502, "gateway_unreachable", "the FM gateway cannot be reached from this node")
                 return
-            grant = self._grant
+            if context is not None and not _pinned(upstream, grant.fingerprint):
+                # Someone else answers at the driver's address: it gets no token and no request.
+                await _answer(writer, 502, "gateway_impostor",
+                              "the FM gateway's certificate is not the one this evaluation was given")  # fmt: skip
+                return
             upstream.write(b"%s %d %s\r\n" % (PREAMBLE, grant.agent_id, grant.token.encode()))
             to_driver = asyncio.ensure_future(_pump(reader, upstream, half_close=True))
             try:
@@ -238,6 +303,13 @@ class SocketRelay:
                         await stream.wait_closed()
             if task is not None:
                 self._connections.discard(task)
+
+
+def _pinned(stream: asyncio.StreamWriter, fingerprint: str) -> bool:
+    """Whether the TLS peer of `stream` showed the certificate with this fingerprint."""
+    ssl_object = stream.get_extra_info("ssl_object")
+    der = ssl_object.getpeercert(binary_form=True) if ssl_object is not None else None
+    return der is not None and hmac.compare_digest(certificate_fingerprint(der), fingerprint)
 
 
 async def _pump(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, *, half_close: bool) -> None:

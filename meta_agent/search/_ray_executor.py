@@ -81,6 +81,7 @@ class RayExecutor:
         gateway_host: str,
         gateway_port: int,
         owns_connection: bool,
+        gateway_tls: bool = True,
         settings: NodeSettings | None = None,
         warn: Callable[[str], None] = log.warning,
     ) -> None:
@@ -96,6 +97,7 @@ class RayExecutor:
         self.slots = slots_per_node * len(nodes)
         self.gateway_host = gateway_host
         self.gateway_port = gateway_port
+        self.gateway_tls = gateway_tls
         self.infra_faults = 0  # task runs lost with a dead node and run again elsewhere
         self.tasks_by_node: collections.Counter[str] = collections.Counter()  # node id -> task runs done
         self.running_by_node: collections.Counter[str] = collections.Counter()  # node id -> task runs in flight
@@ -140,7 +142,7 @@ class RayExecutor:
             raise
         return cls(
             nodes, slots_per_node=evaluation.concurrency, gateway_host=host, gateway_port=evaluation.gateway_port,
-            owns_connection=owns, settings=node_settings(config), warn=warn,
+            owns_connection=owns, gateway_tls=evaluation.gateway_tls, settings=node_settings(config), warn=warn,
         )  # fmt: skip
 
     # ----- nodes that join -----------------------------------------------------------------
@@ -322,7 +324,7 @@ class RayExecutor:
                 return self._listener
             if self._listener is not None:
                 await self._listener.close()
-            listener = GatewayListener(gateway, host=self.gateway_host, port=self.gateway_port)
+            listener = GatewayListener(gateway, host=self.gateway_host, port=self.gateway_port, tls=self.gateway_tls)
             await listener.start()
             self._listener = listener
             return listener

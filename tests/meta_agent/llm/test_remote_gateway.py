@@ -8,8 +8,10 @@ model says; the real model's path through the gateway is tested in test_gateway.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import shutil
+import ssl
 import tempfile
 from pathlib import Path
 
@@ -30,8 +32,16 @@ def http(method: str, path: str, body: bytes = b"") -> bytes:
     return f"{method} {path} HTTP/1.1\r\nHost: x\r\nContent-Length: {len(body)}\r\n\r\n".encode() + body
 
 
-async def over_tcp(address: tuple[str, int], preamble: bytes, request: bytes) -> tuple[int, dict]:
-    reader, writer = await asyncio.open_connection(*address)
+def tls_client() -> ssl.SSLContext:
+    """A client that takes any certificate (these tests are about tokens; the relay's pinning is tested below)."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    return context
+
+
+async def over_tcp(address: tuple[str, int], preamble: bytes, request: bytes, *, tls: bool = True) -> tuple[int, dict]:
+    reader, writer = await asyncio.open_connection(*address, ssl=tls_client() if tls else None)
     writer.write(preamble + request)
     await writer.drain()
     raw = await reader.read()
@@ -132,6 +142,89 @@ def test_the_node_relay_adds_the_token_outside_the_socket_and_stops_with_the_eva
             await listener.close()
             await gateway.close()
         assert not relay.path.exists()
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_the_link_is_tls_and_the_relay_sends_its_token_only_to_the_pinned_certificate_fake_fm() -> None:
+    folder = Path(tempfile.mkdtemp(prefix="cfm-", dir="/tmp"))
+
+    async def scenario() -> None:
+        gateway, fm = scripted_gateway(folder)
+        listener = GatewayListener(gateway, host="127.0.0.1")
+        address = await listener.start()
+        remote = await listener.open_agent(4, max_calls=3, max_tokens=1000, run_seed=0, iteration=1)
+        preamble = b"CAMBRIAN-AGENT 4 " + remote.grant.token.encode() + b"\r\n"
+        # Someone else listening at an address the relay is sent to, with a certificate of its own.
+        heard = bytearray()
+
+        async def impostor(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            heard.extend(await reader.read(4096))
+            writer.close()
+
+        other = GatewayListener(gateway, host="127.0.0.1")
+        await other.start()  # only to make a second certificate, whose context the impostor borrows
+        assert other.fingerprint != listener.fingerprint and len(listener.fingerprint) == 64
+        fake = await asyncio.start_server(impostor, "127.0.0.1", 0, ssl=other._server._ssl_context)  # type: ignore[union-attr]
+        fake_port = fake.sockets[0].getsockname()[1]
+        relay = SocketRelay(folder / "agent.sock", remote.grant)
+        misled = SocketRelay(folder / "misled.sock", dataclasses.replace(remote.grant, port=fake_port))
+        await relay.start()
+        await misled.start()
+        try:
+            # Through the relay, over TLS, pinned: served.
+            status, body = await over_unix(relay.path, http("POST", "/v1/chat/completions", CHAT))
+            assert status == 200 and body["choices"][0]["message"]["content"] == "hello"
+            # To a certificate the grant does not name: no token, no request leaves the node.
+            status, body = await over_unix(misled.path, http("GET", "/health"))
+            assert status == 502 and body["error"]["type"] == "gateway_impostor"
+            assert bytes(heard) == b""
+            # Plain TCP to the TLS listener: the handshake fails; nothing is served, nothing is counted.
+            reader, writer = await asyncio.open_connection(*address)
+            writer.write(preamble + http("GET", "/health"))
+            await writer.drain()
+            assert b"HTTP/1.1 200" not in await reader.read()
+            writer.close()
+            assert fm.calls == 1 and listener.refused == 0
+        finally:
+            await relay.close()
+            await misled.close()
+            fake.close()
+            await remote.close()
+            await other.close()
+            await listener.close()
+            await gateway.close()
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_with_tls_off_the_link_is_plain_tcp_and_still_needs_the_token_fake_fm() -> None:
+    folder = Path(tempfile.mkdtemp(prefix="cfm-", dir="/tmp"))
+
+    async def scenario() -> None:
+        gateway, fm = scripted_gateway(folder)
+        listener = GatewayListener(gateway, host="127.0.0.1", tls=False)
+        address = await listener.start()
+        remote = await listener.open_agent(5, max_calls=2, max_tokens=1000, run_seed=0, iteration=1)
+        assert remote.grant.fingerprint == ""
+        relay = SocketRelay(folder / "agent.sock", remote.grant)
+        await relay.start()
+        try:
+            status, body = await over_unix(relay.path, http("POST", "/v1/chat/completions", CHAT))
+            assert status == 200 and body["choices"][0]["message"]["content"] == "hello"
+            status, _ = await over_tcp(address, b"CAMBRIAN-AGENT 5 wrong\r\n", http("GET", "/health"), tls=False)
+            assert status == 401 and fm.calls == 1
+        finally:
+            await relay.close()
+            await remote.close()
+            await listener.close()
+            await gateway.close()
 
     try:
         asyncio.run(scenario())
