@@ -90,7 +90,7 @@ class RayExecutor:
         self.node_scan_s = NODE_SCAN_S
         self._warn = warn
         self._known = {node.node_id for node in nodes}  # node ids with a pool, or left out
-        self._next_scan = time.monotonic() + self.node_scan_s
+        self._next_scan = 0.0  # monotonic time of the next look: the first evaluation looks
         self._scan: asyncio.Task[int] | None = None
         self._joining: list[Any] = []  # pool actors started on joining nodes (killed at close)
         self.slots_per_node = slots_per_node
@@ -192,7 +192,14 @@ class RayExecutor:
         if now < self._next_scan:
             return
         self._next_scan = now + self.node_scan_s
-        self._scan = asyncio.ensure_future(self.join_new_nodes())
+        self._scan = asyncio.ensure_future(self._join_quietly())
+
+    async def _join_quietly(self) -> int:
+        try:
+            return await self.join_new_nodes()
+        except Exception as exc:  # noqa: BLE001 - a failed look must not fail the evaluation that started it
+            log.warning("looking for Ray nodes that joined failed (%r); looking again in %.0f s", exc, self.node_scan_s)
+            return 0
 
     # ----- evaluating -------------------------------------------------------------------------
 
@@ -334,10 +341,7 @@ class RayExecutor:
     async def finish(self) -> None:
         if self._scan is not None:
             scan, self._scan = self._scan, None
-            try:
-                await scan  # a pool starting on a joining node is kept (or stopped), never left half-made
-            except Exception as exc:  # noqa: BLE001 - looking for nodes must not fail the run's end
-                log.warning("looking for Ray nodes that joined failed: %r", exc)
+            await scan  # a pool starting on a joining node is kept (or stopped), never left half-made
         if self._listener is not None:
             await self._listener.close()
         self._listener = None
