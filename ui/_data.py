@@ -95,8 +95,9 @@ class _OpenStores:
                 self._open[store] = archive
         try:
             yield archive
-        except DBAPIError:
-            self._forget(store, archive)
+        except Exception as error:
+            if isinstance(error, DBAPIError) or isinstance(error.__cause__, DBAPIError):  # Unreadable wraps one
+                self._forget(store, archive)
             raise
 
     def _forget(self, store: str, archive: Archive) -> None:
