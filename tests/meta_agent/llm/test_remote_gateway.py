@@ -13,6 +13,7 @@ import json
 import shutil
 import ssl
 import tempfile
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from meta_agent.llm import Endpoint, FMGateway, GatewayListener, LLMClient, MemoryLedger, SocketRelay
@@ -26,6 +27,23 @@ def scripted_gateway(folder: Path) -> tuple[FMGateway, ScriptedFM]:
     client = LLMClient(Endpoint(model="openai/scripted", label="scripted"), ledger=MemoryLedger(), max_tokens=8)
     client.complete = fm.complete  # type: ignore[method-assign,assignment]  # the scripted FM answers for the real client
     return FMGateway(client, socket_dir=folder), fm
+
+
+def with_gateway(scenario: Callable[[Path, FMGateway, ScriptedFM], Awaitable[None]]) -> None:
+    """Run `scenario(folder, gateway, fm)` on a scripted gateway whose sockets live in a fresh short folder."""
+    folder = Path(tempfile.mkdtemp(prefix="cfm-", dir="/tmp"))
+
+    async def run() -> None:
+        gateway, fm = scripted_gateway(folder)
+        try:
+            await scenario(folder, gateway, fm)
+        finally:
+            await gateway.close()
+
+    try:
+        asyncio.run(run())
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def http(method: str, path: str, body: bytes = b"") -> bytes:
@@ -64,10 +82,7 @@ def parse(raw: bytes) -> tuple[int, dict]:
 
 
 def test_a_token_serves_only_its_own_agent_and_only_until_its_evaluation_ends_fake_fm() -> None:
-    folder = Path(tempfile.mkdtemp(prefix="cfm-", dir="/tmp"))
-
-    async def scenario() -> None:
-        gateway, fm = scripted_gateway(folder)
+    async def scenario(folder: Path, gateway: FMGateway, fm: ScriptedFM) -> None:
         listener = GatewayListener(gateway, host="127.0.0.1")
         address = await listener.start()
         first = await listener.open_agent(7, max_calls=1, max_tokens=1000, run_seed=0, iteration=1)
@@ -108,19 +123,12 @@ def test_a_token_serves_only_its_own_agent_and_only_until_its_evaluation_ends_fa
         finally:
             await second.close()
             await listener.close()
-            await gateway.close()
 
-    try:
-        asyncio.run(scenario())
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
+    with_gateway(scenario)
 
 
 def test_the_node_relay_adds_the_token_outside_the_socket_and_stops_with_the_evaluation_fake_fm() -> None:
-    folder = Path(tempfile.mkdtemp(prefix="cfm-", dir="/tmp"))
-
-    async def scenario() -> None:
-        gateway, fm = scripted_gateway(folder)
+    async def scenario(folder: Path, gateway: FMGateway, fm: ScriptedFM) -> None:
         listener = GatewayListener(gateway, host="127.0.0.1")
         await listener.start()
         remote = await listener.open_agent(3, max_calls=2, max_tokens=1000, run_seed=0, iteration=1)
@@ -140,20 +148,13 @@ def test_the_node_relay_adds_the_token_outside_the_socket_and_stops_with_the_eva
         finally:
             await relay.close()
             await listener.close()
-            await gateway.close()
         assert not relay.path.exists()
 
-    try:
-        asyncio.run(scenario())
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
+    with_gateway(scenario)
 
 
 def test_the_link_is_tls_and_the_relay_sends_its_token_only_to_the_pinned_certificate_fake_fm() -> None:
-    folder = Path(tempfile.mkdtemp(prefix="cfm-", dir="/tmp"))
-
-    async def scenario() -> None:
-        gateway, fm = scripted_gateway(folder)
+    async def scenario(folder: Path, gateway: FMGateway, fm: ScriptedFM) -> None:
         listener = GatewayListener(gateway, host="127.0.0.1")
         address = await listener.start()
         remote = await listener.open_agent(4, max_calls=3, max_tokens=1000, run_seed=0, iteration=1)
@@ -196,19 +197,12 @@ def test_the_link_is_tls_and_the_relay_sends_its_token_only_to_the_pinned_certif
             await remote.close()
             await other.close()
             await listener.close()
-            await gateway.close()
 
-    try:
-        asyncio.run(scenario())
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
+    with_gateway(scenario)
 
 
 def test_with_tls_off_the_link_is_plain_tcp_and_still_needs_the_token_fake_fm() -> None:
-    folder = Path(tempfile.mkdtemp(prefix="cfm-", dir="/tmp"))
-
-    async def scenario() -> None:
-        gateway, fm = scripted_gateway(folder)
+    async def scenario(folder: Path, gateway: FMGateway, fm: ScriptedFM) -> None:
         listener = GatewayListener(gateway, host="127.0.0.1", tls=False)
         address = await listener.start()
         remote = await listener.open_agent(5, max_calls=2, max_tokens=1000, run_seed=0, iteration=1)
@@ -224,9 +218,5 @@ def test_with_tls_off_the_link_is_plain_tcp_and_still_needs_the_token_fake_fm() 
             await relay.close()
             await remote.close()
             await listener.close()
-            await gateway.close()
 
-    try:
-        asyncio.run(scenario())
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
+    with_gateway(scenario)
