@@ -172,13 +172,7 @@ class GatewayListener:
     async def close(self) -> None:
         """Stop listening and cut every connection; the grants' channels are the gateway's to close."""
         self._grants.clear()
-        if self._server is not None:
-            self._server.close()
-        for task in list(self._connections):
-            task.cancel()
-        await asyncio.gather(*self._connections, return_exceptions=True)
-        if self._server is not None:
-            await self._server.wait_closed()
+        await _stop_serving(self._server, self._connections)
 
     def _forget(self, agent_id: int, token: str) -> None:
         held = self._grants.get(agent_id)
@@ -224,6 +218,17 @@ class GatewayListener:
             self._connections.discard(task)
 
 
+async def _stop_serving(server: asyncio.Server | None, connections: set[asyncio.Task[None]]) -> None:
+    """Stop accepting, cut the connections being served, and wait until the server has closed."""
+    if server is not None:
+        server.close()
+    for task in list(connections):
+        task.cancel()
+    await asyncio.gather(*connections, return_exceptions=True)
+    if server is not None:
+        await server.wait_closed()
+
+
 async def _answer(writer: asyncio.StreamWriter, status: int, kind: str, message: str) -> None:
     body = json.dumps({"error": {"type": kind, "message": message}}).encode()
     reason = {401: "Unauthorized", 502: "Bad Gateway", 503: "Service Unavailable"}[status]
@@ -255,13 +260,7 @@ class SocketRelay:
         os.chmod(self.path, 0o666)  # the sandbox's non-root user connects
 
     async def close(self) -> None:
-        if self._server is not None:
-            self._server.close()
-        for task in list(self._connections):
-            task.cancel()
-        await asyncio.gather(*self._connections, return_exceptions=True)
-        if self._server is not None:
-            await self._server.wait_closed()
+        await _stop_serving(self._server, self._connections)
         with contextlib.suppress(FileNotFoundError):
             self.path.unlink()
 
