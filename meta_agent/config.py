@@ -175,8 +175,11 @@ class EvaluationConfig(_Section):
     max_output_bytes: int | None = Field(default=None, ge=1024)
     max_attempts: int = Field(default=3, ge=1, le=20, description="tries after infrastructure faults")
     agent_fm: bool = Field(default=True, description="serve the FM to agents through the gateway socket")
-    agent_fm_calls: int = Field(default=20, ge=0, description="FM calls one agent may make per evaluation")
-    agent_fm_tokens: int = Field(default=50_000, ge=0, description="FM tokens one agent may use per evaluation")
+    agent_fm_calls: int = Field(
+        default=8, ge=0, description="FM calls an agent may make per task; an evaluation's budget is this times "
+        "its tasks, shared by them (a parent writing its child: one run)",
+    )  # fmt: skip
+    agent_fm_tokens: int = Field(default=20_000, ge=0, description="FM tokens an agent may use per task, likewise")
     feedback: FeedbackConfig = Field(default_factory=FeedbackConfig, description="what failures show the FM")
     executor: Literal["local", "ray"] = Field(
         default="local", description="where tasks run: this machine's sandbox pool, or a Ray cluster's nodes"

@@ -357,9 +357,10 @@ def _evaluate(subject: _Subject, *, split: str, reporter: Reporter, ledger: Ledg
         memory_mb=config.evaluation.memory_mb,
         max_output_bytes=config.evaluation.max_output_bytes,
     )
-    budget = AgentFMBudget(
+    per_task = AgentFMBudget(
         max_calls=config.evaluation.agent_fm_calls, max_tokens=config.evaluation.agent_fm_tokens, run_seed=config.seed
     )
+    budget = per_task.times(len(list(benchmark.tasks(split))))  # as in a search: per task, shared by the split
     reporter.info(f"evaluating {subject.label} on the {split} split of {benchmark.name}")
     with sandbox_with_socket_dir(config, reporter) as (sandbox, socket_dir):
         with _maybe_fm(config, reporter, ledger) as llm:

@@ -21,7 +21,7 @@ from sandbox.base import FM_SOCKET_INSIDE, Sandbox, SandboxSession
 
 @dataclass(frozen=True)
 class AgentFMBudget:
-    """What one agent may spend through the gateway in one evaluation.
+    """What one agent may spend through the gateway in one evaluation (or one run of a parent writing its child).
 
     max_calls / max_tokens: FM calls and tokens (>= 0; 0 refuses every call).
     run_seed: the run's seed, from which each call's default sampling seed is derived.
@@ -30,6 +30,12 @@ class AgentFMBudget:
     max_calls: int
     max_tokens: int
     run_seed: int
+
+    def times(self, tasks: int) -> AgentFMBudget:
+        """This budget (one task's) for an evaluation of `tasks` tasks, shared by them: a task may use more when
+        others use less; the evaluation never more than tasks x the one task's."""
+        n = max(1, tasks)
+        return dataclasses.replace(self, max_calls=self.max_calls * n, max_tokens=self.max_tokens * n)
 
 
 @dataclass(frozen=True)

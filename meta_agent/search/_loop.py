@@ -89,7 +89,9 @@ class SearchLoop:
         self.operators = dict(operators)
         check_operators(config, benchmark, self.operators, has_fm=bool(self.llms))
         self.limits = run_limits(config)
+        # Per task; an agent's evaluation may spend it times the search split's tasks, shared by them.
         self.fm_budget = agent_fm_budget(config)
+        self._evaluation_fm_budget = self.fm_budget.times(len(list(benchmark.tasks("search"))))
         self.proposer = Proposer.from_config(
             config,
             benchmark=benchmark,
@@ -412,7 +414,7 @@ class SearchLoop:
             split="search",
             limits=self.limits,
             gateway=self.gateway,
-            fm_budget=self.fm_budget,
+            fm_budget=self._evaluation_fm_budget,
         )
 
     def _count_fault(self, exc: SandboxError | GatewayError) -> bool:

@@ -38,7 +38,8 @@ def run_limits(config: RunConfig) -> Limits:
 
 
 def agent_fm_budget(config: RunConfig) -> AgentFMBudget:
-    """What one agent may spend through the gateway per evaluation (`evaluation.agent_fm_*`)."""
+    """What one agent may spend through the gateway per task (`evaluation.agent_fm_*`); an evaluation gets
+    `.times(its tasks)`, a parent writing its child (one run) this."""
     return AgentFMBudget(
         max_calls=config.evaluation.agent_fm_calls,
         max_tokens=config.evaluation.agent_fm_tokens,

@@ -15,11 +15,12 @@ import pytest
 
 from archive.models import AgentStatus
 from archive.store import Archive
+from evaluators.base import Genome
 from evaluators.circle_packing import CirclePacking
 from meta_agent.config import RunConfig
-from meta_agent.llm import ArchiveLedger, FMGateway, LLMClient
+from meta_agent.llm import ArchiveLedger, Endpoint, FMGateway, LLMClient, MemoryLedger
 from meta_agent.search import SearchLoop
-from meta_agent.testing import ScriptedFM
+from meta_agent.testing import ScriptedFM, SleepBenchmark
 from sandbox.local import LocalSandbox
 from tests.conftest import skip_without_docker
 from tests.meta_agent.search.test_loop_fake_fm import fenced
@@ -99,3 +100,56 @@ def test_agent_calls_reach_the_fm_through_the_gateway_and_are_recorded(kind: str
     assert len(answered) == 2 and len(refused) == 1
     assert all(c.agent_id == child.id for c in calls)
     assert all(c.completion_tokens > 0 for c in answered)
+
+
+class _AgentCallsPerTask(SleepBenchmark):
+    """Four tasks whose seed agent asks the FM once per task (score 1.0 answered, 0.5 refused)."""
+
+    def seed(self) -> Genome:
+        return Genome(files={"agent.py": ASKS_ONCE}, entry="agent.py")
+
+
+ASKS_ONCE = """import sys
+from _cambrian_llm import LLMBudgetExceeded, llm
+
+try:
+    print("fm said:", llm("hello from " + sys.argv[1], max_tokens=8))
+    print("score 1.0")
+except LLMBudgetExceeded:
+    print("score 0.5")
+"""
+
+
+def test_the_agent_budget_is_per_task_so_every_task_may_call_the_fm_fake_fm(tmp_path: Path) -> None:
+    # One call per task allowed: an evaluation of four tasks gets four (it got one for all four before, so a
+    # HumanEval agent calling once per problem was refused from its 21st problem on).
+    fm_dir = Path(tempfile.mkdtemp(prefix="cfm-", dir="/tmp"))
+    config = RunConfig.model_validate(
+        {"name": "t", "runs_dir": str(tmp_path), "budget": {"iterations": 1},
+         "search": {"strategy": "greedy", "operators": {"rewrite": 1.0}}, "fm": {"repair_rounds": 0},
+         "evaluation": {"agent_fm_calls": 1, "agent_fm_tokens": 10_000}}
+    )  # fmt: skip
+    archive = Archive.at(tmp_path / "archive.db")
+    run = archive.create_run(name="t", benchmark="sleep", seed=0, config_json=config.to_json())
+    agents_fm = ScriptedFM(["hi"])
+    client = LLMClient(Endpoint(model="openai/scripted", label="scripted"), ledger=MemoryLedger(), max_tokens=8)
+    client.complete = agents_fm.complete  # type: ignore[method-assign,assignment]  # the scripted FM answers
+    loop = SearchLoop.from_config(
+        archive=archive, run=run, config=config, benchmark=_AgentCallsPerTask(tasks=4, seconds=0.0),
+        sandbox=LocalSandbox(), llm=ScriptedFM(["no code"]), model_label="scripted",
+        gateway=FMGateway(client, socket_dir=fm_dir),
+    )  # fmt: skip
+
+    async def run_loop():
+        try:
+            return await loop.run_until_done()
+        finally:
+            await loop.gateway.close()
+
+    try:
+        asyncio.run(run_loop())
+    finally:
+        shutil.rmtree(fm_dir, ignore_errors=True)
+    seed = archive.seeds(int(run.id))[0]
+    assert seed.score == 1.0 and agents_fm.calls == 4
+    assert all("fm said: hi" in e.stdout_tail for e in archive.evaluations(int(seed.id)))
