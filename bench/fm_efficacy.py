@@ -153,7 +153,8 @@ async def _evaluate(
     started = time.perf_counter()
     result = await evaluate_in_sandbox(
         benchmark, genome, sandbox, agent_id=agent_id, iteration=agent_id, split="search",
-        limits=run_limits(config), gateway=gateway, fm_budget=agent_fm_budget(config),
+        limits=run_limits(config), gateway=gateway,
+        fm_budget=agent_fm_budget(config).times(len(list(benchmark.tasks("search")))),  # per task, as a search
     )  # fmt: skip
     return result, time.perf_counter() - started
 
