@@ -7,8 +7,9 @@ import the model forgot (`math`, `np`, `defaultdict`, `minimize`, ...) is
 repaired by adding the import, and the repair is reported so it can be stored
 on the agent; anything else is refused with an `EditError` that names the file,
 the line and the text. A child whose code does exactly what its parent's does
-(it only moved blank lines, comments or docstrings, added unused imports, or
-put code after a `return`) is refused too, so that the FM hears it changed
+(it only moved blank lines, comments or docstrings, added unused or repeated
+imports, put code after a `return`, or put a copy of a function where the
+original, defined later, replaces it) is refused too, so that the FM hears it changed
 nothing before any sandbox time is spent. Pure functions of the code: nothing
 here runs it.
 """
@@ -133,12 +134,12 @@ def check_child(child: Genome, parent: Genome, *, entry_function: str | None = N
 
 @dataclass(frozen=True)
 class _Analysis:
-    """One parse of a file and what pyflakes found in it: the findings that fail a run, and the lines of
-    imports nothing uses (which `behaviour_key` ignores)."""
+    """One parse of a file and what pyflakes found in it: the findings that fail a run, and the lines of the
+    bindings nothing uses (which `behaviour_key` ignores, see `_inert_lines`)."""
 
     tree: ast.Module
     fatal: tuple[pyflakes_messages.Message, ...]
-    unused_import_lines: frozenset[int]
+    inert_lines: _Inert
 
 
 def _analyse(path: str, text: str) -> _Analysis:
@@ -159,8 +160,23 @@ def _analyse(path: str, text: str) -> _Analysis:
         raise EditError(f"the edited {path} cannot be compiled: {error}", fix="return plain Python source") from None
     found = pyflakes_checker.Checker(tree, filename=path).messages
     fatal = sorted((m for m in found if isinstance(m, _FATAL)), key=lambda m: (m.lineno, m.col))
+    return _Analysis(tree, tuple(fatal), _inert_lines(found))
+
+
+def _inert_lines(found: Sequence[pyflakes_messages.Message]) -> _Inert:
+    """Lines of bindings nothing uses: imports never used, and bindings a later one of the same name replaces
+    before anything uses them (pyflakes' "redefinition of unused"), such as a second copy of a function put
+    above the original, which the original then replaces. `_live` drops only the definitions among the
+    latter: an import repeated is dropped where it repeats, so the imports keep their order."""
     unused = frozenset(m.lineno for m in found if isinstance(m, pyflakes_messages.UnusedImport))
-    return _Analysis(tree, tuple(fatal), unused)
+    replaced = (m.message_args[1] for m in found if isinstance(m, pyflakes_messages.RedefinedWhileUnused))
+    return _Inert(unused, frozenset(line for line in replaced if isinstance(line, int)))
+
+
+@dataclass(frozen=True)
+class _Inert:
+    unused_imports: frozenset[int]  # lines
+    replaced: frozenset[int]  # lines of bindings replaced before any use
 
 
 def _undefined_names(findings: Sequence[pyflakes_messages.Message]) -> list[str]:
@@ -227,7 +243,8 @@ def _refuse_neutral(child: Mapping[str, str], parent: Mapping[str, str], analyse
     if all(_key(analysed[p]) == behaviour_key(parent[p]) for p in changed if p in analysed):
         raise EditError(
             f"the edit changes nothing the program does: {', '.join(changed)} differs from the parent only in "
-            "blank lines, comments, docstrings, unused imports or code that can never run (after a return)",
+            "blank lines, comments, docstrings, unused or repeated imports, code that can never run (after a "
+            "return) or a function that a later definition of the same name replaces",
             fix="change the statements that compute the result",
         )
 
@@ -239,14 +256,12 @@ def behaviour_key(text: str) -> str:
 
     Cached by text: a parent's key is computed once however many children are checked against it."""
     tree = ast.parse(text)
-    found = pyflakes_checker.Checker(tree).messages
-    unused = frozenset(m.lineno for m in found if isinstance(m, pyflakes_messages.UnusedImport))
-    return _key(_Analysis(tree, (), unused))
+    return _key(_Analysis(tree, (), _inert_lines(pyflakes_checker.Checker(tree).messages)))
 
 
 def _key(analysis: _Analysis) -> str:
     """`behaviour_key` of an analysed file. Strips its tree in place: the last use of an analysis."""
-    _strip_inert(analysis.tree, analysis.unused_import_lines)
+    _strip_inert(analysis.tree, analysis.inert_lines)
     return ast.dump(analysis.tree, annotate_fields=False, include_attributes=False)
 
 
@@ -255,29 +270,65 @@ def _key(analysis: _Analysis) -> str:
 _STATEMENT_LISTS = ("body", "orelse", "finalbody")
 
 
-def _strip_inert(node: ast.AST, unused_import_lines: frozenset[int]) -> None:
+def _strip_inert(node: ast.AST, inert_lines: _Inert) -> None:
     """Drop the statements `behaviour_key` ignores from every statement list under `node`, in place."""
     for field in _STATEMENT_LISTS:
         statements = getattr(node, field, None)
         if isinstance(statements, list) and statements and isinstance(statements[0], ast.stmt):
             for statement in statements:
-                _strip_inert(statement, unused_import_lines)
-            setattr(node, field, _live(statements, unused_import_lines))
+                _strip_inert(statement, inert_lines)
+            setattr(node, field, _live(statements, inert_lines))
     for child in (*getattr(node, "handlers", ()), *getattr(node, "cases", ())):
-        _strip_inert(child, unused_import_lines)
+        _strip_inert(child, inert_lines)
 
 
-def _live(statements: list[ast.stmt], unused_import_lines: frozenset[int]) -> list[ast.stmt]:
+_DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+
+def _live(statements: list[ast.stmt], inert_lines: _Inert) -> list[ast.stmt]:
     kept: list[ast.stmt] = []
+    imports: dict[str, str] = {}  # name -> the import statement (dumped) that bound it last, while still bound
     for statement in statements:
         if isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant):
             continue  # a docstring or a bare string
-        if isinstance(statement, (ast.Import, ast.ImportFrom)) and statement.lineno in unused_import_lines:
-            continue
+        if isinstance(statement, (ast.Import, ast.ImportFrom)) and statement.lineno in inert_lines.unused_imports:
+            continue  # an import nothing uses
+        if _inert_definition(statement) and statement.lineno in inert_lines.replaced:
+            continue  # a function replaced before anything used it
+        if isinstance(statement, (ast.Import, ast.ImportFrom)):
+            dumped = ast.dump(statement, include_attributes=False)
+            names = [alias.asname or alias.name.split(".")[0] for alias in statement.names]
+            if all(imports.get(name) == dumped for name in names):
+                continue  # the same import again, its names still bound by the first: a no-op
+            imports.update(dict.fromkeys(names, dumped))
+        else:
+            for name in _bound_names(statement):
+                imports.pop(name, None)
         kept.append(statement)
         if isinstance(statement, (ast.Return, ast.Raise, ast.Break, ast.Continue)):
             break  # what follows can never run
     return kept or [ast.Pass()]
+
+
+def _inert_definition(statement: ast.stmt) -> bool:
+    """A `def` whose definition runs nothing: no decorator, and defaults that are constants or names (a class
+    body, a decorator or a default such as `x=make()` runs code when the definition is made)."""
+    if not isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)) or statement.decorator_list:
+        return False
+    defaults = [*statement.args.defaults, *(d for d in statement.args.kw_defaults if d is not None)]
+    return all(isinstance(d, (ast.Constant, ast.Name)) for d in defaults)
+
+
+def _bound_names(statement: ast.stmt) -> set[str]:
+    """Names a statement may bind at its own level (conservatively: any name stored anywhere in it, the names
+    it defines, and those it declares global or nonlocal)."""
+    names = {node.id for node in ast.walk(statement) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store)}
+    for node in ast.walk(statement):
+        if isinstance(node, (*_DEFINITIONS, ast.Global, ast.Nonlocal)):
+            names.update([node.name] if isinstance(node, _DEFINITIONS) else node.names)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update(alias.asname or alias.name.split(".")[0] for alias in node.names)
+    return names
 
 
 def _top_level(tree: ast.Module, name: str) -> ast.AST | None:

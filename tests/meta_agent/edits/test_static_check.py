@@ -109,3 +109,29 @@ def test_an_edit_that_changes_nothing_the_program_does_is_refused() -> None:
     used = TEXT.replace("import math\n", "import math\nfrom math import ceil\n").replace("math.ceil(n /", "ceil(n /")
     assert check_child(child(used), SEED).genome
     assert behaviour_key(TEXT) == behaviour_key(neutral["code after the return"]) != behaviour_key(used)
+
+
+def test_a_copy_of_a_definition_that_the_original_replaces_changes_nothing() -> None:
+    # What qwen2.5-coder-0.5B's `lines` edits of the HumanEval seed agent did (bench/humaneval_holdout.py): a new
+    # `solve` (or the whole module's imports and `solve`) put above the original, which replaces it at import.
+    agent = HumanEval().seed()
+    text = agent.files[agent.entry]
+    original = text[text.index("def solve(") : text.index("\n\n\ndef extract_code")]
+    copy = original.replace("task: dict[str, Any], llm: Callable[..., str]) -> str:", "task, llm):")
+    anchor = "\n\n\ndef solve("
+    shadowed = {
+        "a copy of solve": text.replace(anchor, "\n" + copy + anchor, 1),
+        "copied imports and solve": text.replace(
+            anchor, "\nimport re\nfrom typing import Any\n\n\n" + copy.replace("llm):", "llm: Any):") + anchor, 1
+        ),
+    }
+    for what, shadow in shadowed.items():
+        assert shadow != text, what
+        with pytest.raises(EditError, match="changes nothing the program does"):
+            check_child(Genome(files={agent.entry: shadow}, entry=agent.entry), agent, entry_function="solve")
+    # The copy placed after the original replaces it: a real change (its body may differ), kept.
+    later = text + "\n\n" + copy.replace("temperature=0.0", "temperature=0.2") + "\n"
+    assert check_child(Genome(files={agent.entry: later}, entry=agent.entry), agent, entry_function="solve").genome
+    # A decorated copy is kept: its decorator runs at import and may do anything.
+    decorated = text.replace(anchor, "\n@staticmethod\n" + copy + anchor, 1)
+    assert check_child(Genome(files={agent.entry: decorated}, entry=agent.entry), agent, entry_function="solve").genome
