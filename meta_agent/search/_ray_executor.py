@@ -460,8 +460,19 @@ def _start_pools(config: RunConfig, *, warn: Callable[[str], None]) -> list[Node
     if not live:
         raise ClusterError("the Ray cluster has no live node", fix="start a node with `ray start --address=HEAD:PORT`")
     actors = _pool_actors(node_settings(config), live)
+    starts = [actor.start.remote() for actor in actors]
+    started: list[tuple[NodeReport, dict[str, Any], Any]] = []
     try:
-        reports: list[NodeReport] = ray.get([actor.start.remote() for actor in actors], timeout=START_TIMEOUT_S)
+        _, late = ray.wait(starts, num_returns=len(starts), timeout=START_TIMEOUT_S)
+        if late:
+            raise TimeoutError(f"{len(late)} of {len(starts)} pools had not started after {START_TIMEOUT_S:.0f} s")
+        for start, info, actor in zip(starts, live, actors):
+            try:
+                started.append((ray.get(start), info, actor))
+            except _lost_node_errors() as lost:
+                # A node that died just now (Ray still listed it as alive): left out, as if it had died mid-run.
+                warn(f"Ray node {info.get('NodeManagerAddress')} (node {str(info['NodeID'])[:12]}) died while its "
+                     f"pool started ({type(lost).__name__}); the run goes on without it")  # fmt: skip
     except Exception as exc:
         for actor in actors:
             ray.kill(actor)
@@ -469,15 +480,18 @@ def _start_pools(config: RunConfig, *, warn: Callable[[str], None]) -> list[Node
             f"the Ray nodes' sandbox pools did not start: {type(exc).__name__}: {exc}",
             fix="check `ray status` and that every node runs this Cambrian in the same Python environment",
         ) from exc
+    if not started:
+        raise ClusterError("every Ray node died while its pool started", fix="check `ray status`, then start again")
     nodes = [
         NodeHandle(report.node_id, str(info["NodeManagerAddress"]), report.host, report.sandbox or "", actor)
-        for report, info, actor in zip(reports, live, actors)
+        for report, info, actor in started
     ]
+    reports = [report for report, _, _ in started]
     broken = [(node, report) for node, report in zip(nodes, reports) if report.sandbox is None]
     if broken:
-        for actor in actors:
-            ray.wait([actor.stop.remote()], timeout=30)
-            ray.kill(actor)
+        for node in nodes:
+            ray.wait([node.actor.stop.remote()], timeout=30)
+            ray.kill(node.actor)
         node, report = broken[0]
         raise SandboxError(
             f"Ray node {node} cannot run the {evaluation.sandbox} sandbox: {report.problem}"
