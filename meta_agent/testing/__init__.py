@@ -13,6 +13,6 @@ The contracts import pytest only inside their tests: pytest is needed to run the
 
 from meta_agent.testing._contracts import BenchmarkContract, SandboxContract, json_forms
 from meta_agent.testing._fake_fm import ScriptedFM
-from meta_agent.testing._sleep_benchmark import SleepBenchmark
+from meta_agent.testing._sleep_benchmark import ASKS_FM_AGENT, SleepBenchmark
 
-__all__ = ["BenchmarkContract", "SandboxContract", "ScriptedFM", "SleepBenchmark", "json_forms"]
+__all__ = ["ASKS_FM_AGENT", "BenchmarkContract", "SandboxContract", "ScriptedFM", "SleepBenchmark", "json_forms"]

@@ -23,6 +23,17 @@ time.sleep(float(sys.argv[2]))
 print("score 1.0")
 """
 
+#: An agent that asks the FM once per task: `score 1.0` when answered, `score 0.5` when its budget refuses.
+ASKS_FM_AGENT = """import sys
+from _cambrian_llm import LLMBudgetExceeded, llm
+
+try:
+    print("fm said:", llm("hello from " + sys.argv[1], max_tokens=8))
+    print("score 1.0")
+except LLMBudgetExceeded:
+    print("score 0.5")
+"""
+
 
 class SleepBenchmark:
     """`tasks` search tasks (and 2 holdout tasks) of `seconds` each; see the module doc.

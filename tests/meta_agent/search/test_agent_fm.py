@@ -20,7 +20,7 @@ from evaluators.circle_packing import CirclePacking
 from meta_agent.config import RunConfig
 from meta_agent.llm import ArchiveLedger, Endpoint, FMGateway, LLMClient, MemoryLedger
 from meta_agent.search import SearchLoop
-from meta_agent.testing import ScriptedFM, SleepBenchmark
+from meta_agent.testing import ASKS_FM_AGENT, ScriptedFM, SleepBenchmark
 from sandbox.local import LocalSandbox
 from tests.conftest import skip_without_docker
 from tests.meta_agent.search.test_loop_fake_fm import fenced
@@ -41,6 +41,19 @@ def pack_circles(n):
     print("fm said:", reply)
     return [((2 * (i % columns) + 1) * radius, (2 * (i // columns) + 1) * radius, radius) for i in range(n)]
 """
+
+
+def run_closing_gateway(loop: SearchLoop) -> None:
+    """Run the loop to its end, then close the gateway it served agents through."""
+
+    async def run() -> None:
+        try:
+            await loop.run_until_done()
+        finally:
+            assert loop.gateway is not None
+            await loop.gateway.close()
+
+    asyncio.run(run())
 
 
 def _sandbox(kind: str, fm_dir: Path):
@@ -79,14 +92,8 @@ def test_agent_calls_reach_the_fm_through_the_gateway_and_are_recorded(kind: str
         gateway=FMGateway(agent_llm, socket_dir=fm_dir),
     )
 
-    async def run_loop():
-        try:
-            return await loop.run_until_done()
-        finally:
-            await loop.gateway.close()
-
     try:
-        asyncio.run(run_loop())
+        run_closing_gateway(loop)
     finally:
         sandbox.close()
         shutil.rmtree(fm_dir, ignore_errors=True)
@@ -106,18 +113,7 @@ class _AgentCallsPerTask(SleepBenchmark):
     """Four tasks whose seed agent asks the FM once per task (score 1.0 answered, 0.5 refused)."""
 
     def seed(self) -> Genome:
-        return Genome(files={"agent.py": ASKS_ONCE}, entry="agent.py")
-
-
-ASKS_ONCE = """import sys
-from _cambrian_llm import LLMBudgetExceeded, llm
-
-try:
-    print("fm said:", llm("hello from " + sys.argv[1], max_tokens=8))
-    print("score 1.0")
-except LLMBudgetExceeded:
-    print("score 0.5")
-"""
+        return Genome(files={"agent.py": ASKS_FM_AGENT}, entry="agent.py")
 
 
 def test_the_agent_budget_is_per_task_so_every_task_may_call_the_fm_fake_fm(tmp_path: Path) -> None:
@@ -140,14 +136,8 @@ def test_the_agent_budget_is_per_task_so_every_task_may_call_the_fm_fake_fm(tmp_
         gateway=FMGateway(client, socket_dir=fm_dir),
     )  # fmt: skip
 
-    async def run_loop():
-        try:
-            return await loop.run_until_done()
-        finally:
-            await loop.gateway.close()
-
     try:
-        asyncio.run(run_loop())
+        run_closing_gateway(loop)
     finally:
         shutil.rmtree(fm_dir, ignore_errors=True)
     seed = archive.seeds(int(run.id))[0]

@@ -32,7 +32,7 @@ from meta_agent.search import AgentFMBudget, SearchLoop
 from meta_agent.search._executor import make_executor
 from meta_agent.search._ray_executor import RayExecutor
 from meta_agent.search._ray_slots import FreeSlots, NodeHandle, Slot
-from meta_agent.testing import ScriptedFM, SleepBenchmark
+from meta_agent.testing import ASKS_FM_AGENT, ScriptedFM, SleepBenchmark
 from sandbox.base import SandboxError
 from sandbox.local import LocalSandbox
 from tests.conftest import skip_without_docker
@@ -58,15 +58,6 @@ found = re.findall(r"/containers/([0-9a-f]{64})/", open("/proc/self/mountinfo").
 time.sleep(float(sys.argv[2]))
 print("host", found[0][:12] if found else "unknown")
 print("score 1.0")
-"""
-CALLS_FM = """import sys
-from _cambrian_llm import LLMBudgetExceeded, llm
-
-try:
-    print("fm said:", llm("hello from " + sys.argv[1], max_tokens=8))
-    print("score 1.0")
-except LLMBudgetExceeded:
-    print("score 0.5")
 """
 
 
@@ -270,7 +261,7 @@ def test_agents_on_the_nodes_reach_the_fm_under_one_central_budget_fake_fm(
     gateway = FMGateway(client, socket_dir=Path("/tmp"))
     try:
         result = evaluate(
-            executor, SleepBenchmark(tasks=4), Genome(files={"agent.py": CALLS_FM}, entry="agent.py"),
+            executor, SleepBenchmark(tasks=4), Genome(files={"agent.py": ASKS_FM_AGENT}, entry="agent.py"),
             agent_id=5, gateway=gateway, fm_budget=AgentFMBudget(max_calls=2, max_tokens=10_000, run_seed=0),
         )  # fmt: skip
         # Four tasks on two nodes, one budget of two calls for the agent: two answered, two refused.
