@@ -678,11 +678,18 @@ def _first_closed_folder(path: str) -> str | None:
 
 
 def _remove_tree(path: Path) -> None:
-    """Remove the work dir even where the program made parts of it read-only."""
+    """Remove the work dir even where the program made parts of it read-only. Only what lies inside it is
+    ever made writable: never the folder that holds it (/tmp, say, which a chmod 0700 would close to every
+    other user), not even when removing the work dir itself fails or it is already gone."""
+    root = os.path.abspath(path)
 
-    def make_writable_and_retry(func: Callable[..., Any], failed: str, _exc: Any) -> None:
+    def make_writable_and_retry(func: Callable[..., Any], failed: str, exc: Any) -> None:
+        if isinstance(exc[1], FileNotFoundError):
+            return  # gone already
         try:
-            os.chmod(os.path.dirname(failed), stat.S_IRWXU)
+            parent = os.path.dirname(os.path.abspath(failed))
+            if parent == root or parent.startswith(root + os.sep):
+                os.chmod(parent, stat.S_IRWXU)
             os.chmod(failed, stat.S_IRWXU)
             func(failed)
         except OSError:

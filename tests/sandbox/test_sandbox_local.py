@@ -6,6 +6,7 @@ import json
 import os
 import resource
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -263,3 +264,20 @@ def test_close_is_idempotent() -> None:
     box.close()
     with pytest.raises(SandboxError):
         box.run(python_spec("pass"))
+
+
+def test_removing_a_work_dir_never_changes_the_folder_that_holds_it(tmp_path: Path) -> None:
+    # A work dir already gone, or one whose own removal fails, once made its parent 0700: run from /tmp, that
+    # closed /tmp to every other user (the local sandbox's uids, PostgreSQL) for the rest of the session.
+    from sandbox.local import _remove_tree
+
+    holder = tmp_path / "holder"
+    holder.mkdir()
+    holder.chmod(0o1777)
+    _remove_tree(holder / "gone")
+    work = holder / "work"
+    (work / "locked").mkdir(parents=True)
+    (work / "locked" / "file").write_text("x")
+    (work / "locked").chmod(0o500)  # a program made part of its work dir read-only
+    _remove_tree(work)
+    assert not work.exists() and stat.S_IMODE(holder.stat().st_mode) == 0o1777
