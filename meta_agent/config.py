@@ -175,6 +175,12 @@ class EvaluationConfig(_Section):
     max_output_bytes: int | None = Field(default=None, ge=1024)
     max_attempts: int = Field(default=3, ge=1, le=20, description="tries after infrastructure faults")
     agent_fm: bool = Field(default=True, description="serve the FM to agents through the gateway socket")
+    agent_model: str | None = Field(
+        default=None,
+        description="the FM agents call through the gateway, as fm.model is named (a local model, a .gguf "
+        "path or a litellm string, with fm.api_base); None: fm.model. A strong model improving agents that "
+        "call a cheap one, as ADAS and the Darwin Goedel Machine run",
+    )
     agent_fm_calls: int = Field(
         default=8, ge=0, description="FM calls an agent may make per task; an evaluation's budget is this times "
         "its tasks, shared by them (a parent writing its child: one run)",

@@ -134,7 +134,13 @@ def evaluate_target(
 
 
 def _overrides(sandbox: str | None, model: str | None, agent_fm: bool | None) -> dict[str, Any]:
-    values = {"evaluation.sandbox": sandbox, "fm.model": model, "evaluation.agent_fm": agent_fm}
+    # --model names the FM the agent calls: it replaces the run's agent model as well as its fm.model.
+    values = {
+        "evaluation.sandbox": sandbox,
+        "fm.model": model,
+        "evaluation.agent_model": model,
+        "evaluation.agent_fm": agent_fm,
+    }
     return {key: value for key, value in values.items() if value is not None}
 
 
@@ -315,7 +321,7 @@ def _holdout_record(subject: _Subject, benchmark: Benchmark, result: AgentResult
         "n_passed": sum(task.passed for task in result.task_results),
         "benchmark": benchmark.name,
         "benchmark_options": subject.config.benchmark_options,
-        "model": subject.config.fm.model,
+        "model": subject.config.evaluation.agent_model or subject.config.fm.model,
         "agent_fm": subject.config.evaluation.agent_fm,
         "fm_calls": fm_calls,
         "sandbox": subject.config.evaluation.sandbox,
@@ -389,5 +395,5 @@ def _maybe_fm(config: RunConfig, reporter: Reporter, ledger: Ledger) -> Iterator
     # The server's log goes to a folder of its own: the search's server.log (or an export folder) stays as it was.
     with tempfile.TemporaryDirectory(prefix="cambrian-eval-") as scratch:
         server_config = config.model_copy(update={"runs_dir": Path(scratch), "name": "eval"})
-        with fm_endpoint(server_config, reporter) as (endpoint, _label):
+        with fm_endpoint(server_config, reporter, model=config.evaluation.agent_model) as (endpoint, _label):
             yield make_llm_client(endpoint, config, ledger=ledger)

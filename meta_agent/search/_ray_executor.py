@@ -6,7 +6,8 @@ gets a `NodePool` actor pinned to it, which builds the node's own sandbox pool; 
 `evaluation.concurrency` slots, so the cluster has concurrency x nodes (`slots`). A node that joins
 later is found when an evaluation starts (the cluster is looked at every `node_scan_s` seconds, in the
 background): it gets its pool, and its slots take tasks as soon as the pool has started; one that cannot
-build the sandbox the config demands is left out with a warning naming it (the run goes on).
+build the sandbox the config demands is left out with a warning naming it (the run goes on). Starting
+the pools, and what is refused then: meta_agent.search._ray_pools.
 
 One agent's evaluation follows its `StagedPlan`: the jobs of a stage go to free slots at once (slots
 handed out across nodes in turn), and the next stage starts only when every run of this one is scored
@@ -35,7 +36,6 @@ import asyncio
 import collections
 import logging
 import os
-import socket
 import time
 import uuid
 from collections.abc import Callable
@@ -48,13 +48,24 @@ from meta_agent.config import RunConfig
 from meta_agent.errors import ClusterError
 from meta_agent.llm import FMGateway, GatewayListener, RelayGrant, RemoteAgent
 from meta_agent.search._evaluation import AgentFMBudget
-from meta_agent.search._ray_node import NodeFault, NodePool, NodeReport, NodeSettings
+from meta_agent.search._ray_node import NodeFault, NodeSettings
+from meta_agent.search._ray_pools import (
+    NO_CLUSTER_FIX,
+    START_TIMEOUT_S,
+    awaited,
+    check_reachable,
+    live_nodes,
+    lost_node_errors,
+    node_settings,
+    pool_actors,
+    start_pools,
+    stop_actor,
+)
 from meta_agent.search._ray_slots import FreeSlots, NodeHandle, Slot
 from sandbox.base import SandboxError
 
 log = logging.getLogger(__name__)
 
-START_TIMEOUT_S = 300.0  # a node's pool may pull nothing but still start containers
 NODE_SCAN_S = 15.0  # how often (at most) evaluations look for nodes that joined the cluster
 
 
@@ -124,7 +135,7 @@ class RayExecutor:
         address = evaluation.ray_address or os.environ.get("RAY_ADDRESS") or None
         owns = not ray.is_initialized()
         if owns:
-            _check_reachable(address)
+            check_reachable(address)
             try:
                 # "local": a fresh cluster for this run, never one an earlier `ray start` left behind.
                 ray.init(
@@ -132,9 +143,9 @@ class RayExecutor:
                     include_dashboard=False if address is None else None,
                 )  # fmt: skip
             except (ConnectionError, RuntimeError, ValueError) as exc:
-                raise ClusterError(f"no Ray cluster answers at {address!r}: {exc}", fix=_NO_CLUSTER_FIX) from exc
+                raise ClusterError(f"no Ray cluster answers at {address!r}: {exc}", fix=NO_CLUSTER_FIX) from exc
         try:
-            nodes = _start_pools(config, warn=warn)
+            nodes = start_pools(config, warn=warn)
             host = evaluation.gateway_host or ray.util.get_node_ip_address()
         except BaseException:
             if owns:
@@ -153,15 +164,15 @@ class RayExecutor:
         the rest of the run, with a warning that names it and the fix."""
         if self.settings is None or self._closed:
             return 0
-        live = await asyncio.to_thread(_live_nodes)
+        live = await asyncio.to_thread(live_nodes)
         new = [info for info in live if info["NodeID"] not in self._known]
         if not new:
             return 0
         self._known.update(str(info["NodeID"]) for info in new)
-        actors = _pool_actors(self.settings, new)
+        actors = pool_actors(self.settings, new)
         self._joining.extend(actors)
         replies = await asyncio.gather(
-            *(asyncio.wait_for(_awaited(actor.start.remote()), START_TIMEOUT_S) for actor in actors),
+            *(asyncio.wait_for(awaited(actor.start.remote()), START_TIMEOUT_S) for actor in actors),
             return_exceptions=True,
         )
         joined = 0
@@ -172,7 +183,7 @@ class RayExecutor:
                 fix = "" if isinstance(reply, BaseException) else reply.fix
                 self._warn(f"Ray node {where} joined the cluster but its sandbox pool did not start ({problem}); "
                            f"it takes no tasks in this run{'; on that node: ' + fix if fix else ''}")  # fmt: skip
-                await asyncio.to_thread(_stop_actor, actor)
+                await asyncio.to_thread(stop_actor, actor)
                 continue
             node = NodeHandle(reply.node_id, str(info["NodeManagerAddress"]), reply.host, reply.sandbox, actor)
             self.nodes.append(node)
@@ -254,7 +265,7 @@ class RayExecutor:
         self, evaluation: str, shared: _SharedBenchmark, genome: Genome, job: TaskJob, limits: Limits,
         grant: RelayGrant | None,
     ) -> TaskRun:  # fmt: skip
-        lost = _lost_node_errors()
+        lost = lost_node_errors()
         free = self._free_slots()
         while True:
             slot = await free.take(evaluation)
@@ -305,10 +316,10 @@ class RayExecutor:
             return
         nodes = [node for node in self._free.forget(evaluation) if node.alive]
         replies = await asyncio.gather(
-            *(_awaited(node.actor.release.remote(evaluation)) for node in nodes), return_exceptions=True
+            *(awaited(node.actor.release.remote(evaluation)) for node in nodes), return_exceptions=True
         )
         for node, reply in zip(nodes, replies):
-            if isinstance(reply, _lost_node_errors()):
+            if isinstance(reply, lost_node_errors()):
                 self._lose_node(node, reply)
             elif isinstance(reply, BaseException):  # the agent's result stands; the pool's stop() closes the rest
                 log.warning("Ray node %s could not close an evaluation's sessions: %r", node, reply)
@@ -375,132 +386,3 @@ class RayExecutor:
             f"{node.host}/{node.node_id[:8]}: {self.tasks_by_node[node.node_id]}" for node in self.nodes
         )
         return f"Ray: {len(self.nodes)} nodes x {self.slots_per_node} slots; task runs {per_node}"
-
-
-def _lost_node_errors() -> tuple[type[Exception], ...]:
-    """What awaiting a call on a node's actor raises when the node (or the actor) is gone."""
-    import ray.exceptions
-
-    return (ray.exceptions.RayActorError, ray.exceptions.NodeDiedError, ray.exceptions.ObjectLostError,
-            ray.exceptions.WorkerCrashedError, ray.exceptions.OwnerDiedError)  # fmt: skip
-
-
-async def _awaited(reference: Any) -> Any:
-    """A Ray ObjectRef's value, as a coroutine (for asyncio.gather)."""
-    return await reference
-
-
-_NO_CLUSTER_FIX = (
-    "start one with `ray start --head` (and `ray start --address=HEAD:PORT` on each other node), then set "
-    "evaluation.ray_address or RAY_ADDRESS to HEAD:PORT (or 'auto' on a node of it); leave both unset to start "
-    "a local cluster for the run"
-)
-
-
-def _check_reachable(address: str | None) -> None:
-    """Refuse a HOST:PORT nobody listens on at once (Ray itself retries such an address for minutes)."""
-    if address is None or address in ("auto", "local") or "://" in address:
-        return
-    host, sep, port = address.rpartition(":")
-    if not sep or not port.isdigit():
-        raise ClusterError(f"the Ray address {address!r} is not HOST:PORT, 'auto' or a ray:// URL", fix=_NO_CLUSTER_FIX)
-    try:
-        socket.create_connection((host, int(port)), timeout=5).close()
-    except OSError as exc:
-        raise ClusterError(f"no Ray cluster answers at {address}: {exc}", fix=_NO_CLUSTER_FIX) from None
-
-
-def node_settings(config: RunConfig) -> NodeSettings:
-    evaluation = config.evaluation
-    return NodeSettings(
-        sandbox=evaluation.sandbox, image=evaluation.image, slots=evaluation.concurrency,
-        memory_mb=evaluation.memory_mb, run_label=config.name or "",
-    )  # fmt: skip
-
-
-def _live_nodes() -> list[dict[str, Any]]:
-    import ray
-
-    return [node for node in ray.nodes() if node.get("Alive")]
-
-
-def _pool_actors(settings: NodeSettings, nodes: list[dict[str, Any]]) -> list[Any]:
-    """A `NodePool` actor pinned to each of `nodes` (not started yet)."""
-    import ray
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
-    # num_cpus=0: a pool waits on sandboxes; its slots are counted here, not by Ray's CPU accounting.
-    actor_class = ray.remote(num_cpus=0, max_restarts=0)(NodePool)
-    return [
-        actor_class.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node["NodeID"], soft=False)).remote(
-            settings, node["NodeID"]
-        )
-        for node in nodes
-    ]
-
-
-def _stop_actor(actor: Any) -> None:
-    import ray
-
-    try:
-        ray.wait([actor.stop.remote()], timeout=30)
-    finally:
-        try:
-            ray.kill(actor)
-        except Exception:  # noqa: BLE001 - its node is already gone
-            pass
-
-
-def _start_pools(config: RunConfig, *, warn: Callable[[str], None]) -> list[NodeHandle]:
-    """A `NodePool` on every live node, each started; refuses (naming the node) any that cannot start."""
-    import ray
-
-    evaluation = config.evaluation
-    live = _live_nodes()
-    if not live:
-        raise ClusterError("the Ray cluster has no live node", fix="start a node with `ray start --address=HEAD:PORT`")
-    actors = _pool_actors(node_settings(config), live)
-    starts = [actor.start.remote() for actor in actors]
-    started: list[tuple[NodeReport, dict[str, Any], Any]] = []
-    try:
-        _, late = ray.wait(starts, num_returns=len(starts), timeout=START_TIMEOUT_S)
-        if late:
-            raise TimeoutError(f"{len(late)} of {len(starts)} pools had not started after {START_TIMEOUT_S:.0f} s")
-        for start, info, actor in zip(starts, live, actors):
-            try:
-                started.append((ray.get(start), info, actor))
-            except _lost_node_errors() as lost:
-                # A node that died just now (Ray still listed it as alive): left out, as if it had died mid-run.
-                warn(f"Ray node {info.get('NodeManagerAddress')} (node {str(info['NodeID'])[:12]}) died while its "
-                     f"pool started ({type(lost).__name__}); the run goes on without it")  # fmt: skip
-    except Exception as exc:
-        for actor in actors:
-            ray.kill(actor)
-        raise ClusterError(
-            f"the Ray nodes' sandbox pools did not start: {type(exc).__name__}: {exc}",
-            fix="check `ray status` and that every node runs this Cambrian in the same Python environment",
-        ) from exc
-    if not started:
-        raise ClusterError("every Ray node died while its pool started", fix="check `ray status`, then start again")
-    nodes = [
-        NodeHandle(report.node_id, str(info["NodeManagerAddress"]), report.host, report.sandbox or "", actor)
-        for report, info, actor in started
-    ]
-    reports = [report for report, _, _ in started]
-    broken = [(node, report) for node, report in zip(nodes, reports) if report.sandbox is None]
-    if broken:
-        for node in nodes:
-            ray.wait([node.actor.stop.remote()], timeout=30)
-            ray.kill(node.actor)
-        node, report = broken[0]
-        raise SandboxError(
-            f"Ray node {node} cannot run the {evaluation.sandbox} sandbox: {report.problem}"
-            + (f" ({len(broken) - 1} more nodes likewise)" if len(broken) > 1 else ""),
-            fix=f"on that node: {report.fix or 'start the Docker engine'}"
-            + (" and build the image with `cambrian sandbox build`" if "sandbox build" not in report.fix else "")
-            + "; or set evaluation.sandbox = auto to use the local sandbox on nodes without Docker",
-        )
-    for node, report in zip(nodes, reports):
-        if report.note:
-            warn(f"Ray node {node}: {report.note}")
-    return nodes

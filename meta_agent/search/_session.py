@@ -195,7 +195,7 @@ def fm_endpoint(config: RunConfig, reporter: Reporter, *, model: str | None = No
     spec = model or config.fm.model
     if is_local_model(spec):
         path = resolve(spec, progress=reporter.info)
-        label = Path(spec).stem if spec.endswith(".gguf") else spec
+        label = model_label(spec)
         reporter.info(f"starting a local inference server for {label} ({path})")
         server = LocalServer(
             path,
@@ -228,6 +228,11 @@ def fm_endpoint(config: RunConfig, reporter: Reporter, *, model: str | None = No
         grammar_field=grammar_field,
     )  # fmt: skip
     yield endpoint, spec
+
+
+def model_label(spec: str) -> str:
+    """The name a model's calls are recorded under: a .gguf file's stem, else the spec as given."""
+    return Path(spec).stem if is_local_model(spec) and spec.endswith(".gguf") else spec
 
 
 def start_run(config: RunConfig, reporter: Reporter) -> tuple[str, LoopOutcome]:
@@ -271,7 +276,7 @@ def resolve_fm_concurrency(config: RunConfig) -> RunConfig:
     either way, 17 s each alone and 29-44 s each in pairs), and each slot keeps its own prompt cache."""
     if "concurrency" in config.fm.model_fields_set:
         return config
-    models = [config.fm.model, *config.fm.models]
+    models = [config.fm.model, *config.fm.models, *filter(None, [config.evaluation.agent_model])]
     if not all(is_local_model(spec) for spec in models) or choose_backend() != "llamacpp":
         return config
     return config.model_copy(update={"fm": config.fm.model_copy(update={"concurrency": 1})})
@@ -356,6 +361,7 @@ def _search_with_resources(
                     fix="list each model once: fm.model is the first, fm.models the others",
                 )
             more_llms[extra_label] = make_llm_client(extra, config, ledger=ledger, warn=reporter.warn)
+        agent_llm = _agent_llm(config, reporter, models, llm, {label: llm, **more_llms}, ledger)
         loop = SearchLoop.from_config(
             archive=archive,
             run=run,
@@ -371,8 +377,28 @@ def _search_with_resources(
         )
         done = archive.iterations_done(run.key)
         with reporter.progress(done, config.budget.iterations):
-            gateway = FMGateway(llm, socket_dir=socket_dir) if config.evaluation.agent_fm else None
+            gateway = FMGateway(agent_llm, socket_dir=socket_dir) if config.evaluation.agent_fm else None
             return asyncio.run(_run_with_signals(loop, sandbox, gateway))
+
+
+def _agent_llm(
+    config: RunConfig,
+    reporter: Reporter,
+    models: contextlib.ExitStack,
+    llm: LLMClient,
+    clients: dict[str, LLMClient],
+    ledger: Ledger,
+) -> LLMClient:
+    """The client the gateway serves agents (`evaluation.agent_model`, default fm.model): one of the run's
+    proposal models' clients when it names one of them, else a client (and a local server) of its own."""
+    spec = config.evaluation.agent_model
+    if spec is None:
+        return llm
+    reporter.info(f"agents call {model_label(spec)} (evaluation.agent_model)")
+    if model_label(spec) in clients:
+        return clients[model_label(spec)]
+    endpoint, _label = models.enter_context(fm_endpoint(config, reporter, model=spec))
+    return make_llm_client(endpoint, config, ledger=ledger, warn=reporter.warn)
 
 
 @contextlib.contextmanager

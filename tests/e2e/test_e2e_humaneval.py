@@ -15,8 +15,12 @@ pytestmark = pytest.mark.slow
 
 
 def test_humaneval_search_through_docker_records_every_agent_fm_call(tmp_path: Path, smollm2_path: Path) -> None:
+    """Agents call their own model (evaluation.agent_model: the same weights under another name, a second
+    server) while proposals come from fm.model; the ledger names the model of every call."""
     skip_without_docker()
     runs = tmp_path / "runs"
+    agent_model = tmp_path / "agent-smollm2.gguf"
+    agent_model.symlink_to(smollm2_path)
     out = cambrian(
         "run",
         "humaneval",
@@ -37,12 +41,15 @@ def test_humaneval_search_through_docker_records_every_agent_fm_call(tmp_path: P
         "--set",
         "fm.max_tokens=400",
         "--set",
+        f"evaluation.agent_model={agent_model}",
+        "--set",
         "benchmark_options.stage_sizes=[5]",
         "--set",
         "benchmark_options.thresholds=[0.2]",
         runs_dir=runs,
     )
     assert "run he finished" in out.stdout, out.stdout + out.stderr
+    assert "agents call agent-smollm2 (evaluation.agent_model)" in out.stdout + out.stderr
     with Archive.at(runs / "he" / "archive.db") as archive:
         run = archive.get_run("he")
         assert run.status == RunStatus.finished
@@ -62,4 +69,5 @@ def test_humaneval_search_through_docker_records_every_agent_fm_call(tmp_path: P
         assert agent_calls, "the agents' own FM calls are in the ledger"
         assert all(c.agent_id in ids for c in agent_calls)
         assert {c.agent_id for c in agent_calls} >= {int(evaluated[0].id)}
-        assert all(c.model == "smollm2-135m" for c in calls)
+        assert {c.model for c in agent_calls} == {"agent-smollm2"}
+        assert {c.model for c in calls if c.purpose != "agent"} == {"smollm2-135m"}
