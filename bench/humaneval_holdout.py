@@ -130,6 +130,14 @@ def paired_gain(runs: Sequence[SeedRun], *, draws: int = BOOTSTRAP, rng_seed: in
     diffs = [[r.best_tasks[t] - r.seed_tasks[t] for t in sorted(r.seed_tasks)] for r in runs if _complete(r)]
     if not diffs:
         raise ValueError("no seed has both holdout scores")
+    return bootstrap_mean(diffs, draws=draws, rng_seed=rng_seed)
+
+
+def bootstrap_mean(
+    diffs: Sequence[Sequence[float]], *, draws: int = BOOTSTRAP, rng_seed: int = 0
+) -> tuple[float, float, float]:
+    """The mean over groups of each group's mean paired difference, and its 95% bootstrap interval (each
+    group's differences resampled with replacement)."""
     mean = sum(sum(d) / len(d) for d in diffs) / len(diffs)
     rng = random.Random(rng_seed)
     means = sorted(

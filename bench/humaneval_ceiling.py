@@ -1,0 +1,110 @@
+"""What is there for a HumanEval search to find? Hand-written agents on the holdout, same agent model.
+
+The search's holdout target asks a discovered agent to beat the seed agent on the 40 holdout tasks. This
+measures how far better agents go with the model the agents call: the seed agent and hand-written
+variants of it (bench/humaneval_agents/*.py: `selfcheck`, a repair round on the docstring's examples;
+`sample4`, up to four answers with the best on those examples kept), each evaluated on the holdout tasks
+through the CLI as a user would: a run of the seed (`cambrian run humaneval --iterations 0`), its export,
+and `cambrian eval DIR --split holdout --model M --allow-modified` on a copy with the variant's agent.py.
+Per agent: holdout score, FM calls, minutes, the gain over the seed with a 95% interval from a paired
+bootstrap over the tasks, and the tasks that changed.
+
+    .venv/bin/python bench/humaneval_ceiling.py --model qwen2.5-coder-0.5b
+
+Results go to bench/results/humaneval_ceiling-<model>.json (or --out).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from humaneval_holdout import RESULTS_DIR, bootstrap_mean, cli
+
+AGENTS_DIR = Path(__file__).resolve().parent / "humaneval_agents"
+SEED_RUN = [
+    "--iterations", "0", "--name", "seed", "--set", "benchmark_options.n_search=5",
+    "--set", "benchmark_options.stage_sizes=[5]", "--set", "benchmark_options.thresholds=[0.2]",
+]  # fmt: skip
+
+
+def _checked(done: subprocess.CompletedProcess[str], what: str) -> None:
+    if done.returncode != 0:
+        raise SystemExit(f"{what} failed (exit {done.returncode}):\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
+
+
+def evaluate(folder: Path, model: str) -> dict:
+    started = time.monotonic()
+    done = cli("eval", str(folder), "--split", "holdout", "--model", model, "--allow-modified")
+    _checked(done, f"cambrian eval {folder}")
+    record = json.loads((folder / "holdout.json").read_text())
+    return {
+        "score": record["score"],
+        "fm_calls": record["fm_calls"],
+        "minutes": (time.monotonic() - started) / 60,
+        "tasks": {task["task_id"]: float(task["score"]) for task in record["tasks"]},
+    }
+
+
+def table(results: dict[str, dict]) -> str:
+    seed = results["seed"]["tasks"]
+    lines = ["| agent | holdout | FM calls | minutes | gain over the seed (95% interval) | tasks changed |",
+             "|---|---|---|---|---|---|"]  # fmt: skip
+    for name, result in results.items():
+        tasks = result["tasks"]
+        changed = [f"{t} {seed[t]:.0f}->{tasks[t]:.0f}" for t in sorted(seed) if tasks.get(t) != seed[t]]
+        gain = "-"
+        if name != "seed":
+            mean, low, high = bootstrap_mean([[tasks[t] - seed[t] for t in sorted(seed)]])
+            gain = f"{mean:+.4f} [{low:+.4f}, {high:+.4f}]"
+        lines.append(f"| {name} | {result['score']:.4f} | {result['fm_calls']} | {result['minutes']:.1f} | {gain} "
+                     f"| {', '.join(changed) or '-'} |")  # fmt: skip
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="qwen2.5-coder-0.5b", help="the model the agents call")
+    parser.add_argument("--agents", default="selfcheck,sample4", help="variants from bench/humaneval_agents/")
+    parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--report", type=Path, default=None, help="print the table of an earlier JSON file only")
+    args = parser.parse_args(argv)
+    if args.report is not None:
+        saved = json.loads(args.report.read_text())
+        print(table(saved["results"]))
+        return
+    label = Path(args.model).stem if args.model.endswith(".gguf") else args.model
+    out = args.out or RESULTS_DIR / f"humaneval_ceiling-{label}.json"
+    meta = {"model": args.model, "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "command": f"cambrian eval DIR --split holdout --model {args.model} --allow-modified"}  # fmt: skip
+    results: dict[str, dict] = {}
+    with tempfile.TemporaryDirectory(prefix="cambrian-ceiling-") as scratch:
+        runs = Path(scratch) / "runs"
+        _checked(cli("run", "humaneval", "--model", args.model, "--runs-dir", str(runs), *SEED_RUN), "the seed run")
+        _checked(cli("export", "seed", "--runs-dir", str(runs), "--to", str(Path(scratch) / "out")), "the export")
+        exported = Path(scratch) / "out" / "agent-1"
+        for name in ["seed", *[a for a in args.agents.split(",") if a]]:
+            folder = Path(scratch) / name
+            shutil.copytree(exported, folder)
+            if name != "seed":
+                shutil.copyfile(AGENTS_DIR / f"{name}.py", folder / "agent.py")
+            results[name] = evaluate(folder, args.model)
+            print(f"{name}: holdout {results[name]['score']:.4f} ({results[name]['fm_calls']} FM calls, "
+                  f"{results[name]['minutes']:.1f} min)", flush=True)  # fmt: skip
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_text(json.dumps({"meta": meta, "results": results}, indent=1))
+    print(table(results))
+
+
+if __name__ == "__main__":
+    main()
