@@ -13,8 +13,10 @@ reached, is an ArchiveError naming the cause and the fix; passwords are never sh
 
 from __future__ import annotations
 
+import secrets
 import sqlite3
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -75,14 +77,28 @@ def open_engine(url: str, *, readonly: bool) -> tuple[Engine, str, bool]:
     return engine, where, sqlite
 
 
-#: Where a PostgreSQL write transaction leaves its id (connection.info): what `Archive` asks the server
-#: about when the connection breaks during COMMIT (archive/_retry.py).
-XID_KEY = "cambrian_xid"
+#: Where a PostgreSQL write transaction leaves its `CommitCheck` (connection.info): what `Archive` asks
+#: the server about when the connection breaks during COMMIT (archive/_retry.py).
+COMMIT_KEY = "cambrian_commit"
+#: Where a connection keeps the token of its last write transaction's mark, deleted by its next one.
+_LAST_MARK_KEY = "cambrian_last_mark"
+
+
+@dataclass(frozen=True)
+class CommitCheck:
+    """How to tell whether a PostgreSQL write transaction committed: its id (whose status says whether it
+    is still in progress) and the token of the mark it inserted (commitmark: present once it committed)."""
+
+    xid: int
+    mark: str
 
 
 def _configure_postgresql(engine: Engine) -> None:
-    """BEGIN issued by us, as on SQLite: a write transaction begins with `BEGIN; SELECT txid_current()` in
-    one round trip (psycopg's own BEGIN costs the same round trip), leaving its id in connection.info."""
+    """BEGIN issued by us, as on SQLite. A write transaction begins, in one round trip (psycopg's own BEGIN
+    costs the same), with `BEGIN`, the deletion of this connection's previous commit mark, the insertion of
+    its own (a random token) and `SELECT txid_current()`, leaving a `CommitCheck` in connection.info. A
+    schema transaction (execution option cambrian_write="schema") begins with BEGIN alone: the commitmark
+    table may not exist yet."""
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
@@ -93,13 +109,21 @@ def _configure_postgresql(engine: Engine) -> None:
         import psycopg
 
         driver = connection.connection.driver_connection
-        write = connection.get_execution_options().get("cambrian_write", False)
-        statement = "BEGIN; SELECT txid_current()" if write else "BEGIN"
+        write = connection.get_execution_options().get("cambrian_write", False) is True
+        mark = secrets.token_hex(16)  # hex only: safe inside the statement's text
+        statement = "BEGIN"
+        if write:
+            last = connection.info.get(_LAST_MARK_KEY)
+            forget = f"DELETE FROM commitmark WHERE token = '{last}'; " if last else ""
+            statement = f"BEGIN; {forget}INSERT INTO commitmark (token, created_at) VALUES ('{mark}', now()); " \
+                        "SELECT txid_current()"  # fmt: skip
         try:
             cursor = driver.execute(statement)  # no parameters: one simple-protocol query
             if write:
-                cursor.nextset()
-                connection.info[XID_KEY] = int(cursor.fetchone()[0])
+                while cursor.nextset():
+                    pass  # to the last result: the id
+                connection.info[COMMIT_KEY] = CommitCheck(int(cursor.fetchone()[0]), mark)
+                connection.info[_LAST_MARK_KEY] = mark
         except psycopg.Error as error:
             # SQLAlchemy wraps what the driver raises in a statement, not in this event: do it here, and
             # drop a connection the server closed, so the next transaction gets a fresh one.

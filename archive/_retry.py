@@ -14,15 +14,17 @@ Why calling again cannot lose or double a write:
   answer was lost (with a crash right after the commit record reached the WAL, it has). Running the
   method again would then insert a second agent or ledger row, or trip a status guard
   (`finish_evaluation` after evaluating -> evaluated already committed). So on PostgreSQL every write
-  transaction reads its transaction id (txid_current()) just before COMMIT, and a COMMIT that fails on
-  a disconnect is resolved by asking the server, once it answers again, `txid_status(xid)`: committed
-  means the method's work is done and its result (computed inside the transaction) is returned as is;
-  aborted means nothing happened and the method runs again. (`Archive._transaction` and `_write`.)
-  After a crash (not a clean restart) an id the server never wrote to its WAL is "in the future": that
-  transaction left nothing behind either. Measured by tests/archive/test_archive_faults.py, which
-  restarts and crash-restarts the server under a writer. One window remains, said plainly: a crashed
-  server may hand an id it never logged to a new transaction, and if another process commits that one
-  before this check runs (it runs as soon as the server answers), a lost write would read as committed.
+  transaction inserts a mark of its own (a random token in the commitmark table) and reads its
+  transaction id, both at BEGIN in the same round trip, and a COMMIT that fails on a disconnect is
+  resolved by asking the server, once it answers again: while `txid_status(xid)` says the id is in
+  progress it waits; then the mark decides: there means the method's work is done and its result
+  (computed inside the transaction) is returned as is; absent means nothing happened and the method runs
+  again. (`Archive._transaction`, `_write` and `_committed`.) The id alone would not do: a server that
+  crashed may hand an id it never wrote to its WAL to a new transaction, and if another process commits
+  that one before the check, a lost write would read as committed; the mark cannot be another's.
+  Measured by tests/archive/test_archive_faults.py, which restarts and crash-restarts the server under a
+  writer, and replays a lost COMMIT whose id another transaction committed. A connection's next write
+  deletes its previous mark; marks older than a day (killed processes) go at a writable open.
 - Guarded statements keep a second run honest anyway: agent status changes are UPDATEs whose WHERE
   names the allowed source statuses, and genomes, cached responses and requests are INSERT ... ON
   CONFLICT DO NOTHING under content-hash keys, so a repeat of those is a no-op.

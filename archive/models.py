@@ -187,6 +187,18 @@ class LLMRequest(SQLModel, table=True):
     created_at: datetime = Field(default_factory=utcnow)
 
 
+class CommitMark(SQLModel, table=True):
+    """A PostgreSQL write transaction's own mark, inserted inside it with a random token: when the answer to
+    its COMMIT is lost, the mark's presence says whether it committed (archive/_retry.py), which a
+    transaction id cannot after a server crash (the id may be handed out again). A connection's next write
+    transaction deletes its previous mark; marks left by killed processes go after a day (`Archive` on
+    open). SQLite archives have the table and never write it. Schema version 4.
+    """
+
+    token: str = Field(primary_key=True)
+    created_at: datetime = Field(default_factory=utcnow)
+
+
 class SchemaVersion(SQLModel, table=True):
     """The archive's schema version (archive/schema.py): one row, written when the schema is created or upgraded."""
 

@@ -46,11 +46,12 @@ from archive.models import SchemaVersion, utcnow
 
 __all__ = ["READABLE_FROM", "SCHEMA_VERSION", "UNVERSIONED", "SchemaReport", "open_schema", "read_version"]
 
-#: The version this code creates and reads: the head revision of archive/migrations ("0003").
-#: 1: the tables before versioning; 2: agent.repair_note; 3: the llmrequest table.
-SCHEMA_VERSION = 3
+#: The version this code creates and reads: the head revision of archive/migrations ("0004").
+#: 1: the tables before versioning; 2: agent.repair_note; 3: the llmrequest table; 4: the commitmark table.
+SCHEMA_VERSION = 4
 #: The oldest version a read-only open reads as it stands: the versions after it only added tables a
-#: reader does without (3: llmrequest, so the calls of a version-2 archive read as "prompt not recorded").
+#: reader does without (3: llmrequest, so the calls of a version-2 archive read as "prompt not recorded";
+#: 4: commitmark, which only writers use).
 #: Older archives lack columns readers select, and need `cambrian db upgrade`.
 READABLE_FROM = 2
 #: The version of an archive written before the version table existed.
@@ -162,7 +163,9 @@ def open_schema(transaction: Transaction, *, readonly: bool, where: str, wait_fo
             "kept; any writable open, such as `cambrian resume RUN`, upgrades it too)",
         )
     try:
-        with transaction(write=True) as connection:
+        # schema=True: no commit mark (the table may not exist yet); a COMMIT whose answer is lost raises,
+        # and the version read below tells whether it took.
+        with transaction(write=True, schema=True) as connection:
             if connection.dialect.name == "postgresql":
                 connection.execute(select(func.pg_advisory_xact_lock(_PG_SCHEMA_LOCK)))
             # Again under the lock: another process may have created or upgraded it meanwhile.

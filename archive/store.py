@@ -25,6 +25,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from datetime import timedelta
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -33,7 +34,7 @@ from sqlalchemy import Connection, Engine, delete, insert, text
 from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlmodel import Session, col, select
 
-from archive._engine import BUSY_TIMEOUT_S, XID_KEY, open_engine, unreachable
+from archive._engine import BUSY_TIMEOUT_S, COMMIT_KEY, CommitCheck, open_engine, unreachable
 from archive._queries import QueriesMixin
 from archive._retry import RECONNECT_S, Reconnector, is_disconnect, retry_public_methods
 from archive._statements import (
@@ -61,7 +62,6 @@ from archive._statements import (
     no_agent,
 )
 from archive.errors import (
-    ArchiveError,
     ArchiveReadOnly,
     GenomeNotFound,
     InvalidGenome,
@@ -74,6 +74,7 @@ from archive.ledger import CostSummary, LedgerMixin, ModelCost, detached, insert
 from archive.models import (
     Agent,
     AgentStatus,
+    CommitMark,
     Evaluation,
     LLMRequest,
     LLMResponse,
@@ -85,8 +86,13 @@ from archive.schema import SchemaReport, open_schema
 
 __all__ = ["TRANSITIONS", "Archive", "CostSummary", "ModelCost", "check_genome_paths", "genome_hash"]
 
-#: PostgreSQL: whether a transaction (its id read at BEGIN, archive/_engine.py) committed.
+#: PostgreSQL: whether a transaction (its id read at BEGIN, archive/_engine.py) is still in progress, and
+#: whether it committed (its commit mark is there).
 _TXID_STATUS = text("SELECT txid_status(:xid)")
+_MARK_FOUND = text("SELECT 1 FROM commitmark WHERE token = :token")
+#: Commit marks older than this are taken for those of killed processes (a lost COMMIT is resolved within
+#: the reconnect deadline, minutes): a writable open on PostgreSQL deletes them.
+MARK_RETENTION_S = 86_400
 
 
 class Archive(LedgerMixin, QueriesMixin):
@@ -133,6 +139,23 @@ class Archive(LedgerMixin, QueriesMixin):
         except BaseException:
             self.close()
             raise
+        if self._postgresql and not readonly:
+            try:
+                self._reconnector.call(self._forget_old_marks)
+            except BaseException:
+                self.close()
+                raise
+
+    def _forget_old_marks(self) -> None:
+        """Delete the commit marks of write transactions older than MARK_RETENTION_S (left by killed
+        processes or broken connections; a live connection deletes its own with its next write). Looked for
+        first: an open with none to delete writes nothing."""
+        old = col(CommitMark.created_at) < utcnow() - timedelta(seconds=MARK_RETENTION_S)
+        with self._transaction(write=False) as connection:
+            if connection.execute(select(CommitMark.token).where(old).limit(1)).first() is None:
+                return
+        with self._transaction(write=True) as connection:
+            connection.execute(delete(CommitMark).where(old))
 
     @classmethod
     def at(cls, path: Path, *, readonly: bool = False) -> Archive:
@@ -169,10 +192,11 @@ class Archive(LedgerMixin, QueriesMixin):
         return f"Archive({self._engine.url.render_as_string(hide_password=True)!r})"
 
     @contextmanager
-    def _transaction(self, *, write: bool) -> Iterator[Connection]:
+    def _transaction(self, *, write: bool, schema: bool = False) -> Iterator[Connection]:
         """One Core transaction on the archive's connection: commits on success, rolls back on any exception.
 
-        `write=True` begins with the write lock taken (BEGIN IMMEDIATE on SQLite). Not
+        `write=True` begins with the write lock taken (BEGIN IMMEDIATE on SQLite). `schema=True` (with
+        write): the schema step's transaction, which leaves no commit mark on PostgreSQL. Not
         re-entrant: a method inside a transaction must not call another that opens one.
         """
         if write and self._readonly:
@@ -181,7 +205,7 @@ class Archive(LedgerMixin, QueriesMixin):
             connection = self._connection
             if connection is None or connection.closed or connection.invalidated:
                 connection = self._connection = self._engine.connect()
-            connection.execution_options(cambrian_write=write)
+            connection.execution_options(cambrian_write="schema" if write and schema else write)
             if not (write and self._postgresql):
                 with connection.begin():
                     yield connection
@@ -193,9 +217,9 @@ class Archive(LedgerMixin, QueriesMixin):
                 if transaction.is_active:
                     transaction.rollback()
                 raise
-            self._commit(transaction.commit, connection.info.pop(XID_KEY, None))
+            self._commit(transaction.commit, connection.info.pop(COMMIT_KEY, None))
 
-    def _commit(self, commit: Callable[[], None], xid: int | None) -> None:
+    def _commit(self, commit: Callable[[], None], check: CommitCheck | None) -> None:
         """Commit; when the connection breaks during COMMIT, find out from the server whether it committed.
 
         Committed: return as if nothing happened (the caller's result stands). Not committed: raise the
@@ -204,32 +228,31 @@ class Archive(LedgerMixin, QueriesMixin):
         try:
             commit()
         except DBAPIError as error:
-            if xid is None or not is_disconnect(error) or not self._committed(xid):
+            if check is None or not is_disconnect(error) or not self._committed(check):
                 raise
 
-    def _committed(self, xid: int) -> bool:
-        """Whether PostgreSQL transaction `xid` committed, asking (on a fresh connection) until the server answers."""
+    def _committed(self, check: CommitCheck) -> bool:
+        """Whether a PostgreSQL write transaction committed, asking (on a fresh connection) until the server
+        answers: once its id is no longer in progress, by whether its commit mark is there. The id alone
+        could lie: a server that crashed may hand an id it never logged to a new transaction, which may
+        commit before this asks."""
         deadline = time.monotonic() + self._reconnector.deadline_s
         while True:
             try:
                 with self._engine.connect() as connection:
-                    status = connection.execute(_TXID_STATUS, {"xid": xid}).scalar()
+                    try:
+                        status = connection.execute(_TXID_STATUS, {"xid": check.xid}).scalar()
+                    except DBAPIError as error:
+                        if "in the future" in str(error.orig):
+                            return False  # a crashed server never logged the id: it left nothing behind
+                        raise
+                    if status != "in progress":
+                        return connection.execute(_MARK_FOUND, {"token": check.mark}).first() is not None
             except DBAPIError as error:
-                if "in the future" in str(error.orig):
-                    return False  # a crashed server never logged the id: the transaction left nothing behind
                 if not is_disconnect(error) or time.monotonic() > deadline:
                     raise
-                status = "in progress"  # the server is not back yet
-            if status in ("committed", "aborted"):
-                return bool(status == "committed")
-            if status is None:  # too old to know: never after a moment's outage
-                raise ArchiveError(
-                    f"the archive {self._where} lost the connection while committing transaction {xid}, "
-                    "and the server no longer knows whether it committed",
-                    fix="check the run with `cambrian status RUN --store URL`, then `cambrian resume RUN --store URL`",
-                )
             if time.monotonic() > deadline:
-                raise self._reconnector.gave_up(RuntimeError(f"transaction {xid} still in progress"))
+                raise self._reconnector.gave_up(RuntimeError(f"transaction {check.xid} still in progress"))
             time.sleep(0.1)
 
     @contextmanager
@@ -250,11 +273,11 @@ class Archive(LedgerMixin, QueriesMixin):
             session.begin()
             try:
                 yield session
-                xid = session.connection().info.pop(XID_KEY, None)
+                check = session.connection().info.pop(COMMIT_KEY, None)
             except BaseException:
                 session.rollback()
                 raise
-            self._commit(session.commit, xid)
+            self._commit(session.commit, check)
 
     def _refuse_write(self) -> ArchiveReadOnly:
         return ArchiveReadOnly(

@@ -5,16 +5,18 @@ Each test starts a server of its own (tests/postgres.py) so it can restart it wi
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 import traceback
 from collections.abc import Callable, Iterator
-from typing import Any
 
 import psycopg
 import pytest
+from sqlalchemy import text
 from sqlalchemy.exc import OperationalError
 
+from archive._engine import CommitCheck
 from archive.errors import ArchiveUnreachable
 from archive.models import AgentStatus, Evaluation, LLMCall
 from archive.store import Archive
@@ -84,32 +86,63 @@ def _lost_answer(commit: Callable[[], None], *, committed: bool) -> Callable[[],
     return lossy
 
 
-@pytest.mark.parametrize("committed", [True, False], ids=["committed", "rolled-back"])
+@pytest.mark.parametrize(
+    "case",
+    ["committed", "rolled-back", "rolled-back-id-reused"],
+)
 def test_a_commit_whose_answer_is_lost_is_resolved_by_asking_the_server(
-    postgres_url: str, monkeypatch: pytest.MonkeyPatch, committed: bool
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch, case: str
 ) -> None:
+    """rolled-back-id-reused: the lost transaction's id is, by the time the archive asks, one that another
+    transaction committed (as after a crash that handed the unlogged id out again): its own commit mark,
+    absent, must decide, so the write runs again instead of being taken for done."""
+    committed = case == "committed"
     with Archive(postgres_url) as archive:
         run = archive.create_run(name="r", benchmark="b", seed=0, config_json="{}")
-        seed = archive.add_agent(run.key, files={"main.py": "x = 0\n"}, entry="main.py")
         original = archive._commit
-        lost: list[Any] = []
+        checks: list[CommitCheck] = []
+        lost: list[CommitCheck] = []
 
-        def once(commit: Callable[[], None], xid: int | None) -> None:
-            if not lost:  # the first COMMIT only; the retry's goes through
-                lost.append(xid)
+        def once(commit: Callable[[], None], check: CommitCheck | None) -> None:
+            assert check is not None, "every write transaction knows its id and its mark"
+            if len(checks) == 1 and not lost:  # the child's first write; the retry's goes through
+                lost.append(check)
                 if not committed:
                     archive._connection.rollback()  # type: ignore[union-attr]  # what a server that aborted did
-                return original(_lost_answer(commit, committed=committed), xid)
-            return original(commit, xid)
+                if case == "rolled-back-id-reused":
+                    check = dataclasses.replace(check, xid=checks[0].xid)  # the seed's insert: committed
+                return original(_lost_answer(commit, committed=committed), check)
+            checks.append(check)
+            return original(commit, check)
 
         monkeypatch.setattr(archive, "_commit", once)
+        seed = archive.add_agent(run.key, files={"main.py": "x = 0\n"}, entry="main.py")
         child = archive.add_agent(run.key, files={"main.py": "x = 1\n"}, entry="main.py", parent_id=seed.key)
         finished = archive.mark_evaluating(child.key)
-        assert lost and lost[0] is not None, "the write transaction knew its id"
+        assert lost, "the child's insert lost its COMMIT's answer"
         agents = archive.agents(run.key)
         # Committed: the first attempt's agent stands, nothing inserted again. Rolled back: the retry stored it.
         assert [a.key for a in agents] == [seed.key, child.key] and child.key == (2 if committed else 3)
         assert finished.status is AgentStatus.evaluating and finished.eval_attempts == 1
+
+
+def test_commit_marks_stay_few_and_old_ones_go_at_a_writable_open(postgres_url: str) -> None:
+    """A connection's next write deletes its previous mark; a mark a killed process left goes after a day."""
+    with Archive(postgres_url) as archive:
+        run = archive.create_run(name="marks", benchmark="b", seed=0, config_json="{}")
+        for i in range(20):
+            archive.add_agent(run.key, files={"main.py": f"x = {i}\n"}, entry="main.py")
+        with archive.engine.begin() as connection:
+            left = connection.execute(text("SELECT count(*) FROM commitmark")).scalar()
+            connection.execute(text("INSERT INTO commitmark (token, created_at) VALUES ('killed', now() - "
+                                    "interval '25 hours'), ('recent', now() - interval '1 hour')"))  # fmt: skip
+        assert left is not None and left <= 2, f"{left} marks after 21 writes on one or two connections"
+    with Archive(postgres_url):
+        pass
+    with Archive(postgres_url, readonly=True) as reader:
+        with reader.engine.connect() as connection:
+            tokens = {row[0] for row in connection.execute(text("SELECT token FROM commitmark"))}
+    assert "recent" in tokens and "killed" not in tokens
 
 
 def test_a_database_that_stays_away_ends_in_a_clear_error(server: PostgresServer) -> None:

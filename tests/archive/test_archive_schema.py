@@ -243,6 +243,7 @@ def test_a_version_2_archive_reads_as_it_stands_with_its_prompts_not_recorded(tm
         archive.record_llm_call(LLMCall(run_id=run.id, agent_id=1, model="qwen", request_hash="r1"))
     with sqlite3.connect(path) as raw:  # what version 2 wrote: no llmrequest table, no Alembic
         raw.execute("DROP TABLE llmrequest")
+        raw.execute("DROP TABLE commitmark")
         raw.execute("DROP TABLE alembic_version")
         raw.execute("UPDATE schemaversion SET version = 2")
     raw.close()
@@ -253,7 +254,9 @@ def test_a_version_2_archive_reads_as_it_stands_with_its_prompts_not_recorded(tm
         assert reader.llm_exchanges([call.request_hash]) == ({}, {})
     assert table_layout(path) == before  # a reader changed nothing
     with Archive.at(path) as writer:  # a writer maps it onto Alembic's revision 0002, then upgrades it
-        assert writer.schema.changes == ("recorded its version 2 as Alembic revision 0002", "created table llmrequest")
+        assert writer.schema.changes == (
+            "recorded its version 2 as Alembic revision 0002", "created table commitmark", "created table llmrequest"
+        )  # fmt: skip
 
 
 def test_an_archive_newer_than_this_code_is_refused_and_left_alone(tmp_path: Path) -> None:
