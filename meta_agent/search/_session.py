@@ -40,6 +40,7 @@ from meta_agent.llm import (
     choose_backend,
     close_http_sessions,
     is_local_model,
+    model_label,
     probe_endpoint,
     resolve,
     server_grammar_field,
@@ -228,11 +229,6 @@ def fm_endpoint(config: RunConfig, reporter: Reporter, *, model: str | None = No
         grammar_field=grammar_field,
     )  # fmt: skip
     yield endpoint, spec
-
-
-def model_label(spec: str) -> str:
-    """The name a model's calls are recorded under: a .gguf file's stem, else the spec as given."""
-    return Path(spec).stem if is_local_model(spec) and spec.endswith(".gguf") else spec
 
 
 def start_run(config: RunConfig, reporter: Reporter) -> tuple[str, LoopOutcome]:

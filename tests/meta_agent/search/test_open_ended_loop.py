@@ -244,3 +244,13 @@ def test_self_modify_runs_the_parent_agent_in_the_sandbox_and_its_answer_is_the_
     assert child.status == AgentStatus.evaluated, child.invalid_reason
     files, _ = archive.get_genome(str(child.genome_hash))
     assert "VERSION = 2" in files["agent.py"] and "def solve(task, llm)" in files["agent.py"]
+
+
+def test_a_parent_writing_its_child_is_credited_to_the_model_agents_call(tmp_path: Path) -> None:
+    """With evaluation.agent_model set, self_modify's arm (and so its children's model) is that model, not fm.model."""
+    from evaluators.humaneval import HumanEval
+
+    evaluation = {"concurrency": 1, "timeout_s": 10, "agent_fm": False, "agent_model": "qwen2.5-coder-0.5b"}
+    config = _config(tmp_path, search={"operators": {"self_modify": 1.0}}, evaluation=evaluation)
+    loop, _ = _loop(tmp_path, config, benchmark=HumanEval(stage_sizes=[2], thresholds=[0.5]), fm=ScriptedFM([]))
+    assert [(arm.model, arm.operator) for arm in loop.arms] == [("qwen2.5-coder-0.5b", "self_modify")]
