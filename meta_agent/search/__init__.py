@@ -13,7 +13,7 @@
   operator) arms by reward, which is search policy;
 - `start_run`, `resume_run`, `open_run`, `archive_path`, `Reporter`, `INTERRUPTED` and the pieces a run is
   built from (`build_benchmark`, `choose_sandbox`, `fm_endpoint`, `make_llm_client`,
-  `sandbox_with_socket_dir`, `resolve_fm_concurrency`, `say_what_is_editable`);
+  `sandbox_with_socket_dir`, `resolve_fm_concurrency`, `server_threads`, `say_what_is_editable`);
 - `summarize_run`, `categorize`: the closing summary of a run.
 """
 
@@ -40,6 +40,7 @@ from meta_agent.search._session import (
     resume_run,
     sandbox_with_socket_dir,
     say_what_is_editable,
+    server_threads,
     shown_store,
     start_run,
     store_in_use,
@@ -52,6 +53,6 @@ __all__ = [
     "SearchLoop", "TaskRow", "agent_fm_budget", "archive_path", "arm_history", "build_benchmark", "categorize",
     "choose_sandbox", "evaluate_in_sandbox", "evaluation_row", "fm_endpoint", "improvement_reward",
     "make_llm_client", "open_run", "resolve_fm_concurrency", "resume_run", "run_limits", "run_self_modify",
-    "sandbox_with_socket_dir", "say_what_is_editable", "selector_from_config", "shown_store", "start_run",
-    "store_in_use", "summarize_run",
+    "sandbox_with_socket_dir", "say_what_is_editable", "selector_from_config", "server_threads", "shown_store",
+    "start_run", "store_in_use", "summarize_run",
 ]  # fmt: skip

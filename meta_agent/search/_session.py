@@ -39,6 +39,7 @@ from meta_agent.llm import (
     LocalServer,
     choose_backend,
     close_http_sessions,
+    default_threads,
     is_local_model,
     model_label,
     probe_endpoint,
@@ -203,7 +204,7 @@ def fm_endpoint(config: RunConfig, reporter: Reporter, *, model: str | None = No
             alias=label,
             n_ctx=config.fm.n_ctx,
             n_parallel=config.fm.concurrency,
-            threads=config.fm.threads,
+            threads=server_threads(config),
             log_path=config.run_dir() / ("server.log" if spec == config.fm.model else f"server-{label}.log"),
         )
         with server:
@@ -229,6 +230,18 @@ def fm_endpoint(config: RunConfig, reporter: Reporter, *, model: str | None = No
         grammar_field=grammar_field,
     )  # fmt: skip
     yield endpoint, spec
+
+
+def server_threads(config: RunConfig) -> int | None:
+    """llama.cpp threads of each local model server: fm.threads if set; else, when the run serves several
+    local models at once (fm.models, evaluation.agent_model), the cores split between them, since threads
+    past the cores spin against each other (two servers of one thread per core each on 2 cores: a 0.5B
+    agent call of 203 tokens took 24 s and another ran past the 300 s FM timeout); None: one per core."""
+    if config.fm.threads is not None:
+        return config.fm.threads
+    specs = [config.fm.model, *config.fm.models, *filter(None, [config.evaluation.agent_model])]
+    local = {model_label(spec) for spec in specs if is_local_model(spec)}
+    return max(1, default_threads() // len(local)) if len(local) > 1 else None
 
 
 def start_run(config: RunConfig, reporter: Reporter) -> tuple[str, LoopOutcome]:

@@ -154,3 +154,18 @@ def test_fm_concurrency_is_one_for_models_llama_cpp_serves_on_the_cpu_unless_set
     assert resolve_fm_concurrency(hosted).fm.concurrency == 2
     mixed = load_config(overrides={"fm.model": "smollm2-135m", "fm.models": ["openai/gpt-4o-mini"]})
     assert resolve_fm_concurrency(mixed).fm.concurrency == 2
+
+
+def test_several_local_model_servers_share_the_cores_instead_of_each_taking_them_all() -> None:
+    from meta_agent.config import load_config
+    from meta_agent.llm import default_threads
+    from meta_agent.search import server_threads
+
+    assert server_threads(load_config(overrides={"fm.model": "smollm2-135m"})) is None  # one server: one per core
+    two = {"fm.model": "qwen2.5-coder-1.5b", "evaluation.agent_model": "qwen2.5-coder-0.5b"}
+    assert server_threads(load_config(overrides=two)) == max(1, default_threads() // 2)
+    same = {"fm.model": "smollm2-135m", "evaluation.agent_model": "smollm2-135m"}
+    assert server_threads(load_config(overrides=same)) is None  # one model, one server
+    hosted = {"fm.model": "smollm2-135m", "fm.models": ["openai/gpt-4o-mini"]}
+    assert server_threads(load_config(overrides=hosted)) is None
+    assert server_threads(load_config(overrides={**two, "fm.threads": 3})) == 3
