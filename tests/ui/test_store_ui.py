@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterator
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +38,8 @@ def stretch_times(sqlite_url: str, factor: float = 1000.0) -> None:
     stores' times bin alike and the comparison below can be exact but for float rounding."""
     with Archive(sqlite_url) as archive, archive.engine.begin() as connection:
         tables = [t for t in SQLModel.metadata.sorted_tables if "created_at" in t.c]
-        t0 = min(connection.execute(select(func.min(t.c.created_at))).scalar() or datetime.max for t in tables)
+        firsts = [connection.execute(select(func.min(t.c.created_at))).scalar() for t in tables]
+        t0 = min(first for first in firsts if first is not None)  # some tables are empty (commitmark on SQLite)
         for table in tables:
             columns = [c for c in ("created_at", "updated_at") if c in table.c]
             key = list(table.primary_key.columns)
