@@ -2,7 +2,7 @@
 
 The search's holdout target asks a discovered agent to beat the seed agent on the 40 holdout tasks. This
 measures how far better agents go with the model the agents call: the seed agent and hand-written
-variants of it (bench/humaneval_agents/*.py: `selfcheck`, a repair round on the docstring's examples;
+variants of it (bench/humaneval_agents/: `selfcheck`, a repair round on the docstring's examples;
 `sample4`, up to four answers with the best on those examples kept), each evaluated on the holdout tasks
 through the CLI as a user would: a run of the seed (`cambrian run humaneval --iterations 0`), its export,
 and `cambrian eval DIR --split holdout --model M --allow-modified` on a copy with the variant's agent.py.
@@ -17,6 +17,7 @@ Results go to bench/results/humaneval_ceiling-<model>.json (or --out).
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import shutil
 import subprocess
@@ -32,10 +33,24 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from humaneval_holdout import RESULTS_DIR, bootstrap_mean, cli
 
 AGENTS_DIR = Path(__file__).resolve().parent / "humaneval_agents"
+SEED_AGENT = Path(__file__).resolve().parent.parent / "evaluators" / "humaneval" / "seed" / "agent.py"
 SEED_RUN = [
     "--iterations", "0", "--name", "seed", "--set", "benchmark_options.n_search=5",
     "--set", "benchmark_options.stage_sizes=[5]", "--set", "benchmark_options.thresholds=[0.2]",
 ]  # fmt: skip
+
+
+def assemble(variant: str) -> str:
+    """A variant's agent as one file: the seed agent's module with its `solve` replaced by the variant's
+    (the last definition of bench/humaneval_agents/VARIANT.py), then the helpers of _examples.py."""
+    seed = SEED_AGENT.read_text(encoding="utf-8")
+    old = next(node for node in ast.parse(seed).body if isinstance(node, ast.FunctionDef) and node.name == "solve")
+    lines = seed.splitlines(keepends=True)
+    source = (AGENTS_DIR / f"{variant}.py").read_text(encoding="utf-8")
+    helpers = (AGENTS_DIR / "_examples.py").read_text(encoding="utf-8")
+    helpers = helpers[helpers.index('"""', 3) + 3 :].lstrip("\n")  # its docstring is not the module's
+    solve = source[source.index("def solve(") :]
+    return "".join(lines[: old.lineno - 1]) + solve + "".join(lines[old.end_lineno :]) + "\n\n" + helpers
 
 
 def _checked(done: subprocess.CompletedProcess[str], what: str) -> None:
@@ -97,7 +112,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             folder = Path(scratch) / name
             shutil.copytree(exported, folder)
             if name != "seed":
-                shutil.copyfile(AGENTS_DIR / f"{name}.py", folder / "agent.py")
+                (folder / "agent.py").write_text(assemble(name), encoding="utf-8")
             results[name] = evaluate(folder, args.model)
             print(f"{name}: holdout {results[name]['score']:.4f} ({results[name]['fm_calls']} FM calls, "
                   f"{results[name]['minutes']:.1f} min)", flush=True)  # fmt: skip
