@@ -110,9 +110,9 @@ def _configure_postgresql(engine: Engine) -> None:
 
         driver = connection.connection.driver_connection
         write = connection.get_execution_options().get("cambrian_write", False) is True
-        mark = secrets.token_hex(16)  # hex only: safe inside the statement's text
         statement = "BEGIN"
         if write:
+            mark = secrets.token_hex(16)  # hex only: safe inside the statement's text
             last = connection.info.get(_LAST_MARK_KEY)
             forget = f"DELETE FROM commitmark WHERE token = '{last}'; " if last else ""
             statement = f"BEGIN; {forget}INSERT INTO commitmark (token, created_at) VALUES ('{mark}', now()); " \
