@@ -23,12 +23,12 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Container, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlalchemy import Connection, Engine, delete, insert, text
 from sqlalchemy.exc import DBAPIError, IntegrityError
@@ -367,12 +367,7 @@ class Archive(LedgerMixin, QueriesMixin):
     def get_genome(self, hash: str) -> tuple[dict[str, str], str]:
         """(files: path -> text, entry path) of the genome with this hash."""
         with self._transaction(write=False) as connection:
-            rows = connection.execute(_SELECT_GENOME, {"hash": hash}).all()
-        if not rows:
-            raise GenomeNotFound(
-                f"no genome with hash {hash!r}", fix="check the agent's genome_hash (`cambrian show RUN AGENT`)"
-            )
-        return {row.path: row.text for row in rows if row.path is not None}, rows[0].entry
+            return _read_genome(connection, hash)
 
     # ----- agents: lifecycle (one transaction per status change) -----
 
@@ -547,11 +542,50 @@ class Archive(LedgerMixin, QueriesMixin):
             row = connection.execute(_FIND_GENOME, {"run_id": run_id, "genome_hash": genome_hash}).first()
         return None if row is None else detached(Agent, row._mapping)
 
+    def agent_context(
+        self, agent_id: int, *, invalid_children: int = 0, known_genomes: Container[str] = ()
+    ) -> AgentContext:
+        """An agent, its genome (unless its hash is in `known_genomes`) and up to `invalid_children` of its
+        newest invalid children, in one read transaction: what a prompt shows of a parent, for one read
+        instead of three."""
+        with self._transaction(write=False) as connection:
+            row = connection.execute(_SELECT_AGENT, {"agent_id": agent_id}).first()
+            if row is None:
+                raise no_agent(agent_id)
+            genome = None
+            if row.genome_hash is not None and row.genome_hash not in known_genomes:
+                genome = _read_genome(connection, row.genome_hash)
+            children = []
+            if invalid_children > 0:
+                params = {"agent_id": agent_id, "n": invalid_children}
+                children = connection.execute(_RECENT_INVALID_CHILDREN, params).all()
+        return AgentContext(
+            detached(Agent, row._mapping), genome, [detached(Agent, child._mapping) for child in children]
+        )
+
     def recent_invalid_children(self, agent_id: int, n: int) -> list[Agent]:
         """Up to `n` invalid children of the agent, newest first (what recent edits got wrong)."""
         with self._transaction(write=False) as connection:
             rows = connection.execute(_RECENT_INVALID_CHILDREN, {"agent_id": agent_id, "n": n}).all()
         return [detached(Agent, row._mapping) for row in rows]
+
+
+class AgentContext(NamedTuple):
+    """An agent with what a prompt shows of it (`Archive.agent_context`)."""
+
+    agent: Agent
+    genome: tuple[dict[str, str], str] | None  # (files, entry); None when known to the caller or never stored
+    invalid_children: list[Agent]  # newest first
+
+
+def _read_genome(connection: Connection, hash: str) -> tuple[dict[str, str], str]:
+    """(files, entry) of the stored genome with this hash; GenomeNotFound otherwise."""
+    rows = connection.execute(_SELECT_GENOME, {"hash": hash}).all()
+    if not rows:
+        raise GenomeNotFound(
+            f"no genome with hash {hash!r}", fix="check the agent's genome_hash (`cambrian show RUN AGENT`)"
+        )
+    return {row.path: row.text for row in rows if row.path is not None}, rows[0].entry
 
 
 # Each public method is one unit of work: on a database server, a disconnect runs it again (archive/_retry.py).

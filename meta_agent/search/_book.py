@@ -237,6 +237,7 @@ class RunBook:
         )
         self._reward_bandit(agent, view)
         if columns is not None:
+            self.memory.remember_parent(agent, genome)
             view.add(
                 agent_id,
                 float(result.score),

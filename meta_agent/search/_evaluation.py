@@ -11,7 +11,8 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
-from archive.models import Evaluation
+from archive.ledger import detached
+from archive.models import Evaluation, utcnow
 from evaluators.base import Benchmark, Genome, Task
 from evaluators.harness.run_program import read_outcome
 from evaluators.runner import AgentResult, Limits, TaskResult, evaluate_agent
@@ -166,21 +167,30 @@ async def run_self_modify(
 
 
 def evaluation_row(task: TaskResult) -> Evaluation:
-    """The archive row of one task run (agent_id is filled in when the archive stores it)."""
-    return Evaluation(
-        agent_id=0,  # filled in by Archive.finish_evaluation
-        task_id=task.task_id,
-        split=task.split,
-        stage=task.stage,
-        score=task.score,
-        passed=task.passed,
-        executed=task.executed,
-        duration_s=task.duration_s,
-        exit_code=task.exit_code,
-        timed_out=task.timed_out,
-        oom_killed=task.oom_killed,
-        output_truncated=task.output_truncated,
-        feedback=task.feedback,
-        stdout_tail=task.stdout_tail,
-        stderr_tail=task.stderr_tail,
+    """The archive row of one task run (agent_id is filled in when the archive stores it).
+
+    Built without pydantic's validation (`detached`), as a row read back would be: the values are the
+    TaskResult's own, already typed, and validating every task row cost the loop 0.2 ms per candidate.
+    """
+    return detached(
+        Evaluation,
+        {
+            "id": None,
+            "agent_id": 0,  # filled in by Archive.finish_evaluation
+            "task_id": task.task_id,
+            "split": task.split,
+            "stage": task.stage,
+            "score": task.score,
+            "passed": task.passed,
+            "executed": task.executed,
+            "duration_s": task.duration_s,
+            "exit_code": task.exit_code,
+            "timed_out": task.timed_out,
+            "oom_killed": task.oom_killed,
+            "output_truncated": task.output_truncated,
+            "feedback": task.feedback,
+            "stdout_tail": task.stdout_tail,
+            "stderr_tail": task.stderr_tail,
+            "created_at": utcnow(),
+        },
     )

@@ -285,12 +285,13 @@ class SearchLoop:
         parent_id = int(self.selector.select(self.view, 1, rng)[0])
         arm = self._choose_arm(rng)
         second_parent_id = self._second_parent(parent_id, rng) if arm.operator == "crossover" else None
+        parent, failed_attempts = self.memory.parent(parent_id)
         ctx = PromptContext(
             contract=self.benchmark.contract,
             benchmark=self.benchmark.name,
-            parent=self.memory.parent_info(parent_id),
+            parent=parent,
             second_parent=self.memory.parent_info(second_parent_id) if second_parent_id is not None else None,
-            failed_attempts=self.memory.failed_attempts(parent_id),
+            failed_attempts=failed_attempts,
             inspirations=self.memory.inspirations(self.view, exclude=parent_id),
         )
         origin = Origin(iteration, parent_id, second_parent_id, arm)

@@ -12,7 +12,8 @@ from typing import Generic, TypeVar
 
 import numpy as np
 
-from archive.store import Archive
+from archive.models import Agent
+from archive.store import AgentContext, Archive
 from archive.view import ArchiveView
 from evaluators.base import Genome
 from meta_agent.operators import ParentInfo
@@ -45,28 +46,46 @@ class PromptMemory:
         self._genomes.put(hash_, genome)
 
     def parent_info(self, agent_id: int) -> ParentInfo:
-        """What prompts show of an evaluated agent."""
+        """What prompts show of an evaluated agent (at most one archive read)."""
         info = self._parents.get(agent_id)
         if info is None:
-            agent = self.archive.get_agent(agent_id)
-            assert agent.genome_hash is not None, "only evaluated agents are selected"
-            info = ParentInfo(
-                agent_id=agent_id, genome=self.genome(agent.genome_hash), score=agent.score, feedback=agent.feedback
-            )
-            self._parents.put(agent_id, info)
+            info = self._remember(self.archive.agent_context(agent_id, known_genomes=self._genomes))
         return info
 
-    def failed_attempts(self, parent_id: int) -> list[str]:
-        """Why this parent's recent children were invalid, oldest first (read from the archive once)."""
-        reasons = self._failures.get(parent_id)
-        if reasons is None:
-            n = self.failed_attempts_shown
-            recent = self.archive.recent_invalid_children(parent_id, n) if n else []
-            reasons = deque(
-                (f"{a.operator}: {a.invalid_reason}" for a in reversed(recent) if a.invalid_reason), maxlen=n
-            )
-            self._failures.put(parent_id, reasons)
-        return list(reasons)
+    def parent(self, agent_id: int) -> tuple[ParentInfo, list[str]]:
+        """What a prompt shows of its parent, and why the parent's recent children were invalid (oldest
+        first): both from memory, or from one archive read for what memory lacks."""
+        info = self._parents.get(agent_id)
+        reasons = self._failures.get(agent_id)
+        if info is None or reasons is None:
+            n = self.failed_attempts_shown if reasons is None else 0
+            context = self.archive.agent_context(agent_id, invalid_children=n, known_genomes=self._genomes)
+            if info is None:
+                info = self._remember(context)
+            if reasons is None:
+                reasons = self._remember_failures(agent_id, context.invalid_children)
+        return info, list(reasons)
+
+    def _remember(self, context: AgentContext) -> ParentInfo:
+        agent = context.agent
+        assert agent.genome_hash is not None, "only evaluated agents are selected"
+        if context.genome is not None:
+            files, entry = context.genome
+            self._genomes.put(agent.genome_hash, Genome(files=files, entry=entry))
+        return self.remember_parent(agent, self.genome(agent.genome_hash))
+
+    def remember_parent(self, agent: Agent, genome: Genome) -> ParentInfo:
+        """An agent just evaluated (or read): a prompt that picks it as a parent finds it here."""
+        info = ParentInfo(agent_id=agent.key, genome=genome, score=agent.score, feedback=agent.feedback)
+        self._parents.put(agent.key, info)
+        return info
+
+    def _remember_failures(self, parent_id: int, recent: list[Agent]) -> deque[str]:
+        """`recent`: the parent's newest invalid children, newest first."""
+        n = self.failed_attempts_shown
+        reasons = deque((f"{a.operator}: {a.invalid_reason}" for a in reversed(recent) if a.invalid_reason), maxlen=n)
+        self._failures.put(parent_id, reasons)
+        return reasons
 
     def remember_failure(self, parent_id: int | None, reason: str) -> None:
         """A child of `parent_id` was just stored invalid for `reason` (refused before evaluation, or its
@@ -105,6 +124,10 @@ class _LRU(Generic[K, V]):
         if value is not None:
             self._items.move_to_end(key)
         return value
+
+    def __contains__(self, key: object) -> bool:
+        """Whether `key` is held (without counting as a use)."""
+        return key in self._items
 
     def pop(self, key: K) -> V | None:
         """Remove and return the entry (None when absent)."""

@@ -331,6 +331,22 @@ def test_lineage_queries_on_a_hand_built_tree(archive: Archive, run: Run, tree: 
         archive.ancestors(10_000)
 
 
+def test_agent_context_reads_agent_genome_and_invalid_children_together(
+    archive: Archive, run: Run, tree: dict[str, int]
+) -> None:
+    c = archive.agent_context(tree["c"], invalid_children=5)
+    assert c.agent.id == tree["c"] and c.agent.score == 0.9
+    assert c.genome == (files_with(3), "main.py")
+    assert [child.id for child in c.invalid_children] == [tree["e"]]
+    assert [child.invalid_reason for child in c.invalid_children] == ["bad edit"]
+    # A genome the caller holds is not read again; no invalid children are read unless asked for.
+    known = archive.agent_context(tree["c"], known_genomes={c.agent.genome_hash})
+    assert known.genome is None and known.invalid_children == []
+    assert archive.agent_context(tree["e"]).genome is None  # an invalid agent without files has no genome
+    with pytest.raises(AgentNotFound):
+        archive.agent_context(10_000)
+
+
 def test_queries_on_an_empty_run(archive: Archive, run: Run) -> None:
     assert archive.best(run.id) == [] and archive.best_path(run.id) == []
     assert archive.iterations_done(run.id) == 0 and archive.max_iteration(run.id) == 0
