@@ -22,19 +22,18 @@ from __future__ import annotations
 
 import math
 import threading
-import time
 from collections.abc import Callable, Container, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from datetime import timedelta
 from pathlib import Path
 from types import TracebackType
 from typing import Any, NamedTuple
 
-from sqlalchemy import Connection, Engine, delete, insert, text
+from sqlalchemy import Connection, Engine, delete, insert
 from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlmodel import Session, col, select
 
 from archive._engine import BUSY_TIMEOUT_S, COMMIT_KEY, CommitCheck, open_engine, unreachable
+from archive._lost_commit import committed, forget_old_marks
 from archive._queries import QueriesMixin
 from archive._retry import RECONNECT_S, Reconnector, is_disconnect, retry_public_methods
 from archive._statements import (
@@ -74,7 +73,6 @@ from archive.ledger import CostSummary, LedgerMixin, ModelCost, detached, insert
 from archive.models import (
     Agent,
     AgentStatus,
-    CommitMark,
     Evaluation,
     LLMRequest,
     LLMResponse,
@@ -85,14 +83,6 @@ from archive.models import (
 from archive.schema import SchemaReport, open_schema
 
 __all__ = ["TRANSITIONS", "Archive", "CostSummary", "ModelCost", "check_genome_paths", "genome_hash"]
-
-#: PostgreSQL: whether a transaction (its id read at BEGIN, archive/_engine.py) is still in progress, and
-#: whether it committed (its commit mark is there).
-_TXID_STATUS = text("SELECT txid_status(:xid)")
-_MARK_FOUND = text("SELECT 1 FROM commitmark WHERE token = :token")
-#: Commit marks older than this are taken for those of killed processes (a lost COMMIT is resolved within
-#: the reconnect deadline, minutes): a writable open on PostgreSQL deletes them.
-MARK_RETENTION_S = 86_400
 
 
 class Archive(LedgerMixin, QueriesMixin):
@@ -141,21 +131,10 @@ class Archive(LedgerMixin, QueriesMixin):
             raise
         if self._postgresql and not readonly:
             try:
-                self._reconnector.call(self._forget_old_marks)
+                self._reconnector.call(forget_old_marks, self._transaction)
             except BaseException:
                 self.close()
                 raise
-
-    def _forget_old_marks(self) -> None:
-        """Delete the commit marks of write transactions older than MARK_RETENTION_S (left by killed
-        processes or broken connections; a live connection deletes its own with its next write). Looked for
-        first: an open with none to delete writes nothing."""
-        old = col(CommitMark.created_at) < utcnow() - timedelta(seconds=MARK_RETENTION_S)
-        with self._transaction(write=False) as connection:
-            if connection.execute(select(CommitMark.token).where(old).limit(1)).first() is None:
-                return
-        with self._transaction(write=True) as connection:
-            connection.execute(delete(CommitMark).where(old))
 
     @classmethod
     def at(cls, path: Path, *, readonly: bool = False) -> Archive:
@@ -228,32 +207,12 @@ class Archive(LedgerMixin, QueriesMixin):
         try:
             commit()
         except DBAPIError as error:
-            if check is None or not is_disconnect(error) or not self._committed(check):
+            if check is None or not is_disconnect(error):
                 raise
-
-    def _committed(self, check: CommitCheck) -> bool:
-        """Whether a PostgreSQL write transaction committed, asking (on a fresh connection) until the server
-        answers: once its id is no longer in progress, by whether its commit mark is there. The id alone
-        could lie: a server that crashed may hand an id it never logged to a new transaction, which may
-        commit before this asks."""
-        deadline = time.monotonic() + self._reconnector.deadline_s
-        while True:
-            try:
-                with self._engine.connect() as connection:
-                    try:
-                        status = connection.execute(_TXID_STATUS, {"xid": check.xid}).scalar()
-                    except DBAPIError as error:
-                        if "in the future" in str(error.orig):
-                            return False  # a crashed server never logged the id: it left nothing behind
-                        raise
-                    if status != "in progress":
-                        return connection.execute(_MARK_FOUND, {"token": check.mark}).first() is not None
-            except DBAPIError as error:
-                if not is_disconnect(error) or time.monotonic() > deadline:
-                    raise
-            if time.monotonic() > deadline:
-                raise self._reconnector.gave_up(RuntimeError(f"transaction {check.xid} still in progress"))
-            time.sleep(0.1)
+            if not committed(
+                self._engine, check, deadline_s=self._reconnector.deadline_s, gave_up=self._reconnector.gave_up
+            ):
+                raise
 
     @contextmanager
     def _read(self) -> Iterator[Session]:
