@@ -514,10 +514,8 @@ class Archive(LedgerMixin, QueriesMixin):
             genome = None
             if row.genome_hash is not None and row.genome_hash not in known_genomes:
                 genome = _read_genome(connection, row.genome_hash)
-            children = []
-            if invalid_children > 0:
-                params = {"agent_id": agent_id, "n": invalid_children}
-                children = connection.execute(_RECENT_INVALID_CHILDREN, params).all()
+            params = {"agent_id": agent_id, "n": invalid_children}
+            children = connection.execute(_RECENT_INVALID_CHILDREN, params).all() if invalid_children > 0 else ()
         return AgentContext(
             detached(Agent, row._mapping), genome, [detached(Agent, child._mapping) for child in children]
         )
