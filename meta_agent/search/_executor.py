@@ -94,10 +94,12 @@ class LocalExecutor:
         return None
 
 
-def make_executor(config: RunConfig, sandbox: Sandbox, *, warn: Callable[[str], None]) -> Executor:
-    """The executor `evaluation.executor` names: "local" over `sandbox`, or "ray" on the cluster of
-    `evaluation.ray_address` / RAY_ADDRESS (a local one when neither is set); ClusterError when unreachable."""
+def make_executor(config: RunConfig, sandbox: Sandbox | None, *, warn: Callable[[str], None]) -> Executor:
+    """The executor `evaluation.executor` names: "local" over `sandbox` (which it needs), or "ray" on the cluster
+    of `evaluation.ray_address` / RAY_ADDRESS (a local one when neither is set); ClusterError when unreachable."""
     if config.evaluation.executor == "local":
+        if sandbox is None:
+            raise ValueError("the local executor needs this machine's sandbox")
         return LocalExecutor(sandbox, slots=config.evaluation.concurrency)
     from meta_agent.search._ray_executor import RayExecutor  # imports ray: only runs that use it pay for it
 

@@ -52,7 +52,7 @@ class SearchLoop:
         run: Run,
         config: RunConfig,
         benchmark: Benchmark,
-        sandbox: Sandbox,
+        sandbox: Sandbox | None,
         selector: ParentSelector,
         operators: Mapping[str, Operator],
         llm: LLMClient | None,
@@ -70,7 +70,9 @@ class SearchLoop:
         gets its own socket and budget); None: no FM. embed_endpoint: texts -> vectors for code embeddings
         (`search.novelty.embedding_model`); None: the local hashing vectorizer. executor: where children are
         evaluated (`LocalExecutor` over `sandbox` by default; a `RayExecutor` spreads their tasks over a
-        cluster); the caller closes it. `from_config` builds the selector and operators from their names in
+        cluster); the caller closes it. sandbox: this machine's, for the local executor and for operators
+        whose parent agent writes its child (self_modify); None with an executor of its own and no such
+        operator. `from_config` builds the selector and operators from their names in
         the config."""
         assert run.id is not None
         self.archive = archive
@@ -79,7 +81,11 @@ class SearchLoop:
         self.config = config
         self.benchmark = benchmark
         self.sandbox = sandbox
-        self.executor: Executor = executor or LocalExecutor(sandbox, slots=config.evaluation.concurrency)
+        if executor is None:
+            if sandbox is None:
+                raise ValueError("SearchLoop: give a sandbox, or an executor that evaluates elsewhere")
+            executor = LocalExecutor(sandbox, slots=config.evaluation.concurrency)
+        self.executor: Executor = executor
         self._infra_faults_before = self.executor.infra_faults
         self.model_label = model_label
         self.llms: dict[str, LLMClient] = {model_label: llm} if llm is not None else {}
@@ -88,7 +94,7 @@ class SearchLoop:
         self.on_event = on_event or (lambda event: None)
         self.selector = selector
         self.operators = dict(operators)
-        check_operators(config, benchmark, self.operators, has_fm=bool(self.llms))
+        check_operators(config, benchmark, self.operators, has_fm=bool(self.llms), has_sandbox=sandbox is not None)
         self.limits = run_limits(config)
         # Per task; an agent's evaluation may spend it times the search split's tasks, shared by them.
         self.fm_budget = agent_fm_budget(config)

@@ -56,7 +56,7 @@ class Proposer:
         benchmark: Benchmark,
         operators: Mapping[str, Operator],
         llms: Mapping[str, LLMClient],
-        sandbox: Sandbox,
+        sandbox: Sandbox | None,
         limits: Limits,
         run_seed: int,
         fm_budget: AgentFMBudget,
@@ -96,7 +96,7 @@ class Proposer:
         benchmark: Benchmark,
         operators: Mapping[str, Operator],
         llms: Mapping[str, LLMClient],
-        sandbox: Sandbox,
+        sandbox: Sandbox | None,
         gateway: Callable[[], FMGateway | None],
     ) -> Proposer:
         """The proposer a run's settings describe (the loop and bench/fm_efficacy.py build it alike)."""
@@ -226,6 +226,8 @@ class _Env:
         proposer = self._proposer
         if not supports_self_modify(proposer.benchmark):
             raise ValueError(f"{proposer.benchmark.name} builds no agent tasks (self_modify_task)")
+        if proposer.sandbox is None:
+            raise ValueError("the proposer was given no sandbox to run the parent agent in")
         run = await run_self_modify(
             proposer.benchmark,
             parent,

@@ -46,6 +46,7 @@ from meta_agent.llm import (
     resolve,
     server_grammar_field,
 )
+from meta_agent.search._compose import runs_agents_here
 from meta_agent.search._executor import make_executor
 from meta_agent.search._loop import LoopEvent, LoopOutcome, SearchLoop
 from sandbox.base import Sandbox
@@ -352,7 +353,8 @@ def _search(archive: Archive, run: Run, config: RunConfig, benchmark: Benchmark,
 def _search_with_resources(
     archive: Archive, run: Run, config: RunConfig, benchmark: Benchmark, reporter: Reporter
 ) -> LoopOutcome:
-    with sandbox_with_socket_dir(config, reporter) as (sandbox, socket_dir), contextlib.ExitStack() as models:
+    here = sandbox_with_socket_dir(config, reporter) if runs_agents_here(config) else _no_sandbox(reporter)
+    with here as (sandbox, socket_dir), contextlib.ExitStack() as models:
         # The cluster first: an unreachable one fails before a local model server is started.
         executor = make_executor(config, sandbox, warn=reporter.warn)
         models.callback(executor.close)
@@ -413,19 +415,33 @@ def _agent_llm(
 @contextlib.contextmanager
 def sandbox_with_socket_dir(config: RunConfig, reporter: Reporter) -> Iterator[tuple[Sandbox, Path]]:
     """The configured sandbox and a fresh host folder for the agents' FM gateway sockets; both removed after."""
+    with _socket_dir() as socket_dir:
+        sandbox = choose_sandbox(config, reporter.warn, fm_dir=socket_dir)
+        reporter.info(f"sandbox: {sandbox.name}")
+        try:
+            yield sandbox, socket_dir
+        finally:
+            sandbox.close()
+
+
+@contextlib.contextmanager
+def _no_sandbox(reporter: Reporter) -> Iterator[tuple[None, Path]]:
+    """For a search whose agents all run on Ray nodes (`runs_agents_here` is False): no sandbox here, so this
+    machine needs no Docker engine and starts no containers; the gateway's socket folder all the same."""
+    reporter.info("sandbox: none on this machine (agents run in the Ray nodes' sandboxes)")
+    with _socket_dir() as socket_dir:
+        yield None, socket_dir
+
+
+@contextlib.contextmanager
+def _socket_dir() -> Iterator[Path]:
+    """A fresh host folder for the agents' FM gateway sockets, removed after."""
     # Unix socket paths are limited to 107 bytes: keep the gateway's folder short.
     socket_dir = Path(tempfile.mkdtemp(prefix="cambrian-fm-", dir="/tmp"))
     os.chmod(socket_dir, 0o711)  # sandbox users reach their own socket folder inside, nothing else
     try:
-        sandbox = choose_sandbox(config, reporter.warn, fm_dir=socket_dir)
-    except BaseException:
-        shutil.rmtree(socket_dir, ignore_errors=True)
-        raise
-    reporter.info(f"sandbox: {sandbox.name}")
-    try:
-        yield sandbox, socket_dir
+        yield socket_dir
     finally:
-        sandbox.close()
         shutil.rmtree(socket_dir, ignore_errors=True)
 
 
@@ -489,18 +505,22 @@ def build_benchmark(config: RunConfig) -> Benchmark:
 INTERRUPTED = "interrupted (Ctrl-C)"  # the start of a run's stop reason when the user pressed Ctrl-C
 
 
-async def _run_with_signals(loop: SearchLoop, sandbox: Sandbox, gateway: FMGateway | None) -> LoopOutcome:
+async def _run_with_signals(loop: SearchLoop, sandbox: Sandbox | None, gateway: FMGateway | None) -> LoopOutcome:
     """Run the loop (with the agents' FM gateway when asked). First Ctrl-C: stop proposing and let running
-    evaluations finish. Second: kill them too."""
+    evaluations finish. Second: kill those running in this machine's sandbox (not a Ray node's)."""
     event_loop = asyncio.get_running_loop()
     presses = 0
+    if loop.executor.name == "local":
+        then = "Ctrl-C again to kill them"
+    else:
+        then = "Ray nodes' runs are not killed from here: kill this process if they must stop (resume runs them again)"
 
     def on_interrupt() -> None:
         nonlocal presses
         presses += 1
         if presses == 1:
-            loop.request_stop(f"{INTERRUPTED}; running evaluations finish first, Ctrl-C again to kill them")
-        else:
+            loop.request_stop(f"{INTERRUPTED}; running evaluations finish first, {then}")
+        elif sandbox is not None:
             sandbox.close()  # kills running sandboxed processes; their agents stay queued for resume
 
     for sig in (signal.SIGINT, signal.SIGTERM):

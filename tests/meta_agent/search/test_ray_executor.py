@@ -84,7 +84,7 @@ def ray_config(cluster: LocalRayCluster, tmp_path: Path, **sections: Any) -> Run
 
 
 def connect(config: RunConfig) -> RayExecutor:
-    executor = make_executor(config, LocalSandbox(), warn=lambda message: None)
+    executor = make_executor(config, None, warn=lambda message: None)  # the nodes' sandboxes; none here
     assert isinstance(executor, RayExecutor)
     return executor
 
@@ -153,8 +153,8 @@ def test_a_search_runs_its_tasks_on_both_nodes_fake_fm(cluster: LocalRayCluster,
         children = [fenced(AGENT.format(score=0.75)), fenced(AGENT.format(score=0.5))]
         loop = SearchLoop.from_config(
             archive=archive, run=run, config=config, benchmark=SleepBenchmark(tasks=4, seconds=0.2),
-            sandbox=LocalSandbox(), executor=executor, llm=ScriptedFM(children), model_label="scripted",
-        )  # fmt: skip
+            sandbox=None, executor=executor, llm=ScriptedFM(children), model_label="scripted",
+        )  # fmt: skip  # the driver needs no sandbox of its own: every agent runs on the nodes
         outcome = asyncio.run(loop.run_until_done())
         assert outcome.status == RunStatus.finished and outcome.infra_faults == 0
         agents = archive.agents(int(run.id))
@@ -392,3 +392,38 @@ def test_no_cluster_at_the_address_is_a_clear_error_at_once(tmp_path: Path) -> N
         connect(config)
     assert "no Ray cluster answers at 127.0.0.1:" in str(refused.value) and "ray start --head" in refused.value.fix
     assert time.monotonic() - started < 10
+
+
+def test_only_a_self_modifying_search_needs_a_sandbox_on_the_driver(tmp_path: Path) -> None:
+    """Under Ray the nodes evaluate in their own sandboxes: the driver builds one (and needs Docker for it)
+    only for self_modify, whose parent agent runs on the driver; the local executor always needs one."""
+    from meta_agent.errors import ConfigError
+    from meta_agent.search._compose import runs_agents_here
+    from meta_agent.search._executor import LocalExecutor
+
+    def config(executor: str, operators: dict[str, float]) -> RunConfig:
+        return RunConfig.model_validate(
+            {"name": "r", "runs_dir": str(tmp_path), "benchmark": "humaneval",
+             "search": {"operators": operators}, "evaluation": {"executor": executor}}
+        )  # fmt: skip
+
+    assert runs_agents_here(config("local", {"diff": 1.0}))
+    assert not runs_agents_here(config("ray", {"diff": 0.5, "rewrite": 0.5, "self_modify": 0.0}))
+    assert runs_agents_here(config("ray", {"diff": 0.5, "self_modify": 0.5}))
+
+    from evaluators.humaneval import HumanEval
+
+    archive = Archive.at(tmp_path / "archive.db")
+    self_modifying = config("ray", {"self_modify": 1.0})
+    run = archive.create_run(name="r", benchmark="humaneval", seed=0, config_json=self_modifying.to_json())
+    with pytest.raises(ConfigError) as refused:
+        SearchLoop.from_config(
+            archive=archive, run=run, config=self_modifying, benchmark=HumanEval(), sandbox=None,
+            executor=LocalExecutor(LocalSandbox(), slots=1), llm=ScriptedFM([]), model_label="scripted",
+        )  # fmt: skip
+    assert "self_modify runs the parent agent on this machine" in str(refused.value)
+    with pytest.raises(ValueError, match="give a sandbox"):
+        SearchLoop.from_config(
+            archive=archive, run=run, config=config("local", {"diff": 1.0}), benchmark=HumanEval(), sandbox=None,
+            llm=ScriptedFM([]), model_label="scripted",
+        )  # fmt: skip
