@@ -91,6 +91,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="qwen2.5-coder-0.5b", help="the model the agents call")
     parser.add_argument("--agents", default="selfcheck,sample4", help="variants from bench/humaneval_agents/")
+    parser.add_argument(
+        "--agent-timeout", type=float, default=None,
+        help="benchmark_options.timeout_s: seconds for one agent run (default: the benchmark's 180; a 1.5B agent "
+        "model on 2 cores needs more for several answers)",
+    )  # fmt: skip
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--report", type=Path, default=None, help="print the table of an earlier JSON file only")
     args = parser.parse_args(argv)
@@ -101,11 +106,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     label = Path(args.model).stem if args.model.endswith(".gguf") else args.model
     out = args.out or RESULTS_DIR / f"humaneval_ceiling-{label}.json"
     meta = {"model": args.model, "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "agent_timeout_s": args.agent_timeout or 180.0,
             "command": f"cambrian eval DIR --split holdout --model {args.model} --allow-modified"}  # fmt: skip
     results: dict[str, dict] = {}
     with tempfile.TemporaryDirectory(prefix="cambrian-ceiling-") as scratch:
         runs = Path(scratch) / "runs"
-        _checked(cli("run", "humaneval", "--model", args.model, "--runs-dir", str(runs), *SEED_RUN), "the seed run")
+        timeout = ["--set", f"benchmark_options.timeout_s={args.agent_timeout}"] if args.agent_timeout else []
+        seed_run = ["run", "humaneval", "--model", args.model, "--runs-dir", str(runs), *SEED_RUN, *timeout]
+        _checked(cli(*seed_run), "the seed run")
         _checked(cli("export", "seed", "--runs-dir", str(runs), "--to", str(Path(scratch) / "out")), "the export")
         exported = Path(scratch) / "out" / "agent-1"
         for name in ["seed", *[a for a in args.agents.split(",") if a]]:
