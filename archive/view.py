@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -91,6 +92,7 @@ class ArchiveView:
         self._rank_order = np.empty(0, dtype=np.int64)
         self._rank_scores = np.empty(0, dtype=np.float64)
         self._n_ranked = 0
+        self._caches: dict[object, dict[str, Any]] = {}
 
     @classmethod
     def from_rows(cls, rows: Iterable[tuple[int, float, int | None, int]]) -> ArchiveView:
@@ -328,6 +330,13 @@ class ArchiveView:
             return np.zeros(self._size)
         self._update_neighbours()
         return self._knn[: self._size, :m].mean(axis=1)
+
+    def cache(self, key: object) -> dict[str, Any]:
+        """A dict (empty at first) in which a reader keeps what it derived from this view under `key`, to bring
+        it up to date as rows are added instead of deriving it again (e.g. a selector's weights). Rows are only
+        ever appended; an existing row's `n_children` changes only when a row is added under it (the new
+        row's `parent_rows`), its clade counts when one is added anywhere below it."""
+        return self._caches.setdefault(key, {})
 
     def index_of(self, agent_id: int) -> int:
         """The row of `agent_id`; AgentNotFound if it is not in the view (not evaluated)."""

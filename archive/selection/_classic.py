@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from archive.selection._base import _average_ranks, _check_k, _check_view, _draw, _require
+from archive.selection._blocks import BlockWeights
 from archive.view import ArchiveView
 
 
@@ -149,16 +150,59 @@ class DGM:
         """(score at the sigmoid's midpoint, score units per unit of lambda_) for this view."""
         if self.alpha0 not in _RELATIVE_ALPHA0:
             return float(self.alpha0), 1.0
-        _, ranked = view.ranking()  # sorted best first, so best, median and range are lookups
+        if self.alpha0 == "best":  # two passes over the scores, cheaper than keeping them ranked as rows come
+            best, worst = float(view.scores.max()), float(view.scores.min())
+            return best, best - worst if best > worst else 1.0
+        _, ranked = view.ranking()  # sorted best first, so the median and range are lookups
         n = len(ranked)
-        centre = float(ranked[0]) if self.alpha0 == "best" else float(ranked[(n - 1) // 2] + ranked[n // 2]) / 2.0
+        centre = float(ranked[(n - 1) // 2] + ranked[n // 2]) / 2.0
         spread = float(ranked[0] - ranked[-1])
         return centre, spread if spread > 0 else 1.0
 
     def probabilities(self, view: ArchiveView) -> np.ndarray:
         _check_view(view)
+        weights, _ = self._all_weights(view, *self.centre_and_scale(view))
+        return weights / weights.sum()
+
+    def select(self, view: ArchiveView, k: int, rng: np.random.Generator) -> np.ndarray:
+        """Draws by `probabilities`, from weights kept with the view (`ArchiveView.cache`): after rows were
+        added only theirs and their parents' are computed, unless the centre or scale moved (a new best or
+        score range), and a draw reads O(sqrt n) of them (`BlockWeights`), not all n."""
+        _check_view(view)
+        k = _check_k(k)
         centre, scale = self.centre_and_scale(view)
-        x = view.scores - centre
+        kept = view.cache(("dgm", self.lambda_, self.alpha0))
+        blocks: BlockWeights | None = kept.get("weights")
+        n, seen = len(view), kept.get("rows", 0)
+        if blocks is None or kept["at"] != (centre, scale) or kept["log_space"]:
+            weights, log_space = self._all_weights(view, centre, scale)
+            blocks = BlockWeights(weights)
+            kept.update(weights=blocks, rows=n, at=(centre, scale), log_space=log_space)
+        elif n > seen:
+            parents = view.parent_rows[seen:n]
+            parents = np.unique(parents[(parents >= 0) & (parents < seen)])
+            blocks.set(parents, self._weights(view.scores[parents], view.n_children[parents], centre, scale))
+            blocks.extend(self._weights(view.scores[seen:n], view.n_children[seen:n], centre, scale))
+            kept["rows"] = n
+            if blocks.weights.max() < _UNDERFLOW_GUARD:  # as in `probabilities`: all again, in log space
+                kept.clear()
+                return self.select(view, k, rng)
+        return view.ids[blocks.draw(rng.random(k))]
+
+    def _all_weights(self, view: ArchiveView, centre: float, scale: float) -> tuple[np.ndarray, bool]:
+        """Every row's weight (not normalised), and whether it took the log-space form."""
+        weights = self._weights(view.scores, view.n_children, centre, scale)
+        if weights.max() >= _UNDERFLOW_GUARD:
+            return weights, False
+        # Every score is so far below alpha0 that the weights lost precision; the
+        # log-space form is exact (and slower, hence only here).
+        x = (view.scores - centre) * (self.lambda_ / scale)
+        log_weights = -np.logaddexp(0.0, -x) - np.log1p(view.n_children)
+        return np.exp(log_weights - log_weights.max()), True
+
+    def _weights(self, scores: np.ndarray, n_children: np.ndarray, centre: float, scale: float) -> np.ndarray:
+        """sigmoid(lambda_ (score - centre) / scale) / (1 + n_children), row by row."""
+        x = scores - centre
         x *= self.lambda_ / scale
         # sigmoid(x) = 1/(1+e) for x >= 0 and e/(1+e) for x < 0, with e = exp(-|x|) <= 1:
         # one exp (the costly part at 100k rows) and no overflow.
@@ -167,18 +211,9 @@ class DGM:
         np.exp(e, out=e)
         weights = np.where(x >= 0.0, 1.0, e)
         e += 1.0
-        e *= view.n_children + 1
+        e *= n_children + 1
         weights /= e
-        if weights.max() < _UNDERFLOW_GUARD:
-            # Every score is so far below alpha0 that the weights lost precision; the
-            # log-space form is exact (and slower, hence only here).
-            log_weights = -np.logaddexp(0.0, -x) - np.log1p(view.n_children)
-            weights = np.exp(log_weights - log_weights.max())
-        weights /= weights.sum()
         return weights
-
-    def select(self, view: ArchiveView, k: int, rng: np.random.Generator) -> np.ndarray:
-        return _draw(view, self.probabilities(view), _check_k(k), rng)
 
 
 #: alpha0 values measured from the archive itself (see DGM).

@@ -336,3 +336,46 @@ def test_ranking_stays_correct_across_adds() -> None:
     assert np.array_equal(order, np.argsort(-view.scores, kind="stable"))
     with pytest.raises(ValueError):
         order[0] = 1  # read-only: selection must not corrupt the cache
+
+
+def test_block_weights_draw_by_inverse_cdf_across_blocks_as_rows_change_and_grow() -> None:
+    from archive.selection._blocks import BLOCK, BlockWeights
+
+    rng = np.random.default_rng(7)
+    weights = rng.random(3 * BLOCK + 17)
+    weights[5] = 0.0  # a row that must never be drawn
+    blocks = BlockWeights(weights)
+    changed = np.array([3, BLOCK + 1, 3 * BLOCK + 16])
+    weights[changed] = [5.0, 0.0, 2.0]
+    blocks.set(changed, weights[changed])
+    weights = np.concatenate([weights, rng.random(2 * BLOCK)])  # grows past its capacity
+    blocks.extend(weights[len(blocks) :])
+    np.testing.assert_array_equal(blocks.weights, weights)
+    u = np.concatenate([rng.random(5000), [0.0, 1.0 - 1e-16]])
+    rows = blocks.draw(u)
+    cdf = np.cumsum(weights)
+    targets = u * cdf[-1]
+    below = np.where(rows > 0, cdf[rows - 1], 0.0)
+    tolerance = 1e-9 * cdf[-1]
+    assert np.all(below <= targets + tolerance) and np.all(targets <= cdf[rows] + tolerance)
+    assert not np.isin(rows, [5, BLOCK + 1]).any() and weights[rows].min() > 0
+
+
+@pytest.mark.parametrize("alpha0", ["best", "median", 0.5])
+def test_dgm_draws_from_its_formula_while_the_view_grows(alpha0: Any) -> None:
+    """select keeps its weights with the view and updates the new rows and their parents: after every add the
+    kept weights are the formula's (and a new best, which moves the centre, recomputes them all)."""
+    selector = make_selector("dgm", alpha0=alpha0)
+    rng = np.random.default_rng(11)
+    view = ArchiveView()
+    for agent_id in range(1, 1500):
+        parent = None if agent_id == 1 else int(rng.integers(1, agent_id))
+        view.add(agent_id, float(np.round(rng.random(), 2)), parent)
+        if agent_id % 50 == 0 or agent_id > 1450:
+            drawn = selector.select(view, 3, rng)
+            assert drawn.shape == (3,) and all(int(agent) in view for agent in drawn)
+            kept = view.cache(("dgm", selector.lambda_, selector.alpha0))["weights"].weights
+            np.testing.assert_allclose(kept / kept.sum(), selector.probabilities(view), rtol=1e-12)
+    counts = np.bincount([view.index_of(int(a)) for a in selector.select(view, 20_000, rng)], minlength=len(view))
+    expected = selector.probabilities(view) * 20_000
+    assert np.abs(counts - expected).max() < 6 * np.sqrt(expected.max()) + 3
