@@ -65,5 +65,5 @@ class BlockWeights:
         return rows
 
     def _resum(self, rows: np.ndarray) -> None:
-        for block in np.unique(np.asarray(rows) // BLOCK).tolist():
+        for block in {row // BLOCK for row in np.asarray(rows).tolist()}:
             self._sums[block] = self._weights[block * BLOCK : (block + 1) * BLOCK].sum()

@@ -179,8 +179,7 @@ class DGM:
             blocks = BlockWeights(weights)
             kept.update(weights=blocks, rows=n, at=(centre, scale), log_space=log_space)
         elif n > seen:
-            parents = view.parent_rows[seen:n]
-            parents = np.unique(parents[(parents >= 0) & (parents < seen)])
+            parents = np.array(sorted({row for row in view.parent_rows[seen:n].tolist() if 0 <= row < seen}), int)
             blocks.set(parents, self._weights(view.scores[parents], view.n_children[parents], centre, scale))
             blocks.extend(self._weights(view.scores[seen:n], view.n_children[seen:n], centre, scale))
             kept["rows"] = n
