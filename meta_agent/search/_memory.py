@@ -98,17 +98,20 @@ class PromptMemory:
             reasons.append(reason)
 
     def inspirations(self, view: ArchiveView, *, exclude: int) -> list[ParentInfo]:
-        """The best evaluated agents other than `exclude`, best first (`search.inspirations` of them)."""
+        """The best evaluated agents other than `exclude`, best first, the earlier of equal scores first
+        (`search.inspirations` of them)."""
         k = self.inspirations_shown
         if k == 0 or len(view) < 2:
             return []
-        scores = view.scores
-        ids = view.ids
-        m = min(k + 1, len(scores))
-        # argpartition is O(n): a full sort costs milliseconds at 100k agents, on every proposal.
-        top = np.argpartition(-scores, m - 1)[:m]
-        top = top[np.argsort(-scores[top], kind="stable")]
-        chosen = [int(ids[i]) for i in top if int(ids[i]) != exclude][:k]
+        # The view's k + 1 best rows, kept with it and brought up to date with the rows added since: an
+        # O(n) pass over every score on each proposal cost 0.6 ms at 100k agents.
+        kept = view.cache(("best rows", k + 1))
+        seen = kept.get("rows", 0)
+        if len(view) > seen:
+            rows = np.concatenate([kept.get("top", np.empty(0, np.int64)), np.arange(seen, len(view))])
+            kept["top"] = rows[np.lexsort((rows, -view.scores[rows]))[: k + 1]]
+            kept["rows"] = len(view)
+        chosen = [agent_id for agent_id in view.ids[kept["top"]].tolist() if agent_id != exclude][:k]
         return [self.parent_info(agent_id) for agent_id in chosen]
 
 

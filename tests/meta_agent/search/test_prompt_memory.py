@@ -66,3 +66,21 @@ def test_an_agent_just_evaluated_is_a_parent_without_reading_it_back(archive: Ar
     info, failed = memory.parent(child.id)  # its failed children are not known yet: read, without the genome
     assert (info.score, failed) == (0.7, [])
     assert len(reads) == 1 and child.genome_hash in reads[0]["known_genomes"]
+
+
+def test_inspirations_are_the_best_others_kept_up_to_date_as_agents_are_added(archive: Archive) -> None:
+    run = archive.create_run(name="r", benchmark="b", seed=0, config_json="{}")
+    seed = evaluated(archive, run.id, SEED, 0.5)
+    ids = [seed] + [
+        evaluated(archive, run.id, {"main.py": f"def solve():\n    return {i}\n"}, score, parent=seed)
+        for i, score in enumerate([0.9, 0.7, 0.9, 0.1], start=2)
+    ]
+    view = archive.view(run.id)
+    memory = PromptMemory(archive, failed_attempts_shown=0, inspirations=2)
+    best = lambda exclude: [info.agent_id for info in memory.inspirations(view, exclude=exclude)]  # noqa: E731
+    assert best(exclude=ids[0]) == [ids[1], ids[3]]  # equal scores: the earlier agent first
+    assert best(exclude=ids[1]) == [ids[3], ids[2]]
+    newest = evaluated(archive, run.id, {"main.py": "def solve():\n    return 9\n"}, 0.95, parent=seed)
+    view.add(newest, 0.95, seed)
+    assert best(exclude=ids[0]) == [newest, ids[1]]
+    assert memory.inspirations(view, exclude=ids[0])[0].score == 0.95
