@@ -11,9 +11,10 @@
 - `BehaviourSpace`, `TaskRow`: descriptors, embeddings, novelty and the duplicate gate of a run;
 - `Bandit`, `Arm`, `ALGORITHMS`, `BanditError`, `improvement_reward`, `arm_history`: choosing (model,
   operator) arms by reward, which is search policy;
-- `start_run`, `resume_run`, `open_run`, `archive_path`, `Reporter`, `INTERRUPTED` and the pieces a run is
-  built from (`build_benchmark`, `choose_sandbox`, `fm_endpoint`, `make_llm_client`,
-  `sandbox_with_socket_dir`, `resolve_fm_concurrency`, `server_threads`, `say_what_is_editable`);
+- `start_run`, `resume_run`, `Reporter`, `INTERRUPTED` and the pieces a run is built from
+  (`build_benchmark`, `choose_sandbox`, `fm_endpoint`, `make_llm_client`, `sandbox_with_socket_dir`,
+  `resolve_fm_concurrency`, `server_threads`, `say_what_is_editable`);
+- `open_run`, `archive_path`, `shown_store`, `store_in_use`: where a run's archive lives, and opening it;
 - `summarize_run`, `categorize`: the closing summary of a run.
 """
 
@@ -30,21 +31,18 @@ from meta_agent.search._proposals import Proposer, agent_fm_budget, run_limits
 from meta_agent.search._session import (
     INTERRUPTED,
     Reporter,
-    archive_path,
     build_benchmark,
     choose_sandbox,
     fm_endpoint,
     make_llm_client,
-    open_run,
     resolve_fm_concurrency,
     resume_run,
     sandbox_with_socket_dir,
     say_what_is_editable,
     server_threads,
-    shown_store,
     start_run,
-    store_in_use,
 )
+from meta_agent.search._stores import archive_path, open_run, shown_store, store_in_use
 from meta_agent.search._summary import categorize, summarize_run
 
 __all__ = [

@@ -1,0 +1,103 @@
+"""Where a run's archive lives: its own SQLite file (RUNS_DIR/<name>/archive.db) or a database shared by
+many runs (`--store URL`, recorded in RUNS_DIR/<name>/config.json), and opening an existing run by name."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from sqlalchemy.engine import make_url
+
+from archive.errors import ArchiveOutdated, RunNotFound
+from archive.models import Run
+from archive.store import Archive
+from meta_agent.errors import ConfigError
+
+ARCHIVE_FILE = "archive.db"
+
+
+def archive_path(runs_dir: Path, name: str) -> Path:
+    return Path(runs_dir) / name / ARCHIVE_FILE
+
+
+def store_in_use(archive: Archive, runs_dir: Path, name: str) -> str | None:
+    """The URL of the store `archive` is (shared by runs), None when it is the run's own RUNS_DIR/<name>/archive.db."""
+    own = f"sqlite:///{archive_path(runs_dir, name).expanduser().resolve()}"
+    return None if archive.url == own else archive.url
+
+
+def shown_store(store: str) -> str:
+    """A store URL as messages and suggested commands show it: never with its password."""
+    return make_url(store).render_as_string(hide_password=True)
+
+
+def store_of_run(runs_dir: Path, name: str) -> str | None:
+    """The store a run started here keeps its archive in, as RUNS_DIR/<name>/config.json records it (a
+    password masked as ***); None for a run in its own SQLite file."""
+    try:
+        store = json.loads((Path(runs_dir) / name / "config.json").read_text()).get("store")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return store if isinstance(store, str) else None
+
+
+def open_run(runs_dir: Path, name: str, *, readonly: bool = False, store: str | None = None) -> tuple[Archive, Run]:
+    """The archive and Run row of an existing run, by name: in `store` (a database URL shared by many
+    runs) if given, else RUNS_DIR/<name>/archive.db (or the store that run's config.json names).
+
+    readonly: for commands that only read: no DDL, no write lock, so a search writing the
+    archive meanwhile is never disturbed; an archive from an older Cambrian is refused
+    (ArchiveOutdated) instead of upgraded, with `cambrian db upgrade` as the fix. A writable
+    open upgrades it.
+    """
+    path = archive_path(runs_dir, name)
+    recorded = None if store or path.exists() else store_of_run(runs_dir, name)
+    if recorded is not None and "***" in recorded:
+        raise ConfigError(
+            f"run {name!r} keeps its archive in {recorded}, whose password is not stored",
+            fix=f"pass the URL with its password: --store {recorded.replace('***', 'PASSWORD')} (or set "
+            "CAMBRIAN_STORE; PGPASSWORD or ~/.pgpass keep it out of the URL)",
+        )
+    store = store or recorded
+    if store is not None:
+        return _open_in_store(store, name, readonly=readonly)
+    if not path.exists():
+        known = sorted(p.parent.name for p in Path(runs_dir).glob(f"*/{ARCHIVE_FILE}"))
+        hint = f"known runs in {runs_dir}: {', '.join(known)}" if known else f"no runs in {runs_dir} yet"
+        raise ConfigError(
+            f"no run named {name!r} in {runs_dir}",
+            fix=f"{hint}; `cambrian runs` lists them (use --runs-dir for another folder)",
+        )
+    try:
+        archive = Archive.at(path, readonly=readonly)
+    except ArchiveOutdated as outdated:
+        outdated.fix = (
+            f"upgrade it in place with `cambrian db upgrade {name} --runs-dir {runs_dir}` (every row is kept), "
+            "then run this again"
+        )
+        raise
+    try:
+        return archive, archive.get_run(name)
+    except BaseException:
+        archive.close()
+        raise
+
+
+def _open_in_store(store: str, name: str, *, readonly: bool) -> tuple[Archive, Run]:
+    shown = shown_store(store)
+    try:
+        archive = Archive(store, readonly=readonly)
+    except ArchiveOutdated as outdated:
+        outdated.fix = (
+            f"upgrade it in place with `cambrian db upgrade {shown}` (every row is kept), then run this again"
+        )
+        raise
+    try:
+        return archive, archive.get_run(name)
+    except RunNotFound as missing:
+        missing.fix = f"`cambrian runs --store {shown}` lists the runs it holds"
+        archive.close()
+        raise
+    except BaseException:
+        archive.close()
+        raise
