@@ -20,12 +20,13 @@ from collections.abc import Sequence
 from typing import Any, Literal
 
 import numpy as np
-from sqlalchemy import Connection, Integer, Select, Table, case, cast, extract, func, select
+from sqlalchemy import Connection, Integer, Select, Table, case, cast, func, select
 from sqlalchemy.sql.elements import ColumnElement
 
 from archive.models import Agent, AgentDescriptor, AgentStatus, Evaluation, GenomeFile, LLMCall
 from archive.novelty import CodeEmbedder
 from archive.store import Archive
+from ui._columns import posix_seconds_sql
 
 __all__ = ["budget", "compare_runs", "search_space"]
 
@@ -37,17 +38,8 @@ _GENOME_FILE: Table = GenomeFile.__table__  # type: ignore[attr-defined]  # as a
 
 #: The operator a call counts under when no agent is attributed (e.g. a proposal that never became one).
 UNATTRIBUTED = "unattributed"
-#: Julian day number of 1970-01-01T00:00Z: SQLite's julianday() minus this, times 86400, is POSIX seconds.
-_UNIX_EPOCH_JULIAN_DAY = 2440587.5
 #: Genome hashes per IN (...) list: under SQLite's bound-parameter limit on every version.
 _IN_CHUNK = 900
-
-
-def _posix_seconds(column: Any, dialect: str) -> ColumnElement[Any]:
-    """SQL for a stored time as POSIX seconds (float); the archive writes UTC."""
-    if dialect == "sqlite":
-        return (func.julianday(column) - _UNIX_EPOCH_JULIAN_DAY) * 86400.0
-    return extract("epoch", column)
 
 
 def _numbers(connection: Connection, statement: Select[Any]) -> np.ndarray:
@@ -55,7 +47,7 @@ def _numbers(connection: Connection, statement: Select[Any]) -> np.ndarray:
 
     Read from the driver's cursor and converted by numpy in one step, skipping SQLAlchemy's
     per-row processing: ~10x faster at 100k rows. Only for numeric columns: numbers, booleans, times
-    turned into POSIX seconds in SQL (`_posix_seconds`) and text turned into codes in SQL (CASE).
+    turned into POSIX seconds in SQL (`posix_seconds_sql`) and text turned into codes in SQL (CASE).
     """
     result = connection.execute(statement)
     try:
@@ -160,14 +152,14 @@ def budget(archive: Archive, run_id: int, *, bins: int = 120) -> dict[str, Any]:
     run = archive.get_run(run_id)
     dialect = archive.engine.dialect.name
     a, c, e = _AGENT.c, _CALL.c, _EVALUATION.c
-    call_query = select(c.latency_s, _posix_seconds(c.created_at, dialect)).where(c.run_id == run_id)
+    call_query = select(c.latency_s, posix_seconds_sql(c.created_at, dialect)).where(c.run_id == run_id)
     evaluation_query = (
-        select(e.duration_s, _posix_seconds(e.created_at, dialect))
+        select(e.duration_s, posix_seconds_sql(e.created_at, dialect))
         .select_from(_EVALUATION.join(_AGENT, a.id == e.agent_id))
         .where(a.run_id == run_id)
     )
     agent_span = select(
-        func.min(_posix_seconds(a.created_at, dialect)), func.max(_posix_seconds(a.updated_at, dialect))
+        func.min(posix_seconds_sql(a.created_at, dialect)), func.max(posix_seconds_sql(a.updated_at, dialect))
     ).where(a.run_id == run_id)
     with archive.engine.connect() as connection:
         latency, call_end = np.nan_to_num(_numbers(connection, call_query)).T
@@ -181,7 +173,7 @@ def budget(archive: Archive, run_id: int, *, bins: int = 120) -> dict[str, Any]:
         width_s = max(end - origin, 1e-6) / bins
         # The ledger summed per (model, purpose, operator, edge) in SQL: a few hundred rows at any run size.
         operator = func.coalesce(a.operator, UNATTRIBUTED)
-        edge = _edge_index(_posix_seconds(c.created_at, dialect), origin, width_s, dialect)
+        edge = _edge_index(posix_seconds_sql(c.created_at, dialect), origin, width_s, dialect)
         ledger = connection.execute(
             select(c.model, c.purpose, operator, edge, func.count(), func.sum(c.prompt_tokens),
                    func.sum(c.completion_tokens), func.sum(c.cost_usd))

@@ -33,9 +33,8 @@ _BOOKKEEPING = {"schemaversion"}
 def stretch_times(sqlite_url: str, factor: float = 1000.0) -> None:
     """Spread every stored time `factor` times further from the earliest, cut to whole milliseconds.
 
-    The conftest writes a run in some 40 ms, so its budget bins are a fraction of a millisecond wide, finer
-    than SQLite's julianday() (whole milliseconds, as a float of days) reads: stretched to ~40 s, the two
-    stores' times bin alike and the comparison below can be exact but for float rounding."""
+    The conftest writes a run in some 40 ms, so its budget bins would be a fraction of a millisecond wide:
+    stretched to ~40 s, they are wide enough for the comparison below to be exact but for float rounding."""
     with Archive(sqlite_url) as archive, archive.engine.begin() as connection:
         tables = [t for t in SQLModel.metadata.sorted_tables if "created_at" in t.c]
         firsts = [connection.execute(select(func.min(t.c.created_at))).scalar() for t in tables]
@@ -71,7 +70,9 @@ def copy_archive(source_url: str, store: str) -> None:
 
 
 def same(a: Any, b: Any) -> bool:
-    """Equal, but for float rounding: SQLite's times are a float of days (julianday()), PostgreSQL's exact."""
+    """Equal, but for float rounding (the stores' SQL sums and divides in its own order). Times are exact to
+    the microsecond on both (ui._columns.posix_seconds_sql): with SQLite's julianday(), a float of days about
+    40 us coarse, a budget bin's evaluations per minute once differed in the sixth digit (a CI run)."""
     if isinstance(a, float) and isinstance(b, float):
         return math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-3)
     if isinstance(a, dict) and isinstance(b, dict):
