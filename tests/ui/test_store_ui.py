@@ -164,3 +164,23 @@ def test_the_store_stays_open_between_requests_and_answers_after_a_server_restar
         answer = client.get("/api/runs")
         assert answer.status_code == 200 and "kept" in answer.text
     assert not _STORES._open  # the UI's end closed it
+
+
+def test_sqlite_times_read_as_posix_seconds_exact_to_the_microsecond(tmp_path: Path) -> None:
+    """What every time the UI bins goes through: julianday() was off by up to ~40 us here."""
+    from datetime import datetime, timedelta, timezone
+
+    from archive.models import Run
+    from ui._columns import posix_seconds_sql
+
+    runs = Run.__table__  # type: ignore[attr-defined]  # SQLModel sets __table__ at runtime
+    moments = [datetime(2026, 11, 26, 3, 2, 31, 45805, tzinfo=timezone.utc) + timedelta(microseconds=977 * i)
+               for i in range(200)]  # fmt: skip
+    with Archive.at(tmp_path / "archive.db") as archive:
+        for i, moment in enumerate(moments):
+            run = archive.create_run(name=f"r{i}", benchmark="b", seed=0, config_json="{}")
+            with archive.engine.begin() as connection:
+                connection.execute(runs.update().where(runs.c.id == run.id).values(created_at=moment))
+        with archive.engine.connect() as connection:
+            query = select(posix_seconds_sql(runs.c.created_at, "sqlite")).order_by(runs.c.created_at)
+            assert list(connection.execute(query).scalars()) == [moment.timestamp() for moment in moments]
