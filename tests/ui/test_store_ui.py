@@ -71,8 +71,8 @@ def copy_archive(source_url: str, store: str) -> None:
 
 def same(a: Any, b: Any) -> bool:
     """Equal, but for float rounding (the stores' SQL sums and divides in its own order). Times are exact to
-    the microsecond on both (ui._columns.posix_seconds_sql): with SQLite's julianday(), a float of days about
-    40 us coarse, a budget bin's evaluations per minute once differed in the sixth digit (a CI run)."""
+    the microsecond on both (ui._columns.posix_seconds_sql): with SQLite's julianday() (whole milliseconds as
+    a float of days), a budget bin's evaluations per minute once differed in the sixth digit (a CI run)."""
     if isinstance(a, float) and isinstance(b, float):
         return math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-3)
     if isinstance(a, dict) and isinstance(b, dict):
@@ -167,7 +167,7 @@ def test_the_store_stays_open_between_requests_and_answers_after_a_server_restar
 
 
 def test_sqlite_times_read_as_posix_seconds_exact_to_the_microsecond(tmp_path: Path) -> None:
-    """What every time the UI bins goes through: julianday() was off by up to ~40 us here."""
+    """What every time the UI bins goes through: the julianday() form missed all 200, by up to 0.51 ms."""
     from datetime import datetime, timedelta, timezone
 
     from archive.models import Run
