@@ -30,15 +30,21 @@ def evaluated(archive: Archive, run_id: int, files: dict[str, str], score: float
     return agent.id
 
 
+def counted_reads(archive: Archive, monkeypatch: pytest.MonkeyPatch) -> list[dict]:
+    """The keyword arguments of every `agent_context` read from now on (the real archive answers them)."""
+    reads: list[dict] = []
+    real = archive.agent_context
+    monkeypatch.setattr(archive, "agent_context", lambda agent_id, **kw: reads.append(kw) or real(agent_id, **kw))
+    return reads
+
+
 def test_a_parent_and_its_failed_children_cost_one_read_then_none(archive: Archive, monkeypatch) -> None:
     run = archive.create_run(name="r", benchmark="b", seed=0, config_json="{}")
     seed = evaluated(archive, run.id, SEED, 0.5)
     archive.add_agent(
         run.id, parent_id=seed, iteration=1, operator="diff", status=AgentStatus.invalid, invalid_reason="no block"
     )
-    reads: list[dict] = []
-    real = archive.agent_context
-    monkeypatch.setattr(archive, "agent_context", lambda agent_id, **kw: reads.append(kw) or real(agent_id, **kw))
+    reads = counted_reads(archive, monkeypatch)
     memory = PromptMemory(archive, failed_attempts_shown=3, inspirations=2)
 
     info, failed = memory.parent(seed)
@@ -54,9 +60,7 @@ def test_an_agent_just_evaluated_is_a_parent_without_reading_it_back(archive: Ar
     run = archive.create_run(name="r", benchmark="b", seed=0, config_json="{}")
     seed = evaluated(archive, run.id, SEED, 0.5)
     child = archive.get_agent(evaluated(archive, run.id, CHILD, 0.7, parent=seed))
-    reads: list[dict] = []
-    real = archive.agent_context
-    monkeypatch.setattr(archive, "agent_context", lambda agent_id, **kw: reads.append(kw) or real(agent_id, **kw))
+    reads = counted_reads(archive, monkeypatch)
     memory = PromptMemory(archive, failed_attempts_shown=3, inspirations=2)
     genome = Genome(files=CHILD, entry="main.py")
     memory.remember_genome(str(child.genome_hash), genome)
