@@ -215,11 +215,16 @@ def main(argv: Sequence[str] | None = None) -> None:
         "seed_holdout": args.seed_holdout,
         "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }
+    seeds = [int(s) for s in args.seeds.split(",") if s]
+    if args.runs_dir is not None:
+        taken = [f"humaneval-{seed}" for seed in seeds if (args.runs_dir / f"humaneval-{seed}").exists()]
+        if taken:  # the search would refuse the name and this bench would report the old run's scores
+            parser.error(f"{args.runs_dir} already holds {', '.join(taken)}: remove them or pick another --runs-dir")
     runs: list[SeedRun] = []
     known_seed: dict[str, tuple[str, dict[str, float]]] = {}
     with tempfile.TemporaryDirectory(prefix="cambrian-humaneval-") as scratch:
         runs_dir = args.runs_dir or Path(scratch)
-        for seed in [int(s) for s in args.seeds.split(",") if s]:
+        for seed in seeds:
             runs.append(run_seed(seed, search_args, runs_dir, known_seed))
             if args.seed_holdout == "every":
                 known_seed.clear()
