@@ -177,6 +177,7 @@ async def _cell(
     """N proposals per seed from the fixed parent(s), each evaluated while the next one is proposed."""
     from meta_agent.operators import make_operator
     from meta_agent.search import Proposer, build_benchmark
+    from meta_agent.search._executor import LocalExecutor
 
     records: list[Record] = []
     for seed in seeds:
@@ -185,7 +186,7 @@ async def _cell(
         operator = make_operator(operator_name)
         proposer = Proposer.from_config(
             config, benchmark=benchmark, operators={operator_name: operator}, llms={model: llm},
-            sandbox=sandbox, gateway=lambda: gateway,
+            executor=LocalExecutor(sandbox, slots=1), gateway=lambda: gateway,
         )  # fmt: skip
         parent_score = parents["parent_score"]
         ctx = parents["ctx"]

@@ -237,6 +237,8 @@ class LocalSandbox:
         self.python = python or sys.executable
         self.root = None if root is None else str(root)
         self._closed = False
+        self._running: set[int] = set()  # process groups of the runs in progress, killed by close()
+        self._running_lock = threading.Lock()
         self._packages_lock = threading.Lock()
         self._packages_dir: Path | None = None  # made on the first run, removed by close()
         self._remove_packages: weakref.finalize | None = None
@@ -280,8 +282,12 @@ class LocalSandbox:
         return _LocalSession(self)
 
     def close(self) -> None:
-        """Remove the package folder; later `run` calls are refused. Idempotent."""
-        self._closed = True
+        """Kill the runs in progress (each raises SandboxError), remove the package folder; later `run` calls
+        are refused. Idempotent."""
+        with self._running_lock:
+            self._closed = True
+            for group in self._running:
+                _kill_group(group)
         with self._packages_lock:
             if self._remove_packages is not None:
                 self._remove_packages()
@@ -445,6 +451,10 @@ class LocalSandbox:
                 f"cannot start the sandbox interpreter {self.python!r}: {exc}",
                 fix="point LocalSandbox(python=...) at a working Python 3.10+ interpreter",
             ) from exc
+        with self._running_lock:
+            self._running.add(proc.pid)
+            if self._closed:  # closed since `run` began: this run goes the way of those close() killed
+                _kill_group(proc.pid)
         try:
             watch = _watch(proc, spec, deadline=started + spec.timeout_s)
         finally:
@@ -452,6 +462,13 @@ class LocalSandbox:
             if uid >= 0:
                 self._kill_uid(uid)  # before collecting: nothing of the run may still change its files
             proc.wait()
+            with self._running_lock:
+                self._running.discard(proc.pid)  # reaped only now: the pid was not free for reuse before
+        if self._closed:
+            raise SandboxError(
+                "the local sandbox was closed during this run, which killed it (a second Ctrl-C does this)",
+                fix="evaluate the agent again: `cambrian resume RUN` takes up the runs that were killed",
+            )
         duration = time.monotonic() - started
         stderr = watch.stderr.text()
         returncode = proc.returncode

@@ -418,21 +418,33 @@ class FMGateway:
         return channel
 
     async def open_remote_agent(
-        self, agent_id: int, *, max_calls: int, max_tokens: int, run_seed: int, iteration: int, purpose: str = "agent"
+        self,
+        agent_id: int | None,
+        *,
+        max_calls: int,
+        max_tokens: int,
+        run_seed: int,
+        iteration: int,
+        purpose: str = "agent",
+        key: str | None = None,
     ) -> AgentChannel:
         """Like `open_agent`, for an agent on another machine: no socket here; its requests arrive through the
         gateway's TCP listener (`GatewayListener`), which hands each connection with a valid token to
-        `AgentChannel.serve`. Same budget, ledger and limits as a local agent's."""
+        `AgentChannel.serve`. Same budget, ledger and limits as a local agent's. key: the channel's name
+        here when there is no agent id (a parent writing its child on a node); required then."""
         if max_calls < 0 or max_tokens < 0:
             raise ValueError(f"budgets must be >= 0, got max_calls={max_calls}, max_tokens={max_tokens}")
-        current = self._channels.get(agent_id)
+        if agent_id is None and key is None:
+            raise ValueError("a remote channel without an agent id needs a key")
+        name: int | str = agent_id if agent_id is not None else str(key)
+        current = self._channels.get(name)
         if current is not None and not current.closed:
-            raise ValueError(f"agent {agent_id} already has an open FM channel; close it first")
+            raise ValueError(f"agent {name} already has an open FM channel; close it first")
         channel = AgentChannel(
             self, agent_id, socket_path=None, max_calls=max_calls, max_tokens=max_tokens,
             run_seed=run_seed, iteration=iteration, purpose=purpose,
         )  # fmt: skip
-        self._channels[agent_id] = channel
+        self._channels[name] = channel
         return channel
 
     def channel(self, agent_id: int) -> AgentChannel | None:

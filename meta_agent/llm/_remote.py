@@ -3,13 +3,14 @@
 An agent in a sandbox has no network and no key. On a remote node, trusted Cambrian code (the node's
 Ray actor) serves the agent's Unix socket exactly where a local gateway would (`SocketRelay`), and
 relays each connection over TCP to the driver's `GatewayListener`, opening it with one line that names
-the agent and carries its evaluation's token:
+the grant's holder (the agent id; for a parent agent writing its child, which is no archive agent yet,
+`parent-<iteration>-<random>`) and carries the token of its evaluation (or run):
 
-    CAMBRIAN-AGENT <agent id> <token>\\r\\n        then the agent's HTTP request, byte for byte
+    CAMBRIAN-AGENT <holder> <token>\\r\\n        then the agent's HTTP request, byte for byte
 
 The token is `secrets.token_urlsafe(32)`, made when the evaluation opens its channel and dropped when it
 closes: it never enters the sandbox (the relay adds it outside), the provider key never leaves the
-driver, and a token names exactly one channel, so it is refused (401) for any other agent id and
+driver, and a token names exactly one channel, so it is refused (401) for any other holder and
 after its evaluation ends. The listener then hands the connection to that agent's `AgentChannel`, so
 budgets, limits and the ledger are the driver's, the same as for a local agent.
 
@@ -53,12 +54,12 @@ class RelayGrant:
 
     host: str
     port: int
-    agent_id: int
+    holder: str  # whom the grant serves: the agent id; `parent-<iteration>-<random>` for a parent run
     token: str
     fingerprint: str = ""  # SHA-256 (hex) of the listener's certificate, pinned by the relay; "": plain TCP
 
     def __repr__(self) -> str:  # a token in a log line or traceback would outlive its evaluation
-        return (f"RelayGrant(host={self.host!r}, port={self.port}, agent_id={self.agent_id}, token=<hidden>, "
+        return (f"RelayGrant(host={self.host!r}, port={self.port}, holder={self.holder!r}, token=<hidden>, "
                 f"fingerprint={self.fingerprint[:16]!r})")  # fmt: skip
 
 
@@ -111,7 +112,7 @@ class RemoteAgent:
         self._listener = listener
 
     async def close(self) -> None:
-        self._listener._forget(self.grant.agent_id, self.grant.token)
+        self._listener._forget(self.grant.holder, self.grant.token)
         await self.channel.close()
 
 
@@ -130,7 +131,7 @@ class GatewayListener:
         self.tls = tls
         self.fingerprint = ""  # of the certificate, once started with TLS
         self.refused = 0  # connections answered 401
-        self._grants: dict[int, tuple[str, AgentChannel]] = {}  # agent id -> (token, channel)
+        self._grants: dict[str, tuple[str, AgentChannel]] = {}  # holder -> (token, channel)
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
 
@@ -157,34 +158,47 @@ class GatewayListener:
         return self.address
 
     async def open_agent(
-        self, agent_id: int, *, max_calls: int, max_tokens: int, run_seed: int, iteration: int
+        self,
+        agent_id: int | None,
+        *,
+        max_calls: int,
+        max_tokens: int,
+        run_seed: int,
+        iteration: int,
+        purpose: str = "agent",
     ) -> RemoteAgent:
-        """A channel with a fresh budget for `agent_id` and its token; close the result when its evaluation ends."""
+        """A channel with a fresh budget for `agent_id` and its token; close the result when its evaluation ends.
+
+        agent_id None: a parent agent writing its child (purpose "self_modify"), whose calls the loop links to
+        the child by `iteration`; its grant's holder is `parent-<iteration>-<random>`.
+        """
         if self._server is None:
             raise RuntimeError("start() the listener first")
+        holder = str(agent_id) if agent_id is not None else f"parent-{iteration}-{secrets.token_hex(8)}"
         channel = await self.gateway.open_remote_agent(
-            agent_id, max_calls=max_calls, max_tokens=max_tokens, run_seed=run_seed, iteration=iteration
-        )
+            agent_id, max_calls=max_calls, max_tokens=max_tokens, run_seed=run_seed, iteration=iteration,
+            purpose=purpose, key=holder,
+        )  # fmt: skip
         token = secrets.token_urlsafe(32)
-        self._grants[agent_id] = (token, channel)
-        return RemoteAgent(self, channel, RelayGrant(self.host, self.port, agent_id, token, self.fingerprint))
+        self._grants[holder] = (token, channel)
+        return RemoteAgent(self, channel, RelayGrant(self.host, self.port, holder, token, self.fingerprint))
 
     async def close(self) -> None:
         """Stop listening and cut every connection; the grants' channels are the gateway's to close."""
         self._grants.clear()
         await _stop_serving(self._server, self._connections)
 
-    def _forget(self, agent_id: int, token: str) -> None:
-        held = self._grants.get(agent_id)
+    def _forget(self, holder: str, token: str) -> None:
+        held = self._grants.get(holder)
         if held is not None and hmac.compare_digest(held[0].encode(), token.encode()):
-            del self._grants[agent_id]
+            del self._grants[holder]
 
     def _channel_for(self, line: bytes) -> AgentChannel | None:
         """The open channel the preamble line names with its own token, or None."""
         parts = line.strip().split(b" ")
-        if len(parts) != 3 or parts[0] != PREAMBLE or not parts[1].isdigit():
+        if len(parts) != 3 or parts[0] != PREAMBLE or not parts[1].isascii():
             return None
-        held = self._grants.get(int(parts[1]))
+        held = self._grants.get(parts[1].decode("ascii"))
         if held is None:
             return None
         token, channel = held
@@ -285,7 +299,7 @@ class SocketRelay:
                 await _answer(writer, 502, "gateway_impostor",
                               "the FM gateway's certificate is not the one this evaluation was given")  # fmt: skip
                 return
-            upstream.write(b"%s %d %s\r\n" % (PREAMBLE, grant.agent_id, grant.token.encode()))
+            upstream.write(b"%s %s %s\r\n" % (PREAMBLE, grant.holder.encode("ascii"), grant.token.encode()))
             to_driver = asyncio.ensure_future(_pump(reader, upstream, half_close=True))
             try:
                 await _pump(up_reader, writer, half_close=False)  # the gateway answers, then closes

@@ -15,7 +15,7 @@ from archive.selection import ParentSelector, selector_needs, selector_parameter
 from evaluators.base import Benchmark
 from meta_agent.config import RunConfig
 from meta_agent.errors import ConfigError
-from meta_agent.operators import Operator, make_operator, supports_self_modify
+from meta_agent.operators import Operator, supports_self_modify
 from meta_agent.plugins import SELECTORS, make_selector
 
 
@@ -54,21 +54,11 @@ def check_selector_needs(
         )
 
 
-def runs_agents_here(config: RunConfig) -> bool:
-    """Whether a search runs agents on this machine, and so needs a sandbox here: always with the local
-    executor; with the Ray executor, whose nodes evaluate in their own sandboxes, only for an operator whose
-    parent agent writes its child (`runs_agent`: self_modify), which runs here."""
-    if config.evaluation.executor == "local":
-        return True
-    return any(make_operator(name).runs_agent for name, weight in config.search.operators.items() if weight > 0)
-
-
 def check_operators(
-    config: RunConfig, benchmark: Benchmark, operators: Mapping[str, Operator], *, has_fm: bool, has_sandbox: bool
+    config: RunConfig, benchmark: Benchmark, operators: Mapping[str, Operator], *, has_fm: bool
 ) -> None:
     """An operator object for every weighted name; operators whose agents write their children
-    (`runs_agent`) need a benchmark that supports them and a sandbox on this machine, FM operators
-    (`uses_fm`) an FM."""
+    (`runs_agent`) need a benchmark that supports them, FM operators (`uses_fm`) an FM."""
     weights = {name: w for name, w in config.search.operators.items() if w > 0}
     missing = sorted(set(weights) - set(operators))
     if missing:
@@ -82,12 +72,6 @@ def check_operators(
             f"search.operators: {', '.join(in_sandbox)} needs a benchmark whose agents write code (such as "
             f"humaneval); {benchmark.name} has none",
             fix=f"remove {', '.join(in_sandbox)} from search.operators, or search a benchmark such as humaneval",
-        )
-    if in_sandbox and not has_sandbox:
-        raise ConfigError(
-            f"search.operators: {', '.join(in_sandbox)} runs the parent agent on this machine, which was given "
-            "no sandbox",
-            fix="give the loop a sandbox (`cambrian run` builds one when an operator needs it)",
         )
     needs_fm = any(operators[name].uses_fm for name in weights)
     if needs_fm and not has_fm:

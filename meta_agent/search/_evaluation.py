@@ -17,7 +17,7 @@ from evaluators.base import Benchmark, Genome, Task
 from evaluators.harness.run_program import read_outcome
 from evaluators.runner import AgentResult, Limits, TaskResult, evaluate_agent
 from meta_agent.llm import AgentChannel, FMGateway
-from sandbox.base import FM_SOCKET_INSIDE, Sandbox, SandboxSession
+from sandbox.base import FM_SOCKET_INSIDE, RunResult, RunSpec, Sandbox, SandboxSession
 
 
 @dataclass(frozen=True)
@@ -142,13 +142,25 @@ async def run_self_modify(
     async with _agent_session(
         sandbox, gateway, agent_id=None, iteration=iteration, fm_budget=fm_budget, purpose="self_modify"
     ) as (session, env, channel):
-        spec = limits.apply(benchmark.run_spec(parent, task))
+        spec = parent_run_spec(benchmark, parent, task, limits)
         spec = dataclasses.replace(spec, env={**spec.env, **env})
         result = await asyncio.to_thread(session.run, spec)
+    return parent_run_outcome(result, spec.timeout_s, channel)
+
+
+def parent_run_spec(benchmark: Benchmark, parent: Genome, task: Task, limits: Limits) -> RunSpec:
+    """The run of `parent` on the task asking it to write its child, within the run's limits (its FM socket's
+    env is added where it runs)."""
+    return limits.apply(benchmark.run_spec(parent, task))
+
+
+def parent_run_outcome(result: RunResult, timeout_s: float, channel: AgentChannel | None) -> SelfModifyRun:
+    """What a parent's run (limited to `timeout_s`) returned as its child, or the public sentence saying why
+    nothing; with what its FM channel used."""
     outcome = read_outcome(result.files)
     error: str | None = None
     if result.timed_out:
-        error = f"the parent agent timed out after {spec.timeout_s:.1f} s while writing its child"
+        error = f"the parent agent timed out after {timeout_s:.1f} s while writing its child"
     elif outcome is None:
         error = f"the parent agent produced no result while writing its child (exit code {result.exit_code})"
     elif not outcome.ok:

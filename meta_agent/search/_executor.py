@@ -4,7 +4,8 @@ The search loop hands an executor one agent's evaluation at a time (several at o
 `AgentResult`. `LocalExecutor` runs it in this machine's sandbox, one agent's tasks after another in one
 session of its own (what the loop always did). `RayExecutor` (meta_agent.search._ray_executor) spreads
 the TASKS of each stage over a Ray cluster's sandbox slots, so one agent's many tasks run at once and
-staged evaluation still stops early.
+staged evaluation still stops early. A parent agent writing its child (`self_modify`) runs where
+evaluations do (`run_parent`), so a Ray search needs no sandbox on the driver's machine.
 
 Infrastructure faults: a `SandboxError` or `GatewayError` from `evaluate` means the agent's evaluation
 failed through no fault of its own (the loop marks it failed and retries it). Task runs an executor lost
@@ -16,11 +17,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol
 
-from evaluators.base import Benchmark, Genome
+from evaluators.base import Benchmark, Genome, Task
 from evaluators.runner import AgentResult, Limits
 from meta_agent.config import RunConfig
 from meta_agent.llm import FMGateway
-from meta_agent.search._evaluation import AgentFMBudget, evaluate_in_sandbox
+from meta_agent.search._evaluation import AgentFMBudget, SelfModifyRun, evaluate_in_sandbox, run_self_modify
 from sandbox.base import Sandbox
 
 
@@ -46,6 +47,27 @@ class Executor(Protocol):
     ) -> AgentResult:
         """Evaluate one agent on `split` (staged on "search"); with a gateway its FM calls go through it under
         `fm_budget`, recorded under `agent_id`. SandboxError / GatewayError: an infrastructure fault."""
+        ...
+
+    async def run_parent(
+        self,
+        benchmark: Benchmark,
+        parent: Genome,
+        task: Task,
+        *,
+        iteration: int,
+        limits: Limits,
+        gateway: FMGateway | None,
+        fm_budget: AgentFMBudget,
+    ) -> SelfModifyRun:
+        """Run the parent agent on `task` (asking it to write its child) in a session of its own; its FM calls
+        are recorded with purpose "self_modify" and no agent id, linked to the child by `iteration`.
+        SandboxError / GatewayError: an infrastructure fault."""
+        ...
+
+    def kill_running(self) -> None:
+        """Kill the agent runs in progress, at once and without waiting (a second Ctrl-C): their evaluations
+        end as infrastructure faults and their agents stay queued for `resume`."""
         ...
 
     async def finish(self) -> None:
@@ -86,6 +108,25 @@ class LocalExecutor:
             benchmark, genome, self.sandbox, agent_id=agent_id, iteration=iteration, split=split, limits=limits,
             gateway=gateway, fm_budget=fm_budget,
         )  # fmt: skip
+
+    async def run_parent(
+        self,
+        benchmark: Benchmark,
+        parent: Genome,
+        task: Task,
+        *,
+        iteration: int,
+        limits: Limits,
+        gateway: FMGateway | None,
+        fm_budget: AgentFMBudget,
+    ) -> SelfModifyRun:
+        return await run_self_modify(
+            benchmark, parent, task, self.sandbox, iteration=iteration, limits=limits, gateway=gateway,
+            fm_budget=fm_budget,
+        )  # fmt: skip
+
+    def kill_running(self) -> None:
+        self.sandbox.close()  # kills the running sandboxed processes
 
     async def finish(self) -> None:
         return None

@@ -70,17 +70,15 @@ class SearchLoop:
         gets its own socket and budget); None: no FM. embed_endpoint: texts -> vectors for code embeddings
         (`search.novelty.embedding_model`); None: the local hashing vectorizer. executor: where children are
         evaluated (`LocalExecutor` over `sandbox` by default; a `RayExecutor` spreads their tasks over a
-        cluster); the caller closes it. sandbox: this machine's, for the local executor and for operators
-        whose parent agent writes its child (self_modify); None with an executor of its own and no such
-        operator. `from_config` builds the selector and operators from their names in
-        the config."""
+        cluster), and where a parent agent writing its child (self_modify) runs; the caller closes it.
+        sandbox: this machine's, for the local executor; None with an executor of its own. `from_config`
+        builds the selector and operators from their names in the config."""
         assert run.id is not None
         self.archive = archive
         self.run = run
         self.run_id: int = run.id
         self.config = config
         self.benchmark = benchmark
-        self.sandbox = sandbox
         if executor is None:
             if sandbox is None:
                 raise ValueError("SearchLoop: give a sandbox, or an executor that evaluates elsewhere")
@@ -94,7 +92,7 @@ class SearchLoop:
         self.on_event = on_event or (lambda event: None)
         self.selector = selector
         self.operators = dict(operators)
-        check_operators(config, benchmark, self.operators, has_fm=bool(self.llms), has_sandbox=sandbox is not None)
+        check_operators(config, benchmark, self.operators, has_fm=bool(self.llms))
         self.limits = run_limits(config)
         # Per task; an agent's evaluation may spend it times the search split's tasks, shared by them.
         self.fm_budget = agent_fm_budget(config)
@@ -104,7 +102,7 @@ class SearchLoop:
             benchmark=benchmark,
             operators=self.operators,
             llms=self.llms,
-            sandbox=sandbox,
+            executor=self.executor,
             gateway=lambda: self.gateway,
         )
         self.behaviour = BehaviourSpace(benchmark, config.search.novelty, embed_endpoint=embed_endpoint)
@@ -429,9 +427,10 @@ class SearchLoop:
         )
 
     def _count_fault(self, exc: SandboxError | GatewayError) -> bool:
-        """Count an infrastructure fault; True (and the run aborted) when there were too many in a row."""
+        """Count an infrastructure fault; True (and the run aborted) when there were too many in a row. Once
+        the run is stopping, faults abort nothing: a second Ctrl-C kills the runs in progress on purpose."""
         self._counters.consecutive_faults += 1
-        if self._counters.consecutive_faults < MAX_CONSECUTIVE_FAULTS:
+        if self._counters.consecutive_faults < MAX_CONSECUTIVE_FAULTS or self._stop.is_set():
             return False
         self._abort(
             RunAborted(

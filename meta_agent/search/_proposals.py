@@ -3,7 +3,7 @@
 The loop picks the parent(s), the operator and the model; `Proposer.propose` calls the operator's
 `propose(context, env)` with an `OperatorEnv` of its own for that attempt (`_Env`): draws seeded by the
 run seed, iteration and attempt; the FM of the proposal's arm, every call counted for the child; the
-static check; the parent agent's run in the sandbox (for `runs_agent` operators, e.g. self_modify).
+static check; the parent agent's run on the executor (for `runs_agent` operators, e.g. self_modify).
 `Proposer.fix` takes a child whose run failed back to the FM conversation that wrote it.
 
 Every failure the candidate or the FM's reply causes comes back as a `Proposal` with a public reason,
@@ -24,8 +24,8 @@ from meta_agent.config import RunConfig
 from meta_agent.edits import EditError, EditPool, check_child, edit_processes
 from meta_agent.llm import Completion, FMBadRequest, FMGateway, LLMClient, derive_seed
 from meta_agent.operators import FMOperator, Operator, PromptContext, Proposal, supports_self_modify
-from meta_agent.search._evaluation import AgentFMBudget, run_self_modify
-from sandbox.base import Sandbox
+from meta_agent.search._evaluation import AgentFMBudget
+from meta_agent.search._executor import Executor
 
 
 def run_limits(config: RunConfig) -> Limits:
@@ -56,7 +56,7 @@ class Proposer:
         benchmark: Benchmark,
         operators: Mapping[str, Operator],
         llms: Mapping[str, LLMClient],
-        sandbox: Sandbox | None,
+        executor: Executor | None,
         limits: Limits,
         run_seed: int,
         fm_budget: AgentFMBudget,
@@ -65,15 +65,17 @@ class Proposer:
         ideas: bool = True,
         edit_processes: int = 0,
     ) -> None:
-        """repair_rounds: times a reply that fails to parse, apply or pass the static check goes back to the
-        FM with the error, in the same conversation (FM operators only; >= 0). ideas: give each FM proposal
-        one direction drawn from the benchmark's `ideas` (seeded by run seed, iteration and attempt).
+        """executor: where a parent agent writing its child runs (`runs_agent` operators: self_modify); None
+        when no such operator runs. repair_rounds: times a reply that fails to parse, apply or pass the static
+        check goes back to the FM with the error, in the same conversation (FM operators only; >= 0). ideas:
+        give each FM proposal one direction drawn from the benchmark's `ideas` (seeded by run seed, iteration
+        and attempt).
         edit_processes: worker processes that parse, apply and check FM replies (`EditPool`; 0: this thread);
         started at the first reply, stopped by `close()`."""
         self.benchmark = benchmark
         self.operators = operators
         self.llms = llms
-        self.sandbox = sandbox
+        self.executor = executor
         self.limits = limits
         self.run_seed = run_seed
         self.fm_budget = fm_budget
@@ -96,7 +98,7 @@ class Proposer:
         benchmark: Benchmark,
         operators: Mapping[str, Operator],
         llms: Mapping[str, LLMClient],
-        sandbox: Sandbox | None,
+        executor: Executor | None,
         gateway: Callable[[], FMGateway | None],
     ) -> Proposer:
         """The proposer a run's settings describe (the loop and bench/fm_efficacy.py build it alike)."""
@@ -104,7 +106,7 @@ class Proposer:
             benchmark=benchmark,
             operators=operators,
             llms=llms,
-            sandbox=sandbox,
+            executor=executor,
             limits=run_limits(config),
             run_seed=config.seed,
             fm_budget=agent_fm_budget(config),
@@ -226,13 +228,12 @@ class _Env:
         proposer = self._proposer
         if not supports_self_modify(proposer.benchmark):
             raise ValueError(f"{proposer.benchmark.name} builds no agent tasks (self_modify_task)")
-        if proposer.sandbox is None:
-            raise ValueError("the proposer was given no sandbox to run the parent agent in")
-        run = await run_self_modify(
+        if proposer.executor is None:
+            raise ValueError("the proposer was given no executor to run the parent agent on")
+        run = await proposer.executor.run_parent(
             proposer.benchmark,
             parent,
             proposer.benchmark.self_modify_task(prompt),  # type: ignore[attr-defined]  # checked just above
-            proposer.sandbox,
             iteration=self._iteration,
             limits=proposer.limits,
             gateway=proposer.gateway(),

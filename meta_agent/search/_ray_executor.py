@@ -28,6 +28,12 @@ SandboxError.
 FM for agents: with a gateway, each evaluation opens one channel (its budget) on the gateway's TCP
 listener and sends the nodes its `RelayGrant`; the channel closes when the evaluation ends, and the
 token with it (meta_agent.llm._remote).
+
+A parent agent writing its child (`self_modify`) runs on a node too (`run_parent`): one free slot, a
+session of its own closed after the run, its FM calls through a grant of their own (purpose
+"self_modify", no agent id), so the driver's machine never runs agent code. A second Ctrl-C
+(`kill_running`) has every node close its sandbox, which kills the runs in progress there; their
+evaluations end as infrastructure faults and their agents stay queued for `resume`.
 """
 
 from __future__ import annotations
@@ -42,12 +48,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from evaluators.base import Benchmark, Genome
+from evaluators.base import Benchmark, Genome, Task
 from evaluators.runner import AgentResult, Limits, StagedPlan, TaskJob, TaskRun
 from meta_agent.config import RunConfig
 from meta_agent.errors import ClusterError
 from meta_agent.llm import FMGateway, GatewayListener, RelayGrant, RemoteAgent
-from meta_agent.search._evaluation import AgentFMBudget
+from meta_agent.search._evaluation import AgentFMBudget, SelfModifyRun, parent_run_outcome, parent_run_spec
 from meta_agent.search._ray_node import NodeFault, NodeSettings
 from meta_agent.search._ray_pools import (
     NO_CLUSTER_FIX,
@@ -62,7 +68,7 @@ from meta_agent.search._ray_pools import (
     stop_actor,
 )
 from meta_agent.search._ray_slots import FreeSlots, NodeHandle, Slot
-from sandbox.base import SandboxError
+from sandbox.base import RunResult, SandboxError
 
 log = logging.getLogger(__name__)
 
@@ -261,10 +267,53 @@ class RayExecutor:
             await asyncio.gather(*running, return_exceptions=True)
             raise
 
+    async def run_parent(
+        self,
+        benchmark: Benchmark,
+        parent: Genome,
+        task: Task,
+        *,
+        iteration: int,
+        limits: Limits,
+        gateway: FMGateway | None,
+        fm_budget: AgentFMBudget,
+    ) -> SelfModifyRun:
+        self._look_for_nodes()
+        spec = parent_run_spec(benchmark, parent, task, limits)  # trusted code: the benchmark's, here
+        remote: RemoteAgent | None = None
+        if gateway is not None:
+            listener = await self._listener_for(gateway)
+            remote = await listener.open_agent(
+                None, max_calls=fm_budget.max_calls, max_tokens=fm_budget.max_tokens, run_seed=fm_budget.run_seed,
+                iteration=iteration, purpose="self_modify",
+            )  # fmt: skip
+        grant = remote.grant if remote else None
+        key = uuid.uuid4().hex  # a slot key of its own: the run keeps no session after it
+        try:
+            result: RunResult = await self._on_a_slot(
+                key, f"the parent's run (iteration {iteration})",
+                lambda node, slot: node.actor.run_parent.remote(spec, grant),
+            )  # fmt: skip
+        finally:
+            self._free_slots().forget(key)  # its slot keeps no session for it
+            if remote is not None:
+                await remote.close()
+        return parent_run_outcome(result, spec.timeout_s, remote.channel if remote else None)
+
     async def _run_job(
         self, evaluation: str, shared: _SharedBenchmark, genome: Genome, job: TaskJob, limits: Limits,
         grant: RelayGrant | None,
     ) -> TaskRun:  # fmt: skip
+        return await self._on_a_slot(
+            evaluation, f"task {job.task.id}",
+            lambda node, slot: node.actor.run_task.remote(
+                evaluation, slot.index, shared.key, shared.box, genome, job, limits, grant
+            ),
+        )  # fmt: skip
+
+    async def _on_a_slot(self, evaluation: str, what: str, call: Callable[[NodeHandle, Slot], Any]) -> Any:
+        """`call(node, slot)` (a node actor's method) on a free slot taken for `evaluation`, awaited; run again
+        on a live node when its node dies (`what` names the run in the warning). A NodeFault: SandboxError."""
         lost = lost_node_errors()
         free = self._free_slots()
         while True:
@@ -272,11 +321,9 @@ class RayExecutor:
             node = slot.node
             self.running_by_node[node.node_id] += 1
             try:
-                outcome = await node.actor.run_task.remote(
-                    evaluation, slot.index, shared.key, shared.box, genome, job, limits, grant
-                )
+                outcome = await call(node, slot)
             except lost as exc:
-                self._lose(node, job, exc)
+                self._lose(node, what, exc)
                 continue
             except asyncio.CancelledError:
                 free.give_back(slot)
@@ -289,11 +336,11 @@ class RayExecutor:
             self.tasks_by_node[node.node_id] += 1
             return outcome
 
-    def _lose(self, node: NodeHandle, job: TaskJob, exc: Exception) -> None:
-        """A node died (or its actor did) with `job` on it: drop its slots; the job runs again elsewhere."""
+    def _lose(self, node: NodeHandle, what: str, exc: Exception) -> None:
+        """A node died (or its actor did) with a run on it: drop its slots; the run goes again elsewhere."""
         self.infra_faults += 1
         self._lose_node(node, exc)
-        log.warning("task %s lost with node %s; running it again on a live node", job.task.id, node)
+        log.warning("%s lost with node %s; running it again on a live node", what, node)
 
     def _lose_node(self, node: NodeHandle, exc: BaseException) -> None:
         if node.alive:
@@ -348,6 +395,14 @@ class RayExecutor:
             return listener
 
     # ----- ending -------------------------------------------------------------------------------
+
+    def kill_running(self) -> None:
+        """Have every live node close its sandbox now, which kills the runs in progress there (not waited for:
+        this answers a second Ctrl-C). Their evaluations end as infrastructure faults; the nodes take no more
+        runs, and `close()` stops their pools as usual."""
+        for node in self.nodes:
+            if node.alive:
+                node.actor.kill_runs.remote()
 
     async def finish(self) -> None:
         if self._scan is not None:

@@ -15,6 +15,11 @@ session closes it before opening one for the new evaluation, and `release(evalua
 evaluation's sessions when the driver has recorded its last stage. With a grant, the agent's FM socket
 is served by a `SocketRelay` to the driver's gateway, kept with the session.
 
+A parent agent writing its child (`run_parent`, the self_modify operator) runs here too, on a slot, in
+a session of its own that is closed after its one run; the driver built its spec (the benchmark's
+`run_spec`) and reads what it wrote. `kill_runs` (the driver's second Ctrl-C) closes this node's
+sandbox, which kills every run in progress here: they come back as faults, and the pool takes no more.
+
 This module imports no Ray: the executor wraps `NodePool` with `ray.remote`.
 """
 
@@ -23,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import dataclasses
 import os
 import secrets
 import shutil
@@ -35,7 +41,7 @@ from typing import Any
 from evaluators.base import Benchmark, Genome
 from evaluators.runner import Limits, TaskJob, TaskRun, run_task
 from meta_agent.llm import SOCKET_ENV, GatewayError, RelayGrant, SocketRelay
-from sandbox.base import FM_SOCKET_INSIDE, Sandbox, SandboxError, SandboxSession, pid_alive
+from sandbox.base import FM_SOCKET_INSIDE, RunResult, RunSpec, Sandbox, SandboxError, SandboxSession, pid_alive
 
 _BENCHMARKS_KEPT = 4  # benchmarks a node keeps deserialized (a run has one; a few for holdout and tests)
 
@@ -210,14 +216,33 @@ class NodePool:
             except (SandboxError, GatewayError) as exc:
                 return NodeFault(str(exc), exc.fix)
             except OSError as exc:
-                return NodeFault(f"cannot serve the agent's FM socket on this node: {exc}",
-                                 "check that /tmp on the node is a writable local folder")  # fmt: skip
+                return _relay_fault(exc)
             finally:
                 held.busy = False
                 if faulted or held.released:  # a session that failed under a run is not trusted with the next
                     if self._held.get(slot) is held:
                         del self._held[slot]
                     await self._close(held)
+
+    async def run_parent(self, spec: RunSpec, grant: RelayGrant | None) -> RunResult | NodeFault:
+        """Run a parent agent writing its child (`spec`, made by the driver) on one of this node's slots, in a
+        session of its own closed after the run; with a grant, its FM socket relays to the driver."""
+        assert self.sandbox is not None and self._slots is not None and self._dir is not None, "start() first"
+        async with self._slots:
+            try:
+                session = await asyncio.to_thread(self.sandbox.session)
+            except SandboxError as exc:
+                return NodeFault(str(exc), exc.fix)
+            held = _HeldSession("", session, socket_name=f"fm-{secrets.token_hex(8)}.sock", busy=True)
+            try:
+                env = await self._serve_fm(held, grant)
+                return await asyncio.to_thread(session.run, dataclasses.replace(spec, env={**spec.env, **env}))
+            except (SandboxError, GatewayError) as exc:
+                return NodeFault(str(exc), exc.fix)
+            except OSError as exc:
+                return _relay_fault(exc)
+            finally:
+                await self._close(held)
 
     async def _session_for(self, evaluation: str, slot: int) -> _HeldSession:
         """The session `slot` keeps for `evaluation` (marked busy), opened now when it keeps none for it."""
@@ -301,6 +326,13 @@ class NodePool:
             self._benchmarks[key] = known
         return known
 
+    async def kill_runs(self) -> None:
+        """Close this node's sandbox now, which kills every run in progress here (the driver's second Ctrl-C):
+        they return as faults, and later runs are refused until `stop()` ends the pool."""
+        if self.sandbox is not None:
+            with contextlib.suppress(SandboxError):
+                await asyncio.to_thread(self.sandbox.close)
+
     async def stop(self) -> None:
         """Close every kept session, then the sandbox (its containers are removed) and the socket folder."""
         held, self._held = list(self._held.values()), {}
@@ -311,3 +343,8 @@ class NodePool:
             self.sandbox = None
         if self._dir is not None:
             shutil.rmtree(self._dir, ignore_errors=True)
+
+
+def _relay_fault(exc: OSError) -> NodeFault:
+    return NodeFault(f"cannot serve the agent's FM socket on this node: {exc}",
+                     "check that /tmp on the node is a writable local folder")  # fmt: skip

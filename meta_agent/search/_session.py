@@ -44,7 +44,6 @@ from meta_agent.llm import (
     resolve,
     server_grammar_field,
 )
-from meta_agent.search._compose import runs_agents_here
 from meta_agent.search._executor import make_executor
 from meta_agent.search._loop import LoopEvent, LoopOutcome, SearchLoop
 from meta_agent.search._stores import archive_path, open_run, shown_store, store_in_use
@@ -263,7 +262,8 @@ def _search(archive: Archive, run: Run, config: RunConfig, benchmark: Benchmark,
 def _search_with_resources(
     archive: Archive, run: Run, config: RunConfig, benchmark: Benchmark, reporter: Reporter
 ) -> LoopOutcome:
-    here = sandbox_with_socket_dir(config, reporter) if runs_agents_here(config) else _no_sandbox(reporter)
+    local = config.evaluation.executor == "local"
+    here = sandbox_with_socket_dir(config, reporter) if local else _no_sandbox(reporter)
     with here as (sandbox, socket_dir), contextlib.ExitStack() as models:
         # The cluster first: an unreachable one fails before a local model server is started.
         executor = make_executor(config, sandbox, warn=reporter.warn)
@@ -299,7 +299,7 @@ def _search_with_resources(
         done = archive.iterations_done(run.key)
         with reporter.progress(done, config.budget.iterations):
             gateway = FMGateway(agent_llm, socket_dir=socket_dir) if config.evaluation.agent_fm else None
-            return asyncio.run(_run_with_signals(loop, sandbox, gateway))
+            return asyncio.run(_run_with_signals(loop, gateway))
 
 
 def _agent_llm(
@@ -336,8 +336,9 @@ def sandbox_with_socket_dir(config: RunConfig, reporter: Reporter) -> Iterator[t
 
 @contextlib.contextmanager
 def _no_sandbox(reporter: Reporter) -> Iterator[tuple[None, Path]]:
-    """For a search whose agents all run on Ray nodes (`runs_agents_here` is False): no sandbox here, so this
-    machine needs no Docker engine and starts no containers; the gateway's socket folder all the same."""
+    """For a search on Ray, whose agents (and parents writing their children) all run on the nodes: no sandbox
+    here, so this machine needs no Docker engine and starts no containers; the gateway's socket folder all
+    the same."""
     reporter.info("sandbox: none on this machine (agents run in the Ray nodes' sandboxes)")
     with _socket_dir() as socket_dir:
         yield None, socket_dir
@@ -415,23 +416,19 @@ def build_benchmark(config: RunConfig) -> Benchmark:
 INTERRUPTED = "interrupted (Ctrl-C)"  # the start of a run's stop reason when the user pressed Ctrl-C
 
 
-async def _run_with_signals(loop: SearchLoop, sandbox: Sandbox | None, gateway: FMGateway | None) -> LoopOutcome:
+async def _run_with_signals(loop: SearchLoop, gateway: FMGateway | None) -> LoopOutcome:
     """Run the loop (with the agents' FM gateway when asked). First Ctrl-C: stop proposing and let running
-    evaluations finish. Second: kill those running in this machine's sandbox (not a Ray node's)."""
+    evaluations finish. Second: kill those running, here or on the Ray nodes."""
     event_loop = asyncio.get_running_loop()
     presses = 0
-    if loop.executor.name == "local":
-        then = "Ctrl-C again to kill them"
-    else:
-        then = "Ray nodes' runs are not killed from here: kill this process if they must stop (resume runs them again)"
 
     def on_interrupt() -> None:
         nonlocal presses
         presses += 1
         if presses == 1:
-            loop.request_stop(f"{INTERRUPTED}; running evaluations finish first, {then}")
-        elif sandbox is not None:
-            sandbox.close()  # kills running sandboxed processes; their agents stay queued for resume
+            loop.request_stop(f"{INTERRUPTED}; running evaluations finish first, Ctrl-C again to kill them")
+        else:
+            loop.executor.kill_running()  # their agents stay queued for resume
 
     for sig in (signal.SIGINT, signal.SIGTERM):
         with contextlib.suppress(NotImplementedError, RuntimeError):

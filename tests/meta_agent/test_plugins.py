@@ -59,7 +59,7 @@ def _proposal(operator: Operator, genome: Genome) -> Proposal:
     """What the search's Proposer makes of one `operator` proposal on `genome` (no FM, no sandbox)."""
     budget = AgentFMBudget(max_calls=0, max_tokens=0, run_seed=0)
     proposer = Proposer(
-        benchmark=object(), operators={operator.name: operator}, llms={}, sandbox=None,  # type: ignore[arg-type]  # neither is used without an FM or agent run
+        benchmark=object(), operators={operator.name: operator}, llms={}, executor=None,  # type: ignore[arg-type]  # neither is used without an FM or agent run
         limits=Limits(), run_seed=0, fm_budget=budget, gateway=lambda: None,
     )  # fmt: skip
     context = PromptContext(contract="", benchmark="test", parent=ParentInfo(1, genome, 0.5, None))

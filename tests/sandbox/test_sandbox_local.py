@@ -266,6 +266,44 @@ def test_close_is_idempotent() -> None:
         box.run(python_spec("pass"))
 
 
+def test_close_kills_the_runs_in_progress_and_each_raises() -> None:
+    """A second Ctrl-C closes the sandbox: a run in progress dies now (not at its 60 s limit) and is a
+    SandboxError, an infrastructure fault the loop retries on resume, never a crash of the agent."""
+    import threading
+
+    box = LocalSandbox()
+    folder = Path(tempfile.mkdtemp(prefix="cambrian-test-close-"))
+    os.chmod(folder, 0o777)  # the run's own uid (as root) writes the marker there
+    marker = folder / "started"
+    outcomes: list[object] = []
+
+    def run() -> None:
+        code = f"""
+            import pathlib, time
+            pathlib.Path({str(marker)!r}).write_text("up")
+            time.sleep(60)
+            print("never")
+        """
+        try:
+            outcomes.append(box.run(python_spec(code, timeout_s=60.0)))
+        except SandboxError as exc:
+            outcomes.append(exc)
+
+    worker = threading.Thread(target=run)
+    worker.start()
+    deadline = time.monotonic() + 30
+    while not marker.exists():
+        assert time.monotonic() < deadline and worker.is_alive(), f"the run never started: {outcomes}"
+        time.sleep(0.05)
+    box.close()
+    worker.join(timeout=30)
+    assert not worker.is_alive()
+    shutil.rmtree(folder)
+    [outcome] = outcomes
+    assert isinstance(outcome, SandboxError) and "closed during this run" in str(outcome), outcome
+    assert "cambrian resume" in outcome.fix
+
+
 def test_removing_a_work_dir_never_changes_the_folder_that_holds_it(tmp_path: Path) -> None:
     # A work dir already gone, or one whose own removal fails, once made its parent 0700: run from /tmp, that
     # closed /tmp to every other user (the local sandbox's uids, PostgreSQL) for the rest of the session.

@@ -127,6 +127,42 @@ def test_a_token_serves_only_its_own_agent_and_only_until_its_evaluation_ends_fa
     with_gateway(scenario)
 
 
+def test_a_parent_writing_its_child_on_a_node_has_a_grant_of_its_own_recorded_as_self_modify_fake_fm() -> None:
+    """A parent agent writing its child is no archive agent yet: its grant names a holder of its own, which the
+    agent of the same iteration cannot borrow, and its calls are the ledger's self_modify calls of its
+    iteration (the loop links them to the child)."""
+
+    async def scenario(folder: Path, gateway: FMGateway, fm: ScriptedFM) -> None:
+        listener = GatewayListener(gateway, host="127.0.0.1")
+        address = await listener.start()
+        parent = await listener.open_agent(
+            None, max_calls=1, max_tokens=1000, run_seed=0, iteration=4, purpose="self_modify"
+        )
+        agent = await listener.open_agent(4, max_calls=1, max_tokens=1000, run_seed=0, iteration=4)
+        relay = SocketRelay(folder / "parent.sock", parent.grant)
+        await relay.start()
+        try:
+            assert parent.grant.holder.startswith("parent-4-") and agent.grant.holder == "4"
+            status, body = await over_unix(relay.path, http("POST", "/v1/chat/completions", CHAT))
+            assert status == 200 and body["choices"][0]["message"]["content"] == "hello"
+            assert fm.log == [("self_modify", 4)] and parent.channel.calls_used == 1
+            # Neither token opens the other's channel.
+            for preamble in (
+                b"CAMBRIAN-AGENT 4 " + parent.grant.token.encode(),
+                f"CAMBRIAN-AGENT {parent.grant.holder} ".encode() + agent.grant.token.encode(),
+            ):
+                assert (await over_tcp(address, preamble + b"\r\n", http("GET", "/health")))[0] == 401
+            await parent.close()
+            assert (await over_unix(relay.path, http("GET", "/health")))[0] == 401
+            assert agent.channel.calls_used == 0 and fm.calls == 1
+        finally:
+            await relay.close()
+            await agent.close()
+            await listener.close()
+
+    with_gateway(scenario)
+
+
 def test_the_node_relay_adds_the_token_outside_the_socket_and_stops_with_the_evaluation_fake_fm() -> None:
     async def scenario(folder: Path, gateway: FMGateway, fm: ScriptedFM) -> None:
         listener = GatewayListener(gateway, host="127.0.0.1")

@@ -209,3 +209,38 @@ def test_stop_request_leaves_a_resumable_run_fake_fm(tmp_path: Path, store_url: 
     assert outcome.status == RunStatus.finished
     assert sorted(a.iteration for a in archive.agents(1) if a.iteration > 0) == [1, 2, 3, 4, 5, 6]
     assert not archive.pending(1, max_attempts=3)
+
+
+def test_a_second_ctrl_c_kills_the_running_evaluation_and_its_agent_stays_queued_fake_fm(tmp_path: Path) -> None:
+    """First Ctrl-C: stop proposing, let the evaluation finish. Second: kill it now (not at its 60 s task's end);
+    the agent is `failed` by the sandbox, not by its own code, and `resume` takes it up again."""
+    import os
+    import signal
+    import time
+
+    from meta_agent.search._session import _run_with_signals
+    from meta_agent.testing import SleepBenchmark
+
+    loop, archive = make_loop(
+        tmp_path, ScriptedFM([fenced(VALID)]), benchmark=SleepBenchmark(tasks=1, seconds=60.0, timeout_s=120.0),
+        budget={"iterations": 1}, evaluation={"concurrency": 1, "agent_fm": False},
+    )  # fmt: skip
+
+    async def press_twice():
+        search = asyncio.create_task(_run_with_signals(loop, None))
+        deadline = time.monotonic() + 60
+        while not [a for a in archive.agents(1) if a.status == AgentStatus.evaluating]:
+            assert time.monotonic() < deadline and not search.done(), "the seed's evaluation never started"
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(1.0)  # its run is up in the sandbox
+        os.kill(os.getpid(), signal.SIGINT)
+        await asyncio.sleep(0.2)
+        os.kill(os.getpid(), signal.SIGINT)
+        return await search
+
+    outcome = asyncio.run(press_twice())
+    assert outcome.status == RunStatus.stopped and outcome.reason.startswith("interrupted (Ctrl-C)")
+    assert "Ctrl-C again to kill them" in outcome.reason
+    [seed] = archive.agents(1)
+    assert seed.status == AgentStatus.failed and "closed during this run" in str(seed.invalid_reason)
+    assert [a.id for a in archive.pending(1, max_attempts=3)] == [seed.id]

@@ -2,7 +2,8 @@
 
 Tasks spread over both nodes (each node's own local sandbox pool), staged evaluation stops early, agents
 reach the FM through each node's relay under the driver's budget, a node killed mid-run costs only its
-in-flight task runs, and bad clusters or nodes are refused with the cause and the fix. A node keeps one
+in-flight task runs, a parent writing its child runs on a node (the driver has no sandbox), a second
+Ctrl-C kills the nodes' runs, and bad clusters or nodes are refused with the cause and the fix. A node keeps one
 sandbox session per agent and slot (on Docker: one container, never serving two agents) and closes them
 when the agent's evaluation ends. The meta-agent's
 and the agents' FM are scripted (`ScriptedFM`): the children's code and the replies must be exact.
@@ -394,11 +395,10 @@ def test_no_cluster_at_the_address_is_a_clear_error_at_once(tmp_path: Path) -> N
     assert time.monotonic() - started < 10
 
 
-def test_only_a_self_modifying_search_needs_a_sandbox_on_the_driver(tmp_path: Path) -> None:
-    """Under Ray the nodes evaluate in their own sandboxes: the driver builds one (and needs Docker for it)
-    only for self_modify, whose parent agent runs on the driver; the local executor always needs one."""
-    from meta_agent.errors import ConfigError
-    from meta_agent.search._compose import runs_agents_here
+def test_the_driver_needs_a_sandbox_only_for_the_local_executor(tmp_path: Path) -> None:
+    """Under Ray every agent runs on the nodes, a parent writing its child (self_modify) included: a
+    self-modifying search is built with no sandbox on the driver; the local executor needs this machine's."""
+    from evaluators.humaneval import HumanEval
     from meta_agent.search._executor import LocalExecutor
 
     def config(executor: str, operators: dict[str, float]) -> RunConfig:
@@ -407,23 +407,118 @@ def test_only_a_self_modifying_search_needs_a_sandbox_on_the_driver(tmp_path: Pa
              "search": {"operators": operators}, "evaluation": {"executor": executor}}
         )  # fmt: skip
 
-    assert runs_agents_here(config("local", {"diff": 1.0}))
-    assert not runs_agents_here(config("ray", {"diff": 0.5, "rewrite": 0.5, "self_modify": 0.0}))
-    assert runs_agents_here(config("ray", {"diff": 0.5, "self_modify": 0.5}))
-
-    from evaluators.humaneval import HumanEval
-
     archive = Archive.at(tmp_path / "archive.db")
     self_modifying = config("ray", {"self_modify": 1.0})
     run = archive.create_run(name="r", benchmark="humaneval", seed=0, config_json=self_modifying.to_json())
-    with pytest.raises(ConfigError) as refused:
-        SearchLoop.from_config(
-            archive=archive, run=run, config=self_modifying, benchmark=HumanEval(), sandbox=None,
-            executor=LocalExecutor(LocalSandbox(), slots=1), llm=ScriptedFM([]), model_label="scripted",
-        )  # fmt: skip
-    assert "self_modify runs the parent agent on this machine" in str(refused.value)
+    loop = SearchLoop.from_config(
+        archive=archive, run=run, config=self_modifying, benchmark=HumanEval(), sandbox=None,
+        executor=LocalExecutor(LocalSandbox(), slots=1), llm=ScriptedFM([]), model_label="scripted",
+    )  # fmt: skip
+    assert loop.proposer.executor is loop.executor  # where the parent runs: with the evaluations
     with pytest.raises(ValueError, match="give a sandbox"):
         SearchLoop.from_config(
             archive=archive, run=run, config=config("local", {"diff": 1.0}), benchmark=HumanEval(), sandbox=None,
             llm=ScriptedFM([]), model_label="scripted",
         )  # fmt: skip
+
+
+WRITES_WITH_THE_FM = """def solve(task, llm):
+    return "def solve(task, llm):\\n    return " + repr(llm("write your child", max_tokens=8)) + "\\n"
+"""
+
+
+@pytest.mark.slow
+def test_a_parent_writing_its_child_runs_on_a_node_and_calls_the_fm_through_its_own_grant_fake_fm(
+    cluster: LocalRayCluster, tmp_path: Path
+) -> None:
+    """A self-modifying search on the cluster with no sandbox on the driver: the parent's run (and the
+    child's evaluation) happen on the nodes. Then a parent that asks the FM: through a grant of its own,
+    recorded as self_modify for its iteration, the grant closed after its run."""
+    from evaluators.humaneval import HumanEval
+    from tests.meta_agent.search.test_open_ended_loop import SELF_WRITING_AGENT
+
+    class SelfWritingHumanEval(HumanEval):
+        def seed(self) -> Genome:
+            return Genome(files={"agent.py": SELF_WRITING_AGENT}, entry="agent.py")
+
+    config = ray_config(
+        cluster, tmp_path, budget={"iterations": 1}, search={"strategy": "greedy", "operators": {"self_modify": 1.0}},
+        evaluation={"agent_fm": False},
+    )  # fmt: skip
+    executor = connect(config)
+    benchmark = SelfWritingHumanEval(stage_sizes=[2], thresholds=[0.5])
+    try:
+        archive = Archive.at(tmp_path / "archive.db")
+        run = archive.create_run(name="ray", benchmark="humaneval", seed=0, config_json=config.to_json())
+        loop = SearchLoop.from_config(
+            archive=archive, run=run, config=config, benchmark=benchmark, sandbox=None, executor=executor,
+            llm=ScriptedFM(["the meta-agent's FM is unused"]), model_label="scripted",
+        )  # fmt: skip
+        outcome = asyncio.run(loop.run_until_done())
+        assert outcome.status == RunStatus.finished
+        child = next(a for a in archive.agents(int(run.id)) if a.iteration == 1)
+        assert child.operator == "self_modify" and child.status == AgentStatus.evaluated, child.invalid_reason
+        files, _ = archive.get_genome(str(child.genome_hash))
+        assert "VERSION = 2" in files["agent.py"]
+        # Two tasks for the seed, two for the child, one parent run: all on the nodes.
+        assert sum(executor.tasks_by_node.values()) == 5
+        assert node_sessions(executor)[1] == [{}, {}]  # nothing kept once every run ended
+
+        fm = ScriptedFM(["VERSION = 3"])
+        client = LLMClient(Endpoint(model="openai/scripted", label="scripted"), ledger=MemoryLedger(), max_tokens=8)
+        client.complete = fm.complete  # type: ignore[method-assign,assignment]  # the scripted FM answers for the real client
+        gateway = FMGateway(client, socket_dir=Path("/tmp"))
+        parent = Genome(files={"agent.py": WRITES_WITH_THE_FM}, entry="agent.py")
+
+        async def write_child():
+            try:
+                return await executor.run_parent(
+                    benchmark, parent, benchmark.self_modify_task("improve yourself"), iteration=7, limits=Limits(),
+                    gateway=gateway, fm_budget=AgentFMBudget(max_calls=2, max_tokens=10_000, run_seed=0),
+                )  # fmt: skip
+            finally:
+                await executor.finish()
+                await gateway.close()
+
+        written = asyncio.run(write_child())
+        assert written.error is None and written.returned == "def solve(task, llm):\n    return 'VERSION = 3'\n"
+        assert written.calls == 1 and fm.log == [("self_modify", 7)]
+        assert not [c for c in gateway._channels.values() if not c.closed]  # its grant ended with its run
+    finally:
+        executor.close()
+
+
+@pytest.mark.slow
+def test_a_second_ctrl_c_kills_the_runs_on_the_nodes_as_infrastructure_faults(
+    cluster: LocalRayCluster, tmp_path: Path
+) -> None:
+    """`kill_running` (the second Ctrl-C) closes every node's sandbox: the agent's four 60 s runs die now and
+    its evaluation ends in SandboxError (an infrastructure fault: the agent stays queued for resume), not
+    in a result a minute later."""
+    executor = connect(ray_config(cluster, tmp_path))
+
+    async def run_and_kill():
+        evaluation = asyncio.ensure_future(
+            executor.evaluate(
+                SleepBenchmark(tasks=4, seconds=60.0, timeout_s=120.0), sleeper(1.0), agent_id=1, iteration=1,
+                split="search", limits=Limits(), fm_budget=AgentFMBudget(0, 0, 0), gateway=None,
+            )
+        )  # fmt: skip
+        try:
+            deadline = time.monotonic() + 120
+            while sum(executor.running_by_node.values()) < 4:
+                assert time.monotonic() < deadline and not evaluation.done(), "the four runs never started"
+                await asyncio.sleep(0.1)
+            await asyncio.sleep(2.0)  # the runs' processes are up on the nodes
+            executor.kill_running()
+            with pytest.raises(SandboxError) as killed:
+                await evaluation
+            return killed.value
+        finally:
+            await executor.finish()
+
+    try:
+        fault = asyncio.run(run_and_kill())
+        assert "closed" in str(fault), fault
+    finally:
+        executor.close()
