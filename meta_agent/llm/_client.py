@@ -3,7 +3,9 @@
 Every call carries a seed derived from (run seed, iteration, attempt), and the
 response cache is keyed by a hash of everything that determines the response,
 seed included: a replayed run reproduces its FM answers exactly (and pays
-nothing), while two proposals from the same parent still differ. Every call,
+nothing), while two proposals from the same parent still differ. A greedy
+request (temperature 0) is keyed without its seed, which it does not depend
+on: agents asking the same greedy question get the same answer. Every call,
 cache hits and failed attempts included, is recorded in a `Ledger`.
 """
 
@@ -43,8 +45,14 @@ def request_hash(model: str, messages: Messages, params: Mapping[str, Any]) -> s
     """sha256 (hex) of canonical JSON of the model, the messages and every sampling parameter.
 
     `params` holds everything else that shapes the answer (temperature,
-    max_tokens, top_p, seed, extra body...). Key order does not matter.
+    max_tokens, top_p, seed, extra body...). Key order does not matter. The seed
+    counts only where sampling uses it: a greedy request (temperature 0) has one
+    answer whatever its seed, so two agents that ask the same greedy question get
+    one answer (the second from the cache), and their scores differ where their
+    code does, not by a local server's run-to-run noise (batching, prompt cache).
     """
+    if params.get("temperature") == 0:
+        params = {name: value for name, value in params.items() if name != "seed"}
     canonical = json.dumps(
         {"model": model, "messages": [dict(m) for m in messages], "params": dict(params)},
         sort_keys=True,

@@ -110,7 +110,29 @@ def test_different_seed_gives_a_different_request_hash(local_fm: LocalServer) ->
     assert len(ledger.responses) == 2
 
 
+def test_a_greedy_request_is_one_answer_whatever_its_seed(local_fm: LocalServer) -> None:
+    """Two agents (or a parent and its child) asking the same question at temperature 0 get one answer: the
+    second from the cache, so their scores differ only where their code does."""
+    ledger = MemoryLedger()
+    client = LLMClient(local_fm.endpoint(), ledger=ledger, max_tokens=16)
+
+    first = client.complete_sync(MESSAGES, seed=derive_seed(1, 5, 0), temperature=0.0, purpose="agent")
+    second = client.complete_sync(MESSAGES, seed=derive_seed(1, 6, 0), temperature=0.0, purpose="agent")
+
+    assert second.cache_hit and second.text == first.text and second.request_hash == first.request_hash
+    assert [e.seed for e in ledger.entries] == [derive_seed(1, 5, 0), derive_seed(1, 6, 0)]  # each call's own
+
+
 # ----- pure functions ---------------------------------------------------------------------------
+
+
+def test_the_request_hash_leaves_out_the_seed_only_of_a_greedy_request() -> None:
+    greedy = {"temperature": 0, "max_tokens": 8, "extra_body": {}}
+    sampled = {**greedy, "temperature": 0.8}
+    assert request_hash("m", MESSAGES, {**greedy, "seed": 1}) == request_hash("m", MESSAGES, {**greedy, "seed": 2})
+    assert request_hash("m", MESSAGES, {**sampled, "seed": 1}) != request_hash("m", MESSAGES, {**sampled, "seed": 2})
+    longer = {**greedy, "max_tokens": 9, "seed": 1}
+    assert request_hash("m", MESSAGES, {**greedy, "seed": 1}) != request_hash("m", MESSAGES, longer)
 
 
 def test_derive_seed_is_stable_in_range_and_distinct() -> None:
