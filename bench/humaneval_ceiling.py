@@ -41,16 +41,14 @@ SEED_RUN = [
 
 
 def assemble(variant: str) -> str:
-    """A variant's agent as one file: the seed agent's module with its `solve` replaced by the variant's
-    (the last definition of bench/humaneval_agents/VARIANT.py), then the helpers of _examples.py."""
+    """A variant's agent.py: the seed agent's module with its `solve` replaced by the variant's (the last
+    definition of bench/humaneval_agents/VARIANT.py); the docstring helpers are the seed's examples.py."""
     seed = SEED_AGENT.read_text(encoding="utf-8")
     old = next(node for node in ast.parse(seed).body if isinstance(node, ast.FunctionDef) and node.name == "solve")
     lines = seed.splitlines(keepends=True)
     source = (AGENTS_DIR / f"{variant}.py").read_text(encoding="utf-8")
-    helpers = (AGENTS_DIR / "_examples.py").read_text(encoding="utf-8")
-    helpers = helpers[helpers.index('"""', 3) + 3 :].lstrip("\n")  # its docstring is not the module's
     solve = source[source.index("def solve(") :]
-    return "".join(lines[: old.lineno - 1]) + solve + "".join(lines[old.end_lineno :]) + "\n\n" + helpers
+    return "".join(lines[: old.lineno - 1]) + solve + "".join(lines[old.end_lineno :])
 
 
 def _checked(done: subprocess.CompletedProcess[str], what: str) -> None:

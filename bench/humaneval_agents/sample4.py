@@ -4,16 +4,15 @@ The first answer at temperature 0 (the seed's), then up to three at 0.8, stoppin
 passes every example the task's docstring shows (`>>> f(x)` over its output, or `f(x) == y`, `=> y`,
 `-> y`, `➞ y`; run in a child process); else the answer that failed the fewest.
 
-bench/humaneval_ceiling.py assembles the agent as one file: the seed agent's module with this `solve` in
-place of its own and the helpers of _examples.py after it. The imports below are for reading and linting.
+bench/humaneval_ceiling.py assembles the agent: the seed agent's module with this `solve` in place of its
+own, beside the seed's examples.py. The imports below are for reading and linting.
 """
 
 from collections.abc import Callable
 from typing import Any
 
-from _examples import docstring_examples, failing_examples
-
 from evaluators.humaneval.seed.agent import MAX_TOKENS, SYSTEM, extract_code
+from examples import docstring_examples, failing_examples
 
 
 def solve(task: dict[str, Any], llm: Callable[..., str]) -> str:

@@ -50,6 +50,7 @@ from evaluators.humaneval.data import HOLDOUT_SIZE, Problem, load_problems, spli
 from sandbox.base import RunResult, RunSpec
 
 SEED_ENTRY = "agent.py"
+SEED_FILES = (SEED_ENTRY, "examples.py")  # the seed agent and its docstring-example helpers
 FUNCTION = "solve"
 _OUTPUT_TAIL_CHARS = 500  # of the agent's own output, when the policy shows output
 
@@ -126,8 +127,10 @@ class HumanEval(HarnessBenchmark):
         return self._problems[task_id]
 
     def seed(self) -> Genome:
-        text = resources.files("evaluators.humaneval").joinpath("seed").joinpath(SEED_ENTRY).read_text(encoding="utf-8")
-        return Genome(files={SEED_ENTRY: text}, entry=SEED_ENTRY)
+        """agent.py (the entry) and the examples.py it imports, from the package's seed folder."""
+        folder = resources.files("evaluators.humaneval").joinpath("seed")
+        files = {name: folder.joinpath(name).read_text(encoding="utf-8") for name in SEED_FILES}
+        return Genome(files=files, entry=SEED_ENTRY)
 
     def tasks(self, split: str) -> Sequence[Task]:
         if split not in self._split_ids:
@@ -274,7 +277,9 @@ call's input, the value it returned and the expected value, or the exception and
 Fix the agent's method, not single problems: it is also scored on problems whose tests are
 never shown. Printing "PASS", exiting early or writing result files does not pass.
 Environment (your agent and the code it returns): Python 3 with the standard library plus numpy
-and scipy (both installed), no network, limited time and memory.
+and scipy (both installed), no network, limited time and memory. The agent's other files sit
+beside agent.py and import by name (`from examples import failing_examples`); it may run child
+processes (`subprocess` with `sys.executable`), e.g. to try a candidate on the docstring's examples.
 
 Example agent:
 

@@ -1,6 +1,6 @@
 """Seed HumanEval agent: one direct FM call, then careful extraction of the function's code.
 
-Uses only the standard library (numpy and scipy are importable too).
+Uses only the standard library (numpy and scipy are importable too) and examples.py beside it.
 `solve(task, llm)` returns the complete source of
 task["entry_point"] (with the imports and helpers the reply wrote), or, when the
 reply holds no such definition, the prompt followed by the reply as its body.
@@ -10,6 +10,8 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from examples import docstring_examples, failing_examples
+
 SYSTEM = (
     "You are an expert Python programmer. Complete the function the user gives you. "
     "Reply with the whole function, including its signature, in one ```python code block, "
@@ -17,6 +19,10 @@ SYSTEM = (
 )
 FENCE = re.compile(r"```[ \t]*(?:python3?|py)?[ \t]*\n(.*?)(?:```|\Z)", re.DOTALL | re.IGNORECASE)
 MAX_TOKENS = 512
+# Answers drawn per problem: the first at temperature 0, the rest at TEMPERATURE; the first answer that
+# passes every example of the docstring is kept, else the one that fails fewest.
+SAMPLES = 1
+TEMPERATURE = 0.8
 # Top-level lines worth keeping: imports, definitions, decorators, assignments of names.
 TOP_LEVEL = re.compile(r"(?:import |from \S+ import |def |async def |class |@|[A-Za-z_]\w*\s*(?::[^=]+)?=[^=])")
 
@@ -25,12 +31,19 @@ def solve(task: dict[str, Any], llm: Callable[..., str]) -> str:
     """The completed function's source for one HumanEval problem."""
     prompt = task["prompt"]
     request = "Complete this Python function:\n```python\n" + prompt.rstrip() + "\n```"
-    reply = llm(
-        [{"role": "system", "content": SYSTEM}, {"role": "user", "content": request}],
-        max_tokens=MAX_TOKENS,
-        temperature=0.0,
-    )
-    return extract_code(reply, prompt, task["entry_point"])
+    messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": request}]
+    examples = docstring_examples(prompt, task["entry_point"]) if SAMPLES > 1 else []
+    best, fewest = "", -1
+    for attempt in range(SAMPLES):
+        temperature = 0.0 if attempt == 0 else TEMPERATURE
+        reply = llm(messages, max_tokens=MAX_TOKENS, temperature=temperature, seed=attempt)
+        code = extract_code(reply, prompt, task["entry_point"])
+        failures = len(failing_examples(code, examples))
+        if fewest < 0 or failures < fewest:
+            best, fewest = code, failures
+        if failures == 0:
+            break
+    return best
 
 
 def extract_code(reply: str, prompt: str, entry_point: str) -> str:

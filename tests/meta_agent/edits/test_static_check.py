@@ -85,7 +85,9 @@ def test_unchanged_files_and_other_entries_are_not_checked() -> None:
 def test_imports_go_after_the_docstring_in_a_file_without_markers() -> None:
     agent = HumanEval().seed()
     text = agent.files[agent.entry].replace("import re\n", "").replace("MAX_TOKENS = 512", "MAX_TOKENS = 600")
-    checked = check_child(Genome(files={agent.entry: text}, entry=agent.entry), agent, entry_function="solve")
+    checked = check_child(
+        Genome(files={**agent.files, agent.entry: text}, entry=agent.entry), agent, entry_function="solve"
+    )
     fixed = checked.genome.files[agent.entry]
     assert fixed.index('"""', 3) < fixed.index("import re") < fixed.index("from typing import")
     assert "added `import re`" in checked.repair_note
@@ -128,10 +130,17 @@ def test_a_copy_of_a_definition_that_the_original_replaces_changes_nothing() -> 
     for what, shadow in shadowed.items():
         assert shadow != text, what
         with pytest.raises(EditError, match="changes nothing the program does"):
-            check_child(Genome(files={agent.entry: shadow}, entry=agent.entry), agent, entry_function="solve")
+            check_child(
+                Genome(files={**agent.files, agent.entry: shadow}, entry=agent.entry), agent, entry_function="solve"
+            )
     # The copy placed after the original replaces it: a real change (its body may differ), kept.
-    later = text + "\n\n" + copy.replace("temperature=0.0", "temperature=0.2") + "\n"
-    assert check_child(Genome(files={agent.entry: later}, entry=agent.entry), agent, entry_function="solve").genome
+    later = text + "\n\n" + copy.replace("max_tokens=MAX_TOKENS", "max_tokens=256") + "\n"
+    assert "max_tokens=256" in later
+    assert check_child(
+        Genome(files={**agent.files, agent.entry: later}, entry=agent.entry), agent, entry_function="solve"
+    ).genome
     # A decorated copy is kept: its decorator runs at import and may do anything.
     decorated = text.replace(anchor, "\n@staticmethod\n" + copy + anchor, 1)
-    assert check_child(Genome(files={agent.entry: decorated}, entry=agent.entry), agent, entry_function="solve").genome
+    assert check_child(
+        Genome(files={**agent.files, agent.entry: decorated}, entry=agent.entry), agent, entry_function="solve"
+    ).genome

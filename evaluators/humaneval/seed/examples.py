@@ -1,5 +1,6 @@
-"""What the hand-written agents share (bench/humaneval_ceiling.py adds it to each): the examples a HumanEval
-task's docstring shows, and which of them a candidate gets wrong, run in a child process."""
+"""The examples a HumanEval task's docstring shows, and which of them a candidate answer gets wrong (run in a
+child process, so an answer that loops or exits cannot take the agent with it). Part of the seed agent: its
+`solve` keeps the first of its SAMPLES answers that passes them."""
 
 import ast
 import json
