@@ -341,3 +341,43 @@ def test_seed_agent_runs_through_the_gateway_on_the_real_model(tmp_path: Path, l
     assert all(t.feedback.startswith(f"{t.task_id}: ") for t in result.task_results)
     calls = [c for c in archive.llm_calls(int(run.id)) if c.purpose == "agent"]
     assert len(calls) == 2 and all(c.agent_id == agent.id and c.error is None for c in calls)
+
+
+SEED_SAMPLES_SCRIPT = """
+import json, sys
+sys.path.insert(0, sys.argv[1])
+import agent
+agent.SAMPLES = int(sys.argv[2])
+replies = iter(json.loads(sys.argv[3]))
+asked = []
+def llm(messages, max_tokens=None, temperature=None, seed=None):
+    asked.append([temperature, seed])
+    return next(replies)
+task = {"task_id": "T/0", "entry_point": "add",
+        "prompt": 'def add(a, b):\\n    \\"\\"\\"Sum.\\n    >>> add(2, 3)\\n    5\\n    \\"\\"\\"\\n'}
+print(json.dumps({"code": agent.solve(task, llm), "asked": asked}))
+"""
+
+
+@pytest.mark.parametrize(
+    ("samples", "expected_code", "expected_calls"),
+    [
+        (1, "return a - b", [[0.0, 0]]),  # the seed as shipped: one greedy answer, kept unchecked
+        (3, "return a + b", [[0.0, 0], [0.8, 1]]),  # stops at the first answer passing the docstring's example
+    ],
+)
+def test_seed_agent_samples_until_an_answer_passes_the_docstring_examples_scripted_fm(
+    tmp_path: Path, samples: int, expected_code: str, expected_calls: list[list[float]]
+) -> None:
+    # A scripted FM (exact replies): the seed's files in a folder, imported as the harness does.
+    seed = HumanEval().seed()
+    for name, text in seed.files.items():
+        (tmp_path / name).write_text(text, encoding="utf-8")
+    replies = [f"```python\ndef add(a, b):\n    {body}\n```" for body in ("return a - b", "return a + b", "return 0")]
+    done = subprocess.run(
+        [sys.executable, "-c", SEED_SAMPLES_SCRIPT, str(tmp_path), str(samples), json.dumps(replies)],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    answer = json.loads(done.stdout)
+    assert expected_code in answer["code"]
+    assert answer["asked"] == expected_calls
