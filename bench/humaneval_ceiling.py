@@ -42,7 +42,7 @@ SEED_RUN = [
 
 def assemble(variant: str) -> str:
     """A variant's agent.py: the seed agent's module with its `solve` replaced by the variant's (the last
-    definition of bench/humaneval_agents/VARIANT.py); the docstring helpers are the seed's examples.py."""
+    definition of bench/humaneval_agents/VARIANT.py); the docstring helpers are the seed's doc_examples.py."""
     seed = SEED_AGENT.read_text(encoding="utf-8")
     old = next(node for node in ast.parse(seed).body if isinstance(node, ast.FunctionDef) and node.name == "solve")
     lines = seed.splitlines(keepends=True)

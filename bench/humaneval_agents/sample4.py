@@ -5,14 +5,15 @@ passes every example the task's docstring shows (`>>> f(x)` over its output, or 
 `-> y`, `➞ y`; run in a child process); else the answer that failed the fewest.
 
 bench/humaneval_ceiling.py assembles the agent: the seed agent's module with this `solve` in place of its
-own, beside the seed's examples.py. The imports below are for reading and linting.
+own, beside the seed's doc_examples.py. The imports below are for reading and linting.
 """
 
 from collections.abc import Callable
 from typing import Any
 
+from doc_examples import docstring_examples, failing_examples
+
 from evaluators.humaneval.seed.agent import MAX_TOKENS, SYSTEM, extract_code
-from examples import docstring_examples, failing_examples
 
 
 def solve(task: dict[str, Any], llm: Callable[..., str]) -> str:

@@ -6,14 +6,15 @@ the same conversation with the failing example, what was expected and what it go
 second answer only if it fails fewer examples.
 
 bench/humaneval_ceiling.py assembles the agent: the seed agent's module with this `solve` in place of its
-own, beside the seed's examples.py. The imports below are for reading and linting.
+own, beside the seed's doc_examples.py. The imports below are for reading and linting.
 """
 
 from collections.abc import Callable
 from typing import Any
 
+from doc_examples import docstring_examples, failing_examples
+
 from evaluators.humaneval.seed.agent import MAX_TOKENS, SYSTEM, extract_code
-from examples import docstring_examples, failing_examples
 
 
 def solve(task: dict[str, Any], llm: Callable[..., str]) -> str:

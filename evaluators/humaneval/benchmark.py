@@ -50,7 +50,7 @@ from evaluators.humaneval.data import HOLDOUT_SIZE, Problem, load_problems, spli
 from sandbox.base import RunResult, RunSpec
 
 SEED_ENTRY = "agent.py"
-SEED_FILES = (SEED_ENTRY, "examples.py")  # the seed agent and its docstring-example helpers
+SEED_FILES = (SEED_ENTRY, "doc_examples.py")  # the seed agent and its docstring-example helpers
 FUNCTION = "solve"
 _OUTPUT_TAIL_CHARS = 500  # of the agent's own output, when the policy shows output
 
@@ -127,7 +127,7 @@ class HumanEval(HarnessBenchmark):
         return self._problems[task_id]
 
     def seed(self) -> Genome:
-        """agent.py (the entry) and the examples.py it imports, from the package's seed folder."""
+        """agent.py (the entry) and the doc_examples.py it imports, from the package's seed folder."""
         folder = resources.files("evaluators.humaneval").joinpath("seed")
         files = {name: folder.joinpath(name).read_text(encoding="utf-8") for name in SEED_FILES}
         return Genome(files=files, entry=SEED_ENTRY)
@@ -278,7 +278,7 @@ Fix the agent's method, not single problems: it is also scored on problems whose
 never shown. Printing "PASS", exiting early or writing result files does not pass.
 Environment (your agent and the code it returns): Python 3 with the standard library plus numpy
 and scipy (both installed), no network, limited time and memory. The agent's other files sit
-beside agent.py and import by name (`from examples import failing_examples`); it may run child
+beside agent.py and import by name (`from doc_examples import failing_examples`); it may run child
 processes (`subprocess` with `sys.executable`), e.g. to try a candidate on the docstring's examples.
 
 Example agent:

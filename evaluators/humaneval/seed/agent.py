@@ -1,6 +1,6 @@
 """Seed HumanEval agent: one direct FM call, then careful extraction of the function's code.
 
-Uses only the standard library (numpy and scipy are importable too) and examples.py beside it.
+Uses only the standard library (numpy and scipy are importable too) and doc_examples.py beside it.
 `solve(task, llm)` returns the complete source of
 task["entry_point"] (with the imports and helpers the reply wrote), or, when the
 reply holds no such definition, the prompt followed by the reply as its body.
@@ -10,7 +10,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from examples import docstring_examples, failing_examples
+from doc_examples import docstring_examples, failing_examples
 
 SYSTEM = (
     "You are an expert Python programmer. Complete the function the user gives you. "
