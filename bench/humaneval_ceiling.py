@@ -2,10 +2,11 @@
 
 The search's holdout target asks a discovered agent to beat the seed agent on the 40 holdout tasks. This
 measures how far better agents go with the model the agents call: the seed agent and hand-written
-variants of it (bench/humaneval_agents/: `selfcheck`, a repair round on the docstring's examples;
-`sample4`, up to four answers with the best on those examples kept), each evaluated on the holdout tasks
-through the CLI as a user would: a run of the seed (`cambrian run humaneval --iterations 0`), its export,
-and `cambrian eval DIR --split holdout --model M --allow-modified` on a copy with the variant's agent.py.
+variants of it (`selfcheck` in bench/humaneval_agents/, a repair round on the docstring's examples;
+`sample4`, the seed with SAMPLES = 4: up to four answers, the first passing those examples kept), each
+evaluated on the holdout tasks through the CLI as a user would: a run of the seed (`cambrian run
+humaneval --iterations 0`), its export, and `cambrian eval DIR --split holdout --model M
+--allow-modified` on a copy with the variant's agent.py.
 Per agent: holdout score, FM calls, minutes, the gain over the seed with a 95% interval from a paired
 bootstrap over the tasks, and the tasks that changed.
 
@@ -19,6 +20,7 @@ from __future__ import annotations
 import argparse
 import ast
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -40,10 +42,21 @@ SEED_RUN = [
 ]  # fmt: skip
 
 
+#: Variants that are the seed agent with some of its constants set (its sampling path, off in the seed).
+SETTINGS = {"sample4": {"SAMPLES": 4}}
+
+
 def assemble(variant: str) -> str:
-    """A variant's agent.py: the seed agent's module with its `solve` replaced by the variant's (the last
-    definition of bench/humaneval_agents/VARIANT.py); the docstring helpers are the seed's doc_examples.py."""
+    """A variant's agent.py: the seed agent's module with the constants of SETTINGS[variant] set, or with its
+    `solve` replaced by the variant's (the last definition of bench/humaneval_agents/VARIANT.py); the
+    docstring helpers are the seed's doc_examples.py."""
     seed = SEED_AGENT.read_text(encoding="utf-8")
+    if variant in SETTINGS:
+        for name, value in SETTINGS[variant].items():
+            seed, found = re.subn(rf"^{name} = .*$", f"{name} = {value!r}", seed, count=1, flags=re.MULTILINE)
+            if not found:
+                raise SystemExit(f"the seed agent {SEED_AGENT} has no `{name} = ...` line for variant {variant}")
+        return seed
     old = next(node for node in ast.parse(seed).body if isinstance(node, ast.FunctionDef) and node.name == "solve")
     lines = seed.splitlines(keepends=True)
     source = (AGENTS_DIR / f"{variant}.py").read_text(encoding="utf-8")
@@ -88,7 +101,7 @@ def table(results: dict[str, dict]) -> str:
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="qwen2.5-coder-0.5b", help="the model the agents call")
-    parser.add_argument("--agents", default="selfcheck,sample4", help="variants from bench/humaneval_agents/")
+    parser.add_argument("--agents", default="selfcheck,sample4", help="variants: SETTINGS or bench/humaneval_agents/")
     parser.add_argument(
         "--agent-timeout", type=float, default=None,
         help="benchmark_options.timeout_s: seconds for one agent run (default: the benchmark's 180; a 1.5B agent "
