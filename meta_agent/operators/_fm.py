@@ -1,4 +1,4 @@
-"""The FM operators: `rewrite`, `diff`, `lines`, `crossover` (one FM call each) and `diagnose` (two).
+"""The FM operators: `rewrite`, `diff`, `lines`, `knob`, `crossover` (one FM call each) and `diagnose` (two).
 
 They share `FMOperator`: messages -> one FM call -> the reply applied to the parent -> the static
 check. A reply that cannot become a checked child goes back to the FM with its error, in the same
@@ -267,6 +267,46 @@ def _is_string(statement: ast.stmt) -> bool:
     return isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant)
 
 
+def _number_assignments(text: str) -> list[tuple[int, int]]:
+    """0-based [start, end) line spans of the module-level statements that assign a number literal to a name
+    (`SAMPLES = 1`, `STEP: float = -0.05`, `VERBOSE = True`): the program's knobs. Assignments inside
+    functions are left out: there a number is mostly a variable's start (`best = 0`), not a setting."""
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return []
+    spans = []
+    for node in tree.body:
+        value: ast.expr | None
+        if isinstance(node, ast.Assign) and all(isinstance(target, ast.Name) for target in node.targets):
+            value = node.value
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            value = node.value
+        else:
+            continue
+        if isinstance(value, ast.UnaryOp) and isinstance(value.op, (ast.USub, ast.UAdd)):
+            value = value.operand
+        if isinstance(value, ast.Constant) and isinstance(value.value, (int, float)) and node.end_lineno:
+            spans.append((node.lineno - 1, node.end_lineno))
+    return spans
+
+
+def _editable_windows(parent: Genome, spans: list[tuple[int, int]]) -> list[str]:
+    """The text of each span of the entry file that lies inside its editable regions and occurs in the file
+    once (so the reply's lines replace exactly it), in span order, without repeats."""
+    text = parent.files[parent.entry]
+    lines = text.splitlines()
+    regions = evolve_regions(text, path=parent.entry) or [(0, len(lines))]
+    windows: list[str] = []
+    for start, end in spans:
+        if not any(low <= start and end <= high for low, high in regions):
+            continue
+        focus = "\n".join(lines[start:end]).rstrip()
+        if focus.strip() and text.count(focus + "\n") == 1 and focus not in windows:
+            windows.append(focus)
+    return windows
+
+
 @dataclass(frozen=True)
 class LinesOperator(FMOperator):
     """The FM rewrites 1-3 lines the proposer picks (name "lines"), replying with the new lines in one code
@@ -281,16 +321,7 @@ class LinesOperator(FMOperator):
     def pick(self, parent: Genome, rng: np.random.Generator) -> str | None:
         """The lines to rewrite: a seeded draw of 1..MAX_FOCUS_STATEMENTS consecutive simple statements of
         the entry file's editable code (see `_statement_runs`) whose text occurs only once in the file."""
-        text = parent.files[parent.entry]
-        lines = text.splitlines()
-        regions = evolve_regions(text, path=parent.entry) or [(0, len(lines))]
-        windows: list[str] = []
-        for start, end in sorted(set(_statement_runs(text))):
-            if not any(low <= start and end <= high for low, high in regions):
-                continue
-            focus = "\n".join(lines[start:end]).rstrip()
-            if focus.strip() and text.count(focus + "\n") == 1 and focus not in windows:
-                windows.append(focus)
+        windows = _editable_windows(parent, sorted(set(_statement_runs(parent.files[parent.entry]))))
         return windows[int(rng.integers(len(windows)))] if windows else None
 
     def prepare(self, ctx: PromptContext, env: OperatorEnv) -> PromptContext:
@@ -331,6 +362,26 @@ class LinesOperator(FMOperator):
 
     def format_hint(self, ctx: PromptContext) -> str:
         return ": the new lines only, in one code block, with the same indentation"
+
+
+@dataclass(frozen=True)
+class KnobOperator(LinesOperator):
+    """The FM retunes one number (name "knob"): the `lines` operator, with the line to rewrite drawn from the
+    module-level statements that assign a number literal to a name (`SAMPLES = 1`, `MAX_TOKENS = 512`), the
+    knobs a program's author left to turn. A program with none gets `lines`' own draw.
+
+    Why: a one-number change is an edit small models make reliably, and a knob is in few of the `lines`
+    operator's windows (README, "Tuning the knobs")."""
+
+    name: ClassVar[str] = "knob"
+
+    def pick(self, parent: Genome, rng: np.random.Generator) -> str | None:
+        """A seeded draw of one number assignment of the editable code (see `_number_assignments`), else
+        the `lines` operator's draw."""
+        windows = _editable_windows(parent, sorted(set(_number_assignments(parent.files[parent.entry]))))
+        if not windows:
+            return super().pick(parent, rng)
+        return windows[int(rng.integers(len(windows)))]
 
 
 @dataclass(frozen=True)

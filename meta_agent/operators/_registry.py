@@ -10,7 +10,14 @@ import numpy as np
 
 from meta_agent.operators._ast_mutate import AstMutation
 from meta_agent.operators._base import Operator, OperatorWeightsError, UnknownOperatorError
-from meta_agent.operators._fm import CrossoverOperator, DiagnoseOperator, DiffOperator, LinesOperator, RewriteOperator
+from meta_agent.operators._fm import (
+    CrossoverOperator,
+    DiagnoseOperator,
+    DiffOperator,
+    KnobOperator,
+    LinesOperator,
+    RewriteOperator,
+)
 from meta_agent.operators._prompting import PromptLimits
 from meta_agent.operators._self_modify import SelfModifyOperator
 from meta_agent.plugins import OPERATOR_GROUP, PluginRegistry
@@ -25,6 +32,7 @@ _BUILTINS: Mapping[str, type[Operator]] = MappingProxyType(
         "diagnose": DiagnoseOperator,
         "self_modify": SelfModifyOperator,
         "ast_mutate": AstMutation,
+        "knob": KnobOperator,
     }
 )
 

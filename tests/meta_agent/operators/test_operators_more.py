@@ -24,6 +24,7 @@ from meta_agent.operators import (
     CrossoverOperator,
     DiagnoseOperator,
     FMOperator,
+    KnobOperator,
     LinesOperator,
     ParentInfo,
     PromptContext,
@@ -293,6 +294,31 @@ def test_lines_operator_picks_seeded_unique_statement_lines_inside_the_block() -
     with pytest.raises(EditError, match="no line of p.py"):
         bare_parent = ParentInfo(agent_id=1, genome=bare, score=0.0, feedback=None)
         operator.messages(PromptContext(contract="c", benchmark="b", parent=bare_parent))
+
+
+def test_knob_operator_picks_one_module_level_number_assignment_else_the_lines_draw() -> None:
+    import numpy as np
+
+    operator = make_operator("knob")
+    assert isinstance(operator, KnobOperator) and isinstance(operator, LinesOperator) and operator.uses_fm
+    agent = HumanEval().seed()
+    picks = {operator.pick(agent, np.random.default_rng(k)) for k in range(60)}
+    assert picks == {"MAX_TOKENS = 512", "SAMPLES = 1", "TEMPERATURE = 0.8"}  # not SYSTEM, FENCE, TOP_LEVEL
+    assert operator.pick(agent, np.random.default_rng(7)) == operator.pick(agent, np.random.default_rng(7))
+    # Signed and annotated numbers and flags count; inside a function, or outside the block, they do not.
+    text = (
+        "LIMIT = 3\n# EVOLVE-BLOCK-START\nSTEP: float = -0.05\nVERBOSE = True\nNAME = 'x'\nA, B = 1, 2\n"
+        "def f():\n    best = 0\n    return best\n# EVOLVE-BLOCK-END\n"
+    )
+    program = Genome(files={"p.py": text}, entry="p.py")
+    assert {operator.pick(program, np.random.default_rng(k)) for k in range(40)} == {
+        "STEP: float = -0.05",
+        "VERBOSE = True",
+    }
+    # No knob (the circle-packing seed sets its numbers inside functions): the lines operator's draw.
+    rings = CirclePacking().seed()
+    for k in range(5):
+        assert operator.pick(rings, np.random.default_rng(k)) == LinesOperator().pick(rings, np.random.default_rng(k))
 
 
 def test_lines_operator_asks_for_the_named_lines_and_applies_the_code_fake_fm() -> None:
