@@ -33,7 +33,7 @@ TRANSITIONS: Mapping[AgentStatus, frozenset[AgentStatus]] = MappingProxyType(
     }
 )
 
-_NEW_AGENT_STATUSES = (AgentStatus.proposed, AgentStatus.invalid)
+_NEW_AGENT_STATUSES = (AgentStatus.proposed, AgentStatus.evaluating, AgentStatus.invalid)
 _FINISHED_STATUSES = (AgentStatus.evaluated, AgentStatus.invalid, AgentStatus.failed)
 
 _AGENT = Agent.__table__  # type: ignore[attr-defined]  # SQLModel sets __table__ at runtime

@@ -352,8 +352,10 @@ class Archive(LedgerMixin, QueriesMixin):
     ) -> Agent:
         """Store an agent and its genome (if `files`) in one transaction.
 
-        `status` is proposed, or invalid for a proposal that failed before evaluation (then
-        `files` may be None and `invalid_reason` says why). Parents must be agents of the run.
+        `status` is proposed; or evaluating for a child whose evaluation starts at once (as if
+        `mark_evaluating` had followed in the same transaction: one evaluation attempt counted);
+        or invalid for a proposal that failed before evaluation (then `files` may be None and
+        `invalid_reason` says why). Parents must be agents of the run.
         link_llm_calls: in the same transaction, attribute the run's unattributed FM calls of
         `iteration` to the new agent (the proposer calls the FM before the agent exists).
         repair_note: what the static check repaired in the child before evaluation (e.g.
@@ -362,19 +364,23 @@ class Archive(LedgerMixin, QueriesMixin):
         status = AgentStatus(status)
         if status not in _NEW_AGENT_STATUSES:
             raise InvalidTransition(
-                f"a new agent starts as proposed or invalid, not {status.value}",
+                f"a new agent starts as proposed, evaluating or invalid, not {status.value}",
                 fix="add it as proposed, then mark_evaluating and finish_evaluation",
             )
         if files is not None and entry is None:
             raise InvalidGenome("files were given without an entry file", fix="pass entry=<relative path>")
+        if status is AgentStatus.evaluating and files is None:
+            raise InvalidTransition(
+                "an agent can start as evaluating only with its program", fix="pass files= and entry="
+            )
         now = utcnow()
         values: dict[str, Any] = {
             "run_id": run_id, "genome_hash": None, "parent_id": parent_id, "second_parent_id": second_parent_id,
             "iteration": iteration, "operator": operator, "model": model, "status": status, "score": None,
             "holdout_score": None, "stage_reached": 0, "n_tasks": 0, "invalid_reason": invalid_reason,
-            "feedback": feedback, "eval_attempts": 0, "eval_seconds": None, "prompt_tokens": prompt_tokens,
-            "completion_tokens": completion_tokens, "cost_usd": cost_usd, "created_at": now, "updated_at": now,
-            "repair_note": repair_note,
+            "feedback": feedback, "eval_attempts": int(status is AgentStatus.evaluating), "eval_seconds": None,
+            "prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens, "cost_usd": cost_usd,
+            "created_at": now, "updated_at": now, "repair_note": repair_note,
         }  # fmt: skip
         with self._transaction(write=True) as connection:
             if files is not None and entry is not None:  # files without an entry were refused above

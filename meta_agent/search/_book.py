@@ -93,9 +93,12 @@ class RunBook:
         bandit: Bandit | None,
         arms: list[Arm],
         on_event: Callable[[LoopEvent], None],
-        enqueue: Callable[[int], None],
+        enqueue: Callable[[int, Agent | None], None],
+        idle_slot: Callable[[], bool] = lambda: False,
     ) -> None:
-        """enqueue: hands a stored child to evaluation."""
+        """enqueue: hands a stored child to evaluation (with the agent when it was stored as evaluating).
+        idle_slot: whether an evaluation slot waits for work, so a child stored now starts at once: it is
+        then stored as evaluating, one archive transaction instead of two."""
         self.archive = archive
         self.run_id = run_id
         self.behaviour = behaviour
@@ -104,6 +107,7 @@ class RunBook:
         self.arms = arms
         self.on_event = on_event
         self.enqueue = enqueue
+        self.idle_slot = idle_slot
         self.counters = Counters()
         self.best: tuple[float, int] | None = None  # (score, agent id)
         self._genome_owner: dict[str, int] = {}  # genome hash -> first agent with it: the duplicate gate
@@ -166,8 +170,10 @@ class RunBook:
         origin: Origin,
     ) -> int:
         assert proposal.genome is not None
+        starts_now = self.idle_slot()
         agent = self.archive.add_agent(
             self.run_id,
+            status=AgentStatus.evaluating if starts_now else AgentStatus.proposed,
             files=dict(proposal.genome.files),
             entry=proposal.genome.entry,
             parent_id=origin.parent_id,
@@ -187,7 +193,7 @@ class RunBook:
             self.behaviour.gate.add(agent.key, embedding)
         self.counters.proposals += 1
         self.on_event(LoopEvent("proposed", agent.key, origin.iteration, None, self.best_score(), proposal.note))
-        self.enqueue(agent.key)
+        self.enqueue(agent.key, agent if starts_now else None)
         return agent.key
 
     def store_invalid(self, proposal: Proposal, origin: Origin, *, reason: str) -> None:

@@ -115,6 +115,8 @@ class SearchLoop:
         )  # fmt: skip
         self.bandit = restore_bandit(config.search.bandit, self.arms, archive.agents(self.run_id))
         self._queue: asyncio.Queue[int] = asyncio.Queue()
+        self._idle_evaluators = 0  # evaluation workers waiting for a child
+        self._started: dict[int, Agent] = {}  # queued children stored as evaluating (RunBook: idle_slot)
         self._room = asyncio.Condition()
         self._outstanding = 0  # children queued or under evaluation
         self._max_pending = config.search.max_pending or (self.executor.slots + config.fm.concurrency)
@@ -126,6 +128,7 @@ class SearchLoop:
         self.book = RunBook(
             archive=archive, run_id=self.run_id, behaviour=self.behaviour, memory=self.memory, bandit=self.bandit,
             arms=self.arms, on_event=lambda event: self.on_event(event), enqueue=self._enqueue,
+            idle_slot=self._idle_slot,
         )  # fmt: skip
         self._counters = self.book.counters
         # Children whose FM conversation may take their failed run back (fm.repair_rounds), until evaluated.
@@ -184,7 +187,7 @@ class SearchLoop:
                 fix="start a new run; `cambrian show RUN 1` says why the seed failed",
             )
         for agent in pending:
-            self._enqueue(agent.key)
+            self._enqueue(agent.key, None)
 
         done_iterations = {a.iteration for a in agents if a.iteration > 0}
         todo = iter([i for i in range(1, self.config.budget.iterations + 1) if i not in done_iterations])
@@ -210,9 +213,16 @@ class SearchLoop:
             await self.executor.finish()
         return self._finish()
 
-    def _enqueue(self, agent_id: int) -> None:
+    def _enqueue(self, agent_id: int, started: Agent | None = None) -> None:
+        """Queue a child for evaluation; `started`: the child as stored already evaluating (no mark to write)."""
         self._outstanding += 1
+        if started is not None:
+            self._started[agent_id] = started
         self._queue.put_nowait(agent_id)
+
+    def _idle_slot(self) -> bool:
+        """Whether an evaluation worker waits with nothing queued for it: a child queued now starts at once."""
+        return self._idle_evaluators > self._queue.qsize() and not self._stop.is_set()
 
     async def _evaluated_one(self) -> None:
         async with self._room:
@@ -351,7 +361,11 @@ class SearchLoop:
 
     async def _evaluate_worker(self) -> None:
         while True:
-            agent_id = await self._queue.get()
+            self._idle_evaluators += 1
+            try:
+                agent_id = await self._queue.get()
+            finally:
+                self._idle_evaluators -= 1
             try:
                 if not self._stop.is_set():
                     self._counters.in_flight.add(agent_id)
@@ -359,12 +373,13 @@ class SearchLoop:
             except Exception as exc:  # noqa: BLE001 - an unexpected bug must stop the run, not hang it
                 self._abort(RunAborted(f"evaluating agent {agent_id} raised {type(exc).__name__}: {exc}"))
             finally:
+                self._started.pop(agent_id, None)  # a run stopping leaves it evaluating: resumed as such
                 self._counters.in_flight.discard(agent_id)
                 await self._evaluated_one()
                 self._queue.task_done()
 
     async def _evaluate(self, agent_id: int) -> None:
-        agent = self.archive.mark_evaluating(agent_id)
+        agent = self._started.pop(agent_id, None) or self.archive.mark_evaluating(agent_id)
         genome = self.memory.genome(str(agent.genome_hash))
         started = time.perf_counter()
         try:
@@ -446,7 +461,7 @@ class SearchLoop:
         if self._count_fault(exc):
             return
         if agent.eval_attempts < self.config.evaluation.max_attempts:
-            self._enqueue(agent.key)
+            self._enqueue(agent.key, None)
         elif agent.operator == "seed" and not self._has_parent.is_set():
             self._abort(RunAborted(f"the seed could not be evaluated: {exc}", fix=getattr(exc, "fix", "")))
 

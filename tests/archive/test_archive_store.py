@@ -199,6 +199,18 @@ def test_full_lifecycle_with_retry_and_resume(archive: Archive, run: Run) -> Non
     assert archive.get_agent(agent.id).holdout_score == 0.1
 
 
+def test_a_child_evaluated_at_once_starts_as_evaluating_with_one_attempt(archive: Archive, run: Run) -> None:
+    agent = archive.add_agent(run.id, files=SEED_FILES, entry="main.py", status=AgentStatus.evaluating)
+    assert (agent.status, agent.eval_attempts) == (AgentStatus.evaluating, 1)
+    stored = archive.get_agent(agent.id)
+    assert (stored.status, stored.eval_attempts, stored.genome_hash) == (AgentStatus.evaluating, 1, agent.genome_hash)
+    assert [a.id for a in archive.pending(run.id, max_attempts=3)] == [agent.id]  # a killed run evaluates it again
+    done = archive.finish_evaluation(agent.id, status=AgentStatus.evaluated, score=0.5)
+    assert (done.status, done.eval_attempts) == (AgentStatus.evaluated, 1)
+    with pytest.raises(InvalidTransition, match="only with its program"):
+        archive.add_agent(run.id, status=AgentStatus.evaluating, invalid_reason="nothing to run")
+
+
 @pytest.mark.parametrize(
     ("setup", "step"),
     [

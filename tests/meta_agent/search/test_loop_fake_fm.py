@@ -181,6 +181,25 @@ def test_failing_seed_stops_the_run_with_cause_fake_fm(tmp_path: Path) -> None:
     assert archive.get_run("t").status == RunStatus.failed
 
 
+def test_a_child_stored_while_a_slot_waits_is_stored_as_evaluating_fake_fm(tmp_path: Path) -> None:
+    # max_pending 1: each child is proposed once the one before is scored, so both slots wait for it and it
+    # is stored as evaluating (no separate mark); one evaluation attempt counted, as with the mark.
+    fm = ScriptedFM([fenced(VALID.replace("0.999", f"0.99{i}")) for i in range(3)])
+    loop, archive = make_loop(tmp_path, fm, budget={"iterations": 3}, search={
+        "strategy": "greedy", "operators": {"rewrite": 1.0}, "max_pending": 1})  # fmt: skip
+    stored_as = {}
+
+    def on_event(event) -> None:
+        if event.kind == "proposed":
+            stored_as[event.agent_id] = archive.get_agent(event.agent_id).status
+
+    loop.on_event = on_event
+    assert asyncio.run(loop.run_until_done()).status == RunStatus.finished
+    assert len(stored_as) == 3 and set(stored_as.values()) == {AgentStatus.evaluating}
+    children = [a for a in archive.agents(1) if a.iteration > 0]
+    assert [(a.status, a.eval_attempts) for a in children] == [(AgentStatus.evaluated, 1)] * 3
+
+
 def test_stop_request_leaves_a_resumable_run_fake_fm(tmp_path: Path, store_url: str) -> None:
     fm = ScriptedFM([fenced(VALID.replace("0.999", f"0.99{i}")) for i in range(9)])
     loop, archive = make_loop(tmp_path, fm, budget={"iterations": 6}, store=store_url)  # SQLite and PostgreSQL
