@@ -9,7 +9,6 @@ grammar (`grammar`, for constrained decoding) and in words (`format_hint`, for t
 
 from __future__ import annotations
 
-import ast
 import dataclasses
 import functools
 import re
@@ -20,8 +19,9 @@ from typing import ClassVar
 import numpy as np
 
 from evaluators.base import Genome
-from meta_agent.edits import EditError, evolve_regions
+from meta_agent.edits import EditError
 from meta_agent.operators._base import Operator, OperatorEnv, Proposal
+from meta_agent.operators._focus import editable_windows, number_assignments, statement_runs
 from meta_agent.operators._grammars import code_grammar, search_replace_grammar
 from meta_agent.operators._prompting import (
     PromptContext,
@@ -233,78 +233,7 @@ class DiffOperator(FMOperator):
         return _BLOCKS_HINT
 
 
-#: Statements the `lines` operator asks the FM to rewrite at once: 1 to this many simple statements.
-MAX_FOCUS_STATEMENTS = 3
 _FOCUS_SALT = 0xF0C5  # the lines are drawn from a stream of their own, apart from the idea's
-_COMPOUND = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.If, ast.For, ast.AsyncFor, ast.While, ast.With,
-             ast.AsyncWith, ast.Try, ast.Import, ast.ImportFrom, ast.Return)  # fmt: skip
-
-
-def _statement_runs(text: str) -> list[tuple[int, int]]:
-    """0-based [start, end) line spans of 1..MAX_FOCUS_STATEMENTS consecutive simple statements of one body
-    (assignments, calls, augmented assignments...; no header, import, return or docstring), each span whole
-    lines. Measured: windows that cut a header from its body, or a statement in two, came back as syntax
-    errors."""
-    try:
-        tree = ast.parse(text)
-    except SyntaxError:
-        return []
-    spans: list[tuple[int, int]] = []
-    for node in ast.walk(tree):
-        for name in ("body", "orelse", "finalbody"):
-            body = getattr(node, name, None)
-            if not isinstance(body, list) or not body or not isinstance(body[0], ast.stmt):
-                continue
-            for i, first in enumerate(body):
-                for last in body[i : i + MAX_FOCUS_STATEMENTS]:
-                    if isinstance(last, _COMPOUND) or _is_string(last) or last.end_lineno is None:
-                        break
-                    spans.append((first.lineno - 1, last.end_lineno))
-    return spans
-
-
-def _is_string(statement: ast.stmt) -> bool:
-    return isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant)
-
-
-def _number_assignments(text: str) -> list[tuple[int, int]]:
-    """0-based [start, end) line spans of the module-level statements that assign a number literal to a name
-    (`SAMPLES = 1`, `STEP: float = -0.05`, `VERBOSE = True`): the program's knobs. Assignments inside
-    functions are left out: there a number is mostly a variable's start (`best = 0`), not a setting."""
-    try:
-        tree = ast.parse(text)
-    except SyntaxError:
-        return []
-    spans = []
-    for node in tree.body:
-        value: ast.expr | None
-        if isinstance(node, ast.Assign) and all(isinstance(target, ast.Name) for target in node.targets):
-            value = node.value
-        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
-            value = node.value
-        else:
-            continue
-        if isinstance(value, ast.UnaryOp) and isinstance(value.op, (ast.USub, ast.UAdd)):
-            value = value.operand
-        if isinstance(value, ast.Constant) and isinstance(value.value, (int, float)) and node.end_lineno:
-            spans.append((node.lineno - 1, node.end_lineno))
-    return spans
-
-
-def _editable_windows(parent: Genome, spans: list[tuple[int, int]]) -> list[str]:
-    """The text of each span of the entry file that lies inside its editable regions and occurs in the file
-    once (so the reply's lines replace exactly it), in span order, without repeats."""
-    text = parent.files[parent.entry]
-    lines = text.splitlines()
-    regions = evolve_regions(text, path=parent.entry) or [(0, len(lines))]
-    windows: list[str] = []
-    for start, end in spans:
-        if not any(low <= start and end <= high for low, high in regions):
-            continue
-        focus = "\n".join(lines[start:end]).rstrip()
-        if focus.strip() and text.count(focus + "\n") == 1 and focus not in windows:
-            windows.append(focus)
-    return windows
 
 
 @dataclass(frozen=True)
@@ -320,8 +249,8 @@ class LinesOperator(FMOperator):
 
     def pick(self, parent: Genome, rng: np.random.Generator) -> str | None:
         """The lines to rewrite: a seeded draw of 1..MAX_FOCUS_STATEMENTS consecutive simple statements of
-        the entry file's editable code (see `_statement_runs`) whose text occurs only once in the file."""
-        windows = _editable_windows(parent, sorted(set(_statement_runs(parent.files[parent.entry]))))
+        the entry file's editable code (see `statement_runs`) whose text occurs only once in the file."""
+        windows = editable_windows(parent, sorted(set(statement_runs(parent.files[parent.entry]))))
         return windows[int(rng.integers(len(windows)))] if windows else None
 
     def prepare(self, ctx: PromptContext, env: OperatorEnv) -> PromptContext:
@@ -376,9 +305,9 @@ class KnobOperator(LinesOperator):
     name: ClassVar[str] = "knob"
 
     def pick(self, parent: Genome, rng: np.random.Generator) -> str | None:
-        """A seeded draw of one number assignment of the editable code (see `_number_assignments`), else
+        """A seeded draw of one number assignment of the editable code (see `number_assignments`), else
         the `lines` operator's draw."""
-        windows = _editable_windows(parent, sorted(set(_number_assignments(parent.files[parent.entry]))))
+        windows = editable_windows(parent, sorted(set(number_assignments(parent.files[parent.entry]))))
         if not windows:
             return super().pick(parent, rng)
         return windows[int(rng.integers(len(windows)))]
