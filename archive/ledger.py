@@ -19,7 +19,7 @@ from sqlalchemy.orm import class_mapper, make_transient_to_detached
 from sqlalchemy.sql.dml import Insert
 from sqlmodel import SQLModel
 
-from archive.models import LLMCall, LLMRequest, LLMResponse
+from archive.models import GreedyAnswer, LLMCall, LLMRequest, LLMResponse
 from archive.schema import SchemaReport
 
 ModelT = TypeVar("ModelT", bound=SQLModel)
@@ -27,14 +27,23 @@ ModelT = TypeVar("ModelT", bound=SQLModel)
 _CALL = LLMCall.__table__  # type: ignore[attr-defined]  # SQLModel sets __table__ at runtime
 _RESPONSE = LLMResponse.__table__  # type: ignore[attr-defined]  # as above
 _REQUEST = LLMRequest.__table__  # type: ignore[attr-defined]  # as above
+_GREEDY = GreedyAnswer.__table__  # type: ignore[attr-defined]  # as above
 _CALL_VALUE_COLUMNS = tuple(column.name for column in _CALL.c if column.name != "id")
 _RESPONSE_COLUMNS = tuple(column.name for column in _RESPONSE.c)
 _REQUEST_COLUMNS = tuple(column.name for column in _REQUEST.c)
-#: The schema version that added the llmrequest table.
+_GREEDY_COLUMNS = tuple(column.name for column in _GREEDY.c)
+#: The schema versions that added the llmrequest and greedyanswer tables.
 _REQUESTS_SINCE = 3
+_GREEDY_SINCE = 5
 
 _INSERT_CALL = insert(_CALL)
 _SELECT_RESPONSE = select(_RESPONSE).where(_RESPONSE.c.request_hash == bindparam("request_hash"))
+_SELECT_GREEDY = (
+    select(_RESPONSE)
+    .join(_GREEDY, _GREEDY.c.request_hash == _RESPONSE.c.request_hash)
+    .where(_GREEDY.c.answer_key == bindparam("answer_key"))
+)
+_SELECT_GREEDY_WITHIN = _SELECT_GREEDY.where(_GREEDY.c.completion_tokens <= bindparam("max_tokens"))
 _SELECT_RUN_CALLS = select(_CALL).where(_CALL.c.run_id == bindparam("run_id")).order_by(_CALL.c.id)
 _SELECT_AGENT_CALLS = select(_CALL).where(_CALL.c.agent_id == bindparam("agent_id")).order_by(_CALL.c.id)
 _SELECT_REQUESTS = select(_REQUEST).where(_REQUEST.c.request_hash.in_(bindparam("hashes", expanding=True)))
@@ -131,6 +140,7 @@ class LedgerMixin:
     _transaction: Callable[..., AbstractContextManager[Connection]]
     _insert_response: Insert | None
     _insert_request: Insert | None
+    _insert_greedy: Insert | None
     schema: SchemaReport
 
     def _insert_call(self, connection: Connection, call: LLMCall) -> LLMCall:
@@ -149,10 +159,15 @@ class LedgerMixin:
             return self._insert_call(connection, call)
 
     def record_llm_exchange(
-        self, call: LLMCall, response: LLMResponse | None, request: LLMRequest | None = None
+        self,
+        call: LLMCall,
+        response: LLMResponse | None,
+        request: LLMRequest | None = None,
+        greedy: GreedyAnswer | None = None,
     ) -> LLMCall:
-        """`record_llm_call(call)`, `store_response(response)` and the request's messages (each if given)
-        in ONE transaction; a request or response already stored under the hash is left as is.
+        """`record_llm_call(call)`, `store_response(response)`, the request's messages and the greedy
+        answer's second key (each if given) in ONE transaction; a request, response or answer key already
+        stored is left as is (the first answer to a greedy question stays its answer).
 
         What an FM call needs written: a kill cannot leave a cached response without its
         ledger row, and it costs one commit instead of three.
@@ -163,6 +178,9 @@ class LedgerMixin:
                 insert_ignore(connection, self._insert_request, _REQUEST, row)
             if response is not None:
                 self._store_response(connection, response)
+            if greedy is not None:
+                row = {name: getattr(greedy, name) for name in _GREEDY_COLUMNS}
+                insert_ignore(connection, self._insert_greedy, _GREEDY, row)
             return self._insert_call(connection, call)
 
     def link_llm_calls(self, run_id: int, *, iteration: int, agent_id: int) -> int:
@@ -181,6 +199,20 @@ class LedgerMixin:
         """The cached FM response for this request hash, or None."""
         with self._transaction(write=False) as connection:
             row = connection.execute(_SELECT_RESPONSE, {"request_hash": request_hash}).first()
+        return None if row is None else detached(LLMResponse, row._mapping)
+
+    def greedy_response(self, answer_key: str, max_tokens: int | None) -> LLMResponse | None:
+        """The cached answer to the greedy question `answer_key` (see GreedyAnswer) if it stopped by itself
+        within `max_tokens` (None: no limit), else None."""
+        if self.schema.version < _GREEDY_SINCE:
+            return None  # a read-only open of an older archive has no table
+        statement, params = (
+            (_SELECT_GREEDY, {"answer_key": answer_key})
+            if max_tokens is None
+            else (_SELECT_GREEDY_WITHIN, {"answer_key": answer_key, "max_tokens": max_tokens})
+        )
+        with self._transaction(write=False) as connection:
+            row = connection.execute(statement, params).first()
         return None if row is None else detached(LLMResponse, row._mapping)
 
     def store_response(self, response: LLMResponse) -> None:

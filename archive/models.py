@@ -187,6 +187,24 @@ class LLMRequest(SQLModel, table=True):
     created_at: datetime = Field(default_factory=utcnow)
 
 
+class GreedyAnswer(SQLModel, table=True):
+    """The answer to a greedy question, whatever the reply limit it was asked with: the response cache's
+    second key (schema version 5).
+
+    answer_key: sha256 of the model, the messages and the sampling parameters but `max_tokens` (and the seed,
+    which greedy decoding does not use); see `meta_agent.llm.answer_key`. request_hash: the cached response
+    (LLMResponse) of the first request with that key whose reply stopped by itself, with its
+    completion_tokens: a request with another limit of at least that many tokens has the same answer from a
+    deterministic server, so it is answered from the cache, not by the server's run-to-run noise. Replies cut
+    by their limit are never entered.
+    """
+
+    answer_key: str = Field(primary_key=True)
+    request_hash: str
+    completion_tokens: int
+    created_at: datetime = Field(default_factory=utcnow)
+
+
 class CommitMark(SQLModel, table=True):
     """A PostgreSQL write transaction's own mark, inserted inside it with a random token: when the answer to
     its COMMIT is lost, the mark's presence says whether it committed (archive/_retry.py), which a

@@ -46,12 +46,13 @@ from archive.models import SchemaVersion, utcnow
 
 __all__ = ["READABLE_FROM", "SCHEMA_VERSION", "UNVERSIONED", "SchemaReport", "open_schema", "read_version"]
 
-#: The version this code creates and reads: the head revision of archive/migrations ("0004").
-#: 1: the tables before versioning; 2: agent.repair_note; 3: the llmrequest table; 4: the commitmark table.
-SCHEMA_VERSION = 4
+#: The version this code creates and reads: the head revision of archive/migrations ("0005").
+#: 1: the tables before versioning; 2: agent.repair_note; 3: the llmrequest table; 4: the commitmark table;
+#: 5: the greedyanswer table.
+SCHEMA_VERSION = 5
 #: The oldest version a read-only open reads as it stands: the versions after it only added tables a
 #: reader does without (3: llmrequest, so the calls of a version-2 archive read as "prompt not recorded";
-#: 4: commitmark, which only writers use).
+#: 4: commitmark and 5: greedyanswer, which only writers use).
 #: Older archives lack columns readers select, and need `cambrian db upgrade`.
 READABLE_FROM = 2
 #: The version of an archive written before the version table existed.

@@ -74,6 +74,7 @@ from archive.models import (
     Agent,
     AgentStatus,
     Evaluation,
+    GreedyAnswer,
     LLMRequest,
     LLMResponse,
     Run,
@@ -113,6 +114,7 @@ class Archive(LedgerMixin, QueriesMixin):
         self._insert_genome = insert_ignore_statement(_GENOME, dialect)
         self._insert_response = insert_ignore_statement(LLMResponse.__table__, dialect)  # type: ignore[attr-defined]  # SQLModel sets __table__ at runtime
         self._insert_request = insert_ignore_statement(LLMRequest.__table__, dialect)  # type: ignore[attr-defined]  # as above
+        self._insert_greedy = insert_ignore_statement(GreedyAnswer.__table__, dialect)  # type: ignore[attr-defined]  # as above
         # The Core path's own connection, kept open (a pool checkout per call costs as much
         # as the statement). The lock lets any thread use it, one transaction at a time.
         self._connection: Connection | None = None

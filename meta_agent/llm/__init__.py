@@ -2,8 +2,8 @@
 the offline model registry.
 
 - `LLMClient`, `Endpoint`, `Completion`, `Ledger`, `MemoryLedger`, `derive_seed`, `request_hash`,
-  `probe_endpoint`: calls to any litellm model or OpenAI-compatible server, with retries, a response cache
-  and a ledger entry per call;
+  `answer_key`, `probe_endpoint`: calls to any litellm model or OpenAI-compatible server, with retries, a
+  response cache and a ledger entry per call;
 - `ArchiveLedger`: the ledger kept in a run's archive;
 - `FMGateway`, `AgentChannel`, `prompt_token_bound`: the host side of an agent's FM socket (budgets, every
   call recorded, no key inside the sandbox);
@@ -31,6 +31,7 @@ from meta_agent.llm._client import (
     LedgerEntry,
     LLMClient,
     MemoryLedger,
+    answer_key,
     close_http_sessions,
     derive_seed,
     probe_endpoint,
@@ -94,10 +95,10 @@ __all__ = [
     "GRAMMAR_FIELDS", "GatewayError", "GatewayListener", "LLMClient", "LLMError", "Ledger", "LedgerEntry",
     "LocalServer", "MAX_BODY_BYTES", "MemoryLedger", "ModelDownloadError", "ModelNotFound", "ModelSource",
     "ModelSpec", "ModelStatus", "REGISTRY", "RelayGrant", "RemoteAgent", "RepeatFilter", "SOCKET_ENV",
-    "SocketRelay", "ServerStartError", "choose_backend", "close_http_sessions", "default_threads", "derive_seed",
-    "free_port", "get_spec", "gpu_available", "is_local_model", "list_models", "model_label", "model_names",
-    "model_path", "models_dir", "probe_endpoint", "prompt_token_bound", "pull", "quiet_repeats", "request_hash",
-    "resolve", "serve_forever", "server_grammar_field", "unavailable_fix", "verify",
+    "SocketRelay", "ServerStartError", "answer_key", "choose_backend", "close_http_sessions", "default_threads",
+    "derive_seed", "free_port", "get_spec", "gpu_available", "is_local_model", "list_models", "model_label",
+    "model_names", "model_path", "models_dir", "probe_endpoint", "prompt_token_bound", "pull", "quiet_repeats",
+    "request_hash", "resolve", "serve_forever", "server_grammar_field", "unavailable_fix", "verify",
 ]  # fmt: skip
 
 

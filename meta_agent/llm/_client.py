@@ -50,9 +50,35 @@ def request_hash(model: str, messages: Messages, params: Mapping[str, Any]) -> s
     answer whatever its seed, so two agents that ask the same greedy question get
     one answer (the second from the cache), and their scores differ where their
     code does, not by a local server's run-to-run noise (batching, prompt cache).
+    `answer_key` goes one step further for greedy requests with another reply limit.
     """
-    if params.get("temperature") == 0:
+    if _greedy(params):
         params = {name: value for name, value in params.items() if name != "seed"}
+    return _canonical_hash(model, messages, params)
+
+
+def answer_key(model: str, messages: Messages, params: Mapping[str, Any]) -> str | None:
+    """The response cache's second key: for a greedy request, sha256 of the request but its seed and
+    `max_tokens`; None for a sampled one.
+
+    A reply limit only cuts a greedy answer short: a reply that stopped by itself after N tokens is what a
+    deterministic server answers to the same question asked with any limit of N or more. So an agent that
+    only raises its MAX_TOKENS asks nothing new, and its score moves only where the longer limit lets an
+    answer finish, not by the server's noise on a fresh call. The ledger keeps such replies under this key
+    (`Ledger.store`) and the client answers from them (`Ledger.cached_greedy`).
+    """
+    if not _greedy(params):
+        return None
+    return _canonical_hash(
+        model, messages, {name: value for name, value in params.items() if name not in ("seed", "max_tokens")}
+    )
+
+
+def _greedy(params: Mapping[str, Any]) -> bool:
+    return params.get("temperature") == 0
+
+
+def _canonical_hash(model: str, messages: Messages, params: Mapping[str, Any]) -> str:
     canonical = json.dumps(
         {"model": model, "messages": [dict(m) for m in messages], "params": dict(params)},
         sort_keys=True,
@@ -126,8 +152,14 @@ class Ledger(Protocol):
         """The stored response for this request, or None."""
         ...
 
-    def store(self, completion: Completion) -> None:
-        """Cache a fresh response under its request hash."""
+    def cached_greedy(self, answer_key: str, max_tokens: int | None) -> Completion | None:
+        """The stored reply to the greedy question `answer_key` (see `answer_key`) that stopped by itself
+        within `max_tokens` (None: no limit), or None."""
+        ...
+
+    def store(self, completion: Completion, answer_key: str | None = None) -> None:
+        """Cache a response under its request hash; with `answer_key` (a greedy reply that stopped by
+        itself), under that key too, unless the key has an answer already."""
         ...
 
     def record(self, call: CallRecord) -> None:
@@ -181,13 +213,22 @@ class MemoryLedger:
 
     def __init__(self) -> None:
         self.responses: dict[str, Completion] = {}
+        self.greedy: dict[str, Completion] = {}  # answer key -> the first reply that stopped by itself
         self.entries: list[LedgerEntry] = []
 
     def cached(self, request_hash: str) -> Completion | None:
         return self.responses.get(request_hash)
 
-    def store(self, completion: Completion) -> None:
-        self.responses[completion.request_hash] = completion
+    def cached_greedy(self, answer_key: str, max_tokens: int | None) -> Completion | None:
+        answer = self.greedy.get(answer_key)
+        if answer is None or (max_tokens is not None and answer.completion_tokens > max_tokens):
+            return None
+        return answer
+
+    def store(self, completion: Completion, answer_key: str | None = None) -> None:
+        self.responses.setdefault(completion.request_hash, completion)
+        if answer_key is not None:
+            self.greedy.setdefault(answer_key, completion)
 
     def record(self, call: CallRecord) -> None:
         completion = call.completion
@@ -342,11 +383,17 @@ class LLMClient:
             )  # fmt: skip
 
         started = time.monotonic()
+        greedy_key = answer_key(self.endpoint.model, messages, params)
         cached = self.ledger.cached(key)
+        if cached is None and greedy_key is not None:
+            cached = self.ledger.cached_greedy(greedy_key, params["max_tokens"])
+            if cached is not None:  # the same greedy question, asked with another limit it fits in
+                self.ledger.store(dataclasses.replace(cached, request_hash=key, cost_usd=0.0))
         if cached is not None:
             hit = dataclasses.replace(
-                cached, cost_usd=0.0, cache_hit=True, latency_s=time.monotonic() - started, seed=seed
-            )
+                cached, cost_usd=0.0, cache_hit=True, latency_s=time.monotonic() - started, seed=seed,
+                request_hash=key,
+            )  # fmt: skip
             note(hit, None)
             return hit
 
@@ -374,7 +421,8 @@ class LLMClient:
                 last_error = exc
                 continue
             completion = self._completion(response, key=key, seed=seed, latency_s=latency_s)
-            self.ledger.store(completion)
+            stopped = _finish_reason(response) == "stop" and completion.completion_tokens > 0
+            self.ledger.store(completion, answer_key=greedy_key if stopped else None)
             note(completion, None)
             return completion
 
@@ -626,6 +674,12 @@ def _describe(exc: BaseException | None) -> str:
     text = " ".join(str(exc).split())[:500]
     prefix = f"{type(exc).__name__}" + (f" (HTTP {code})" if code is not None else "")
     return f"{prefix}: {text}" if text else prefix
+
+
+def _finish_reason(response: Any) -> str | None:
+    """Why the server ended the reply: "stop" (by itself), "length" (its limit), ...; None if unsaid."""
+    choices = getattr(response, "choices", None) or [None]
+    return getattr(choices[0], "finish_reason", None)
 
 
 def _cost_usd(response: Any) -> float:

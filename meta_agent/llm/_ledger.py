@@ -6,7 +6,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from archive.models import LLMCall, LLMRequest, LLMResponse
+from archive.models import GreedyAnswer, LLMCall, LLMRequest, LLMResponse
 from archive.store import Archive
 from meta_agent.llm._client import CallRecord, Completion
 from meta_agent.llm._serve import GRAMMAR_FIELDS
@@ -21,13 +21,21 @@ class ArchiveLedger:
     def __init__(self, archive: Archive, run_id: int) -> None:
         self.archive = archive
         self.run_id = run_id
-        # A fresh response waits here for its call row, so both are written in one transaction.
+        # A fresh response (and its greedy answer key) waits here for its call row, so all are written in one
+        # transaction.
         self._unrecorded: dict[str, LLMResponse] = {}
+        self._unrecorded_greedy: dict[str, GreedyAnswer] = {}
         # Request hashes whose messages this ledger wrote (or found written): each is stored once.
         self._requests_stored: set[str] = set()
 
     def cached(self, request_hash: str) -> Completion | None:
-        hit = self.archive.cached_response(request_hash)
+        return self._completion(self.archive.cached_response(request_hash))
+
+    def cached_greedy(self, answer_key: str, max_tokens: int | None) -> Completion | None:
+        return self._completion(self.archive.greedy_response(answer_key, max_tokens))
+
+    @staticmethod
+    def _completion(hit: LLMResponse | None) -> Completion | None:
         if hit is None:
             return None
         return Completion(
@@ -38,11 +46,17 @@ class ArchiveLedger:
             cost_usd=0.0,
             latency_s=0.0,
             cache_hit=True,
-            request_hash=request_hash,
+            request_hash=hit.request_hash,
             seed=None,
         )
 
-    def store(self, completion: Completion) -> None:
+    def store(self, completion: Completion, answer_key: str | None = None) -> None:
+        if answer_key is not None:
+            self._unrecorded_greedy[completion.request_hash] = GreedyAnswer(
+                answer_key=answer_key,
+                request_hash=completion.request_hash,
+                completion_tokens=completion.completion_tokens,
+            )
         self._unrecorded[completion.request_hash] = LLMResponse(
             request_hash=completion.request_hash,
             model=completion.model,
@@ -72,6 +86,7 @@ class ArchiveLedger:
             ),
             self._unrecorded.pop(call.request_hash, None),
             self._request(call),
+            self._unrecorded_greedy.pop(call.request_hash, None),
         )
 
     def _request(self, call: CallRecord) -> LLMRequest | None:

@@ -143,8 +143,8 @@ def test_a_new_archive_matches_the_revisions_and_downgrades_to_nothing_and_back(
 
 @pytest.mark.parametrize(
     ("version", "alembic"),
-    [(UNVERSIONED, False), (2, False), (3, False), (1, True), (2, True), (3, True)],
-    ids=["unversioned", "v2-before-alembic", "v3-before-alembic", "revision-0001", "revision-0002", "revision-0003"],
+    [(UNVERSIONED, False), (2, False), (3, False), (1, True), (2, True), (3, True), (4, True)],
+    ids=["unversioned", "v2-before-alembic", "v3-before-alembic"] + [f"revision-000{v}" for v in (1, 2, 3, 4)],
 )
 def test_an_older_archive_is_read_or_refused_read_only_and_upgraded_by_a_writer(
     url: str, version: int, alembic: bool
@@ -174,6 +174,8 @@ def test_an_older_archive_is_read_or_refused_read_only_and_upgraded_by_a_writer(
             assert "created table llmrequest" in report.changes
         if version < 4:
             assert "created table commitmark" in report.changes
+        if version < 5:
+            assert "created table greedyanswer" in report.changes
         run = archive.get_run("old")
         assert (run.seed, run.config_json, run.cambrian_version) == (7, '{"budget": {"iterations": 3}}', "0.1.0")
         seed, child = archive.agents(run.key)

@@ -7,6 +7,7 @@ the real litellm/openai stack runs and exact status codes can be scripted.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import threading
 import time
@@ -20,6 +21,7 @@ import pytest
 from archive.store import Archive
 from meta_agent.llm import (
     ArchiveLedger,
+    Completion,
     Endpoint,
     FMAuthError,
     FMBadRequest,
@@ -27,6 +29,7 @@ from meta_agent.llm import (
     LLMClient,
     LocalServer,
     MemoryLedger,
+    answer_key,
     derive_seed,
     free_port,
     request_hash,
@@ -123,6 +126,48 @@ def test_a_greedy_request_is_one_answer_whatever_its_seed(local_fm: LocalServer)
     assert [e.seed for e in ledger.entries] == [derive_seed(1, 5, 0), derive_seed(1, 6, 0)]  # each call's own
 
 
+def test_a_greedy_reply_that_stopped_answers_the_same_question_with_another_limit(
+    local_fm: LocalServer, tmp_path: Path
+) -> None:
+    """A child that only changes its MAX_TOKENS asks nothing new: a greedy reply that ended by itself is
+    the answer to any limit it fits in (from the archive, under the new request's own hash); a limit it does
+    not fit in, or a reply its own limit cut, is asked afresh."""
+    with Archive.at(tmp_path / "archive.db") as archive:
+        run = archive.create_run(name="r", benchmark="b", seed=0, config_json="{}")
+        client = LLMClient(local_fm.endpoint(), ledger=ArchiveLedger(archive, int(run.id)))
+
+        def ask(question: list[dict[str, str]], max_tokens: int) -> Completion:
+            return client.complete_sync(question, seed=1, temperature=0.0, max_tokens=max_tokens, purpose="agent")
+
+        first = ask(MESSAGES, 200)
+        assert 0 < first.completion_tokens < 200, "the reply should end by itself"
+        longer, exact = ask(MESSAGES, 400), ask(MESSAGES, first.completion_tokens)
+        shorter = ask(MESSAGES, first.completion_tokens - 1)
+
+        question = [{"role": "user", "content": "Count from one to fifty in words."}]
+        cut = ask(question, 3)
+        after_cut = ask(question, 8)
+
+        calls = archive.llm_calls(int(run.id))
+        _, responses = archive.llm_exchanges(call.request_hash for call in calls)
+    assert longer.cache_hit and exact.cache_hit and longer.text == exact.text == first.text
+    assert len({first.request_hash, longer.request_hash, exact.request_hash}) == 3  # each request its own
+    assert responses[longer.request_hash].text == first.text and responses[longer.request_hash].cost_usd == 0.0
+    assert not shorter.cache_hit  # a limit the answer does not fit in: the server answers
+    assert cut.completion_tokens == 3 and not after_cut.cache_hit  # a cut reply answers no other limit
+    assert [call.cache_hit for call in calls] == [False, True, True, False, False, False]
+
+
+def test_the_memory_ledger_keeps_the_first_greedy_answer_within_its_limit() -> None:
+    ledger = MemoryLedger()
+    answer = Completion("ok", "m", 5, 7, 0.0, 0.1, cache_hit=False, request_hash="h1", seed=None)
+    ledger.store(answer, answer_key="k")
+    ledger.store(dataclasses.replace(answer, text="other", request_hash="h2"), answer_key="k")
+
+    assert ledger.cached_greedy("k", 7) == answer and ledger.cached_greedy("k", None) == answer
+    assert ledger.cached_greedy("k", 6) is None and ledger.cached_greedy("other", 100) is None
+
+
 # ----- pure functions ---------------------------------------------------------------------------
 
 
@@ -133,6 +178,16 @@ def test_the_request_hash_leaves_out_the_seed_only_of_a_greedy_request() -> None
     assert request_hash("m", MESSAGES, {**sampled, "seed": 1}) != request_hash("m", MESSAGES, {**sampled, "seed": 2})
     longer = {**greedy, "max_tokens": 9, "seed": 1}
     assert request_hash("m", MESSAGES, {**greedy, "seed": 1}) != request_hash("m", MESSAGES, longer)
+
+
+def test_the_answer_key_of_a_greedy_request_leaves_out_its_seed_and_limit() -> None:
+    greedy = {"temperature": 0, "max_tokens": 8, "seed": 1, "extra_body": {}}
+    key = answer_key("m", MESSAGES, greedy)
+    assert key is not None and key != request_hash("m", MESSAGES, greedy)
+    assert answer_key("m", MESSAGES, {**greedy, "max_tokens": 900, "seed": 2}) == key
+    assert answer_key("m", MESSAGES, {**greedy, "temperature": 0.8}) is None  # a sampled request has none
+    assert answer_key("m", MESSAGES, {**greedy, "extra_body": {"grammar": "root ::= x"}}) != key
+    assert answer_key("m", MESSAGES[:1], greedy) != key and answer_key("other", MESSAGES, greedy) != key
 
 
 def test_derive_seed_is_stable_in_range_and_distinct() -> None:
