@@ -8,10 +8,12 @@ selection, so the difference between the two holdout scores is the search's gain
 It reports, per seed, the seed's and the best agent's search and holdout scores and the edits that made the
 best agent; then the mean holdout gain over seeds with a 95% interval from a paired bootstrap over the
 holdout tasks (each seed's 40 tasks resampled, best and seed paired by task), and how many seeds gained.
-A run whose best agent is its seed gains exactly 0 (nothing to evaluate twice). The seed agent is the same
-code in every run and answers at temperature 0, so by default its holdout is evaluated in the first run and
-reused by the others when their seed's genome hash is the same (`--seed-holdout every` evaluates it in each
-run; the JSON says which run measured it).
+A run whose best agent is its seed gains exactly 0 (nothing to evaluate twice). By default the seed agent's
+holdout is evaluated in every run's own archive, so the best agent's greedy FM questions that the seed
+asked too are answered from that run's cache with the seed's answers (a local server's greedy answers vary
+from run to run), and the difference is the best agent's code alone. `--seed-holdout once` evaluates it in
+the first run only and reuses it where the seed's genome hash is the same (faster, noisier); the JSON says
+which run measured it.
 
     .venv/bin/python bench/humaneval_holdout.py --seeds 0,1,2 -- --model qwen2.5-coder-0.5b
     .venv/bin/python bench/humaneval_holdout.py --report bench/results/humaneval_holdout-TIME.json
@@ -190,8 +192,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument(
         "--seed-holdout",
         choices=("once", "every"),
-        default="once",
-        help="evaluate the seed agent's holdout in the first run only (reused) or in every run",
+        default="every",
+        help="evaluate the seed agent's holdout in every run (paired through its cache) or in the first only",
     )
     parser.add_argument("--runs-dir", type=Path, default=None, help="keep the runs here (default: a temporary folder)")
     parser.add_argument("--out", type=Path, default=None, help="JSON file (default: bench/results/)")
