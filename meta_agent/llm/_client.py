@@ -383,9 +383,10 @@ class LLMClient:
             )  # fmt: skip
 
         started = time.monotonic()
-        greedy_key = answer_key(self.endpoint.model, messages, params)
         cached = self.ledger.cached(key)
-        if cached is None and greedy_key is not None:
+        # The second key only where the first missed: it is what a miss asks and what a fresh reply is kept under.
+        greedy_key = answer_key(self.endpoint.model, messages, params) if cached is None else None
+        if greedy_key is not None:
             cached = self.ledger.cached_greedy(greedy_key, params["max_tokens"])
             if cached is not None:  # the same greedy question, asked with another limit it fits in
                 self.ledger.store(dataclasses.replace(cached, request_hash=key, cost_usd=0.0))
