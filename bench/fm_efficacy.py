@@ -188,6 +188,8 @@ async def _cell(
             config, benchmark=benchmark, operators={operator_name: operator}, llms={model: llm},
             executor=LocalExecutor(sandbox, slots=1), gateway=lambda: gateway,
         )  # fmt: skip
+        if args.idea:
+            proposer.ideas = (args.idea,)  # every proposal asked for this one direction
         parent_score = parents["parent_score"]
         ctx = parents["ctx"]
         if operator_name == "crossover":
@@ -449,6 +451,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 2, help="llama.cpp threads (default: cores)")
     parser.add_argument("--humaneval-tasks", type=int, default=6, help="search tasks a humaneval child runs")
     parser.add_argument("--set", action="append", metavar="KEY=VALUE", help="config override for every cell")
+    parser.add_argument(
+        "--idea", default="", help="ask every proposal for this direction instead of a draw from the benchmark's ideas"
+    )
     parser.add_argument("--label", default="", help="a name for this measurement, kept in the JSON")
     parser.add_argument(
         "--out", type=Path, default=None, help="JSON file (default bench/results/fm_efficacy-TIME.json)"
