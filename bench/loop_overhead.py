@@ -70,15 +70,16 @@ class ReplaySandbox:
 
 
 class ScriptedFM:
-    """A fake FM (scripted, instant): returns the seed with one new statement inside the evolve block (a
-    comment alone would be refused by the static check as changing nothing the program does)."""
+    """A fake FM (scripted, instant): returns the seed with one new statement inside the evolve block, one that
+    runs code (a comment, or a constant nothing reads, would be refused by the static check as changing
+    nothing the program does)."""
 
     def __init__(self, code: str) -> None:
         self.code = code
 
     async def complete(self, messages, *, seed, purpose="mutate", agent_id=None, iteration=None, **_):
         marker = "# EVOLVE-BLOCK-START\n"
-        code = self.code.replace(marker, f"{marker}VARIANT = '{iteration}-{seed}'\n", 1)
+        code = self.code.replace(marker, f"{marker}VARIANT = hash('{iteration}-{seed}')\n", 1)
         text = f"```python\n{code}```"
         digest = hashlib.sha256(text.encode()).hexdigest()
         return Completion(text, "scripted", 100, 100, 0.0, 0.0, False, digest, seed)

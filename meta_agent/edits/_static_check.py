@@ -8,16 +8,19 @@ repaired by adding the import, and the repair is reported so it can be stored
 on the agent; anything else is refused with an `EditError` that names the file,
 the line and the text. A child whose code does exactly what its parent's does
 (it only moved blank lines, comments or docstrings, added unused or repeated
-imports, put code after a `return`, or put a copy of a function where the
-original, defined later, replaces it) is refused too, so that the FM hears it changed
-nothing before any sandbox time is spent. Pure functions of the code: nothing
-here runs it.
+imports, put code after a `return`, put a copy of a function where the
+original, defined later, replaces it, or added functions and constants that
+nothing refers to) is refused too, so that the FM hears it changed nothing
+before any sandbox time is spent. Pure functions of the code: nothing here
+runs it.
 """
 
 from __future__ import annotations
 
 import ast
+import dataclasses
 import functools
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -128,7 +131,7 @@ def check_child(child: Genome, parent: Genome, *, entry_function: str | None = N
     entry = child.entry
     if entry_function is not None and entry in analysed and entry in parent.files:
         _check_entry(analysed[entry].tree, parent.files[entry], path=entry, name=entry_function)
-    _refuse_neutral(files, parent.files, analysed)
+    _refuse_neutral(files, parent.files, analysed, keep=frozenset({entry_function} if entry_function else ()))
     return CheckedChild(Genome(files=files, entry=child.entry), tuple(repairs))
 
 
@@ -177,6 +180,7 @@ def _inert_lines(found: Sequence[pyflakes_messages.Message]) -> _Inert:
 class _Inert:
     unused_imports: frozenset[int]  # lines
     replaced: frozenset[int]  # lines of bindings replaced before any use
+    uncalled: frozenset[tuple[int, int]] = frozenset()  # (line, column) of new top-level definitions nothing uses
 
 
 def _undefined_names(findings: Sequence[pyflakes_messages.Message]) -> list[str]:
@@ -233,20 +237,107 @@ def _refuse_fatal(path: str, text: str, findings: Sequence[pyflakes_messages.Mes
     raise EditError(f"static check of {path}: " + "; ".join(problems) + more, fix=fix)
 
 
-def _refuse_neutral(child: Mapping[str, str], parent: Mapping[str, str], analysed: Mapping[str, _Analysis]) -> None:
-    """Refuse a child whose files all do what the parent's do (see `behaviour_key`)."""
+def _refuse_neutral(
+    child: Mapping[str, str],
+    parent: Mapping[str, str],
+    analysed: Mapping[str, _Analysis],
+    *,
+    keep: frozenset[str] = frozenset(),
+) -> None:
+    """Refuse a child whose files all do what the parent's do (see `behaviour_key`), counting as nothing the
+    new top-level functions and constants that no code of the child refers to (`_uncalled`); `keep`: names
+    the harness calls, never counted as unused."""
     if child.keys() != parent.keys():
         return
     changed = [path for path, text in child.items() if parent[path] != text]
     if not changed or not all(p.endswith(".py") for p in changed):
         return  # an identical child is the operators' own refusal; other files may change behaviour
+    trees = {p: analysed[p].tree if p in analysed else _parsed(text) for p, text in child.items() if p.endswith(".py")}
+    uncalled = {p: _uncalled(trees, p, parent[p], keep) for p in changed if p in analysed}
+    for path, found in uncalled.items():
+        inert = dataclasses.replace(analysed[path].inert_lines, uncalled=frozenset(found))
+        analysed = {**analysed, path: dataclasses.replace(analysed[path], inert_lines=inert)}
     if all(_key(analysed[p]) == behaviour_key(parent[p]) for p in changed if p in analysed):
+        names = list(dict.fromkeys(name for found in uncalled.values() for name in found.values()))
+        added = f"; it adds {', '.join(f'`{n}`' for n in names)}, which nothing calls or reads" if names else ""
         raise EditError(
             f"the edit changes nothing the program does: {', '.join(changed)} differs from the parent only in "
             "blank lines, comments, docstrings, unused or repeated imports, code that can never run (after a "
-            "return) or a function that a later definition of the same name replaces",
-            fix="change the statements that compute the result",
+            "return), a function that a later definition of the same name replaces, or new definitions that "
+            f"nothing uses{added}",
+            fix="call new code from the code that computes the result, or change the statements that compute it"
+            if names
+            else "change the statements that compute the result",
         )
+
+
+def _uncalled(
+    trees: Mapping[str, ast.Module], path: str, parent_text: str, keep: frozenset[str]
+) -> dict[tuple[int, int], str]:
+    """(line, column) -> name of the top-level statements in `path` that bind only new names (the parent binds
+    none of them at top level), run no code of the program when made (`_inert_names`), and that nothing refers
+    to: not the rest of the module, not another file, not a statement that is itself referred to (a mark from
+    every other statement; an import used only by such a definition is unused too). A name in any string
+    counts as a reference (getattr, __all__)."""
+    parent_names = {name for statement in _parsed(parent_text).body for name in _bound_names(statement)}
+    candidates: dict[str, list[ast.stmt]] = {}
+    roots: list[ast.AST] = [tree for other, tree in trees.items() if other != path]
+    for statement in trees[path].body:
+        names = _inert_names(statement)
+        if names and names.isdisjoint(parent_names) and names.isdisjoint(keep):
+            for name in names:
+                candidates.setdefault(name, []).append(statement)
+        else:
+            roots.append(statement)
+    used: set[str] = set()
+    todo = roots
+    while todo:
+        found = set().union(*(_references(node) for node in todo)) - used
+        used |= found
+        todo = [statement for name in found for statement in candidates.get(name, ())]
+    live = {id(statement) for name in used for statement in candidates.get(name, ())}
+    return {
+        (statement.lineno, statement.col_offset): name
+        for name, statements in candidates.items()
+        for statement in statements
+        if id(statement) not in live
+    }
+
+
+def _inert_names(statement: ast.stmt) -> set[str]:
+    """The names a top-level statement binds without running the program's code (a plain `def`, `NAME =
+    constant`, an import), else none."""
+    if _inert_definition(statement):
+        return {statement.name}  # type: ignore[attr-defined]  # a FunctionDef or AsyncFunctionDef
+    if isinstance(statement, (ast.Import, ast.ImportFrom)):
+        return {alias.asname or alias.name.split(".")[0] for alias in statement.names if alias.name != "*"}
+    if isinstance(statement, ast.Assign) and len(statement.targets) == 1:
+        target, value = statement.targets[0], statement.value
+    elif isinstance(statement, ast.AnnAssign) and statement.value is not None:
+        target, value = statement.target, statement.value
+    else:
+        return set()
+    return {target.id} if isinstance(target, ast.Name) and isinstance(value, ast.Constant) else set()
+
+
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _references(node: ast.AST) -> set[str]:
+    """Every name `node` may refer to: names read, attributes, imported names, and words in strings."""
+    names: set[str] = set()
+    for inner in ast.walk(node):
+        if isinstance(inner, ast.Name) and not isinstance(inner.ctx, ast.Store):
+            names.add(inner.id)
+        elif isinstance(inner, ast.Attribute):
+            names.add(inner.attr)
+        elif isinstance(inner, ast.alias):
+            names.add(inner.name.split(".")[-1])
+        elif isinstance(inner, (ast.Global, ast.Nonlocal)):
+            names.update(inner.names)
+        elif isinstance(inner, ast.Constant) and isinstance(inner.value, str):
+            names.update(_WORD.findall(inner.value))
+    return names
 
 
 @functools.lru_cache(maxsize=256)
@@ -295,6 +386,8 @@ def _live(statements: list[ast.stmt], inert_lines: _Inert) -> list[ast.stmt]:
             continue  # an import nothing uses
         if _inert_definition(statement) and statement.lineno in inert_lines.replaced:
             continue  # a function replaced before anything used it
+        if (statement.lineno, statement.col_offset) in inert_lines.uncalled:
+            continue  # a new definition nothing uses
         if isinstance(statement, (ast.Import, ast.ImportFrom)):
             dumped = ast.dump(statement, include_attributes=False)
             names = [alias.asname or alias.name.split(".")[0] for alias in statement.names]

@@ -65,7 +65,7 @@ def test_a_worker_process_makes_the_same_child_or_refusal_as_the_loop_thread(nam
 
 def test_work_that_does_not_pickle_runs_in_the_loop_thread_with_one_warning(caplog: pytest.LogCaptureFixture) -> None:
     pool = EditPool(1, entry_function="pack_circles")
-    child = Genome(files={PARENT.entry: CODE + "\nVARIANT = 2\n"}, entry=PARENT.entry)
+    child = Genome(files={PARENT.entry: CODE + "\nVARIANT = hash(2)\n"}, entry=PARENT.entry)
     caplog.set_level(logging.WARNING)
     try:
         for _ in range(2):

@@ -144,3 +144,37 @@ def test_a_copy_of_a_definition_that_the_original_replaces_changes_nothing() -> 
     assert check_child(
         Genome(files={**agent.files, agent.entry: decorated}, entry=agent.entry), agent, entry_function="solve"
     ).genome
+
+
+def test_new_definitions_that_nothing_uses_change_nothing() -> None:
+    # What qwen2.5-coder-1.5b's `rewrite` of the rings seed did in 3 of its 4 "valid" children
+    # (bench/results/fm_efficacy-rewrite-1.5b-rings.json): a helper (and a constant it reads) that nothing calls.
+    anchor = "# EVOLVE-BLOCK-END"
+    helper = (
+        'N_CIRCLES = 26\n\n\ndef grow(circles):\n    """Grow each circle."""\n'
+        "    return [(x, y, r * 1.01) for x, y, r in circles[:N_CIRCLES]]\n\n\n"
+    )
+    dead = TEXT.replace(anchor, helper + anchor)
+    with pytest.raises(EditError, match="changes nothing the program does") as refused:
+        check_child(child(dead), SEED, entry_function="pack_circles")
+    assert "`N_CIRCLES`" in str(refused.value) and "`grow`" in str(refused.value)
+    assert "call new code" in refused.value.fix
+    # An import that only the unused helper reads is unused too.
+    importing = dead.replace("import math\n", "import math\nimport random\n").replace("r * 1.01", "r * random.random()")
+    with pytest.raises(EditError, match="changes nothing the program does"):
+        check_child(child(importing), SEED, entry_function="pack_circles")
+    # Called from the entry function, the same helper is a real change.
+    called = dead.replace("    return circles\n", "    return grow(circles)\n")
+    assert check_child(child(called), SEED, entry_function="pack_circles").genome
+    # Named in a string (getattr, __all__), reached from another file, or the function the harness calls: kept.
+    named = dead.replace(anchor, "__all__ = ['grow']\n" + anchor)
+    assert check_child(child(named), SEED, entry_function="pack_circles").genome
+    other = Genome(files={"packing.py": dead, "main.py": "from packing import grow\n"}, entry="packing.py")
+    parent = Genome(files={"packing.py": TEXT, "main.py": "from packing import grow\n"}, entry="packing.py")
+    assert check_child(other, parent, entry_function="pack_circles").genome
+    assert check_child(child(dead), SEED, entry_function="grow").genome
+    # A new definition that runs code when made (a decorator, a computed value) is not counted as nothing.
+    decorated = TEXT.replace(anchor, "@print\ndef grow(circles):\n    return circles\n\n\n" + anchor)
+    computed = TEXT.replace(anchor, "SIZE = len(str(print))\n\n\n" + anchor)
+    for text in (decorated, computed):
+        assert check_child(child(text), SEED, entry_function="pack_circles").genome
