@@ -321,23 +321,68 @@ def _inert_names(statement: ast.stmt) -> set[str]:
 
 
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
 
 
-def _references(node: ast.AST) -> set[str]:
-    """Every name `node` may refer to: names read, attributes, imported names, and words in strings."""
+def _references(node: ast.AST, local: frozenset[str] = frozenset()) -> set[str]:
+    """Every module-level name `node` may refer to: names read (except inside a function where the name is
+    a parameter or a local of it or of a function around it), attributes, imported names, names declared
+    global or nonlocal, and words in strings other than bare string statements (getattr, __all__). Errs
+    towards more: a name counts as read wherever the scope rules do not rule it out."""
     names: set[str] = set()
-    for inner in ast.walk(node):
-        if isinstance(inner, ast.Name) and not isinstance(inner.ctx, ast.Store):
-            names.add(inner.id)
-        elif isinstance(inner, ast.Attribute):
-            names.add(inner.attr)
-        elif isinstance(inner, ast.alias):
-            names.add(inner.name.split(".")[-1])
-        elif isinstance(inner, (ast.Global, ast.Nonlocal)):
-            names.update(inner.names)
-        elif isinstance(inner, ast.Constant) and isinstance(inner.value, str):
-            names.update(_WORD.findall(inner.value))
+    if _is_docstring(node):
+        return names  # a bare string statement (a docstring) names nothing the program looks up
+    if isinstance(node, _SCOPES):
+        outer = [*getattr(node, "decorator_list", ()), *node.args.defaults, *filter(None, node.args.kw_defaults)]
+        for expression in outer:
+            names |= _references(expression, local)
+        inner = local | _locals(node)
+        for statement in node.body if isinstance(node.body, list) else [node.body]:
+            names |= _references(statement, inner)
+        return names
+    if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Store) and node.id not in local:
+        names.add(node.id)
+    elif isinstance(node, ast.Attribute):
+        names.add(node.attr)
+    elif isinstance(node, ast.alias):
+        names.add(node.name.split(".")[-1])
+    elif isinstance(node, (ast.Global, ast.Nonlocal)):
+        names.update(node.names)
+    elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+        names.update(_WORD.findall(node.value))
+    for child in ast.iter_child_nodes(node):
+        names |= _references(child, local)
     return names
+
+
+def _locals(function: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) -> frozenset[str]:
+    """The names local to a function: its parameters and what its own body binds (not nested functions',
+    classes' or comprehensions'), less what it declares global or nonlocal."""
+    arguments = function.args
+    names = {a.arg for a in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs)}
+    names.update(a.arg for a in (arguments.vararg, arguments.kwarg) if a is not None)
+    declared: set[str] = set()
+    todo: list[ast.AST] = list(function.body) if isinstance(function.body, list) else [function.body]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            names.add(node.name)
+        elif isinstance(node, ast.alias):
+            names.add(node.asname or node.name.split(".")[0])
+        elif isinstance(node, (ast.Global, ast.Nonlocal)):
+            declared.update(node.names)
+        if isinstance(node, (*_DEFINITIONS, ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+            if isinstance(node, _DEFINITIONS):
+                names.add(node.name)
+            continue  # its own scope: what it binds is not this function's
+        todo.extend(ast.iter_child_nodes(node))
+    return frozenset(names - declared)
+
+
+def _is_docstring(node: ast.AST) -> bool:
+    return isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
 
 
 @functools.lru_cache(maxsize=256)

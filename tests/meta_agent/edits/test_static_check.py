@@ -163,6 +163,23 @@ def test_new_definitions_that_nothing_uses_change_nothing() -> None:
     importing = dead.replace("import math\n", "import math\nimport random\n").replace("r * 1.01", "r * random.random()")
     with pytest.raises(EditError, match="changes nothing the program does"):
         check_child(child(importing), SEED, entry_function="pack_circles")
+    # Scopes count: a new constant `n` is not read by functions whose own parameter or local is `n`, and a
+    # docstring that names a module reads nothing; a function that reads the global, or declares it, does.
+    shadowed = TEXT.replace(anchor, "n = 26\n" + anchor)
+    named_in_docstring = TEXT.replace("import math\n", "import math\nimport scipy\n").replace(
+        '"""Equal circles', '"""With scipy: equal circles'
+    )
+    for text in (shadowed, named_in_docstring):
+        with pytest.raises(EditError, match="changes nothing the program does"):
+            check_child(child(text), SEED, entry_function="pack_circles")
+    reads = TEXT.replace(anchor, "SCALE = 1.0\n" + anchor).replace(
+        "    return circles\n", "    return circles * int(SCALE)\n"
+    )
+    declares = TEXT.replace(anchor, "SCALE = 1.0\n" + anchor).replace(
+        "    circles = []\n", "    global SCALE\n    circles = []\n"
+    )
+    for text in (reads, declares):
+        assert check_child(child(text), SEED, entry_function="pack_circles").genome
     # Called from the entry function, the same helper is a real change.
     called = dead.replace("    return circles\n", "    return grow(circles)\n")
     assert check_child(child(called), SEED, entry_function="pack_circles").genome
