@@ -30,8 +30,6 @@ from meta_agent.edits import EditError, check_child
 from meta_agent.search import categorize
 
 _HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+\d+(?:,\d+)? @@")
-#: The function each benchmark's harness calls in the entry file (the loop passes the same to the check).
-ENTRY_FUNCTIONS = {"circle_packing": "pack_circles", "humaneval": "solve"}
 
 
 def apply_diff(parent: str, diff: str) -> str | None:
@@ -83,34 +81,37 @@ def _hunks(diff: str) -> Iterator[tuple[int, list[tuple[str, str]]]]:
         yield start, body
 
 
-def seeds(benchmark: str) -> Iterator[Genome]:
-    """The seed programs a child of `benchmark` may have been made from: every start for circle packing."""
+def seeds(benchmark: str) -> Iterator[tuple[Genome, str | None]]:
+    """(seed program, the function its harness calls) for each seed a child of `benchmark` may have been made
+    from: every start for circle packing."""
     if benchmark == "circle_packing":
         from evaluators.circle_packing import CirclePacking
 
         for start in ("rings", "grid"):
-            yield CirclePacking(start=start).seed()
+            packing = CirclePacking(start=start)
+            yield packing.seed(), packing.entry_function
         return
     from evaluators.registry import get_benchmark
 
-    yield get_benchmark(benchmark).seed()
+    built = get_benchmark(benchmark)
+    yield built.seed(), getattr(built, "entry_function", None)
 
 
 def recheck(row: dict) -> tuple[str, str]:
     """(verdict, reason) for one recorded valid child: kept, refused (with the check's reason) or unknown."""
     if not row.get("change"):
         return "unknown", "the run kept no diff of its children"
-    for parent in seeds(row["benchmark"]):
+    for parent, entry_function in seeds(row["benchmark"]):
         text = apply_diff(parent.files[parent.entry], row["change"])
         if text is None:
             continue
         child = Genome(files={**parent.files, parent.entry: text}, entry=parent.entry)
         try:
-            check_child(child, parent, entry_function=ENTRY_FUNCTIONS.get(row["benchmark"]))
+            check_child(child, parent, entry_function=entry_function)
         except EditError as error:
             return "refused", str(error)
         return "kept", ""
-    return "unknown", "the recorded diff fits no seed of the benchmark (cut, or the seed changed)"
+    return "unknown", "the recorded diff fits no seed of the benchmark in one place (cut, or the seed changed)"
 
 
 def main(argv: Sequence[str] | None = None) -> None:
