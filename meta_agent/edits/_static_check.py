@@ -252,8 +252,11 @@ def _refuse_neutral(
     changed = [path for path, text in child.items() if parent[path] != text]
     if not changed or not all(p.endswith(".py") for p in changed):
         return  # an identical child is the operators' own refusal; other files may change behaviour
-    trees = {p: analysed[p].tree if p in analysed else _parsed(text) for p, text in child.items() if p.endswith(".py")}
-    uncalled = {p: _uncalled(trees, p, parent[p], keep) for p in changed if p in analysed}
+    try:
+        trees = {p: analysed[p].tree if p in analysed else _parsed(t) for p, t in child.items() if p.endswith(".py")}
+        uncalled = {p: _uncalled(trees, p, parent[p], keep) for p in changed if p in analysed}
+    except (SyntaxError, ValueError):
+        uncalled = {}  # an unchanged file that is not Python may refer to anything: count nothing as unused
     for path, found in uncalled.items():
         inert = dataclasses.replace(analysed[path].inert_lines, uncalled=frozenset(found))
         analysed = {**analysed, path: dataclasses.replace(analysed[path], inert_lines=inert)}

@@ -189,6 +189,9 @@ def test_new_definitions_that_nothing_uses_change_nothing() -> None:
     other = Genome(files={"packing.py": dead, "main.py": "from packing import grow\n"}, entry="packing.py")
     parent = Genome(files={"packing.py": TEXT, "main.py": "from packing import grow\n"}, entry="packing.py")
     assert check_child(other, parent, entry_function="pack_circles").genome
+    broken = {"packing.py": TEXT, "notes.py": "not python ("}  # an unchanged file that does not parse
+    unparsed = Genome(files={**broken, "packing.py": dead}, entry="packing.py")
+    assert check_child(unparsed, Genome(files=broken, entry="packing.py"), entry_function="pack_circles").genome
     assert check_child(child(dead), SEED, entry_function="grow").genome
     # A new definition that runs code when made (a decorator, a computed value) is not counted as nothing.
     decorated = TEXT.replace(anchor, "@print\ndef grow(circles):\n    return circles\n\n\n" + anchor)
