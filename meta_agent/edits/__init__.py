@@ -10,8 +10,9 @@ so it names the block, the file and the line, and says what to do differently.
 - `extract_code`, `trim_prose`: the code of a whole-file reply;
 - `evolve_regions`, `check_outside_unchanged`, `splice_into_region`: EVOLVE-BLOCK-START/END regions,
   the only part of a file an edit may change when the file has them;
-- `check_child`, `CheckedChild`, `behaviour_key`, `KNOWN_IMPORTS`: compiles, no undefined names
-  (a dropped well-known import is added back), the entry function still callable, not a neutral copy;
+- `check_child`, `CheckedChild`, `KNOWN_IMPORTS`: compiles, no undefined names (a dropped well-known
+  import is added back), the entry function still callable, not a neutral copy;
+- `behaviour_key`: a module's AST without what cannot change what it does (the neutral-copy test);
 - `EditPool`, `edit_processes`: making and checking children in worker processes (`search.edit_processes`);
 - `EditError`, `EditBlock`.
 
@@ -27,9 +28,10 @@ The block format:
 from meta_agent.edits._base import EditBlock, EditError
 from meta_agent.edits._evolve_blocks import check_outside_unchanged, evolve_regions, splice_into_region
 from meta_agent.edits._extract import extract_code, trim_prose
+from meta_agent.edits._neutral import behaviour_key
 from meta_agent.edits._pool import EditPool, edit_processes
 from meta_agent.edits._search_replace import FORMAT_HINT, apply_blocks, parse_search_replace
-from meta_agent.edits._static_check import KNOWN_IMPORTS, CheckedChild, behaviour_key, check_child
+from meta_agent.edits._static_check import KNOWN_IMPORTS, CheckedChild, check_child
 
 __all__ = [
     "FORMAT_HINT", "KNOWN_IMPORTS", "CheckedChild", "EditBlock", "EditError", "EditPool", "apply_blocks",
