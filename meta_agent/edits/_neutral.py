@@ -142,7 +142,7 @@ def _live(statements: list[ast.stmt], inert_lines: Inert) -> list[ast.stmt]:
             if all(imports.get(name) == dumped for name in names):
                 continue  # the same import again, its names still bound by the first: a no-op
             imports.update(dict.fromkeys(names, dumped))
-        else:
+        elif imports:  # (the walk costs: most statement lists follow no import)
             for name in _bound_names(statement):
                 imports.pop(name, None)
         kept.append(statement)
@@ -163,13 +163,24 @@ def _inert_definition(statement: ast.stmt) -> bool:
 def _bound_names(statement: ast.stmt) -> set[str]:
     """Names a statement may bind at its own level (conservatively: any name stored anywhere in it, the names
     it defines, and those it declares global or nonlocal)."""
-    names = {node.id for node in ast.walk(statement) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store)}
+    names: set[str] = set()
     for node in ast.walk(statement):
-        if isinstance(node, (*_DEFINITIONS, ast.Global, ast.Nonlocal)):
-            names.update([node.name] if isinstance(node, _DEFINITIONS) else node.names)
+        if isinstance(node, ast.Name):
+            if isinstance(node.ctx, ast.Store):
+                names.add(node.id)
+        elif isinstance(node, _DEFINITIONS):
+            names.add(node.name)
+        elif isinstance(node, (ast.Global, ast.Nonlocal)):
+            names.update(node.names)
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
             names.update(alias.asname or alias.name.split(".")[0] for alias in node.names)
     return names
+
+
+@functools.lru_cache(maxsize=64)
+def _module_names(text: str) -> frozenset[str]:
+    """What a parent's top-level statements may bind (`_bound_names`), once per parent."""
+    return frozenset(name for statement in parsed(text).body for name in _bound_names(statement))
 
 
 def _uncalled(
@@ -180,7 +191,7 @@ def _uncalled(
     to: not the rest of the module, not another file, not a statement that is itself referred to (a mark from
     every other statement; an import used only by such a definition is unused too). A name in any string
     counts as a reference (getattr, __all__)."""
-    parent_names = {name for statement in parsed(parent_text).body for name in _bound_names(statement)}
+    parent_names = _module_names(parent_text)
     candidates: dict[str, list[ast.stmt]] = {}
     roots: list[ast.AST] = [tree for other, tree in trees.items() if other != path]
     for statement in trees[path].body:
@@ -227,34 +238,35 @@ _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
 
 
-def _references(node: ast.AST, local: frozenset[str] = frozenset()) -> set[str]:
+def _references(node: ast.AST) -> set[str]:
     """Every module-level name `node` may refer to: names read (except inside a function where the name is
     a parameter or a local of it or of a function around it), attributes, imported names, names declared
     global or nonlocal, and words in strings other than bare string statements (getattr, __all__). Errs
     towards more: a name counts as read wherever the scope rules do not rule it out."""
     names: set[str] = set()
-    if is_docstring(node):
-        return names  # a bare string statement (a docstring) names nothing the program looks up
-    if isinstance(node, _SCOPES):
-        outer = [*getattr(node, "decorator_list", ()), *node.args.defaults, *filter(None, node.args.kw_defaults)]
-        for expression in outer:
-            names |= _references(expression, local)
-        inner = local | _locals(node)
-        for statement in node.body if isinstance(node.body, list) else [node.body]:
-            names |= _references(statement, inner)
-        return names
-    if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Store) and node.id not in local:
-        names.add(node.id)
-    elif isinstance(node, ast.Attribute):
-        names.add(node.attr)
-    elif isinstance(node, ast.alias):
-        names.add(node.name.split(".")[-1])
-    elif isinstance(node, (ast.Global, ast.Nonlocal)):
-        names.update(node.names)
-    elif isinstance(node, ast.Constant) and isinstance(node.value, str):
-        names.update(_WORD.findall(node.value))
-    for child in ast.iter_child_nodes(node):
-        names |= _references(child, local)
+    todo: list[tuple[ast.AST, frozenset[str]]] = [(node, frozenset())]  # (node, the names local where it is)
+    while todo:
+        node, local = todo.pop()
+        if is_docstring(node):
+            continue  # a bare string statement (a docstring) names nothing the program looks up
+        if isinstance(node, _SCOPES):
+            outer = [*getattr(node, "decorator_list", ()), *node.args.defaults, *filter(None, node.args.kw_defaults)]
+            todo.extend((expression, local) for expression in outer)
+            inner = local | _locals(node)
+            todo.extend((statement, inner) for statement in (node.body if isinstance(node.body, list) else [node.body]))
+            continue
+        if isinstance(node, ast.Name):
+            if not isinstance(node.ctx, ast.Store) and node.id not in local:
+                names.add(node.id)
+        elif isinstance(node, ast.Attribute):
+            names.add(node.attr)
+        elif isinstance(node, ast.alias):
+            names.add(node.name.split(".")[-1])
+        elif isinstance(node, (ast.Global, ast.Nonlocal)):
+            names.update(node.names)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            names.update(_WORD.findall(node.value))
+        todo.extend((child, local) for child in ast.iter_child_nodes(node))
     return names
 
 
