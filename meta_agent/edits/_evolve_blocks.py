@@ -25,9 +25,11 @@ def evolve_regions(text: str, *, path: str = "the file") -> list[tuple[int, int]
     markers and every line may change. Unbalanced markers raise EditError.
     """
     regions: list[tuple[int, int]] = []
+    if "EVOLVE-BLOCK-" not in text:
+        return regions
     open_at: int | None = None
     for number, line in enumerate(text.splitlines()):
-        match = _MARKER_RE.match(line)
+        match = _MARKER_RE.match(line) if "EVOLVE-BLOCK-" in line else None
         if match is None:
             continue
         if match.group("kind") == "START":
