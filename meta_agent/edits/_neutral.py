@@ -84,6 +84,8 @@ def inert_lines(found: Sequence[pyflakes_messages.Message]) -> Inert:
 
 @dataclass(frozen=True)
 class Inert:
+    """Where the statements of a file are that bind what nothing uses (dropped from its behaviour key)."""
+
     unused_imports: frozenset[int]  # lines
     replaced: frozenset[int]  # lines of bindings replaced before any use
     uncalled: frozenset[tuple[int, int]] = frozenset()  # (line, column) of new top-level definitions nothing uses
