@@ -66,8 +66,6 @@ KNOWN_IMPORTS: Mapping[str, str] = {
 }  # fmt: skip
 
 # pyflakes findings that make a program fail when it runs; the rest (unused imports, style) are harmless.
-
-
 _FATAL = (
     pyflakes_messages.UndefinedName,
     pyflakes_messages.UndefinedLocal,
