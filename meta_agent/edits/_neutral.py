@@ -235,8 +235,6 @@ def _inert_names(statement: ast.stmt) -> set[str]:
 
 
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-
-
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
 
 
