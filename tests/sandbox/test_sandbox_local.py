@@ -171,6 +171,23 @@ def test_huge_allocation_is_an_oom(sandbox: LocalSandbox) -> None:
     assert "MemoryError" in result.stderr
 
 
+def test_every_limit_of_the_spec_binds_the_program(sandbox: LocalSandbox) -> None:
+    code = """
+        import json, resource
+        names = ["RLIMIT_AS", "RLIMIT_CPU", "RLIMIT_FSIZE", "RLIMIT_NPROC", "RLIMIT_NOFILE", "RLIMIT_CORE"]
+        print(json.dumps({name: resource.getrlimit(getattr(resource, name)) for name in names}))
+    """
+    result = sandbox.run(python_spec(code, memory_mb=300, timeout_s=7.5, max_file_bytes=12345, pids=17))
+    assert result.ok, result.stderr
+    seen = json.loads(result.stdout)
+    wanted = {"RLIMIT_AS": 300 * 1024 * 1024, "RLIMIT_CPU": 9, "RLIMIT_FSIZE": 12345, "RLIMIT_NPROC": 17,
+              "RLIMIT_NOFILE": 256, "RLIMIT_CORE": 0}  # fmt: skip
+    for name, value in wanted.items():
+        _, host_hard = resource.getrlimit(getattr(resource, name))
+        bound = value if host_hard == resource.RLIM_INFINITY else min(value, host_hard)
+        assert seen[name] == [bound, bound], name  # soft and hard: the program cannot raise it again
+
+
 def test_host_environment_does_not_leak(sandbox: LocalSandbox, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CAMBRIAN_CANARY_SECRET", "canary-7f3a9c")
     code = """
