@@ -14,6 +14,7 @@ from meta_agent.operators._fm import (
     CrossoverOperator,
     DiagnoseOperator,
     DiffOperator,
+    FunctionOperator,
     KnobOperator,
     LinesOperator,
     RewriteOperator,
@@ -33,6 +34,7 @@ _BUILTINS: Mapping[str, type[Operator]] = MappingProxyType(
         "self_modify": SelfModifyOperator,
         "ast_mutate": AstMutation,
         "knob": KnobOperator,
+        "function": FunctionOperator,
     }
 )
 
