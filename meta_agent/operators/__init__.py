@@ -7,8 +7,7 @@
   built-in (`OPERATORS`) or installed under the entry point group `cambrian.operators`
   (`OPERATOR_REGISTRY`);
 - the FM operators, on the shared `FMOperator` (a call, the reply applied, repair rounds):
-  `RewriteOperator`, `DiffOperator`, `LinesOperator`, `KnobOperator`, `FunctionOperator`, `CrossoverOperator`
-  (one call each) and
+  `RewriteOperator`, `DiffOperator`, `LinesOperator`, `KnobOperator`, `CrossoverOperator` (one call each) and
   `DiagnoseOperator` (a plan, then the edit); `RUN_REPAIR_NOTE` begins the repair note of a child
   the FM wrote again after its run failed;
 - `SelfModifyOperator` (the parent agent writes its child in the sandbox; `supports_self_modify`)
@@ -33,7 +32,6 @@ from meta_agent.operators._fm import (
     DiagnoseOperator,
     DiffOperator,
     FMOperator,
-    FunctionOperator,
     KnobOperator,
     LinesOperator,
     RewriteOperator,
@@ -58,9 +56,9 @@ from meta_agent.operators._self_modify import SelfModifyOperator
 
 __all__ = [
     "OPERATORS", "OPERATOR_REGISTRY", "RUN_REPAIR_NOTE", "AstMutation", "CrossoverOperator", "DiagnoseOperator",
-    "DiffOperator", "FMOperator", "FunctionOperator", "KnobOperator", "LinesOperator", "Operator", "OperatorEnv",
-    "OperatorWeightsError", "ParentInfo", "PromptContext", "PromptLimits", "PromptTemplateError", "Proposal",
-    "RewriteOperator", "SelfModifyOperator", "UnknownOperatorError", "choose_operator", "code_grammar",
-    "collect_sites", "gbnf_literal", "make_operator", "operator_names", "render", "search_replace_grammar",
+    "DiffOperator", "FMOperator", "KnobOperator", "LinesOperator", "Operator", "OperatorEnv", "OperatorWeightsError",
+    "ParentInfo", "PromptContext", "PromptLimits", "PromptTemplateError", "Proposal", "RewriteOperator",
+    "SelfModifyOperator", "UnknownOperatorError", "choose_operator", "code_grammar", "collect_sites",
+    "gbnf_literal", "make_operator", "operator_names", "render", "search_replace_grammar",
     "supports_self_modify", "template_names",
 ]  # fmt: skip

@@ -1,5 +1,4 @@
-"""The FM operators: `rewrite`, `diff`, `lines`, `knob`, `function`, `crossover` (one FM call each) and
-`diagnose` (two).
+"""The FM operators: `rewrite`, `diff`, `lines`, `knob`, `crossover` (one FM call each) and `diagnose` (two).
 
 They share `FMOperator`: messages -> one FM call -> the reply applied to the parent -> the static
 check. A reply that cannot become a checked child goes back to the FM with its error, in the same
@@ -22,13 +21,7 @@ import numpy as np
 from evaluators.base import Genome
 from meta_agent.edits import EditError
 from meta_agent.operators._base import Operator, OperatorEnv, Proposal
-from meta_agent.operators._focus import (
-    editable_windows,
-    function_head,
-    function_spans,
-    number_assignments,
-    statement_runs,
-)
+from meta_agent.operators._focus import editable_windows, number_assignments, statement_runs
 from meta_agent.operators._grammars import code_grammar, search_replace_grammar
 from meta_agent.operators._prompting import (
     PromptContext,
@@ -318,79 +311,6 @@ class KnobOperator(LinesOperator):
         if not windows:
             return super().pick(parent, rng)
         return windows[int(rng.integers(len(windows)))]
-
-
-@dataclass(frozen=True)
-class FunctionOperator(LinesOperator):
-    """The FM rewrites one whole function the proposer picks (name "function"): the `lines` operator, with a
-    function of the editable code (module level or a class's, decorators included; a seeded draw) in place of
-    1-3 statements, and a reply that must be that function again, its name and signature kept (under
-    constrained decoding the reply starts with the signature as it is).
-
-    Why: `lines` cannot change how a function works, only a few of its statements, and a whole-file
-    `rewrite` asks a small model for more code than it gets right (README, "Rewriting one function")."""
-
-    name: ClassVar[str] = "function"
-    #: One function: a 30-line one is about 300 tokens.
-    max_reply_tokens: ClassVar[int | None] = 768
-
-    def pick(self, parent: Genome, rng: np.random.Generator) -> str | None:
-        """A seeded draw of one function of the entry file's editable code (see `function_spans`), else
-        (a program with no function there) the `lines` operator's draw."""
-        windows = editable_windows(parent, sorted(set(function_spans(parent.files[parent.entry]))))
-        if not windows:
-            return super().pick(parent, rng)
-        return windows[int(rng.integers(len(windows)))]
-
-    def messages(self, ctx: PromptContext) -> list[dict[str, str]]:
-        """As `lines`, asking for the whole function (a focus that is not one function: the `lines` prompt)."""
-        head = function_head(ctx.focus) if ctx.focus is not None else None
-        if head is None:
-            return super().messages(ctx)
-        genome = ctx.parent.genome
-        values = {
-            **task_values(ctx, self.limits),
-            "score": format_score(ctx.parent.score),
-            "files": format_files(genome),
-            "focus": ctx.focus or "",
-            "function": head[0],
-            "language": code_language(genome.entry) or "python",
-        }
-        return [system_message(ctx), {"role": "user", "content": render("function", values).strip()}]
-
-    def apply(self, parent: Genome, reply: str, *, focus: str | None = None) -> Genome:
-        """The parent with the function `focus` replaced by the reply's code, which must define a function of
-        the same name (a reply that renames or drops it is refused, naming the function)."""
-        child = super().apply(parent, reply, focus=focus)
-        head = function_head(focus) if focus is not None else None
-        if head is not None and head[0] not in _defined_functions(child.files[child.entry]):
-            raise EditError(
-                f"the reply does not define the function {head[0]!r} it was asked to rewrite",
-                fix=f"reply with the whole function, starting with its signature: {head[1].strip()}",
-            )
-        return child
-
-    def grammar(self, ctx: PromptContext) -> str | None:
-        """One fenced code block that opens with the function's signature as it is."""
-        head = function_head(ctx.focus) if ctx.focus is not None else None
-        return code_grammar(code_language(ctx.parent.genome.entry) or "python", head=head[1] if head else "")
-
-    def format_hint(self, ctx: PromptContext) -> str:
-        head = function_head(ctx.focus) if ctx.focus is not None else None
-        if head is None:
-            return super().format_hint(ctx)
-        return f": the whole new function `{head[0]}`, its signature as it is, in one code block"
-
-
-def _defined_functions(text: str) -> set[str]:
-    """Names of the functions a module defines where `function_spans` looks: at module level and in the
-    bodies of its classes."""
-    lines = text.splitlines()
-    return {
-        head[0]
-        for start, end in function_spans(text)
-        if (head := function_head("\n".join(lines[start:end]))) is not None
-    }
 
 
 @dataclass(frozen=True)

@@ -1,11 +1,10 @@
-"""Which lines the `lines`, `knob` and `function` operators ask the FM to rewrite: spans of simple
-statements, the module's number settings, whole functions, and the spans of those that an edit may replace
-(inside the editable regions, occurring once)."""
+"""Which lines the `lines` and `knob` operators ask the FM to rewrite: spans of simple statements, the
+module's number settings, and the spans of those that an edit may replace (inside the editable regions,
+occurring once)."""
 
 from __future__ import annotations
 
 import ast
-import textwrap
 
 from evaluators.base import Genome
 from meta_agent.edits import evolve_regions
@@ -65,45 +64,6 @@ def number_assignments(text: str) -> list[tuple[int, int]]:
         if isinstance(value, ast.Constant) and isinstance(value.value, (int, float)) and node.end_lineno:
             spans.append((node.lineno - 1, node.end_lineno))
     return spans
-
-
-def function_spans(text: str) -> list[tuple[int, int]]:
-    """0-based [start, end) line spans of the functions defined at module level or in a class body at module
-    level, decorators included: the units the `function` operator asks to rewrite whole. Nested functions are
-    part of their enclosing one."""
-    try:
-        tree = ast.parse(text)
-    except SyntaxError:
-        return []
-    bodies = [tree.body] + [node.body for node in tree.body if isinstance(node, ast.ClassDef)]
-    spans = []
-    for body in bodies:
-        for node in body:
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno:
-                first = min([node.lineno] + [decorator.lineno for decorator in node.decorator_list])
-                spans.append((first - 1, node.end_lineno))
-    return spans
-
-
-def function_head(focus: str) -> tuple[str, str] | None:
-    """(name, head) of the function whose whole text `focus` is: its name, and its lines up to the one that
-    ends the signature (decorators included), so that a grammar can make a reply start with them. None when
-    `focus` is not one function or its body starts on the signature's line."""
-    try:
-        tree = ast.parse(textwrap.dedent(focus))
-    except SyntaxError:
-        return None
-    if len(tree.body) != 1 or not isinstance(tree.body[0], (ast.FunctionDef, ast.AsyncFunctionDef)):
-        return None
-    node = tree.body[0]
-    body_line = node.body[0].lineno
-    if body_line == node.lineno:
-        return None
-    head = focus.splitlines()[: body_line - 1]
-    # The signature may end on a line before the body's (a comment between them): cut after the colon's line.
-    while head and not head[-1].split("#")[0].rstrip().endswith(":"):
-        head.pop()
-    return (node.name, "\n".join(head)) if head else None
 
 
 def editable_windows(parent: Genome, spans: list[tuple[int, int]]) -> list[str]:

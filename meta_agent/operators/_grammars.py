@@ -119,10 +119,9 @@ def search_replace_grammar(
     )
 
 
-def code_grammar(language: str = "python", *, head: str = "") -> str:
-    """GBNF for one fenced code block (```python ... ```) with at least one line and no fence inside.
-
-    head: lines the block must open with, as they are (a function's signature, for the `function`
-    operator), followed by at least one more line."""
-    opening = f"```{language}\n" + (head.rstrip("\n") + "\n" if head.strip() else "")
-    return "\n".join([f'root ::= {gbnf_literal(opening)} code "```"', "code ::= newline+", _CODE_LINE]) + "\n"
+def code_grammar(language: str = "python") -> str:
+    """GBNF for one fenced code block (```python ... ```) with at least one line and no fence inside."""
+    return (
+        "\n".join([f'root ::= {gbnf_literal(f"```{language}" + chr(10))} code "```"', "code ::= newline+", _CODE_LINE])
+        + "\n"
+    )

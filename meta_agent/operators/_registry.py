@@ -14,7 +14,6 @@ from meta_agent.operators._fm import (
     CrossoverOperator,
     DiagnoseOperator,
     DiffOperator,
-    FunctionOperator,
     KnobOperator,
     LinesOperator,
     RewriteOperator,
@@ -34,7 +33,6 @@ _BUILTINS: Mapping[str, type[Operator]] = MappingProxyType(
         "self_modify": SelfModifyOperator,
         "ast_mutate": AstMutation,
         "knob": KnobOperator,
-        "function": FunctionOperator,
     }
 )
 

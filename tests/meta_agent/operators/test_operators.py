@@ -65,11 +65,8 @@ def context(**overrides: object) -> PromptContext:
     return PromptContext(**values)  # type: ignore[arg-type]
 
 
-# `lines`, `knob` and `function` show less on purpose (contract, program, score, the lines): test_operators_more.py.
-_FOCUSED = ("lines", "knob", "function")
-
-
-@pytest.mark.parametrize("name", [n for n in OPERATORS if make_operator(n).uses_fm and n not in _FOCUSED])
+# `lines` and `knob` show less on purpose (contract, program, score, the lines): test_operators_more.py.
+@pytest.mark.parametrize("name", [n for n in OPERATORS if make_operator(n).uses_fm and n not in ("lines", "knob")])
 def test_messages_show_contract_code_score_feedback_and_failures(name: str) -> None:
     other = ParentInfo(agent_id=8, genome=GENOME, score=1.1, feedback="valid packing; sum of radii 1.1")
     operator = make_operator(name)
@@ -197,13 +194,12 @@ def test_unchanged_child_is_refused(name: str) -> None:
         "self_modify": [SEED, blocks],
         "lines": ["```python\n    n = 26  \n```"],
         "knob": ["```python\n    n = 26  \n```"],
-        "function": ["```python\n    n = 26  \n```"],
     }[name]
     operator = make_operator(name)
     assert isinstance(operator, (FMOperator, SelfModifyOperator))
     for reply in replies:
         with pytest.raises(EditError, match=r"unchanged"):
-            if name in _FOCUSED:  # the lines it asked for come with the reply
+            if name in ("lines", "knob"):  # the lines it asked for come with the reply
                 operator.apply(GENOME, reply, focus="    n = 26")  # type: ignore[call-arg]
             else:
                 operator.apply(GENOME, reply)
@@ -218,7 +214,7 @@ def test_make_operator_builds_every_name_and_refuses_others() -> None:
         assert isinstance(operator, Operator) and operator.name == name
     # What each declares, for the search to check the run and pick its arms.
     assert {name for name in OPERATORS if make_operator(name).uses_fm} == {
-        "rewrite", "diff", "lines", "crossover", "diagnose", "knob", "function"
+        "rewrite", "diff", "lines", "crossover", "diagnose", "knob"
     }  # fmt: skip
     assert [name for name in OPERATORS if make_operator(name).runs_agent] == ["self_modify"]
     assert [name for name in OPERATORS if make_operator(name).needs_second_parent] == ["crossover"]

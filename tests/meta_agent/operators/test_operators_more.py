@@ -24,7 +24,6 @@ from meta_agent.operators import (
     CrossoverOperator,
     DiagnoseOperator,
     FMOperator,
-    FunctionOperator,
     KnobOperator,
     LinesOperator,
     ParentInfo,
@@ -34,9 +33,7 @@ from meta_agent.operators import (
     make_operator,
     supports_self_modify,
 )
-from meta_agent.operators._focus import function_head
 from sandbox.local import LocalSandbox
-from tests.meta_agent.operators.test_grammars import Matcher
 
 SEED = """\
 import math
@@ -322,90 +319,6 @@ def test_knob_operator_picks_one_module_level_number_assignment_else_the_lines_d
     rings = CirclePacking().seed()
     for k in range(5):
         assert operator.pick(rings, np.random.default_rng(k)) == LinesOperator().pick(rings, np.random.default_rng(k))
-
-
-def test_function_operator_picks_one_whole_function_of_the_block_else_the_lines_draw() -> None:
-    import numpy as np
-
-    operator = make_operator("function")
-    assert isinstance(operator, FunctionOperator) and isinstance(operator, LinesOperator) and operator.uses_fm
-    rings = CirclePacking().seed()
-    text = rings.files["packing.py"]
-    picks = {operator.pick(rings, np.random.default_rng(k)) for k in range(40)}
-    assert {pick.splitlines()[0] for pick in picks if pick} == {
-        "def pack_circles(n: int) -> list[tuple[float, float, float]]:",
-        "def ring_centres(n: int) -> list[tuple[float, float]]:",
-        "def largest_radii(centres: list[tuple[float, float]]) -> list[float]:",
-    }
-    for pick in picks:  # each the function's whole text, as it stands in the file
-        assert pick is not None and text.count(pick + "\n") == 1 and pick.rstrip().endswith(("return radii", "]"))
-    assert operator.pick(rings, np.random.default_rng(3)) == operator.pick(rings, np.random.default_rng(3))
-    # Decorated and class functions count, decorators included; nested ones and those outside the block do not.
-    program = (
-        "def outside():\n    return 0\n# EVOLVE-BLOCK-START\nimport functools\n\n\n@functools.cache\n"
-        "def cached(x):\n    def inner():\n        return x\n    return inner()\n\n\nclass Box:\n"
-        "    def size(self):\n        return 2\n# EVOLVE-BLOCK-END\n"
-    )
-    genome = Genome(files={"p.py": program}, entry="p.py")
-    assert {operator.pick(genome, np.random.default_rng(k)) for k in range(40)} == {
-        "@functools.cache\ndef cached(x):\n    def inner():\n        return x\n    return inner()",
-        "    def size(self):\n        return 2",
-    }
-    # No function in the block: the lines operator's draw.
-    flat = Genome(files={"p.py": "# EVOLVE-BLOCK-START\nx = 1\ny = x + 1\n# EVOLVE-BLOCK-END\n"}, entry="p.py")
-    for k in range(5):
-        assert operator.pick(flat, np.random.default_rng(k)) == LinesOperator().pick(flat, np.random.default_rng(k))
-
-
-def test_function_head_is_the_signature_up_to_its_colon() -> None:
-    assert function_head("def f(x):\n    return x") == ("f", "def f(x):")
-    long = '@cache\nasync def g(\n    a: int,\n    b: dict[str, int],\n) -> int:  # note\n    """Doc."""\n    return a'
-    assert function_head(long) == ("g", "@cache\nasync def g(\n    a: int,\n    b: dict[str, int],\n) -> int:  # note")
-    assert function_head("    def size(self):\n        return 2") == ("size", "    def size(self):")
-    assert function_head("def h(): return 1") is None  # the body on the signature's line
-    assert function_head("x = 1") is None and function_head("def f(:\n") is None
-    assert function_head("def a():\n    pass\ndef b():\n    pass") is None  # two functions
-
-
-def test_function_operator_asks_for_the_function_and_keeps_its_signature_fake_fm() -> None:
-    operator = FunctionOperator()
-    parent = CirclePacking().seed()
-    text = parent.files["packing.py"]
-    start = text.index("def ring_centres")
-    focus = text[start : text.index("\n\n\n", start)]
-    ctx = PromptContext(contract="pack circles", benchmark="circle_packing",
-                        parent=ParentInfo(agent_id=1, genome=parent, score=1.09, feedback=None),
-                        focus=focus, idea="arrange the circles in rows")  # fmt: skip
-    prompt = operator.messages(ctx)[-1]["content"]
-    asked = "Rewrite the function `ring_centres` of packing.py so that the program scores higher. Its code now:"
-    assert f"{asked}\n```python\n{focus}\n```" in prompt
-    assert "arrange the circles in rows" in prompt and "pack circles" in prompt and "largest_radii" in prompt
-    signature = "def ring_centres(n: int) -> list[tuple[float, float]]:"
-    # Under constrained decoding the reply opens with the signature as it is, then at least one line.
-    matcher = Matcher(operator.grammar(ctx))  # type: ignore[arg-type]
-    rows = (
-        f"{signature}\n    centres = []\n    for row, count in enumerate([5, 5, 6, 5, 5]):\n"
-        "        centres += [((k + 0.5) / count, (row + 0.5) / 5) for k in range(count)]\n    return centres[:n]\n"
-    )
-    assert matcher.derives(f"```python\n{rows}```")
-    assert not matcher.derives(f"```python\n{rows.replace('ring_centres', 'row_centres')}```")
-    assert not matcher.derives(f"```python\n{signature}\n```")
-    hint = ": the whole new function `ring_centres`, its signature as it is, in one code block"
-    assert operator.format_hint(ctx) == hint
-    # The reply replaces the whole function; rows of 5, 5, 6, 5, 5 with the seed's radii score 2.5.
-    child = operator.apply(parent, f"```python\n{rows}```", focus=focus)
-    assert child.files["packing.py"] == text.replace(focus, rows.rstrip())
-    assert evaluate_agent(CirclePacking(), child, LocalSandbox()).score == pytest.approx(2.5)
-    # Without a grammar (a hosted model), a reply that renames the function is refused, naming it.
-    with pytest.raises(EditError, match="does not define the function 'ring_centres'") as info:
-        operator.apply(parent, f"```python\n{rows.replace('ring_centres', 'row_centres')}```", focus=focus)
-    assert signature in info.value.fix
-    with pytest.raises(EditError, match="unchanged"):
-        operator.apply(parent, f"```python\n{focus}\n```", focus=focus)
-    # A focus that is not one function (a context naming lines) is asked for and applied as `lines` does.
-    lines_ctx = PromptContext(contract="c", benchmark="b", parent=ctx.parent, focus="        distance = 0.35 * ring")
-    assert operator.messages(lines_ctx) == LinesOperator().messages(lines_ctx)
-    assert operator.grammar(lines_ctx) == LinesOperator().grammar(lines_ctx)
 
 
 def test_lines_operator_asks_for_the_named_lines_and_applies_the_code_fake_fm() -> None:
