@@ -22,6 +22,10 @@ from meta_agent.llm import ChecksumMismatch, LocalServer, ModelDownloadError, pu
 from tests.postgres import postgres_server, postgres_url, store_url  # noqa: F401 - fixtures: a real PostgreSQL
 
 SMOLLM2 = "smollm2-135m"
+#: For real searches whose replies are not what a test checks (the archive, the CLI, the ledger, resume):
+#: SmolLM2 writes until its cap (the `lines` operator's 384 tokens, at 12-13 tokens/s beside a 3,000-token
+#: prompt on 2 cores), and its replies are refused either way. A lower cap makes the same run in less time.
+SHORT_REPLIES = ("--set", "fm.max_tokens=160")
 
 
 @pytest.fixture(scope="session")

@@ -8,7 +8,7 @@ import pytest
 
 from archive.models import AgentStatus, RunStatus
 from archive.store import Archive
-from tests.conftest import skip_without_docker
+from tests.conftest import SHORT_REPLIES, skip_without_docker
 from tests.e2e.test_e2e_search import cambrian
 
 pytestmark = pytest.mark.slow
@@ -38,8 +38,7 @@ def test_humaneval_search_through_docker_records_every_agent_fm_call(tmp_path: P
         "1",
         "--eval-concurrency",
         "2",
-        "--set",
-        "fm.max_tokens=400",
+        *SHORT_REPLIES,
         "--set",
         f"evaluation.agent_model={agent_model}",
         "--set",

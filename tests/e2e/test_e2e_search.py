@@ -19,6 +19,7 @@ from archive.errors import RunNotFound
 from archive.models import Agent, AgentStatus, RunStatus
 from archive.store import Archive
 from meta_agent.search import RUN_REPAIR_NOTE
+from tests.conftest import SHORT_REPLIES
 
 pytestmark = pytest.mark.slow
 
@@ -51,8 +52,7 @@ def _search_args(name: str, iterations: int) -> list[str]:
         "smollm2-135m",
         "--seed",
         "1",
-        "--set",
-        "fm.max_tokens=400",
+        *SHORT_REPLIES,
         "--set",
         "evaluation.timeout_s=20",
         "--fm-concurrency",

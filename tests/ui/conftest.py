@@ -22,6 +22,7 @@ import pytest
 
 from archive.models import AgentStatus, Evaluation, LLMCall, LLMRequest, LLMResponse
 from archive.store import Archive
+from tests.conftest import SHORT_REPLIES
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = "<script>alert(1)</script>"
@@ -139,7 +140,8 @@ def real_run(smollm2_path: Path, tmp_path_factory: pytest.TempPathFactory) -> It
     """(runs folder, run name) of a real 4-iteration circle_packing search by SmolLM2-135M in the local sandbox."""
     folder = tmp_path_factory.mktemp("ui-real")
     command = [sys.executable, "-m", "meta_agent.cli", "run", "circle_packing", "--model", "smollm2-135m",
-               "--sandbox", "local", "--iterations", "4", "--name", "ui-run", "--runs-dir", str(folder)]  # fmt: skip
+               "--sandbox", "local", "--iterations", "4", "--name", "ui-run", "--runs-dir", str(folder),
+               *SHORT_REPLIES]  # fmt: skip
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=1800, env={**os.environ})
     assert done.returncode == 0, f"the real run failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
     yield folder, "ui-run"

@@ -21,6 +21,7 @@ import pytest
 
 from archive.models import AgentStatus, Evaluation, LLMCall
 from archive.store import Archive
+from tests.conftest import SHORT_REPLIES
 from ui._analytics import budget, compare_runs, search_space
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -218,7 +219,7 @@ def second_run(smollm2_path: Path, tmp_path_factory: pytest.TempPathFactory) -> 
     folder = tmp_path_factory.mktemp("ui-analytics")
     command = [sys.executable, "-m", "meta_agent.cli", "run", "circle_packing", "--model", "smollm2-135m",
                "--sandbox", "local", "--iterations", "2", "--strategy", "greedy", "--seed", "1", "--name", "b",
-               "--runs-dir", str(folder)]  # fmt: skip
+               "--runs-dir", str(folder), *SHORT_REPLIES]  # fmt: skip
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=1800, env={**os.environ})
     assert done.returncode == 0, f"the real run failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
     return folder, "b"
