@@ -36,6 +36,7 @@ from meta_agent.config import RunConfig
 from meta_agent.search import SearchLoop
 from meta_agent.testing import ScriptedFM
 from sandbox.local import LocalSandbox
+from tests.conftest import SHORT_REPLIES
 
 SEED_AGENT = Path(__file__).resolve().parents[2] / "evaluators" / "arc" / "seed" / "agent.py"
 
@@ -363,8 +364,7 @@ def test_arc_program_search_through_the_cli(tmp_path: Path, smollm2_path: Path) 
             "smollm2-135m",
             "--seed",
             "1",
-            "--set",
-            "fm.max_tokens=300",
+            *SHORT_REPLIES,
             "--runs-dir",
             str(runs),
         ],
@@ -404,8 +404,7 @@ def test_arc_agent_search_through_the_cli_records_agent_llm_calls(tmp_path: Path
             "smollm2-135m",
             "--seed",
             "1",
-            "--set",
-            "fm.max_tokens=300",
+            *SHORT_REPLIES,
             *[arg for option in options for arg in ("--set", f"benchmark_options.{option}")],
             "--runs-dir",
             str(runs),

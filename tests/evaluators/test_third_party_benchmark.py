@@ -17,6 +17,7 @@ import pytest
 
 from archive.models import AgentStatus, RunStatus
 from archive.store import Archive
+from tests.conftest import SHORT_REPLIES
 
 pytestmark = pytest.mark.slow
 
@@ -69,7 +70,7 @@ def test_installed_package_is_listed_and_searched_through_the_cli(
     runs = tmp_path / "runs"
     out = _cli(
         "run", "example", "--name", "ex", "--iterations", "2", "--model", "smollm2-135m", "--runs-dir", str(runs),
-        "--sandbox", "local", "--seed", "1", "--set", "fm.max_tokens=300", "--set", "benchmark_options.threshold=0.2",
+        "--sandbox", "local", "--seed", "1", *SHORT_REPLIES, "--set", "benchmark_options.threshold=0.2",
     ).stdout  # fmt: skip
     assert "run ex finished" in out
 
