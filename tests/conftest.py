@@ -24,7 +24,7 @@ from tests.postgres import postgres_server, postgres_url, store_url  # noqa: F40
 SMOLLM2 = "smollm2-135m"
 #: For real searches whose replies are not what a test checks (the archive, the CLI, the ledger, resume):
 #: SmolLM2 writes until its cap (the `lines` operator's 384 tokens, at 12-13 tokens/s beside a 3,000-token
-#: prompt on 2 cores), and its replies are refused either way. A lower cap makes the same run in less time.
+#: prompt on 2 cores), and almost all of them are refused either way. A lower cap makes the same run sooner.
 SHORT_REPLIES = ("--set", "fm.max_tokens=160")
 
 
