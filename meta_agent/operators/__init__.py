@@ -9,7 +9,7 @@
 - the FM operators, on the shared `FMOperator` (a call, the reply applied, repair rounds):
   `RewriteOperator`, `DiffOperator`, `LinesOperator`, `KnobOperator`, `CrossoverOperator` (one call each) and
   `DiagnoseOperator` (a plan, then the edit); `RUN_REPAIR_NOTE` begins the repair note of a child
-  the FM wrote again after its run failed;
+  the FM wrote again after its run failed (`run_repair_note`: the whole note, kept on a refused one too);
 - `SelfModifyOperator` (the parent agent writes its child in the sandbox; `supports_self_modify`)
   and `AstMutation` (no FM);
 - prompts: `PromptContext`, `ParentInfo`, `PromptLimits`, `render` and `template_names` (the templates in
@@ -35,6 +35,7 @@ from meta_agent.operators._fm import (
     KnobOperator,
     LinesOperator,
     RewriteOperator,
+    run_repair_note,
 )
 from meta_agent.operators._grammars import code_grammar, gbnf_literal, search_replace_grammar
 from meta_agent.operators._prompting import (
@@ -59,6 +60,6 @@ __all__ = [
     "DiffOperator", "FMOperator", "KnobOperator", "LinesOperator", "Operator", "OperatorEnv", "OperatorWeightsError",
     "ParentInfo", "PromptContext", "PromptLimits", "PromptTemplateError", "Proposal", "RewriteOperator",
     "SelfModifyOperator", "UnknownOperatorError", "choose_operator", "code_grammar", "collect_sites",
-    "gbnf_literal", "make_operator", "operator_names", "render", "search_replace_grammar",
+    "gbnf_literal", "make_operator", "operator_names", "render", "run_repair_note", "search_replace_grammar",
     "supports_self_modify", "template_names",
 ]  # fmt: skip

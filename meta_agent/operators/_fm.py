@@ -51,6 +51,12 @@ from meta_agent.operators._replies import (
 RUN_REPAIR_NOTE = "FM repair after the run failed"
 
 
+def run_repair_note(failure: str) -> str:
+    """The repair note of the child a failed run's repair makes, kept whether that child counts or is refused:
+    RUN_REPAIR_NOTE and the failure's first line."""
+    return f"{RUN_REPAIR_NOTE}: {_first_line(failure)}"
+
+
 class FMOperator(Operator):
     """An operator the FM writes: `messages(ctx)` -> one call -> `apply(parent, reply)` -> the static check."""
 
@@ -147,7 +153,7 @@ class FMOperator(Operator):
             raise EditError(f"{exc} (the repair after a failed run)", fix=exc.fix) from exc
         return dataclasses.replace(
             proposal,
-            repair_note=_joined(f"{RUN_REPAIR_NOTE}: {_first_line(failure)}", proposal.repair_note),
+            repair_note=_joined(run_repair_note(failure), proposal.repair_note),
             idea=failed.idea,
             conversation=(*messages, {"role": "assistant", "content": reply}),
             repairs_left=failed.repairs_left - 1,

@@ -207,6 +207,7 @@ class RunBook:
             status=AgentStatus.invalid,
             invalid_reason=reason,
             link_llm_calls=True,
+            repair_note=proposal.repair_note,
             prompt_tokens=proposal.prompt_tokens,
             completion_tokens=proposal.completion_tokens,
             cost_usd=proposal.cost_usd,

@@ -23,7 +23,14 @@ from evaluators.runner import Limits
 from meta_agent.config import RunConfig
 from meta_agent.edits import EditError, EditPool, check_child, edit_processes
 from meta_agent.llm import Completion, FMBadRequest, FMGateway, LLMClient, derive_seed
-from meta_agent.operators import FMOperator, Operator, PromptContext, Proposal, supports_self_modify
+from meta_agent.operators import (
+    FMOperator,
+    Operator,
+    PromptContext,
+    Proposal,
+    run_repair_note,
+    supports_self_modify,
+)
 from meta_agent.search._evaluation import AgentFMBudget
 from meta_agent.search._executor import Executor
 
@@ -167,8 +174,8 @@ class Proposer:
         env = _Env(self, model=model, iteration=iteration, attempt=attempt, idea=failed.idea)
         try:
             return env.counted(await operator.fix(ctx, failed, failure, env))
-        except EditError as exc:
-            return env.counted(Proposal(None, str(exc)))
+        except EditError as exc:  # refused: stored invalid, and still marked as the repair it was
+            return env.counted(Proposal(None, str(exc), repair_note=run_repair_note(failure)))
 
 
 class _Env:

@@ -75,7 +75,12 @@ def test_search_with_real_local_model_then_browse_and_export(tmp_path: Path, smo
         seed = agents[0]
         assert seed.operator == "seed" and seed.status == AgentStatus.evaluated and seed.score > 0
         children = [a for a in agents if a.iteration > 0]
-        assert len(children) == 6
+        # One first try per iteration; a child whose run failed (a crash, the 20 s limit) may add its repair,
+        # a child of the same iteration.
+        first_tries = [a for a in children if not _is_run_repair(a)]
+        assert sorted(a.iteration for a in first_tries) == list(range(1, 7))
+        repairs = [a.iteration for a in children if _is_run_repair(a)]
+        assert len(set(repairs)) == len(repairs) and set(repairs) <= set(range(1, 7))  # one round: one repair
         assert all(a.parent_id is not None for a in children)
         assert all(a.status in (AgentStatus.evaluated, AgentStatus.invalid) for a in children)
         assert all(a.invalid_reason for a in children if a.status == AgentStatus.invalid)
@@ -88,7 +93,7 @@ def test_search_with_real_local_model_then_browse_and_export(tmp_path: Path, smo
 
     tree = cambrian("tree", "e2e", runs_dir=runs).stdout
     assert "#1" in tree and "seed" in tree
-    assert sum(f"#{a.id} " in tree for a in children) == 6
+    assert all(f"#{a.id} " in tree for a in children)
     best_path = cambrian("tree", "e2e", "--best-path", runs_dir=runs).stdout
     assert "#1" in best_path
 

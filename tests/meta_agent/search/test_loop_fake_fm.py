@@ -140,6 +140,19 @@ def test_a_child_that_crashes_goes_back_with_its_run_and_the_fix_is_a_new_child_
     assert archive.iterations_done(1) == 1  # the repair is part of the same iteration
 
 
+def test_a_refused_run_repair_is_stored_invalid_and_still_marked_as_the_repair_fake_fm(tmp_path: Path) -> None:
+    # The crash goes back to the FM; its answer has no code: a second child of the iteration, refused, whose
+    # repair note still says which failed run it repaired (the lineage keeps the link either way).
+    fm = ScriptedFM([fenced(CRASH), "no code at all"])
+    loop, archive = make_loop(tmp_path, fm, budget={"iterations": 1}, fm={"concurrency": 1, "repair_rounds": 1})
+    asyncio.run(loop.run_until_done())
+    crashed, refused = [a for a in archive.agents(1) if a.iteration == 1]
+    assert crashed.status == refused.status == AgentStatus.invalid and crashed.repair_note is None
+    assert refused.invalid_reason.endswith("(the repair after a failed run)") and refused.genome_hash is None
+    assert refused.repair_note == "FM repair after the run failed: crashed: ZeroDivisionError: division by zero"
+    assert [purpose for purpose, _ in fm.requests] == ["mutate", "repair"]
+
+
 def test_no_run_repair_once_the_rounds_are_spent_fake_fm(tmp_path: Path) -> None:
     # The first reply does not parse; the repair round's reply crashes: no round is left for its run.
     fm = ScriptedFM(["no code at all", fenced(CRASH), fenced(VALID)])
