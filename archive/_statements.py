@@ -1,7 +1,8 @@
 """The prebuilt SQLAlchemy Core statements of `Archive`'s per-candidate path, and why a guarded one
 changed nothing.
 
-Built once at import: the agent lifecycle's guarded UPDATEs (the status guard inside the statement
+Built once at import, each a `Prepared` (archive/_prepared.py: compiled once per dialect, run on the
+DBAPI cursor): the agent lifecycle's guarded UPDATEs (the status guard inside the statement
 is the transition check, so nothing can change a status between a check and the write), the
 guarded agent INSERT (run and parents checked in the same statement), and the lookups the hot path
 repeats. When a guarded statement changes no row, `explain_refused_*` reads why, for the error.
@@ -16,6 +17,7 @@ from typing import Any
 from sqlalchemy import Connection, bindparam, delete, func, insert, or_, update
 from sqlalchemy import select as core_select
 
+from archive._prepared import Prepared
 from archive.errors import AgentNotFound, ArchiveError, InvalidTransition, RunNotFound
 from archive.models import Agent, AgentDescriptor, AgentStatus, Evaluation, Genome, GenomeFile, Run
 
@@ -61,35 +63,39 @@ def _guarded_update(new: AgentStatus, **values: Any) -> Any:
     )
 
 
-_MARK_EVALUATING = _guarded_update(AgentStatus.evaluating, eval_attempts=_AGENT.c.eval_attempts + 1)
-_MARK_FAILED = _guarded_update(AgentStatus.failed, invalid_reason=bindparam("reason"))
+_MARK_EVALUATING = Prepared(_guarded_update(AgentStatus.evaluating, eval_attempts=_AGENT.c.eval_attempts + 1))
+_MARK_FAILED = Prepared(_guarded_update(AgentStatus.failed, invalid_reason=bindparam("reason")))
 # One statement per final status: the target status is part of each statement's guard.
 _FINISH = {
-    status: _guarded_update(
-        status,
-        score=bindparam("score"),
-        stage_reached=bindparam("stage_reached"),
-        invalid_reason=bindparam("invalid_reason"),
-        eval_seconds=bindparam("eval_seconds"),
-        n_tasks=bindparam("n_tasks"),
-        feedback=func.coalesce(bindparam("feedback", type_=_AGENT.c.feedback.type), _AGENT.c.feedback),
+    status: Prepared(
+        _guarded_update(
+            status,
+            score=bindparam("score"),
+            stage_reached=bindparam("stage_reached"),
+            invalid_reason=bindparam("invalid_reason"),
+            eval_seconds=bindparam("eval_seconds"),
+            n_tasks=bindparam("n_tasks"),
+            feedback=func.coalesce(bindparam("feedback", type_=_AGENT.c.feedback.type), _AGENT.c.feedback),
+        )
     )
     for status in _FINISHED_STATUSES
 }
-_SET_HOLDOUT = (
+_SET_HOLDOUT = Prepared(
     update(_AGENT)
     .where(_AGENT.c.id == bindparam("agent_id"))
     .values(holdout_score=bindparam("holdout_score"), updated_at=bindparam("now"))
     .returning(*_AGENT.c)
 )
-_DELETE_STALE_EVALUATIONS = delete(_EVALUATION).where(
-    _EVALUATION.c.agent_id == bindparam("agent_id"), _EVALUATION.c.split != "holdout"
+_DELETE_STALE_EVALUATIONS = Prepared(
+    delete(_EVALUATION).where(_EVALUATION.c.agent_id == bindparam("agent_id"), _EVALUATION.c.split != "holdout")
 )
-_DELETE_HOLDOUT_EVALUATIONS = delete(_EVALUATION).where(
-    _EVALUATION.c.agent_id == bindparam("agent_id"), _EVALUATION.c.split == "holdout"
+_DELETE_HOLDOUT_EVALUATIONS = Prepared(
+    delete(_EVALUATION).where(_EVALUATION.c.agent_id == bindparam("agent_id"), _EVALUATION.c.split == "holdout")
 )
-_INSERT_EVALUATION = insert(_EVALUATION)
-_INSERT_GENOME_FILE = insert(_GENOME_FILE)
+_DELETE_DESCRIPTORS = Prepared(delete(_DESCRIPTOR).where(_DESCRIPTOR.c.agent_id == bindparam("agent_id")))
+_INSERT_EVALUATION = Prepared(insert(_EVALUATION), columns=("agent_id", *_EVALUATION_VALUE_COLUMNS))
+_INSERT_GENOME_FILE = Prepared(insert(_GENOME_FILE), columns=[column.name for column in _GENOME_FILE.c])
+_INSERT_DESCRIPTOR = Prepared(insert(_DESCRIPTOR), columns=[column.name for column in _DESCRIPTOR.c])
 
 
 def _parent_in_run(name: str) -> Any:
@@ -100,7 +106,7 @@ def _parent_in_run(name: str) -> Any:
 
 # INSERT ... SELECT ... WHERE run and parents check out: the checks cost no extra statement;
 # when it inserts nothing, `_explain_refused_agent` reads why.
-_INSERT_AGENT = (
+_INSERT_AGENT = Prepared(
     insert(_AGENT)
     .from_select(
         list(_AGENT_VALUE_COLUMNS),
@@ -112,22 +118,22 @@ _INSERT_AGENT = (
     )
     .returning(_AGENT.c.id)
 )
-_SELECT_AGENT = core_select(_AGENT).where(_AGENT.c.id == bindparam("agent_id"))
-_SELECT_STATUS = core_select(_AGENT.c.status).where(_AGENT.c.id == bindparam("agent_id"))
-_SELECT_RUN_ID = core_select(_RUN.c.id).where(_RUN.c.id == bindparam("run_id"))
-_FIND_GENOME = (
+_SELECT_AGENT = Prepared(core_select(_AGENT).where(_AGENT.c.id == bindparam("agent_id")))
+_SELECT_STATUS = Prepared(core_select(_AGENT.c.status).where(_AGENT.c.id == bindparam("agent_id")))
+_SELECT_RUN_ID = Prepared(core_select(_RUN.c.id).where(_RUN.c.id == bindparam("run_id")))
+_FIND_GENOME = Prepared(
     core_select(_AGENT)
     .where(_AGENT.c.run_id == bindparam("run_id"), _AGENT.c.genome_hash == bindparam("genome_hash"))
     .order_by(_AGENT.c.id)
     .limit(1)
 )
-_RECENT_INVALID_CHILDREN = (
+_RECENT_INVALID_CHILDREN = Prepared(
     core_select(_AGENT)
     .where(_AGENT.c.parent_id == bindparam("agent_id"), _AGENT.c.status == AgentStatus.invalid)
     .order_by(_AGENT.c.id.desc())
     .limit(bindparam("n"))
 )
-_SELECT_GENOME = (
+_SELECT_GENOME = Prepared(
     core_select(_GENOME.c.entry, _GENOME_FILE.c.path, _GENOME_FILE.c.text)
     .select_from(_GENOME.outerjoin(_GENOME_FILE, _GENOME_FILE.c.genome_hash == _GENOME.c.hash))
     .where(_GENOME.c.hash == bindparam("hash"))
@@ -141,7 +147,7 @@ def no_agent(agent_id: int) -> AgentNotFound:
 
 def explain_refused_transition(connection: Connection, agent_id: int, new: AgentStatus) -> ArchiveError:
     """Why a guarded UPDATE changed no row: the agent is missing, or its status forbids `new`."""
-    current = connection.execute(_SELECT_STATUS, {"agent_id": agent_id}).scalar()
+    current = _SELECT_STATUS.run(connection, {"agent_id": agent_id}).scalar()
     if current is None:
         return no_agent(agent_id)
     allowed = ", ".join(sorted(s.value for s in TRANSITIONS[current])) or "none (final)"
@@ -153,10 +159,10 @@ def explain_refused_transition(connection: Connection, agent_id: int, new: Agent
 
 def explain_refused_agent(connection: Connection, run_id: int, parents: Sequence[int | None]) -> ArchiveError:
     """Why the guarded agent INSERT inserted nothing: the run is missing, or a parent is not in it."""
-    if connection.execute(_SELECT_RUN_ID, {"run_id": run_id}).first() is None:
+    if _SELECT_RUN_ID.run(connection, {"run_id": run_id}).first() is None:
         return RunNotFound(f"no run with id {run_id}", fix="list the stored runs with `cambrian runs`")
     for parent in parents:
-        row = connection.execute(_SELECT_AGENT, {"agent_id": parent}).first() if parent is not None else None
+        row = _SELECT_AGENT.run(connection, {"agent_id": parent}).first() if parent is not None else None
         if parent is not None and (row is None or row.run_id != run_id):
             return AgentNotFound(
                 f"parent agent {parent} is not an agent of run {run_id}", fix="choose parents from this run's archive"

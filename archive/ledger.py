@@ -16,9 +16,9 @@ from typing import Any, TypeVar
 from sqlalchemy import Connection, RowMapping, bindparam, case, func, insert, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import class_mapper, make_transient_to_detached
-from sqlalchemy.sql.dml import Insert
 from sqlmodel import SQLModel
 
+from archive._prepared import Prepared
 from archive.models import GreedyAnswer, LLMCall, LLMRequest, LLMResponse
 from archive.schema import SchemaReport
 
@@ -36,7 +36,7 @@ _GREEDY_COLUMNS = tuple(column.name for column in _GREEDY.c)
 _REQUESTS_SINCE = 3
 _GREEDY_SINCE = 5
 
-_INSERT_CALL = insert(_CALL)
+_INSERT_CALL = Prepared(insert(_CALL).returning(_CALL.c.id), columns=_CALL_VALUE_COLUMNS)
 _SELECT_RESPONSE = select(_RESPONSE).where(_RESPONSE.c.request_hash == bindparam("request_hash"))
 _SELECT_GREEDY = (
     select(_RESPONSE)
@@ -48,7 +48,7 @@ _SELECT_RUN_CALLS = select(_CALL).where(_CALL.c.run_id == bindparam("run_id")).o
 _SELECT_AGENT_CALLS = select(_CALL).where(_CALL.c.agent_id == bindparam("agent_id")).order_by(_CALL.c.id)
 _SELECT_REQUESTS = select(_REQUEST).where(_REQUEST.c.request_hash.in_(bindparam("hashes", expanding=True)))
 _SELECT_RESPONSES = select(_RESPONSE).where(_RESPONSE.c.request_hash.in_(bindparam("hashes", expanding=True)))
-_LINK_CALLS = (
+_LINK_CALLS = Prepared(
     update(_CALL)
     .where(
         # Names apart from the columns': an UPDATE reserves those for its SET clause.
@@ -86,27 +86,25 @@ def detached(model: type[ModelT], values: Mapping[str, Any] | RowMapping) -> Mod
     return instance
 
 
-def insert_ignore_statement(table: Any, dialect_name: str) -> Insert | None:
-    """INSERT that skips a row whose primary key exists, or None where the dialect has none.
-
-    preserve_rowcount: SQLAlchemy reports an INSERT's rowcount only when asked (psycopg's reads -1
-    otherwise), and `insert_ignore` tells inserted from skipped by it.
-    """
+def insert_ignore_statement(table: Any, dialect_name: str) -> Prepared | None:
+    """INSERT of a whole row (every column) that skips a row whose primary key exists, or None where the
+    dialect has none."""
+    columns = [column.name for column in table.c]
     if dialect_name == "sqlite":
-        return sqlite.insert(table).on_conflict_do_nothing().execution_options(preserve_rowcount=True)
+        return Prepared(sqlite.insert(table).on_conflict_do_nothing(), columns=columns)
     if dialect_name == "postgresql":
-        return postgresql.insert(table).on_conflict_do_nothing().execution_options(preserve_rowcount=True)
+        return Prepared(postgresql.insert(table).on_conflict_do_nothing(), columns=columns)
     return None
 
 
-def insert_ignore(connection: Connection, statement: Insert | None, table: Any, row: Mapping[str, Any]) -> bool:
-    """Insert `row` into `table` unless its primary key exists; True if it was inserted.
+def insert_ignore(connection: Connection, statement: Prepared | None, table: Any, row: Mapping[str, Any]) -> bool:
+    """Insert `row` (every column of `table`) unless its primary key exists; True if it was inserted.
 
     `statement` is `insert_ignore_statement(table, ...)`; None falls back to look-then-insert,
     which is race-free only inside a transaction that holds the write lock.
     """
     if statement is not None:
-        return connection.execute(statement, row).rowcount == 1
+        return statement.run(connection, row).rowcount == 1
     key = table.primary_key.columns
     exists = select(*key).where(*(column == row[column.name] for column in key))
     if connection.execute(exists).first() is not None:
@@ -138,16 +136,16 @@ class LedgerMixin:
 
     # Provided by Archive: one transaction on its connection (write=True takes the write lock).
     _transaction: Callable[..., AbstractContextManager[Connection]]
-    _insert_response: Insert | None
-    _insert_request: Insert | None
-    _insert_greedy: Insert | None
+    _insert_response: Prepared | None
+    _insert_request: Prepared | None
+    _insert_greedy: Prepared | None
     schema: SchemaReport
 
     def _insert_call(self, connection: Connection, call: LLMCall) -> LLMCall:
         values = {name: getattr(call, name) for name in _CALL_VALUE_COLUMNS}
-        key = connection.execute(_INSERT_CALL, values).inserted_primary_key
-        assert key is not None  # a one-row INSERT always reports the key it gave
-        return detached(LLMCall, {"id": key[0], **values})
+        key = _INSERT_CALL.run(connection, values).scalar()
+        assert key is not None  # a one-row INSERT always returns the key it gave
+        return detached(LLMCall, {"id": key, **values})
 
     def _store_response(self, connection: Connection, response: LLMResponse) -> None:
         row = {name: getattr(response, name) for name in _RESPONSE_COLUMNS}
@@ -193,7 +191,7 @@ class LedgerMixin:
 
     def _link_llm_calls(self, connection: Connection, run_id: int, *, iteration: int, agent_id: int) -> int:
         params = {"b_run_id": run_id, "b_iteration": iteration, "b_agent_id": agent_id}
-        return int(connection.execute(_LINK_CALLS, params).rowcount)
+        return int(_LINK_CALLS.run(connection, params).rowcount)
 
     def cached_response(self, request_hash: str) -> LLMResponse | None:
         """The cached FM response for this request hash, or None."""

@@ -4,10 +4,11 @@ Every state change is one transaction, so a kill at any instant loses only what 
 yet committed and never leaves half a change. Returned rows are detached copies: read
 their attributes freely after the call.
 
-The per-candidate path (add_agent, mark_evaluating, finish_evaluation, get_agent, the FM
-ledger) runs prebuilt SQLAlchemy Core statements (`_statements`) on the archive's own
-connection: the ORM's session and unit of work cost several times what SQLite does, and the
-loop pays them for every candidate. The rest lives beside this module, one idea each:
+The per-candidate path (add_agent, mark_evaluating, finish_evaluation, get_agent, agent_context,
+the FM ledger) runs prebuilt SQLAlchemy Core statements (`_statements`), compiled once per dialect
+and run on the DBAPI cursor of the archive's own connection (`_prepared`): the ORM's session and
+unit of work, and even Core's per-call execution machinery, cost several times what SQLite does,
+and the loop pays them for every candidate. The rest lives beside this module, one idea each:
 opening the database (`_engine`), the read queries over lineage and results (`_queries`,
 ORM for readability), the FM ledger (`ledger`), genome hashing (`genomes`).
 
@@ -28,7 +29,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, NamedTuple
 
-from sqlalchemy import Connection, Engine, delete, insert
+from sqlalchemy import Connection, Engine
 from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlmodel import Session, col, select
 
@@ -37,15 +38,16 @@ from archive._lost_commit import committed, forget_old_marks
 from archive._queries import QueriesMixin
 from archive._retry import RECONNECT_S, Reconnector, is_disconnect, retry_public_methods
 from archive._statements import (
+    _DELETE_DESCRIPTORS,
     _DELETE_HOLDOUT_EVALUATIONS,
     _DELETE_STALE_EVALUATIONS,
-    _DESCRIPTOR,
     _EVALUATION_VALUE_COLUMNS,
     _FIND_GENOME,
     _FINISH,
     _FINISHED_STATUSES,
     _GENOME,
     _INSERT_AGENT,
+    _INSERT_DESCRIPTOR,
     _INSERT_EVALUATION,
     _INSERT_GENOME_FILE,
     _MARK_EVALUATING,
@@ -317,7 +319,7 @@ class Archive(LedgerMixin, QueriesMixin):
         # row always has all its files: an existing row means nothing more to write.
         if insert_ignore(connection, self._insert_genome, _GENOME, genome_row):
             file_rows = [{"genome_hash": digest, "path": path, "text": text} for path, text in files.items()]
-            connection.execute(_INSERT_GENOME_FILE, file_rows if len(file_rows) > 1 else file_rows[0])
+            _INSERT_GENOME_FILE.run(connection, file_rows if len(file_rows) > 1 else file_rows[0])
         return digest
 
     def put_genome(self, files: Mapping[str, str], entry: str) -> str:
@@ -387,7 +389,7 @@ class Archive(LedgerMixin, QueriesMixin):
         with self._transaction(write=True) as connection:
             if files is not None and entry is not None:  # files without an entry were refused above
                 values["genome_hash"] = self._put_genome(connection, files, entry)
-            agent_id = connection.execute(_INSERT_AGENT, values).scalar()
+            agent_id = _INSERT_AGENT.run(connection, values).scalar()
             if agent_id is None:
                 raise explain_refused_agent(connection, run_id, (parent_id, second_parent_id))
             if link_llm_calls:
@@ -397,7 +399,7 @@ class Archive(LedgerMixin, QueriesMixin):
     def mark_evaluating(self, agent_id: int) -> Agent:
         """proposed/failed/evaluating -> evaluating; counts one more evaluation attempt."""
         with self._transaction(write=True) as connection:
-            row = connection.execute(_MARK_EVALUATING, {"agent_id": agent_id, "now": utcnow()}).first()
+            row = _MARK_EVALUATING.run(connection, {"agent_id": agent_id, "now": utcnow()}).first()
             if row is None:
                 raise explain_refused_transition(connection, agent_id, AgentStatus.evaluating)
         return detached(Agent, row._mapping)
@@ -439,14 +441,14 @@ class Archive(LedgerMixin, QueriesMixin):
             "feedback": feedback,
         }  # fmt: skip
         with self._transaction(write=True) as connection:
-            row = connection.execute(_FINISH[status], params).first()
+            row = _FINISH[status].run(connection, params).first()
             if row is None:
                 raise explain_refused_transition(connection, agent_id, status)
             # Only a finished earlier attempt left task rows, and every attempt after the
             # first passed mark_evaluating again: on the first attempt there is nothing to delete.
             if row.eval_attempts > 1:
-                connection.execute(_DELETE_STALE_EVALUATIONS, {"agent_id": agent_id})
-                connection.execute(delete(_DESCRIPTOR).where(_DESCRIPTOR.c.agent_id == agent_id))
+                _DELETE_STALE_EVALUATIONS.run(connection, {"agent_id": agent_id})
+                _DELETE_DESCRIPTORS.run(connection, {"agent_id": agent_id})
             self._insert_evaluations(connection, agent_id, evaluations)
             features = [
                 {"agent_id": agent_id, "name": name, "value": float(value)}
@@ -454,13 +456,13 @@ class Archive(LedgerMixin, QueriesMixin):
                 if math.isfinite(value)
             ]
             if features:
-                connection.execute(insert(_DESCRIPTOR), features)
+                _INSERT_DESCRIPTOR.run(connection, features if len(features) > 1 else features[0])
         return detached(Agent, row._mapping)
 
     def mark_failed(self, agent_id: int, reason: str) -> Agent:
         """evaluating -> failed (an infrastructure fault; retried). `reason` goes to invalid_reason."""
         with self._transaction(write=True) as connection:
-            row = connection.execute(_MARK_FAILED, {"agent_id": agent_id, "now": utcnow(), "reason": reason}).first()
+            row = _MARK_FAILED.run(connection, {"agent_id": agent_id, "now": utcnow(), "reason": reason}).first()
             if row is None:
                 raise explain_refused_transition(connection, agent_id, AgentStatus.failed)
         return detached(Agent, row._mapping)
@@ -472,10 +474,10 @@ class Archive(LedgerMixin, QueriesMixin):
         """
         with self._transaction(write=True) as connection:
             params = {"agent_id": agent_id, "now": utcnow(), "holdout_score": score}
-            row = connection.execute(_SET_HOLDOUT, params).first()
+            row = _SET_HOLDOUT.run(connection, params).first()
             if row is None:
                 raise no_agent(agent_id)
-            connection.execute(_DELETE_HOLDOUT_EVALUATIONS, {"agent_id": agent_id})
+            _DELETE_HOLDOUT_EVALUATIONS.run(connection, {"agent_id": agent_id})
             self._insert_evaluations(connection, agent_id, evaluations, split="holdout")
         return detached(Agent, row._mapping)
 
@@ -491,14 +493,14 @@ class Archive(LedgerMixin, QueriesMixin):
                 row["split"] = split
         if rows:
             # A list runs as one executemany; a single row skips that machinery.
-            connection.execute(_INSERT_EVALUATION, rows if len(rows) > 1 else rows[0])
+            _INSERT_EVALUATION.run(connection, rows if len(rows) > 1 else rows[0])
 
     # ----- agents: queries -----
 
     def get_agent(self, agent_id: int) -> Agent:
         """The agent with this id; AgentNotFound otherwise."""
         with self._transaction(write=False) as connection:
-            row = connection.execute(_SELECT_AGENT, {"agent_id": agent_id}).first()
+            row = _SELECT_AGENT.run(connection, {"agent_id": agent_id}).first()
         if row is None:
             raise no_agent(agent_id)
         return detached(Agent, row._mapping)
@@ -506,7 +508,7 @@ class Archive(LedgerMixin, QueriesMixin):
     def find_genome(self, run_id: int, genome_hash: str) -> Agent | None:
         """The earliest agent of the run with this genome, or None (the duplicate gate)."""
         with self._transaction(write=False) as connection:
-            row = connection.execute(_FIND_GENOME, {"run_id": run_id, "genome_hash": genome_hash}).first()
+            row = _FIND_GENOME.run(connection, {"run_id": run_id, "genome_hash": genome_hash}).first()
         return None if row is None else detached(Agent, row._mapping)
 
     def agent_context(
@@ -516,14 +518,14 @@ class Archive(LedgerMixin, QueriesMixin):
         newest invalid children, in one read transaction: what a prompt shows of a parent, for one read
         instead of three."""
         with self._transaction(write=False) as connection:
-            row = connection.execute(_SELECT_AGENT, {"agent_id": agent_id}).first()
+            row = _SELECT_AGENT.run(connection, {"agent_id": agent_id}).first()
             if row is None:
                 raise no_agent(agent_id)
             genome = None
             if row.genome_hash is not None and row.genome_hash not in known_genomes:
                 genome = _read_genome(connection, row.genome_hash)
             params = {"agent_id": agent_id, "n": invalid_children}
-            children = connection.execute(_RECENT_INVALID_CHILDREN, params).all() if invalid_children > 0 else ()
+            children = _RECENT_INVALID_CHILDREN.run(connection, params).all() if invalid_children > 0 else ()
         return AgentContext(
             detached(Agent, row._mapping), genome, [detached(Agent, child._mapping) for child in children]
         )
@@ -531,7 +533,7 @@ class Archive(LedgerMixin, QueriesMixin):
     def recent_invalid_children(self, agent_id: int, n: int) -> list[Agent]:
         """Up to `n` invalid children of the agent, newest first (what recent edits got wrong)."""
         with self._transaction(write=False) as connection:
-            rows = connection.execute(_RECENT_INVALID_CHILDREN, {"agent_id": agent_id, "n": n}).all()
+            rows = _RECENT_INVALID_CHILDREN.run(connection, {"agent_id": agent_id, "n": n}).all()
         return [detached(Agent, row._mapping) for row in rows]
 
 
@@ -545,7 +547,7 @@ class AgentContext(NamedTuple):
 
 def _read_genome(connection: Connection, hash: str) -> tuple[dict[str, str], str]:
     """(files, entry) of the stored genome with this hash; GenomeNotFound otherwise."""
-    rows = connection.execute(_SELECT_GENOME, {"hash": hash}).all()
+    rows = _SELECT_GENOME.run(connection, {"hash": hash}).all()
     if not rows:
         raise GenomeNotFound(
             f"no genome with hash {hash!r}", fix="check the agent's genome_hash (`cambrian show RUN AGENT`)"
