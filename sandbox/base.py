@@ -13,6 +13,9 @@ from typing import Protocol, runtime_checkable
 
 from cambrian_errors import CambrianError
 
+#: The Docker sandbox's image (sandbox/image.py builds it); here so that naming it imports no Docker client.
+DEFAULT_IMAGE = "cambrian-sandbox:bookworm"
+
 
 class SandboxError(CambrianError):
     """An infrastructure fault of a sandbox (not the candidate's fault).

@@ -52,9 +52,8 @@ import docker
 import docker.errors
 import requests.exceptions
 
-from sandbox.base import SandboxError
+from sandbox.base import DEFAULT_IMAGE, SandboxError
 
-DEFAULT_IMAGE = "cambrian-sandbox:bookworm"
 SANDBOX_UID = 10001  # uid and gid the sandbox runs as; not 0, not any host user's usual id
 BASE_IMAGE = "python:3.11-slim"
 DEFAULT_MIRROR = "http://deb.debian.org/debian"

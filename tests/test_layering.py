@@ -105,3 +105,39 @@ def test_no_module_imports_itself_back() -> None:
         if module not in state:
             visit(module)
     assert not cycles, "import cycles:\n" + "\n".join(cycles)
+
+
+def test_the_search_package_exports_lazily_exactly_what_it_imports_for_type_checkers() -> None:
+    """meta_agent.search imports its submodules on first use; its name -> module table must say what the
+    `if TYPE_CHECKING:` imports say, or a name would type-check and fail at run time (or the reverse)."""
+    import meta_agent.search as search
+
+    source = (ROOT / "meta_agent" / "search" / "__init__.py").read_text()
+    guarded = next(
+        node
+        for node in ast.parse(source).body
+        if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING"
+    )
+    imported = {
+        alias.name: node.module for node in guarded.body if isinstance(node, ast.ImportFrom) for alias in node.names
+    }
+    assert imported == search._WHERE
+    assert sorted(imported) == sorted(search.__all__)
+    for name in search.__all__:
+        assert getattr(search, name) is not None
+
+
+def test_a_read_command_imports_no_search_loop_docker_client_or_alembic() -> None:
+    """`cambrian runs`/`status`/`tree`/`show` start without the loop, the sandbox's Docker client or Alembic
+    (about 0.5 s of a read command's imports); a run imports them when it starts."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys; from meta_agent.cli import app; "
+        "print(' '.join(m for m in ('meta_agent.search._loop', 'meta_agent.search._session', 'docker', 'alembic', "
+        "'meta_agent.llm', 'rich.progress') if m in sys.modules))"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == []

@@ -20,10 +20,11 @@ that the revisions from an empty database build exactly what models.py declares,
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from alembic.config import Config
-from alembic.script import ScriptDirectory
+if TYPE_CHECKING:  # imported where used: opening an archive at the current version needs no Alembic (0.14 s)
+    from alembic.config import Config
+    from alembic.script import ScriptDirectory
 
 __all__ = ["MIGRATIONS_DIR", "alembic_config", "revision_of", "script_directory", "version_of"]
 
@@ -37,6 +38,8 @@ def alembic_config(connection: Any = None, *, url: str | None = None) -> Config:
     For developers too: `alembic.command.history(alembic_config())` lists the revisions, and
     `alembic.command.revision(alembic_config(url=...), message=...)` starts a new one.
     """
+    from alembic.config import Config
+
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS_DIR))
     if url is not None:
@@ -47,6 +50,8 @@ def alembic_config(connection: Any = None, *, url: str | None = None) -> Config:
 
 def script_directory() -> ScriptDirectory:
     """The revisions shipped with this Cambrian."""
+    from alembic.script import ScriptDirectory
+
     return ScriptDirectory(str(MIGRATIONS_DIR))
 
 

@@ -14,11 +14,7 @@ from archive.errors import AgentNotFound, ArchiveOutdated, ArchiveTooNew
 from archive.models import Agent, AgentStatus, Run
 from archive.store import Archive
 from meta_agent.cli._app import RunsDir, Store, app, console
-from meta_agent.search import (
-    arm_history,
-    open_run,
-    shown_store,
-)
+from meta_agent.search import open_run, shown_store
 
 # ----- browsing ----------------------------------------------------------------------------------
 
@@ -119,6 +115,8 @@ def status(
 def _print_arms(agents: list[Agent], config: dict) -> None:
     """Per (model, operator): proposals, valid children and reward (improvement over the parent) —
     the bandit's state when one chooses them, replayed from the archive as a resume would."""
+    from meta_agent.search import arm_history  # the bandit's modules: only where a table of arms is shown
+
     history = arm_history(agents)
     if not history:
         return

@@ -5,27 +5,20 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
 from archive.selection import STRATEGY_NAMES
 from archive.store import Archive
 from meta_agent.cli._app import RunsDir, Store, app, console, err_console
 from meta_agent.config import load_config
-from meta_agent.search import (
-    INTERRUPTED,
-    LoopEvent,
-    LoopOutcome,
-    Reporter,
-    archive_path,
-    open_run,
-    resume_run,
-    shown_store,
-    start_run,
-    store_in_use,
-    summarize_run,
-)
+from meta_agent.search import archive_path, open_run, shown_store, store_in_use
+
+if TYPE_CHECKING:  # imported by the commands that run a search (`cambrian status` needs none of it)
+    from rich.progress import Progress, TaskID
+
+    from meta_agent.search import LoopEvent, LoopOutcome, Reporter
 
 db_app = typer.Typer(help="An archive: upgrade one written by an older Cambrian.", no_args_is_help=True)
 app.add_typer(db_app, name="db")
@@ -60,6 +53,8 @@ class CliReporter:
 
     @contextlib.contextmanager
     def progress_bar(self, completed: int, total: int) -> Iterator[None]:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
         with Progress(
             TextColumn("[bold]{task.description}"),
             BarColumn(),
@@ -77,6 +72,8 @@ class CliReporter:
                 self.progress = None
 
     def reporter(self) -> Reporter:
+        from meta_agent.search import Reporter
+
         return Reporter(info=self.info, warn=self.warn, event=self.event, progress=self.progress_bar)
 
 
@@ -90,6 +87,8 @@ def _print_outcome(name: str, outcome: LoopOutcome, runs_dir: Path, store: str |
         if outcome.seed_score is not None:
             gain = f" (seed {outcome.seed_score:.4f}, {outcome.best_score - outcome.seed_score:+.4f})"
         console.print(f"best score [bold]{outcome.best_score:.4f}[/bold] by agent {outcome.best_agent_id}{gain}")
+    from meta_agent.search import summarize_run
+
     archive, run_row = open_run(runs_dir, name, readonly=True, store=store)
     with archive:
         for line in summarize_run(archive, run_row.key).lines(name):
@@ -121,6 +120,8 @@ def _print_outcome(name: str, outcome: LoopOutcome, runs_dir: Path, store: str |
 
 def _exit_for(outcome: LoopOutcome) -> None:
     """Non-zero for a run that failed (1) or was interrupted with Ctrl-C (130); its summary is printed first."""
+    from meta_agent.search import INTERRUPTED
+
     if outcome.status.value == "failed":
         raise typer.Exit(1)
     if outcome.reason.startswith(INTERRUPTED):
@@ -179,6 +180,8 @@ def run(
         f"[bold]cambrian[/bold] run [cyan]{cfg.name}[/cyan]: {cfg.benchmark}, model {cfg.fm.model}, "
         f"strategy {cfg.search.strategy}, {cfg.budget.iterations} iterations"
     )
+    from meta_agent.search import start_run
+
     name_, outcome = start_run(cfg, CliReporter().reporter())
     _print_outcome(name_, outcome, runs_dir, cfg.store)
     _exit_for(outcome)
@@ -195,6 +198,8 @@ def resume(
     store: str | None = Store,
 ) -> None:
     """Continue a run: re-queue unfinished agents and make the missing proposals."""
+    from meta_agent.search import resume_run
+
     budget = {"iterations": iterations, "usd": budget_usd, "wall_seconds": wall_seconds}
     outcome = resume_run(runs_dir, run_name, budget, CliReporter().reporter(), sandbox=sandbox, store=store)
     _print_outcome(run_name, outcome, runs_dir, store)

@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from meta_agent.cli._app import app, one_of
-from sandbox.image import DEFAULT_IMAGE, BuildMethod, build_image
+from sandbox.base import DEFAULT_IMAGE
 
 sandbox_app = typer.Typer(help="The Docker sandbox: build its image, check its hardening.", no_args_is_help=True)
 app.add_typer(sandbox_app, name="sandbox")
@@ -29,6 +29,8 @@ def build(
     tag: str = typer.Option(DEFAULT_IMAGE, "--tag", help="image name"),
 ) -> None:
     """Build the sandbox image once (reused afterwards while its recipe is current; a stale one is rebuilt)."""
+    from sandbox.image import BuildMethod, build_image  # the Docker client: imported only when building
+
     console = Console()
     info = build_image(
         tag=tag,

@@ -18,32 +18,83 @@
 - `summarize_run`, `categorize`: the closing summary of a run.
 """
 
-from meta_agent.operators import RUN_REPAIR_NOTE, Proposal  # re-exported: what the loop's proposals are
-from meta_agent.search._arms import arm_history
-from meta_agent.search._bandit import ALGORITHMS, Arm, Bandit, BanditError, improvement_reward
-from meta_agent.search._behaviour import BehaviourSpace, TaskRow
-from meta_agent.search._book import RunBook
-from meta_agent.search._compose import selector_from_config
-from meta_agent.search._evaluation import AgentFMBudget, evaluate_in_sandbox, evaluation_row, run_self_modify
-from meta_agent.search._loop import LoopEvent, LoopOutcome, SearchLoop
-from meta_agent.search._memory import PromptMemory
-from meta_agent.search._proposals import Proposer, agent_fm_budget, run_limits
-from meta_agent.search._session import (
-    INTERRUPTED,
-    Reporter,
-    build_benchmark,
-    choose_sandbox,
-    fm_endpoint,
-    make_llm_client,
-    resolve_fm_concurrency,
-    resume_run,
-    sandbox_with_socket_dir,
-    say_what_is_editable,
-    server_threads,
-    start_run,
-)
-from meta_agent.search._stores import archive_path, open_run, shown_store, store_in_use
-from meta_agent.search._summary import categorize, summarize_run
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from meta_agent.operators import RUN_REPAIR_NOTE, Proposal  # re-exported: what the loop's proposals are
+    from meta_agent.search._arms import arm_history
+    from meta_agent.search._bandit import ALGORITHMS, Arm, Bandit, BanditError, improvement_reward
+    from meta_agent.search._behaviour import BehaviourSpace, TaskRow
+    from meta_agent.search._book import RunBook
+    from meta_agent.search._compose import selector_from_config
+    from meta_agent.search._evaluation import AgentFMBudget, evaluate_in_sandbox, evaluation_row, run_self_modify
+    from meta_agent.search._loop import LoopEvent, LoopOutcome, SearchLoop
+    from meta_agent.search._memory import PromptMemory
+    from meta_agent.search._proposals import Proposer, agent_fm_budget, run_limits
+    from meta_agent.search._session import (
+        INTERRUPTED,
+        Reporter,
+        build_benchmark,
+        choose_sandbox,
+        fm_endpoint,
+        make_llm_client,
+        resolve_fm_concurrency,
+        resume_run,
+        sandbox_with_socket_dir,
+        say_what_is_editable,
+        server_threads,
+        start_run,
+    )
+    from meta_agent.search._stores import archive_path, open_run, shown_store, store_in_use
+    from meta_agent.search._summary import categorize, summarize_run
+
+# Imported on first use (PEP 562): `cambrian status` and the other readers need `_stores` and `_arms`, not the
+# loop, the sandbox and the FM client (0.4 s of imports a call). The names are those imported above for type
+# checkers; tests/test_layering.py checks the two lists agree.
+_NAMES: dict[str, tuple[str, ...]] = {
+    "meta_agent.operators": ("RUN_REPAIR_NOTE", "Proposal"),
+    "meta_agent.search._arms": ("arm_history",),
+    "meta_agent.search._bandit": ("ALGORITHMS", "Arm", "Bandit", "BanditError", "improvement_reward"),
+    "meta_agent.search._behaviour": ("BehaviourSpace", "TaskRow"),
+    "meta_agent.search._book": ("RunBook",),
+    "meta_agent.search._compose": ("selector_from_config",),
+    "meta_agent.search._evaluation": ("AgentFMBudget", "evaluate_in_sandbox", "evaluation_row", "run_self_modify"),
+    "meta_agent.search._loop": ("LoopEvent", "LoopOutcome", "SearchLoop"),
+    "meta_agent.search._memory": ("PromptMemory",),
+    "meta_agent.search._proposals": ("Proposer", "agent_fm_budget", "run_limits"),
+    "meta_agent.search._session": (
+        "INTERRUPTED",
+        "Reporter",
+        "build_benchmark",
+        "choose_sandbox",
+        "fm_endpoint",
+        "make_llm_client",
+        "resolve_fm_concurrency",
+        "resume_run",
+        "sandbox_with_socket_dir",
+        "say_what_is_editable",
+        "server_threads",
+        "start_run",
+    ),
+    "meta_agent.search._stores": ("archive_path", "open_run", "shown_store", "store_in_use"),
+    "meta_agent.search._summary": ("categorize", "summarize_run"),
+}
+_WHERE = {name: module for module, names in _NAMES.items() for name in names}
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
+
 
 __all__ = [
     "ALGORITHMS", "INTERRUPTED", "RUN_REPAIR_NOTE", "AgentFMBudget", "Arm", "Bandit", "BanditError",
