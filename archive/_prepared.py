@@ -11,8 +11,9 @@ same Python values; a driver error is raised as SQLAlchemy's (`DBAPIError.instan
 connection is invalidated, as `Connection.execute` does, so the archive's retry (archive/_retry.py)
 works the same.
 
-Only plain statements qualify: no expanding IN lists, no post-compile parameters, no column defaults
-left to fill (every call passes every value), which `Prepared` checks when it first compiles.
+Only plain statements qualify, which `Prepared` checks when it first compiles (a TypeError otherwise): no
+expanding IN lists or other post-compile parameters, and no column defaults left to fill (an INSERT names
+every column in `columns`, and every call gives every value: a missing one is a KeyError naming it).
 """
 
 from __future__ import annotations
@@ -132,6 +133,9 @@ class Prepared:
         compiled = self.statement.compile(dialect=dialect, column_keys=self.columns)
         if compiled.literal_execute_params or compiled.post_compile_params or compiled.escaped_bind_names:
             raise TypeError(f"Prepared: {compiled.string!r} needs per-call compilation; run it with Connection.execute")
+        if compiled.insert_prefetch or compiled.update_prefetch:
+            left = ", ".join(column.name for column in [*compiled.insert_prefetch, *compiled.update_prefetch])
+            raise TypeError(f"Prepared: {compiled.string!r} leaves column defaults to fill ({left}); give every column")
         binds = {name: bind for bind, name in compiled.bind_names.items()}
         plan = []
         for name in compiled.positiontup if compiled.positional else binds:

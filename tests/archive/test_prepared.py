@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from datetime import datetime
 
 import pytest
-from sqlalchemy import bindparam, select
+from sqlalchemy import bindparam, insert, select
 from sqlalchemy.exc import IntegrityError
 
 from archive._prepared import Prepared
@@ -94,8 +94,13 @@ def test_a_driver_error_is_sqlalchemys_and_rolls_the_transaction_back(archive: A
     assert sorted(archive.get_genome(digest)[0]) == ["0.py", "1.py", "2.py", "main.py", "util/helpers.py"]
 
 
-def test_a_statement_that_needs_compiling_per_call_is_refused(archive: Archive) -> None:
+def test_a_statement_that_needs_work_per_call_is_refused(archive: Archive) -> None:
+    """What `Connection.execute` does per call and `Prepared` does not (expand an IN list, fill the columns'
+    defaults) is refused when it first compiles, not run wrong."""
     expanding = Prepared(select(_AGENT.c.id).where(_AGENT.c.id.in_(bindparam("ids", expanding=True))))
-    with archive._transaction(write=False) as connection:
+    defaults_left = Prepared(insert(_AGENT), columns=["run_id"])
+    with archive._transaction(write=True) as connection:
         with pytest.raises(TypeError, match="per-call compilation"):
             expanding.run(connection, {"ids": [1, 2]})
+        with pytest.raises(TypeError, match=r"column defaults to fill \(iteration, .*created_at, updated_at\)"):
+            defaults_left.run(connection, {"run_id": 1})
