@@ -54,7 +54,7 @@ from meta_agent.config import RunConfig
 from meta_agent.errors import ClusterError
 from meta_agent.llm import FMGateway, GatewayListener, RelayGrant, RemoteAgent
 from meta_agent.search._evaluation import AgentFMBudget, SelfModifyRun, parent_run_outcome, parent_run_spec
-from meta_agent.search._ray_node import NodeFault, NodeSettings
+from meta_agent.search._ray_node import NodeFault, NodeSettings, TaskOrder
 from meta_agent.search._ray_pools import (
     NO_CLUSTER_FIX,
     START_TIMEOUT_S,
@@ -307,7 +307,7 @@ class RayExecutor:
         return await self._on_a_slot(
             evaluation, f"task {job.task.id}",
             lambda node, slot: node.actor.run_task.remote(
-                evaluation, slot.index, shared.key, shared.box, genome, job, limits, grant
+                TaskOrder(evaluation, slot.index, shared.key, shared.box, genome, job, limits, grant)
             ),
         )  # fmt: skip
 
