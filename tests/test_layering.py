@@ -121,7 +121,7 @@ def test_the_search_package_exports_lazily_exactly_what_it_imports_for_type_chec
     imported = {
         alias.name: node.module for node in guarded.body if isinstance(node, ast.ImportFrom) for alias in node.names
     }
-    assert imported == search._WHERE
+    assert imported == {name: module for module, names in search._NAMES.items() for name in names}
     assert sorted(imported) == sorted(search.__all__)
     for name in search.__all__:
         assert getattr(search, name) is not None

@@ -14,8 +14,9 @@ registers them all. Also public: `diagnose` (what `cambrian doctor` checks) and 
 from meta_agent.cli import _run, _browse, _eval, _setup, _models, _sandbox, _ui  # noqa: F401 - imported for their side effect
 
 # isort: on
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from meta_agent._lazy import lazy_exports
 from meta_agent.cli._app import app, main
 
 if TYPE_CHECKING:
@@ -23,17 +24,13 @@ if TYPE_CHECKING:
     from meta_agent.cli._holdout import HOLDOUT_FILE, EvalTargetError, evaluate_target, folder_config
 
 
-def __getattr__(name: str) -> Any:
-    """The doctor's and the eval pieces, imported on first use: a command that needs neither skips them."""
-    if name in ("Finding", "diagnose"):
-        from meta_agent.cli import _doctor
-
-        return getattr(_doctor, name)
-    if name in ("HOLDOUT_FILE", "EvalTargetError", "evaluate_target", "folder_config"):
-        from meta_agent.cli import _holdout
-
-        return getattr(_holdout, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
+# The doctor's and the eval pieces, imported on first use (meta_agent/_lazy.py): a command needs neither.
+__getattr__ = lazy_exports(
+    __name__,
+    {
+        "meta_agent.cli._doctor": ("Finding", "diagnose"),
+        "meta_agent.cli._holdout": ("HOLDOUT_FILE", "EvalTargetError", "evaluate_target", "folder_config"),
+    },
+)
 
 __all__ = ["HOLDOUT_FILE", "EvalTargetError", "Finding", "app", "diagnose", "evaluate_target", "folder_config", "main"]

@@ -18,8 +18,9 @@
 - `summarize_run`, `categorize`: the closing summary of a run.
 """
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from meta_agent._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from meta_agent.operators import RUN_REPAIR_NOTE, Proposal  # re-exported: what the loop's proposals are
@@ -49,9 +50,8 @@ if TYPE_CHECKING:
     from meta_agent.search._stores import archive_path, open_run, shown_store, store_in_use
     from meta_agent.search._summary import categorize, summarize_run
 
-# Imported on first use (PEP 562): `cambrian status` and the other readers need `_stores` and `_arms`, not the
-# loop, the sandbox and the FM client (0.4 s of imports a call). The names are those imported above for type
-# checkers; tests/test_layering.py checks the two lists agree.
+# Imported on first use (meta_agent/_lazy.py): `cambrian status` and the other readers need `_stores` and `_arms`,
+# not the loop, the sandbox and the FM client (0.4 s of imports a call).
 _NAMES: dict[str, tuple[str, ...]] = {
     "meta_agent.operators": ("RUN_REPAIR_NOTE", "Proposal"),
     "meta_agent.search._arms": ("arm_history",),
@@ -80,16 +80,7 @@ _NAMES: dict[str, tuple[str, ...]] = {
     "meta_agent.search._stores": ("archive_path", "open_run", "shown_store", "store_in_use"),
     "meta_agent.search._summary": ("categorize", "summarize_run"),
 }
-_WHERE = {name: module for module, names in _NAMES.items() for name in names}
-
-
-def __getattr__(name: str) -> Any:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _NAMES)
 
 
 def __dir__() -> list[str]:
