@@ -1,8 +1,9 @@
 """`Archive`: the lineage store over any SQLAlchemy URL (SQLite in WAL mode by default).
 
 Every state change is one transaction, so a kill at any instant loses only what was not
-yet committed and never leaves half a change. Returned rows are detached copies: read
-their attributes freely after the call.
+yet committed and never leaves half a change; `write_batch` (`_batch`) commits several
+lifecycle changes in one, each still whole. Returned rows are detached copies: read their
+attributes freely after the call.
 
 The per-candidate path (add_agent, mark_evaluating, finish_evaluation, get_agent, agent_context,
 the FM ledger) runs prebuilt SQLAlchemy Core statements (`_statements`), compiled once per dialect
@@ -33,6 +34,7 @@ from sqlalchemy import Connection, Engine
 from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlmodel import Session, col, select
 
+from archive._batch import BatchMixin
 from archive._engine import BUSY_TIMEOUT_S, COMMIT_KEY, CommitCheck, open_engine, unreachable
 from archive._lost_commit import committed, forget_old_marks
 from archive._queries import QueriesMixin
@@ -88,7 +90,7 @@ from archive.schema import SchemaReport, open_schema
 __all__ = ["TRANSITIONS", "Archive", "CostSummary", "ModelCost", "check_genome_paths", "genome_hash"]
 
 
-class Archive(LedgerMixin, QueriesMixin):
+class Archive(BatchMixin, LedgerMixin, QueriesMixin):
     """The lineage store of runs, agents, genomes, evaluations and the FM ledger."""
 
     def __init__(self, url: str, *, readonly: bool = False, reconnect_s: float = RECONNECT_S) -> None:
@@ -121,6 +123,7 @@ class Archive(LedgerMixin, QueriesMixin):
         # as the statement). The lock lets any thread use it, one transaction at a time.
         self._connection: Connection | None = None
         self._connection_lock = threading.RLock()
+        self._joined = None
         try:
             self.schema: SchemaReport = open_schema(
                 self._transaction, readonly=readonly, where=self._where, wait_for_creator_s=BUSY_TIMEOUT_S
@@ -180,10 +183,15 @@ class Archive(LedgerMixin, QueriesMixin):
 
         `write=True` begins with the write lock taken (BEGIN IMMEDIATE on SQLite). `schema=True` (with
         write): the schema step's transaction, which leaves no commit mark on PostgreSQL. Not
-        re-entrant: a method inside a transaction must not call another that opens one.
+        re-entrant: a method inside a transaction must not call another that opens one; only
+        `write_batch` runs calls inside its own, which they join.
         """
         if write and self._readonly:
             raise self._refuse_write()
+        joined = self._joined
+        if joined is not None and joined[0] == threading.get_ident():
+            yield joined[1]  # inside write_batch: this call's statements join the batch's transaction
+            return
         with self._connection_lock:
             connection = self._connection
             if connection is None or connection.closed or connection.invalidated:
@@ -556,4 +564,4 @@ def _read_genome(connection: Connection, hash: str) -> tuple[dict[str, str], str
 
 
 # Each public method is one unit of work: on a database server, a disconnect runs it again (archive/_retry.py).
-retry_public_methods(Archive, reconnector="_reconnector", skip=frozenset({"close"}))
+retry_public_methods(Archive, reconnector="_reconnector", skip=frozenset({"close", "write_batch"}))

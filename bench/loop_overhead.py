@@ -4,7 +4,8 @@ Two measurements, at archives of 1k, 10k and 100k evaluated agents:
 
 1. select+insert: one parent selection (`dgm`, numpy over the in-memory view)
    plus the archive writes one candidate costs (insert `proposed`, mark
-   `evaluating`, store its evaluation and `evaluated`), plus the view update.
+   `evaluating`, store its evaluation and `evaluated`), plus the view update; and the same writes
+   committed 8 candidates at a time (`Archive.write_batch`, what the loop's group commit does).
 2. loop: the whole SearchLoop per candidate — prompt building, edit parsing,
    duplicate gate, archive writes, host-side scoring — with an instant scripted
    FM and a sandbox that replays one real result of the seed program.
@@ -20,6 +21,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
 import hashlib
 import statistics
 import sys
@@ -150,7 +152,44 @@ def bench_select_insert(store: Store, size: int, repeats: int, files: dict[str, 
             "view_build_s": view_s,
             "select_ms": statistics.median(select_ms),
             "insert_ms": statistics.median(insert_ms),
+            "batched_ms": bench_batched_writes(archive, int(run.id), size + repeats, repeats, files, entry),
         }
+
+
+def bench_batched_writes(
+    archive: Archive, run_id: int, first_iteration: int, repeats: int, files: dict[str, str], entry: str, k: int = 8
+) -> float:
+    """Median ms per candidate of the same three writes committed k candidates at a time (`write_batch`, as the
+    loop's group commit does when k candidates' writes are ready together): k stores in one transaction, then
+    their k starts and k results in another."""
+    parent = 1
+    per_candidate = []
+    for first in range(0, repeats - repeats % k, k):
+        t0 = time.perf_counter()
+        adds = []
+        for i in range(first, first + k):
+            text = dict(files)
+            text[entry] += f"\n# batched {i}\n"
+            adds.append(
+                functools.partial(
+                    archive.add_agent, run_id, files=text, entry=entry, parent_id=parent, operator="diff",
+                    iteration=first_iteration + i,
+                )
+            )  # fmt: skip
+        agents = archive.write_batch(adds)
+        lifecycle = []
+        for agent in agents:
+            lifecycle.append(functools.partial(archive.mark_evaluating, agent.key))
+            lifecycle.append(
+                functools.partial(
+                    archive.finish_evaluation, agent.key, status=AgentStatus.evaluated, score=1.0, feedback="ok",
+                    eval_seconds=0.0, evaluations=[Evaluation(agent_id=0, task_id="n26", score=1.0, passed=True)],
+                )
+            )  # fmt: skip
+        outcomes = archive.write_batch(lifecycle)
+        assert not any(isinstance(outcome, Exception) for outcome in (*agents, *outcomes)), outcomes
+        per_candidate.append((time.perf_counter() - t0) * 1e3 / k)
+    return statistics.median(per_candidate)
 
 
 def bench_loop(
@@ -161,13 +200,13 @@ def bench_loop(
     entry: str,
     seed_result: RunResult,
     edit_processes: int = 0,
-) -> tuple[float, float, float]:
+) -> tuple[float, float, float, float]:
     """Steady-state SearchLoop milliseconds per candidate (proposal + evaluation), start-up excluded:
-    (wall, CPU, driver CPU). CPU time (all threads of this process) is what Cambrian itself spends; wall
-    time also counts waiting for the other processes of a busy machine. Driver CPU is the event loop's
-    thread alone: selection, prompts, parsing, applying and checking edits, archive writes, novelty and
-    bookkeeping; the rest of the CPU is the evaluation threads (sandbox calls and the benchmark's host-side
-    scoring), which an executor runs elsewhere."""
+    (wall, CPU, driver CPU, lifecycle writes per transaction). CPU time (all threads of this process) is what
+    Cambrian itself spends; wall time also counts waiting for the other processes of a busy machine. Driver
+    CPU is the event loop's thread alone: selection, prompts, parsing, applying and checking edits, archive
+    writes, novelty and bookkeeping; the rest of the CPU is the evaluation threads (sandbox calls and the
+    benchmark's host-side scoring), which an executor runs elsewhere."""
     with tempfile.TemporaryDirectory() as tmp, store.archive() as archive:
         config = RunConfig.model_validate(
             {
@@ -203,7 +242,8 @@ def bench_loop(
         # Every event is emitted on the event loop's thread, so thread_time() there is the driver's own CPU.
         (wall0, cpu0, own0), (wall1, cpu1, own1) = stamps[0], stamps[-1]
         per = 1e3 / (candidates - 1)
-        return (wall1 - wall0) * per, (cpu1 - cpu0) * per, (own1 - own0) * per
+        batching = loop.book.write.writes / max(loop.book.write.transactions, 1)
+        return (wall1 - wall0) * per, (cpu1 - cpu0) * per, (own1 - own0) * per, batching
 
 
 class Store:
@@ -270,26 +310,30 @@ def run(store: Store, args: argparse.Namespace) -> None:
 
     print(f"store: {store.kind}; edit processes: {args.edit_processes}")
     print(
-        f"{'agents':>8} | {'view build':>10} | {'select':>9} | {'insert+eval':>11} | {'select+insert':>13} | "
-        f"{'loop wall/cand.':>15} | {'loop CPU/cand.':>14} | {'driver CPU/cand.':>16}"
+        f"{'agents':>8} | {'view build':>10} | {'select':>9} | {'insert+eval':>11} | {'batched 8':>9} | "
+        f"{'select+insert':>13} | "
+        f"{'loop wall/cand.':>15} | {'loop CPU/cand.':>14} | {'driver CPU/cand.':>16} | {'writes/commit':>13}"
     )
-    print("-" * 120)
+    print("-" * 148)
     for size in args.sizes:
         r = bench_select_insert(store, size, args.candidates, files, entry)
-        wall_ms, cpu_ms, driver_ms = bench_loop(
+        wall_ms, cpu_ms, driver_ms, batching = bench_loop(
             store, size, args.candidates, files, entry, seed_result, edit_processes=args.edit_processes
         )
         print(
             f"{size:>8} | {r['view_build_s'] * 1e3:>8.0f}ms | {r['select_ms']:>7.3f}ms | {r['insert_ms']:>9.3f}ms"
+            f" | {r['batched_ms']:>7.3f}ms"
             f" | {r['select_ms'] + r['insert_ms']:>11.3f}ms | {wall_ms:>13.3f}ms | {cpu_ms:>12.3f}ms"
-            f" | {driver_ms:>14.3f}ms"
+            f" | {driver_ms:>14.3f}ms | {batching:>13.2f}"
         )
     print("\nselect: median of one dgm selection over the in-memory view; insert+eval: median of the three")
     print("archive transactions one candidate costs (proposed, evaluating, evaluated with its evaluation row);")
+    print("batched 8: the same writes of 8 candidates in two transactions (write_batch), per candidate;")
     print("loop: SearchLoop time per candidate (wall, and CPU of this process) with an instant scripted FM and a")
     print("sandbox that replays a recorded result: prompt building, edit parsing, duplicate gate, archive writes,")
     print("host-side scoring, thread hand-offs. driver: the event loop's thread alone (everything but the")
-    print("evaluation threads, i.e. the sandbox calls and the benchmark's host-side scoring).")
+    print("evaluation threads, i.e. the sandbox calls and the benchmark's host-side scoring). writes/commit: the")
+    print("loop's lifecycle writes per archive transaction (several when they were ready at once: group commit).")
 
 
 if __name__ == "__main__":

@@ -2,11 +2,13 @@
 the best agent so far, the events progress displays read, and the run's outcome.
 
 `SearchLoop` decides what happens when (the asyncio pipeline, stopping, faults); `RunBook` records
-it. Every archive write of a search goes through here, on the event-loop thread.
+it. Every archive write of a search goes through here, on the event-loop thread; the lifecycle writes
+are awaited through `GroupCommit`, which commits the writes ready at the same moment together.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -24,6 +26,7 @@ from meta_agent.search._bandit import Bandit
 from meta_agent.search._behaviour import BehaviourSpace, TaskRow
 from meta_agent.search._evaluation import evaluation_row
 from meta_agent.search._memory import PromptMemory
+from meta_agent.search._writes import GroupCommit
 
 
 @dataclass(frozen=True)
@@ -95,10 +98,12 @@ class RunBook:
         on_event: Callable[[LoopEvent], None],
         enqueue: Callable[[int, Agent | None], None],
         idle_slot: Callable[[], bool] = lambda: False,
+        writes: GroupCommit | None = None,
     ) -> None:
         """enqueue: hands a stored child to evaluation (with the agent when it was stored as evaluating).
         idle_slot: whether an evaluation slot waits for work, so a child stored now starts at once: it is
-        then stored as evaluating, one archive transaction instead of two."""
+        then stored as evaluating, one archive transaction instead of two.
+        writes: how lifecycle writes reach the archive (one GroupCommit per loop; a new one by default)."""
         self.archive = archive
         self.run_id = run_id
         self.behaviour = behaviour
@@ -108,6 +113,10 @@ class RunBook:
         self.on_event = on_event
         self.enqueue = enqueue
         self.idle_slot = idle_slot
+        self.write = writes or GroupCommit(archive)
+        # Children being stored now, by genome hash: an identical one proposed meanwhile waits for the outcome.
+        self._storing: dict[str, asyncio.Future[None]] = {}
+        self._near_gate = asyncio.Lock()
         self.counters = Counters()
         self.best: tuple[float, int] | None = None  # (score, agent id)
         self._genome_owner: dict[str, int] = {}  # genome hash -> first agent with it: the duplicate gate
@@ -134,35 +143,46 @@ class RunBook:
 
     # ----- proposals ---------------------------------------------------------------------------
 
-    def accept(self, proposal: Proposal, origin: Origin) -> tuple[bool, int | None]:
+    async def accept(self, proposal: Proposal, origin: Origin) -> tuple[bool, int | None]:
         """Store a proposal: a child queued for evaluation, or an invalid agent with its reason.
 
         (done, the queued child's id or None). Not done only for a near-duplicate, after which the
         iteration may propose again.
         """
         if proposal.genome is None:
-            self.store_invalid(proposal, origin, reason=str(proposal.reason))
+            await self.store_invalid(proposal, origin, reason=str(proposal.reason))
             return True, None
         child_hash = genome_hash(proposal.genome.files)
+        while (storing := self._storing.get(child_hash)) is not None:
+            await asyncio.wait({storing})  # an identical child is being stored: whether it was decides
         duplicate = self._genome_owner.get(child_hash)
         if duplicate is not None:
             reason = f"the edit produced code identical to agent {duplicate}; make a change that differs"
-            self.store_invalid(proposal, origin, reason=reason)
+            await self.store_invalid(proposal, origin, reason=reason)
             return True, None
-        embedding = None
-        if self.behaviour.gate is not None:
+        if self.behaviour.gate is None:
+            return True, await self._store_child(proposal, child_hash, None, origin)
+        # The near-duplicate check and the store are one step: a child being stored is not in the gate yet.
+        async with self._near_gate:
             embedding = self.behaviour.code_embedding(proposal.genome.files)
-            near = self.behaviour.gate.check(embedding)
-            if near is not None:
-                reason = (
-                    f"near-duplicate of agent {near.agent_id} (code similarity {near.similarity:.4f} >= "
-                    f"{self.behaviour.gate.threshold}); make a more substantial change"
-                )
-                self.store_invalid(proposal, origin, reason=reason)
-                return False, None
-        return True, self._store_child(proposal, child_hash, embedding, origin)
+            refused = self._near_duplicate(embedding)
+            if refused is None:
+                return True, await self._store_child(proposal, child_hash, embedding, origin)
+        await self.store_invalid(proposal, origin, reason=refused)
+        return False, None
 
-    def _store_child(
+    def _near_duplicate(self, embedding: np.ndarray) -> str | None:
+        """Why the child is refused, when the code-similarity gate finds an agent too close; None otherwise."""
+        assert self.behaviour.gate is not None
+        near = self.behaviour.gate.check(embedding)
+        if near is None:
+            return None
+        return (
+            f"near-duplicate of agent {near.agent_id} (code similarity {near.similarity:.4f} >= "
+            f"{self.behaviour.gate.threshold}); make a more substantial change"
+        )
+
+    async def _store_child(
         self,
         proposal: Proposal,
         child_hash: str,
@@ -171,7 +191,25 @@ class RunBook:
     ) -> int:
         assert proposal.genome is not None
         starts_now = self.idle_slot()
-        agent = self.archive.add_agent(
+        storing = self._storing[child_hash] = asyncio.get_running_loop().create_future()
+        try:
+            agent = await self._write_child(proposal, starts_now, origin)
+        finally:
+            del self._storing[child_hash]
+            storing.set_result(None)
+        self._genome_owner[child_hash] = agent.key
+        self.memory.remember_genome(child_hash, proposal.genome)
+        if self.behaviour.gate is not None and embedding is not None:
+            self.behaviour.gate.add(agent.key, embedding)
+        self.counters.proposals += 1
+        self.on_event(LoopEvent("proposed", agent.key, origin.iteration, None, self.best_score(), proposal.note))
+        self.enqueue(agent.key, agent if starts_now else None)
+        return agent.key
+
+    async def _write_child(self, proposal: Proposal, starts_now: bool, origin: Origin) -> Agent:
+        assert proposal.genome is not None
+        return await self.write(
+            self.archive.add_agent,
             self.run_id,
             status=AgentStatus.evaluating if starts_now else AgentStatus.proposed,
             files=dict(proposal.genome.files),
@@ -187,17 +225,10 @@ class RunBook:
             completion_tokens=proposal.completion_tokens,
             cost_usd=proposal.cost_usd,
         )
-        self._genome_owner[child_hash] = agent.key
-        self.memory.remember_genome(child_hash, proposal.genome)
-        if self.behaviour.gate is not None and embedding is not None:
-            self.behaviour.gate.add(agent.key, embedding)
-        self.counters.proposals += 1
-        self.on_event(LoopEvent("proposed", agent.key, origin.iteration, None, self.best_score(), proposal.note))
-        self.enqueue(agent.key, agent if starts_now else None)
-        return agent.key
 
-    def store_invalid(self, proposal: Proposal, origin: Origin, *, reason: str) -> None:
-        agent = self.archive.add_agent(
+    async def store_invalid(self, proposal: Proposal, origin: Origin, *, reason: str) -> None:
+        agent = await self.write(
+            self.archive.add_agent,
             self.run_id,
             parent_id=origin.parent_id,
             second_parent_id=origin.second_parent_id,
@@ -221,7 +252,7 @@ class RunBook:
 
     # ----- evaluations -------------------------------------------------------------------------
 
-    def record_result(
+    async def record_result(
         self, agent_id: int, genome: Genome, result: AgentResult, *, seconds: float, view: ArchiveView
     ) -> Agent:
         """Write an evaluation's outcome: the agent's status, score and task rows; a valid agent joins the
@@ -231,7 +262,8 @@ class RunBook:
         if result.valid:
             tasks = [TaskRow(t.task_id, t.score, t.passed, t.executed) for t in result.task_results]
             columns = self.behaviour.columns(files=genome.files, tasks=tasks, descriptor=result.descriptor)
-        agent = self.archive.finish_evaluation(
+        agent = await self.write(
+            self.archive.finish_evaluation,
             agent_id,
             status=AgentStatus.evaluated if result.valid else AgentStatus.invalid,
             score=result.score if result.valid else None,

@@ -209,6 +209,7 @@ class SearchLoop:
             for running in (*evaluators, watchdog, drained, stopped):
                 running.cancel()
             await asyncio.gather(*evaluators, watchdog, drained, stopped, return_exceptions=True)
+            self.book.write.flush()  # writes of cancelled callers still commit: nothing submitted is dropped
             self.proposer.close()
             await self.executor.finish()
         return self._finish()
@@ -319,19 +320,21 @@ class SearchLoop:
             except (SandboxError, GatewayError) as exc:
                 # self_modify runs the parent in the sandbox: a dead sandbox is a fault, not the parent's.
                 fault = f"sandbox fault while the parent wrote its child: {exc}"
-                self.book.store_invalid(Proposal(None), origin, reason=fault)
+                await self.book.store_invalid(Proposal(None), origin, reason=fault)
                 self._count_fault(exc)
                 return False
             self._counters.spent_usd += proposal.cost_usd
-            if self._accept(proposal, _Repairable(arm.operator, ctx, proposal, arm.model, iteration, attempt), origin):
+            if await self._accept(
+                proposal, _Repairable(arm.operator, ctx, proposal, arm.model, iteration, attempt), origin
+            ):
                 return True
         return True
 
-    def _accept(self, proposal: Proposal, repairable: _Repairable | None, origin: Origin) -> bool:
+    async def _accept(self, proposal: Proposal, repairable: _Repairable | None, origin: Origin) -> bool:
         """Store a proposal (see `RunBook.accept`); a queued child whose FM conversation can take its failed run
         back is remembered for that. False only for a near-duplicate, after which the iteration may propose
         again."""
-        done, child_id = self.book.accept(proposal, origin)
+        done, child_id = await self.book.accept(proposal, origin)
         if child_id is not None and repairable is not None and proposal.conversation and proposal.repairs_left > 0:
             self._repairable.put(child_id, repairable)
         return done
@@ -379,17 +382,19 @@ class SearchLoop:
                 self._queue.task_done()
 
     async def _evaluate(self, agent_id: int) -> None:
-        agent = self._started.pop(agent_id, None) or self.archive.mark_evaluating(agent_id)
+        agent = self._started.pop(agent_id, None)  # stored as evaluating already, or marked now
+        if agent is None:
+            agent = await self.book.write(self.archive.mark_evaluating, agent_id)
         genome = self.memory.genome(str(agent.genome_hash))
         started = time.perf_counter()
         try:
             result = await self._run_in_sandbox(agent, genome)
         except (SandboxError, GatewayError) as exc:
-            self._on_sandbox_fault(agent, exc)
+            await self._on_sandbox_fault(agent, exc)
             return
         self._counters.consecutive_faults = 0
         seconds = time.perf_counter() - started
-        agent = self.book.record_result(agent_id, genome, result, seconds=seconds, view=self.view)
+        agent = await self.book.record_result(agent_id, genome, result, seconds=seconds, view=self.view)
         if result.valid:
             self._has_parent.set()
         elif agent.operator == "seed" and not self._has_parent.is_set():
@@ -425,7 +430,7 @@ class SearchLoop:
         follow_up = dataclasses.replace(repairable, proposal=proposal)
         parent_id = agent.parent_id
         assert parent_id is not None  # a child being repaired came from a proposal, which has a parent
-        self._accept(proposal, follow_up, Origin(repairable.iteration, parent_id, agent.second_parent_id, arm))
+        await self._accept(proposal, follow_up, Origin(repairable.iteration, parent_id, agent.second_parent_id, arm))
 
     async def _run_in_sandbox(self, agent: Agent, genome: Genome) -> AgentResult:
         """Evaluate on the search split through the executor, with the agent's own FM channel when the gateway
@@ -455,8 +460,8 @@ class SearchLoop:
         )
         return True
 
-    def _on_sandbox_fault(self, agent: Agent, exc: SandboxError | GatewayError) -> None:
-        agent = self.archive.mark_failed(agent.key, f"sandbox fault: {exc}")
+    async def _on_sandbox_fault(self, agent: Agent, exc: SandboxError | GatewayError) -> None:
+        agent = await self.book.write(self.archive.mark_failed, agent.key, f"sandbox fault: {exc}")
         self.on_event(LoopEvent("failed", agent.key, agent.iteration, None, self.book.best_score(), str(exc)))
         if self._count_fault(exc):
             return

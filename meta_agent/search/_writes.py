@@ -1,0 +1,81 @@
+"""The loop's lifecycle writes, committed together when several are ready at once (group commit).
+
+Every proposal and evaluation writes the archive from the event-loop thread: the child (`add_agent`),
+its start (`mark_evaluating`), its result (`finish_evaluation`). Alone, each is a transaction with its
+own BEGIN and COMMIT. When the loop is busy (many evaluation slots, a fast FM), several coroutines have
+a write ready in the same turn of the event loop; `GroupCommit` hands them to `Archive.write_batch`
+as one transaction, and when the loop is quiet a write is a batch of one, committed as soon as the
+event loop gets to it. Either way a caller resumes only after its write committed, with the value or
+the error the archive method gives alone (archive/_batch.py), so no code after an `await` acts on a
+write that is not durable.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from archive.store import Archive
+
+T = TypeVar("T")
+
+_log = logging.getLogger(__name__)
+
+
+class GroupCommit:
+    """Awaitable archive writes; the writes submitted in one turn of the event loop share a transaction."""
+
+    def __init__(self, archive: Archive, *, window_s: float = 0.02, max_batch: int = 64) -> None:
+        """window_s: the least time between two commits. A write that comes after a quiet spell commits as soon
+        as the callbacks ready now have run; one that comes sooner waits for the window to end, and the
+        writes that arrive meanwhile join it: commits are rate-limited only when the loop is busy.
+        max_batch: the most writes in one transaction (a long one holds the database's write lock
+        longer); a full batch commits at once."""
+        self.archive = archive
+        self.window_s = window_s
+        self.max_batch = max_batch
+        self.writes = 0  # committed (or refused) so far, for measurements
+        self.transactions = 0
+        self._pending: list[tuple[functools.partial[Any], asyncio.Future[Any]]] = []
+        self._timer: asyncio.Handle | None = None
+        self._last_commit = float("-inf")  # event-loop time of the last flush
+
+    async def __call__(self, method: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+        """`await writes(archive.add_agent, run_id, ...)`: the method's result once committed, or its error."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[T] = loop.create_future()
+        self._pending.append((functools.partial(method, *args, **kwargs), future))
+        if len(self._pending) >= self.max_batch:
+            self.flush()
+        elif self._timer is None:
+            self._timer = loop.call_later(max(0.0, self._last_commit + self.window_s - loop.time()), self.flush)
+        return await future
+
+    def flush(self) -> None:
+        """Commit every write submitted so far and hand each caller its outcome. Never raises an Exception
+        (a callback's error would leave its callers waiting forever): the archive's is given to them."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if self._pending:
+            self._last_commit = asyncio.get_running_loop().time()
+        while self._pending:
+            batch, self._pending = self._pending[: self.max_batch], self._pending[self.max_batch :]
+            try:
+                outcomes = self.archive.write_batch([call for call, _ in batch])
+            except Exception as error:  # noqa: BLE001 - the database stayed away: every caller gets it
+                outcomes = [error] * len(batch)
+            self.writes += len(batch)
+            self.transactions += 1
+            for (_, future), outcome in zip(batch, outcomes, strict=True):
+                if future.done():  # its caller was cancelled (the run stopping): a write stands, a refusal is logged
+                    if isinstance(outcome, Exception):
+                        _log.warning("an archive write whose caller had stopped failed: %s", outcome)
+                    continue
+                if isinstance(outcome, Exception):
+                    future.set_exception(outcome)
+                else:
+                    future.set_result(outcome)

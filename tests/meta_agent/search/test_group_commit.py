@@ -1,0 +1,153 @@
+"""The loop's lifecycle writes through `GroupCommit` (meta_agent/search/_writes.py), on a real SQLite archive:
+writes ready together share a transaction, each caller gets its own result or error, a quiet loop does not
+wait, nothing submitted is dropped; and two identical children proposed at once are not both stored."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import event
+
+from archive.errors import InvalidTransition
+from archive.models import AgentStatus
+from archive.store import Archive
+from evaluators.base import Genome
+from meta_agent.operators import Proposal
+from meta_agent.search._arms import Arm
+from meta_agent.search._book import Origin
+from meta_agent.search._writes import GroupCommit
+from meta_agent.testing import ScriptedFM
+from tests.meta_agent.search.test_loop_fake_fm import VALID, make_loop
+
+SEED = {"main.py": "x = 0\n"}
+
+
+@pytest.fixture
+def archive(tmp_path: Path) -> Iterator[Archive]:
+    archive = Archive.at(tmp_path / "archive.db")
+    yield archive
+    archive.close()
+
+
+def _commits(archive: Archive) -> list[int]:
+    commits: list[int] = []
+    event.listen(archive.engine, "commit", lambda connection: commits.append(1))
+    return commits
+
+
+def _run_with_seed(archive: Archive) -> tuple[int, int]:
+    run = archive.create_run(name="g", benchmark="toy", seed=0, config_json="{}")
+    seed = archive.add_agent(run.key, files=SEED, entry="main.py", status=AgentStatus.evaluating)
+    archive.finish_evaluation(seed.key, status=AgentStatus.evaluated, score=1.0)
+    return run.key, seed.key
+
+
+def test_writes_ready_together_share_one_transaction_and_each_caller_gets_its_own_outcome(archive: Archive) -> None:
+    run_id, seed_id = _run_with_seed(archive)
+    writes = GroupCommit(archive)
+    commits = _commits(archive)
+
+    async def three_at_once():
+        add = functools.partial(writes, archive.add_agent, run_id, parent_id=seed_id, iteration=1)
+        return await asyncio.gather(
+            add(files={"main.py": "x = 1\n"}, entry="main.py"),
+            writes(archive.mark_evaluating, seed_id),  # evaluated: refused, for this caller alone
+            add(files={"main.py": "x = 2\n"}, entry="main.py"),
+            return_exceptions=True,
+        )
+
+    first, refused, second = asyncio.run(three_at_once())
+    assert isinstance(refused, InvalidTransition)
+    assert first.status is second.status is AgentStatus.proposed and first.key != second.key
+    assert (writes.writes, writes.transactions) == (3, 1)
+    # One batch, rolled back for the refusal, then each write alone: two commits (the children's), not three.
+    assert len(commits) == 2
+    assert [a.key for a in archive.agents(run_id)] == [seed_id, first.key, second.key]
+
+
+def test_a_lone_write_commits_at_once_and_a_busy_loop_batches_what_comes_within_the_window(archive: Archive) -> None:
+    run_id, seed_id = _run_with_seed(archive)
+    writes = GroupCommit(archive, window_s=3600.0)  # a window no test outlasts: only a flush ends it
+
+    async def scenario() -> tuple[int, int, bool, int]:
+        child = await asyncio.wait_for(
+            writes(archive.add_agent, run_id, files={"main.py": "x = 1\n"}, entry="main.py", parent_id=seed_id),
+            timeout=60,
+        )  # after a quiet spell: committed without waiting for the window
+        marked = asyncio.create_task(writes(archive.mark_evaluating, child.key))
+        finished_later = asyncio.create_task(
+            writes(archive.finish_evaluation, child.key, status=AgentStatus.evaluated, score=2.0)
+        )
+        for _ in range(20):
+            await asyncio.sleep(0)
+        waiting = not marked.done() and not finished_later.done()  # within the window: they wait and gather
+        writes.flush()
+        await asyncio.gather(marked, finished_later)
+        return child.key, writes.transactions, waiting, (await finished_later).eval_attempts
+
+    child_id, transactions, waited, attempts = asyncio.run(scenario())
+    assert waited and transactions == 2 and attempts == 1
+    assert archive.get_agent(child_id).status is AgentStatus.evaluated
+
+
+def test_a_cancelled_callers_write_still_commits(archive: Archive) -> None:
+    run_id, seed_id = _run_with_seed(archive)
+    writes = GroupCommit(archive, window_s=3600.0)
+
+    async def scenario() -> None:
+        await writes(archive.add_agent, run_id, files={"main.py": "x = 1\n"}, entry="main.py", parent_id=seed_id)
+        task = asyncio.create_task(
+            writes(archive.add_agent, run_id, files={"main.py": "x = 2\n"}, entry="main.py", parent_id=seed_id)
+        )
+        await asyncio.sleep(0)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        writes.flush()  # what the loop does on its way out
+
+    asyncio.run(scenario())
+    assert [a.genome_hash is not None for a in archive.agents(run_id)] == [True, True, True]
+
+
+def test_when_the_archive_raises_every_caller_of_the_batch_gets_the_error(
+    archive: Archive, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run_id, seed_id = _run_with_seed(archive)
+    writes = GroupCommit(archive)
+
+    def gone(calls):
+        raise RuntimeError("the database went away for good")
+
+    monkeypatch.setattr(archive, "write_batch", gone)
+
+    async def two() -> list[object]:
+        return await asyncio.gather(
+            writes(archive.mark_evaluating, seed_id), writes(archive.mark_failed, seed_id, "x"), return_exceptions=True
+        )
+
+    outcomes = asyncio.run(two())
+    assert [str(outcome) for outcome in outcomes] == ["the database went away for good"] * 2
+
+
+def test_identical_children_proposed_at_once_are_stored_once_fake_fm(tmp_path: Path) -> None:
+    """The second waits for the first's store, then is refused as its duplicate: the duplicate gate sees
+    children still being written."""
+    loop, archive = make_loop(tmp_path, ScriptedFM([]), budget={"iterations": 2})
+    seed = loop.book.store_seed(Genome(files={"main.py": VALID}, entry="main.py"))
+    child = Genome(files={"main.py": VALID + "\nEXTRA = 1\n"}, entry="main.py")
+    origin = Origin(1, seed.key, None, Arm("scripted", "rewrite"))
+
+    async def both():
+        proposal = Proposal(child)
+        return await asyncio.gather(loop.book.accept(proposal, origin), loop.book.accept(proposal, origin))
+
+    (first_done, first_id), (second_done, second_id) = asyncio.run(both())
+    assert first_done and second_done and first_id is not None and second_id is None
+    stored = archive.agents(1)
+    assert [a.status for a in stored] == [AgentStatus.proposed, AgentStatus.proposed, AgentStatus.invalid]
+    assert f"identical to agent {first_id}" in (stored[2].invalid_reason or "")
+    archive.close()
