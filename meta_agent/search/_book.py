@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from archive.models import Agent, AgentStatus, RunStatus
+from archive.novelty import near_duplicate
 from archive.store import Archive, genome_hash
 from archive.view import ArchiveView
 from evaluators.base import Genome
@@ -114,9 +115,9 @@ class RunBook:
         self.enqueue = enqueue
         self.idle_slot = idle_slot
         self.write = writes or GroupCommit(archive)
-        # Children being stored now, by genome hash: an identical one proposed meanwhile waits for the outcome.
-        self._storing: dict[str, asyncio.Future[None]] = {}
-        self._near_gate = asyncio.Lock()
+        # Children being stored now: genome hash -> (the store's end, the code embedding when the similarity
+        # gate is on). A child identical or too similar to one of them waits for that store's outcome.
+        self._storing: dict[str, tuple[asyncio.Future[None], np.ndarray | None]] = {}
         self.counters = Counters()
         self.best: tuple[float, int] | None = None  # (score, agent id)
         self._genome_owner: dict[str, int] = {}  # genome hash -> first agent with it: the duplicate gate
@@ -153,23 +154,39 @@ class RunBook:
             await self.store_invalid(proposal, origin, reason=str(proposal.reason))
             return True, None
         child_hash = genome_hash(proposal.genome.files)
-        while (storing := self._storing.get(child_hash)) is not None:
-            await asyncio.wait({storing})  # an identical child is being stored: whether it was decides
+        gate_on = self.behaviour.gate is not None
+        embedding = self.behaviour.code_embedding(proposal.genome.files) if gate_on else None
+        await self._wait_for_similar_stores(child_hash, embedding)
         duplicate = self._genome_owner.get(child_hash)
         if duplicate is not None:
             reason = f"the edit produced code identical to agent {duplicate}; make a change that differs"
             await self.store_invalid(proposal, origin, reason=reason)
             return True, None
-        if self.behaviour.gate is None:
-            return True, await self._store_child(proposal, child_hash, None, origin)
-        # The near-duplicate check and the store are one step: a child being stored is not in the gate yet.
-        async with self._near_gate:
-            embedding = self.behaviour.code_embedding(proposal.genome.files)
-            refused = self._near_duplicate(embedding)
-            if refused is None:
-                return True, await self._store_child(proposal, child_hash, embedding, origin)
-        await self.store_invalid(proposal, origin, reason=refused)
-        return False, None
+        refused = self._near_duplicate(embedding) if embedding is not None else None
+        if refused is not None:
+            await self.store_invalid(proposal, origin, reason=refused)
+            return False, None
+        return True, await self._store_child(proposal, child_hash, embedding, origin)
+
+    async def _wait_for_similar_stores(self, child_hash: str, embedding: np.ndarray | None) -> None:
+        """Wait while a child identical to this one (or, with the similarity gate on, one within its threshold)
+        is being stored: the gates see a child only once it is stored, and that store's outcome decides."""
+        gate = self.behaviour.gate
+        while True:
+            pending = [
+                store
+                for hash_, (store, other) in self._storing.items()
+                if hash_ == child_hash
+                or (
+                    gate is not None
+                    and embedding is not None
+                    and other is not None
+                    and near_duplicate(embedding, other[None, :], threshold=gate.threshold) is not None
+                )
+            ]
+            if not pending:
+                return
+            await asyncio.wait(pending)
 
     def _near_duplicate(self, embedding: np.ndarray) -> str | None:
         """Why the child is refused, when the code-similarity gate finds an agent too close; None otherwise."""
@@ -191,7 +208,8 @@ class RunBook:
     ) -> int:
         assert proposal.genome is not None
         starts_now = self.idle_slot()
-        storing = self._storing[child_hash] = asyncio.get_running_loop().create_future()
+        storing = asyncio.get_running_loop().create_future()
+        self._storing[child_hash] = (storing, embedding)
         try:
             agent = await self._write_child(proposal, starts_now, origin)
         finally:

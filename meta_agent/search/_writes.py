@@ -2,12 +2,13 @@
 
 Every proposal and evaluation writes the archive from the event-loop thread: the child (`add_agent`),
 its start (`mark_evaluating`), its result (`finish_evaluation`). Alone, each is a transaction with its
-own BEGIN and COMMIT. When the loop is busy (many evaluation slots, a fast FM), several coroutines have
-a write ready in the same turn of the event loop; `GroupCommit` hands them to `Archive.write_batch`
-as one transaction, and when the loop is quiet a write is a batch of one, committed as soon as the
-event loop gets to it. Either way a caller resumes only after its write committed, with the value or
-the error the archive method gives alone (archive/_batch.py), so no code after an `await` acts on a
-write that is not durable.
+own BEGIN and COMMIT. `GroupCommit` rate-limits commits instead: a write after a quiet spell commits as
+soon as the event loop gets to it (a loop waiting on its FM pays nothing), and one that comes within
+`window_s` of the last commit waits for the window to end, with every write submitted meanwhile, and
+they go to `Archive.write_batch` as one transaction. A busy loop (many evaluation slots, a fast FM) so
+commits at most 1 / window_s times a second, however many writes it makes. Either way a caller resumes
+only after its write committed, with the value or the error the archive method gives alone
+(archive/_batch.py), so no code after an `await` acts on a write that is not durable.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ _log = logging.getLogger(__name__)
 
 
 class GroupCommit:
-    """Awaitable archive writes; the writes submitted in one turn of the event loop share a transaction."""
+    """Awaitable archive writes; writes submitted close together share a transaction."""
 
     def __init__(self, archive: Archive, *, window_s: float = 0.02, max_batch: int = 64) -> None:
         """window_s: the least time between two commits. A write that comes after a quiet spell commits as soon

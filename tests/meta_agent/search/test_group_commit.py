@@ -151,3 +151,27 @@ def test_identical_children_proposed_at_once_are_stored_once_fake_fm(tmp_path: P
     assert [a.status for a in stored] == [AgentStatus.proposed, AgentStatus.proposed, AgentStatus.invalid]
     assert f"identical to agent {first_id}" in (stored[2].invalid_reason or "")
     archive.close()
+
+
+def test_near_identical_children_proposed_at_once_are_not_both_stored_fake_fm(tmp_path: Path) -> None:
+    """With the similarity gate on, a child within the threshold of one still being stored waits for it, then
+    is refused as its near-duplicate (and its iteration may propose again)."""
+    search = {"strategy": "greedy", "operators": {"rewrite": 1.0}, "novelty": {"duplicate_threshold": 0.995}}
+    loop, archive = make_loop(tmp_path, ScriptedFM([]), budget={"iterations": 2}, search=search)
+    seed = loop.book.store_seed(Genome(files={"main.py": "def pack_circles(n):\n    return []\n"}, entry="main.py"))
+    origin = Origin(1, seed.key, None, Arm("scripted", "rewrite"))
+    # One constant apart: a code similarity of 0.9972; both far from the seed.
+    first = Genome(files={"main.py": VALID.replace("0.999", "0.998")}, entry="main.py")
+    second = Genome(files={"main.py": VALID.replace("0.999", "0.997")}, entry="main.py")
+
+    async def both():
+        return await asyncio.gather(
+            loop.book.accept(Proposal(first), origin), loop.book.accept(Proposal(second), origin)
+        )
+
+    (first_done, first_id), (second_done, second_id) = asyncio.run(both())
+    assert first_done and first_id is not None and not second_done and second_id is None
+    stored = archive.agents(1)
+    assert [a.status for a in stored] == [AgentStatus.proposed, AgentStatus.proposed, AgentStatus.invalid]
+    assert f"near-duplicate of agent {first_id}" in (stored[2].invalid_reason or "")
+    archive.close()
