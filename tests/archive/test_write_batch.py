@@ -27,14 +27,14 @@ def archive(store_url: str) -> Iterator[Archive]:
         yield store
 
 
-def _commits(archive: Archive) -> list[int]:
+def count_commits(archive: Archive) -> list[int]:
     """A list that grows by one per COMMIT the archive's engine sends."""
     commits: list[int] = []
     event.listen(archive.engine, "commit", lambda connection: commits.append(1))
     return commits
 
 
-def _seeded(archive: Archive) -> tuple[int, Agent]:
+def seeded_run(archive: Archive) -> tuple[int, Agent]:
     run = archive.create_run(name="batch", benchmark="toy", seed=0, config_json="{}")
     seed = archive.add_agent(run.key, files=SEED, entry="main.py", status=AgentStatus.evaluating)
     archive.finish_evaluation(seed.key, status=AgentStatus.evaluated, score=1.0)
@@ -49,11 +49,11 @@ def _child(archive: Archive, run_id: int, parent: Agent, i: int) -> functools.pa
 
 
 def test_several_candidates_writes_commit_as_one_transaction_with_each_result(archive: Archive) -> None:
-    run_id, seed = _seeded(archive)
+    run_id, seed = seeded_run(archive)
     first = archive.add_agent(run_id, files={"main.py": "x = 1\n"}, entry="main.py", parent_id=seed.key, iteration=1)
     second = archive.add_agent(run_id, files={"main.py": "x = 2\n"}, entry="main.py", parent_id=seed.key, iteration=2)
     archive.mark_evaluating(second.key)
-    commits = _commits(archive)
+    commits = count_commits(archive)
     rows = [Evaluation(task_id="t0", score=0.5, passed=True), Evaluation(task_id="t1", score=0.0)]
     outcomes = archive.write_batch(
         [
@@ -83,8 +83,8 @@ def test_several_candidates_writes_commit_as_one_transaction_with_each_result(ar
 
 
 def test_a_refused_call_gets_its_error_and_the_others_their_results(archive: Archive) -> None:
-    run_id, seed = _seeded(archive)
-    commits = _commits(archive)
+    run_id, seed = seeded_run(archive)
+    commits = count_commits(archive)
     outcomes = archive.write_batch(
         [
             _child(archive, run_id, seed, 1),
@@ -104,7 +104,7 @@ def test_a_refused_call_gets_its_error_and_the_others_their_results(archive: Arc
 
 
 def test_only_this_archives_lifecycle_writes_are_taken(archive: Archive, store_url: str) -> None:
-    run_id, seed = _seeded(archive)
+    run_id, seed = seeded_run(archive)
     with pytest.raises(TypeError, match="write_batch takes functools.partial"):
         archive.write_batch([functools.partial(archive.get_agent, seed.key)])
     with pytest.raises(TypeError, match="write_batch takes"):
@@ -115,7 +115,7 @@ def test_only_this_archives_lifecycle_writes_are_taken(archive: Archive, store_u
 
 
 def test_a_read_only_archive_refuses_every_call_of_a_batch(archive: Archive, store_url: str) -> None:
-    run_id, seed = _seeded(archive)
+    run_id, seed = seeded_run(archive)
     with Archive(store_url, readonly=True) as reader:
         outcomes = reader.write_batch(
             [functools.partial(reader.mark_evaluating, seed.key), _child(reader, run_id, seed, 1)]
@@ -127,7 +127,7 @@ def test_a_read_only_archive_refuses_every_call_of_a_batch(archive: Archive, sto
 def test_another_thread_does_not_join_an_open_batch(archive: Archive) -> None:
     """A write from another thread while a batch is open waits for the batch's transaction to end, and commits
     on its own: it neither joins the batch nor is rolled back with it."""
-    run_id, seed = _seeded(archive)
+    run_id, seed = seeded_run(archive)
     started, outside = threading.Event(), []
     original = archive._run_joined
 
@@ -164,7 +164,7 @@ def test_a_batch_whose_commit_answer_is_lost_commits_once(
     mark): committed, the first attempt's results stand; rolled back, the whole batch runs again. Either way
     each call's write is stored exactly once."""
     with Archive(postgres_url) as archive:
-        run_id, seed = _seeded(archive)
+        run_id, seed = seeded_run(archive)
         original = archive._commit
         lost: list[CommitCheck] = []
 

@@ -10,7 +10,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from sqlalchemy import event
 
 from archive.errors import InvalidTransition
 from archive.models import AgentStatus
@@ -21,9 +20,8 @@ from meta_agent.search._arms import Arm
 from meta_agent.search._book import Origin
 from meta_agent.search._writes import GroupCommit
 from meta_agent.testing import ScriptedFM
+from tests.archive.test_write_batch import count_commits, seeded_run
 from tests.meta_agent.search.test_loop_fake_fm import VALID, make_loop
-
-SEED = {"main.py": "x = 0\n"}
 
 
 @pytest.fixture
@@ -33,23 +31,15 @@ def archive(tmp_path: Path) -> Iterator[Archive]:
     archive.close()
 
 
-def _commits(archive: Archive) -> list[int]:
-    commits: list[int] = []
-    event.listen(archive.engine, "commit", lambda connection: commits.append(1))
-    return commits
-
-
 def _run_with_seed(archive: Archive) -> tuple[int, int]:
-    run = archive.create_run(name="g", benchmark="toy", seed=0, config_json="{}")
-    seed = archive.add_agent(run.key, files=SEED, entry="main.py", status=AgentStatus.evaluating)
-    archive.finish_evaluation(seed.key, status=AgentStatus.evaluated, score=1.0)
-    return run.key, seed.key
+    run_id, seed = seeded_run(archive)
+    return run_id, seed.key
 
 
 def test_writes_ready_together_share_one_transaction_and_each_caller_gets_its_own_outcome(archive: Archive) -> None:
     run_id, seed_id = _run_with_seed(archive)
     writes = GroupCommit(archive)
-    commits = _commits(archive)
+    commits = count_commits(archive)
 
     async def three_at_once():
         add = functools.partial(writes, archive.add_agent, run_id, parent_id=seed_id, iteration=1)
