@@ -242,7 +242,7 @@ def bench_loop(
         # Every event is emitted on the event loop's thread, so thread_time() there is the driver's own CPU.
         (wall0, cpu0, own0), (wall1, cpu1, own1) = stamps[0], stamps[-1]
         per = 1e3 / (candidates - 1)
-        batching = loop.book.write.writes / max(loop.book.write.transactions, 1)
+        batching = loop.writes.writes / max(loop.writes.transactions, 1)
         return (wall1 - wall0) * per, (cpu1 - cpu0) * per, (own1 - own0) * per, batching
 
 

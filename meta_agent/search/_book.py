@@ -98,13 +98,13 @@ class RunBook:
         arms: list[Arm],
         on_event: Callable[[LoopEvent], None],
         enqueue: Callable[[int, Agent | None], None],
+        writes: GroupCommit,
         idle_slot: Callable[[], bool] = lambda: False,
-        writes: GroupCommit | None = None,
     ) -> None:
         """enqueue: hands a stored child to evaluation (with the agent when it was stored as evaluating).
         idle_slot: whether an evaluation slot waits for work, so a child stored now starts at once: it is
         then stored as evaluating, one archive transaction instead of two.
-        writes: how lifecycle writes reach the archive (one GroupCommit per loop; a new one by default)."""
+        writes: the loop's group commit, through which the lifecycle writes reach the archive."""
         self.archive = archive
         self.run_id = run_id
         self.behaviour = behaviour
@@ -114,7 +114,7 @@ class RunBook:
         self.on_event = on_event
         self.enqueue = enqueue
         self.idle_slot = idle_slot
-        self.write = writes or GroupCommit(archive)
+        self.write = writes
         # Children being stored now: genome hash -> (the store's end, the code embedding when the similarity
         # gate is on). A child identical or too similar to one of them waits for that store's outcome.
         self._storing: dict[str, tuple[asyncio.Future[None], np.ndarray | None]] = {}

@@ -36,6 +36,7 @@ from meta_agent.search._compose import check_operators, check_selector_needs, se
 from meta_agent.search._executor import Executor, LocalExecutor
 from meta_agent.search._memory import _LRU, PromptMemory
 from meta_agent.search._proposals import Proposer, agent_fm_budget, run_limits
+from meta_agent.search._writes import GroupCommit
 from sandbox.base import Sandbox, SandboxError
 
 #: Consecutive infrastructure faults (sandbox or FM) after which the run stops for the user.
@@ -125,10 +126,12 @@ class SearchLoop:
         self.memory = PromptMemory(
             archive, failed_attempts_shown=config.search.failed_attempts_shown, inspirations=config.search.inspirations
         )
+        # The lifecycle writes of the loop and its book, committed together when ready together.
+        self.writes = GroupCommit(archive)
         self.book = RunBook(
             archive=archive, run_id=self.run_id, behaviour=self.behaviour, memory=self.memory, bandit=self.bandit,
             arms=self.arms, on_event=lambda event: self.on_event(event), enqueue=self._enqueue,
-            idle_slot=self._idle_slot,
+            writes=self.writes, idle_slot=self._idle_slot,
         )  # fmt: skip
         self._counters = self.book.counters
         # Children whose FM conversation may take their failed run back (fm.repair_rounds), until evaluated.
@@ -209,7 +212,7 @@ class SearchLoop:
             for running in (*evaluators, watchdog, drained, stopped):
                 running.cancel()
             await asyncio.gather(*evaluators, watchdog, drained, stopped, return_exceptions=True)
-            self.book.write.flush()  # writes of cancelled callers still commit: nothing submitted is dropped
+            self.writes.flush()  # writes of cancelled callers still commit: nothing submitted is dropped
             self.proposer.close()
             await self.executor.finish()
         return self._finish()
@@ -384,7 +387,7 @@ class SearchLoop:
     async def _evaluate(self, agent_id: int) -> None:
         agent = self._started.pop(agent_id, None)  # stored as evaluating already, or marked now
         if agent is None:
-            agent = await self.book.write(self.archive.mark_evaluating, agent_id)
+            agent = await self.writes(self.archive.mark_evaluating, agent_id)
         genome = self.memory.genome(str(agent.genome_hash))
         started = time.perf_counter()
         try:
@@ -461,7 +464,7 @@ class SearchLoop:
         return True
 
     async def _on_sandbox_fault(self, agent: Agent, exc: SandboxError | GatewayError) -> None:
-        agent = await self.book.write(self.archive.mark_failed, agent.key, f"sandbox fault: {exc}")
+        agent = await self.writes(self.archive.mark_failed, agent.key, f"sandbox fault: {exc}")
         self.on_event(LoopEvent("failed", agent.key, agent.iteration, None, self.book.best_score(), str(exc)))
         if self._count_fault(exc):
             return
