@@ -10,8 +10,13 @@ Two measurements, at archives of 1k, 10k and 100k evaluated agents:
    duplicate gate, archive writes, host-side scoring — with an instant scripted
    FM and a sandbox that replays one real result of the seed program.
 
+3. with --breakdown: where the loop's driver time goes, the event loop thread's CPU per candidate inside
+   its main synchronous steps (archive writes, the parent's context read, selection, the prompt, the
+   view update, behaviour columns) and the rest (asyncio's hand-offs, the proposal and evaluation
+   pipelines' own code, bookkeeping).
+
 Usage: .venv/bin/python bench/loop_overhead.py [--sizes 1000 10000 100000] [--candidates 200]
-                                              [--store sqlite|postgresql]
+                                              [--store sqlite|postgresql] [--breakdown]
 --store postgresql starts a throwaway PostgreSQL server (Debian's binaries, as the tests do) and gives
 each size a fresh database. Prints one table; never asserts on time.
 """
@@ -26,7 +31,9 @@ import hashlib
 import statistics
 import sys
 import tempfile
+import threading
 import time
+from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -36,12 +43,15 @@ from sqlalchemy import insert, text
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from archive.models import Agent, AgentStatus, Evaluation
-from archive.selection import make_selector
+from archive.selection import DGM, make_selector
 from archive.store import Archive
+from archive.view import ArchiveView
 from evaluators.registry import get_benchmark
 from meta_agent.config import RunConfig
 from meta_agent.llm import Completion
+from meta_agent.operators import RewriteOperator
 from meta_agent.search import SearchLoop
+from meta_agent.search._behaviour import BehaviourSpace
 from sandbox.base import RunResult, RunSpec
 from sandbox.local import LocalSandbox
 
@@ -192,6 +202,48 @@ def bench_batched_writes(
     return statistics.median(per_candidate)
 
 
+# The driver's main synchronous steps, for --breakdown: (label, class, method). The loop's config below uses
+# dgm selection and the rewrite operator.
+DRIVER_STEPS = (
+    ("archive writes", Archive, "write_batch"),
+    ("parent context read", Archive, "agent_context"),
+    ("selection", DGM, "select"),
+    ("prompt", RewriteOperator, "messages"),
+    ("view update", ArchiveView, "add"),
+    ("behaviour columns", BehaviourSpace, "columns"),
+)
+
+
+@contextlib.contextmanager
+def timed_steps(totals: dict[str, float]) -> Iterator[None]:
+    """While open, each method of DRIVER_STEPS adds the thread CPU it takes to totals[label] when called on the
+    thread that opened this (the event loop's: asyncio.run runs there); the classes are restored afterwards.
+    The timing wrapper costs a few microseconds a call itself."""
+    thread = threading.get_ident()
+    saved = []
+    for label, owner, name in DRIVER_STEPS:
+        saved.append((owner, name, owner.__dict__.get(name)))
+
+        def timed(*args, method=getattr(owner, name), label=label, **kwargs):
+            if threading.get_ident() != thread:
+                return method(*args, **kwargs)
+            start = time.thread_time()
+            try:
+                return method(*args, **kwargs)
+            finally:
+                totals[label] += time.thread_time() - start
+
+        setattr(owner, name, timed)
+    try:
+        yield
+    finally:
+        for owner, name, original in saved:
+            if original is None:  # inherited (Archive.write_batch): the class's own attribute goes again
+                delattr(owner, name)
+            else:
+                setattr(owner, name, original)
+
+
 def bench_loop(
     store: Store,
     size: int,
@@ -200,13 +252,15 @@ def bench_loop(
     entry: str,
     seed_result: RunResult,
     edit_processes: int = 0,
+    steps: dict[str, float] | None = None,
 ) -> tuple[float, float, float, float]:
     """Steady-state SearchLoop milliseconds per candidate (proposal + evaluation), start-up excluded:
     (wall, CPU, driver CPU, lifecycle writes per transaction). CPU time (all threads of this process) is what
     Cambrian itself spends; wall time also counts waiting for the other processes of a busy machine. Driver
     CPU is the event loop's thread alone: selection, prompts, parsing, applying and checking edits, archive
     writes, novelty and bookkeeping; the rest of the CPU is the evaluation threads (sandbox calls and the
-    benchmark's host-side scoring), which an executor runs elsewhere."""
+    benchmark's host-side scoring), which an executor runs elsewhere.
+    steps: when given, filled with the driver's ms per candidate in each of DRIVER_STEPS (start-up included)."""
     with tempfile.TemporaryDirectory() as tmp, store.archive() as archive:
         config = RunConfig.model_validate(
             {
@@ -236,7 +290,11 @@ def bench_loop(
             on_event=lambda event: stamps.append((time.perf_counter(), time.process_time(), time.thread_time())),
         )
         stamps: list[tuple[float, float, float]] = []
-        outcome = asyncio.run(loop.run_until_done())
+        totals: dict[str, float] = defaultdict(float)
+        with timed_steps(totals) if steps is not None else contextlib.nullcontext():
+            outcome = asyncio.run(loop.run_until_done())
+        if steps is not None:
+            steps.update({label: totals[label] * 1e3 / candidates for label, _, _ in DRIVER_STEPS})
         assert outcome.proposals == candidates, outcome
         # From the first event to the last: excludes start-up (loading the archive once).
         # Every event is emitted on the event loop's thread, so thread_time() there is the driver's own CPU.
@@ -290,6 +348,9 @@ def main() -> None:
         default=0,
         help="search.edit_processes: replies parsed, applied and checked in this many worker processes",
     )
+    parser.add_argument(
+        "--breakdown", action="store_true", help="also print where the driver's time per candidate goes"
+    )
     args = parser.parse_args()
     store = Store(args.store)
     try:
@@ -315,11 +376,15 @@ def run(store: Store, args: argparse.Namespace) -> None:
         f"{'loop wall/cand.':>15} | {'loop CPU/cand.':>14} | {'driver CPU/cand.':>16} | {'writes/commit':>13}"
     )
     print("-" * 148)
+    breakdowns = []
     for size in args.sizes:
         r = bench_select_insert(store, size, args.candidates, files, entry)
+        steps: dict[str, float] | None = {} if args.breakdown else None
         wall_ms, cpu_ms, driver_ms, batching = bench_loop(
-            store, size, args.candidates, files, entry, seed_result, edit_processes=args.edit_processes
+            store, size, args.candidates, files, entry, seed_result, edit_processes=args.edit_processes, steps=steps
         )
+        if steps is not None:
+            breakdowns.append((size, driver_ms, steps))
         print(
             f"{size:>8} | {r['view_build_s'] * 1e3:>8.0f}ms | {r['select_ms']:>7.3f}ms | {r['insert_ms']:>9.3f}ms"
             f" | {r['batched_ms']:>7.3f}ms"
@@ -334,6 +399,12 @@ def run(store: Store, args: argparse.Namespace) -> None:
     print("host-side scoring, thread hand-offs. driver: the event loop's thread alone (everything but the")
     print("evaluation threads, i.e. the sandbox calls and the benchmark's host-side scoring). writes/commit: the")
     print("loop's lifecycle writes per archive transaction (several when they were ready at once: group commit).")
+    for size, driver_ms, steps in breakdowns:
+        parts = " + ".join(f"{label} {ms:.3f}" for label, ms in steps.items())
+        print(
+            f"\ndriver at {size} agents, ms per candidate: {driver_ms:.3f} = {parts} + the rest "
+            f"{driver_ms - sum(steps.values()):.3f} (asyncio's hand-offs, the pipelines' own code, bookkeeping)"
+        )
 
 
 if __name__ == "__main__":
