@@ -145,6 +145,24 @@ def test_commit_marks_stay_few_and_old_ones_go_at_a_writable_open(postgres_url: 
     assert "recent" in tokens and "killed" not in tokens
 
 
+def test_the_archives_reads_send_no_begin_and_its_writes_and_bulk_tools_do(postgres_url: str) -> None:
+    """A read is autocommit statements (two round trips less); a write, and `archive.engine.begin()`, are one
+    transaction. In a transaction block now() (its start) is earlier than the statement's start; alone, equal."""
+    alone = "SELECT now() = statement_timestamp()"
+    with Archive(postgres_url) as archive:
+        with archive._transaction(write=False) as connection:
+            assert connection.execute(text(alone)).scalar() is True
+            assert connection.execute(text(alone)).scalar() is True  # each statement its own transaction
+        with archive._transaction(write=True) as connection:
+            assert connection.execute(text(alone)).scalar() is False
+        with archive.engine.begin() as connection:
+            assert connection.execute(text(alone)).scalar() is False
+        run = archive.create_run(name="reads", benchmark="b", seed=0, config_json="{}")
+        seed = archive.add_agent(run.key, files={"main.py": "x = 1\n"}, entry="main.py")
+        assert archive.agent_context(seed.key, invalid_children=3).agent.key == seed.key  # reads as before
+        assert archive.get_agent(seed.key).key == seed.key
+
+
 def test_a_database_that_stays_away_ends_in_a_clear_error(server: PostgresServer) -> None:
     url = server.create_database()
     with Archive(url, reconnect_s=2) as archive:
