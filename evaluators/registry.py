@@ -22,6 +22,7 @@ from evaluators.base import Benchmark, BenchmarkError
 from evaluators.circle_packing import CirclePacking
 from evaluators.deceptive import DeceptiveTrap
 from evaluators.humaneval import HumanEval
+from evaluators.programs import PROGRAM_BENCHMARKS
 
 ENTRY_POINT_GROUP = "cambrian.benchmarks"
 
@@ -44,6 +45,10 @@ def _builtins() -> dict[str, _Builtin]:
         ArcProgramBenchmark.name: _Builtin(
             build=ArcProgramBenchmark.from_options, description=ArcProgramBenchmark.description
         ),
+        **{
+            program.name: _Builtin(build=program.from_options, description=program.description)
+            for program in PROGRAM_BENCHMARKS
+        },
     }
 
 

@@ -12,6 +12,7 @@
   the FM wrote again after its run failed (`run_repair_note`: the whole note, kept on a refused one too);
 - `SelfModifyOperator` (the parent agent writes its child in the sandbox; `supports_self_modify`)
   and `AstMutation` (no FM);
+- `Focus`: the lines `lines` and `knob` ask the FM to rewrite (a span of one editable file);
 - prompts: `PromptContext`, `ParentInfo`, `PromptLimits`, `render` and `template_names` (the templates in
   `prompts/`, one file each), `PromptTemplateError`;
 - reply grammars for constrained decoding: `search_replace_grammar`, `code_grammar`, `gbnf_literal`.
@@ -37,6 +38,7 @@ from meta_agent.operators._fm import (
     RewriteOperator,
     run_repair_note,
 )
+from meta_agent.operators._focus import Focus
 from meta_agent.operators._grammars import code_grammar, gbnf_literal, search_replace_grammar
 from meta_agent.operators._prompting import (
     ParentInfo,
@@ -57,9 +59,9 @@ from meta_agent.operators._self_modify import SelfModifyOperator
 
 __all__ = [
     "OPERATORS", "OPERATOR_REGISTRY", "RUN_REPAIR_NOTE", "AstMutation", "CrossoverOperator", "DiagnoseOperator",
-    "DiffOperator", "FMOperator", "KnobOperator", "LinesOperator", "Operator", "OperatorEnv", "OperatorWeightsError",
-    "ParentInfo", "PromptContext", "PromptLimits", "PromptTemplateError", "Proposal", "RewriteOperator",
-    "SelfModifyOperator", "UnknownOperatorError", "choose_operator", "code_grammar", "collect_sites",
-    "gbnf_literal", "make_operator", "operator_names", "render", "run_repair_note", "search_replace_grammar",
-    "supports_self_modify", "template_names",
+    "DiffOperator", "FMOperator", "Focus", "KnobOperator", "LinesOperator", "Operator", "OperatorEnv",
+    "OperatorWeightsError", "ParentInfo", "PromptContext", "PromptLimits", "PromptTemplateError", "Proposal",
+    "RewriteOperator", "SelfModifyOperator", "UnknownOperatorError", "choose_operator", "code_grammar",
+    "collect_sites", "gbnf_literal", "make_operator", "operator_names", "render", "run_repair_note",
+    "search_replace_grammar", "supports_self_modify", "template_names",
 ]  # fmt: skip

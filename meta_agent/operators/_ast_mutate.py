@@ -121,6 +121,14 @@ class AstMutation(Operator):
         child, note = self.mutate_with_note(parent, env.rng())
         return env.check(child, parent, note=note)
 
+    def cannot_edit(self, parent: Genome) -> str | None:
+        try:
+            if collect_sites(parent.files[parent.entry], path=parent.entry):
+                return None
+        except EditError as exc:
+            return f"{self.name} cannot read {parent.entry}: {exc}"
+        return f"{self.name} needs a number or an operator in the EVOLVE-BLOCK of {parent.entry}, and it has none"
+
     def mutate(self, parent: Genome, rng: np.random.Generator) -> Genome:
         """A child of `parent` with 1..max_edits random edits in its entry file; EditError when none can be made."""
         return self.mutate_with_note(parent, rng)[0]

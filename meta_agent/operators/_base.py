@@ -19,6 +19,8 @@ reading their prompt templates.
 
 Raise `EditError` with a public reason when no child can be made: the search stores
 that reason on the invalid agent and shows it to the next prompt of the same parent.
+An operator that can tell from the code alone that it cannot edit a parent says so in
+`cannot_edit(parent)`: the search asks before spending an FM call and draws another.
 
 What an operator declares, for the search to check and to pick arms:
 - `uses_fm`: it calls `env.complete`, so each configured model is an arm and the run needs an FM;
@@ -136,6 +138,13 @@ class Operator(ABC):
     @abstractmethod
     async def propose(self, context: PromptContext, env: OperatorEnv) -> Proposal:
         """One child of `context.parent` (see OperatorEnv). EditError when none can be made."""
+
+    def cannot_edit(self, parent: Genome) -> str | None:
+        """Why this operator can make no child of `parent` whatever the FM would say (e.g. `lines` on a program
+        with no statement to rewrite), or None when it can try. Asked before a proposal spends an FM call:
+        the search then draws another operator, and refuses a run whose seed no operator can edit.
+        A pure function of the code; the default says it can always try."""
+        return None
 
 
 def supports_self_modify(benchmark: object) -> bool:

@@ -21,7 +21,7 @@ import numpy as np
 from evaluators.base import Genome
 from meta_agent.edits import EditError
 from meta_agent.operators._base import Operator, OperatorEnv, Proposal
-from meta_agent.operators._focus import editable_windows, number_assignments, statement_runs
+from meta_agent.operators._focus import Focus, editable_files, has_editable_code, windows
 from meta_agent.operators._grammars import code_grammar, search_replace_grammar
 from meta_agent.operators._prompting import (
     PromptContext,
@@ -235,6 +235,11 @@ class DiffOperator(FMOperator):
         """SEARCH/REPLACE blocks whose SEARCH copies a run of the parent's editable lines."""
         return search_replace_grammar(ctx.parent.genome)
 
+    def cannot_edit(self, parent: Genome) -> str | None:
+        if has_editable_code(parent):
+            return None
+        return f"{self.name} needs a line of editable code for SEARCH to copy, and {parent.entry} has none"
+
     def format_hint(self, ctx: PromptContext) -> str:
         return _BLOCKS_HINT
 
@@ -244,20 +249,30 @@ _FOCUS_SALT = 0xF0C5  # the lines are drawn from a stream of their own, apart fr
 
 @dataclass(frozen=True)
 class LinesOperator(FMOperator):
-    """The FM rewrites 1-3 lines the proposer picks (name "lines"), replying with the new lines in one code
-    block. Small models asked for a free edit copy what they see; asked to rewrite named lines, in a short
-    prompt, they change them (README, "Making small models' replies count")."""
+    """The FM rewrites a few lines the proposer picks (name "lines"), replying with the new lines in one code
+    block: a run of simple statements, a condition's or a loop's header, or a short compound statement, of
+    any editable file (see `_focus`). Small models asked for a free edit copy what they see; asked to
+    rewrite named lines, in a short prompt, they change them (README, "Making small models' replies count")."""
 
     name: ClassVar[str] = "lines"
     #: The reply is a few lines: far below fm.max_tokens.
     max_reply_tokens: ClassVar[int | None] = 384
     limits: PromptLimits = field(default_factory=PromptLimits)
 
-    def pick(self, parent: Genome, rng: np.random.Generator) -> str | None:
-        """The lines to rewrite: a seeded draw of 1..MAX_FOCUS_STATEMENTS consecutive simple statements of
-        the entry file's editable code (see `statement_runs`) whose text occurs only once in the file."""
-        windows = editable_windows(parent, sorted(set(statement_runs(parent.files[parent.entry]))))
-        return windows[int(rng.integers(len(windows)))] if windows else None
+    def windows(self, parent: Genome) -> list[Focus]:
+        """What this operator may ask to rewrite in `parent` (`_focus.windows`)."""
+        return windows(parent)
+
+    def pick(self, parent: Genome, rng: np.random.Generator) -> Focus | None:
+        """The lines to rewrite: a seeded draw among `windows(parent)`; None when there is none."""
+        found = self.windows(parent)
+        return found[int(rng.integers(len(found)))] if found else None
+
+    def cannot_edit(self, parent: Genome) -> str | None:
+        if self.windows(parent):
+            return None
+        files = ", ".join(editable_files(parent)) or parent.entry
+        return f"{self.name} needs a statement in the editable code to rewrite, and {files} has none"
 
     def prepare(self, ctx: PromptContext, env: OperatorEnv) -> PromptContext:
         """The lines to ask for: a seeded draw (`pick`), unless the context names them."""
@@ -273,27 +288,30 @@ class LinesOperator(FMOperator):
         genome = ctx.parent.genome
         if ctx.focus is None:
             raise EditError(
-                f"the lines operator found no line of {genome.entry} it may ask to rewrite",
-                fix="give the program's editable region some code, or use the diff operator",
+                self.cannot_edit(genome) or f"the {self.name} operator was given no lines to ask for",
+                fix="give the program's editable region a statement, or use the rewrite operator",
             )
         values = {
             **task_values(ctx, self.limits),
             "score": format_score(ctx.parent.score),
             "files": format_files(genome),
-            "focus": ctx.focus,
-            "language": code_language(genome.entry) or "python",
+            "path": ctx.focus.path,
+            "focus": ctx.focus.text,
+            "language": code_language(ctx.focus.path) or "python",
         }
         return [system_message(ctx), {"role": "user", "content": render("lines", values).strip()}]
 
-    def apply(self, parent: Genome, reply: str, *, focus: str | None = None) -> Genome:
-        """The parent with the `focus` lines replaced by the reply's code block."""
+    def apply(self, parent: Genome, reply: str, *, focus: Focus | str | None = None) -> Genome:
+        """The parent with the `focus` lines replaced by the reply's code block (a str: the first lines of the
+        entry file that read it)."""
         if focus is None:
             raise EditError("the lines operator needs the lines it asked for", fix="pass focus=")
-        return _apply_lines(parent, reply, focus)
+        return _apply_lines(parent, reply, Focus.find(parent, focus) if isinstance(focus, str) else focus)
 
     def grammar(self, ctx: PromptContext) -> str | None:
         """One fenced code block."""
-        return code_grammar(code_language(ctx.parent.genome.entry) or "python")
+        path = ctx.focus.path if ctx.focus is not None else ctx.parent.genome.entry
+        return code_grammar(code_language(path) or "python")
 
     def format_hint(self, ctx: PromptContext) -> str:
         return ": the new lines only, in one code block, with the same indentation"
@@ -303,20 +321,16 @@ class LinesOperator(FMOperator):
 class KnobOperator(LinesOperator):
     """The FM retunes one number (name "knob"): the `lines` operator, with the line to rewrite drawn from the
     module-level statements that assign a number literal to a name (`SAMPLES = 1`, `MAX_TOKENS = 512`), the
-    knobs a program's author left to turn. A program with none gets `lines`' own draw.
+    knobs a program's author left to turn. A program with none gets `lines`' own windows.
 
     Why: a one-number change is an edit small models make reliably, and a knob is in few of the `lines`
     operator's windows (README, "Tuning the knobs")."""
 
     name: ClassVar[str] = "knob"
 
-    def pick(self, parent: Genome, rng: np.random.Generator) -> str | None:
-        """A seeded draw of one number assignment of the editable code (see `number_assignments`), else
-        the `lines` operator's draw."""
-        windows = editable_windows(parent, sorted(set(number_assignments(parent.files[parent.entry]))))
-        if not windows:
-            return super().pick(parent, rng)
-        return windows[int(rng.integers(len(windows)))]
+    def windows(self, parent: Genome) -> list[Focus]:
+        """The number assignments of the editable code (see `number_assignments`), else `lines`' windows."""
+        return windows(parent, knobs=True) or windows(parent)
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from importlib import resources
 from cambrian_errors import CambrianError
 from evaluators.base import Genome
 from meta_agent.edits import evolve_regions
+from meta_agent.operators._focus import Focus
 
 _LANGUAGES = {
     ".py": "python",
@@ -140,7 +141,7 @@ class PromptContext:
     second_parent: the other parent of a crossover (None for one-parent operators).
     plan: the improvement plan the first call of `diagnose` wrote (None before that call).
     idea: one direction to try, drawn from the benchmark's `ideas` for this proposal (None: no direction).
-    focus: the lines of the entry file the `lines` operator asks the FM to rewrite (None for other operators).
+    focus: the lines the `lines` and `knob` operators ask the FM to rewrite (None for other operators).
     """
 
     contract: str
@@ -151,7 +152,7 @@ class PromptContext:
     second_parent: ParentInfo | None = None
     plan: str | None = None
     idea: str | None = None
-    focus: str | None = None
+    focus: Focus | None = None
 
 
 @dataclass(frozen=True)

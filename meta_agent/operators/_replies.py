@@ -23,6 +23,7 @@ from meta_agent.edits import (
     parse_search_replace,
     splice_into_region,
 )
+from meta_agent.operators._focus import Focus
 from meta_agent.operators._prompting import code_language
 
 # A line that opens or closes a SEARCH/REPLACE block: its presence means the reply chose the block format.
@@ -118,13 +119,20 @@ def _apply_search_replace(parent: Genome, reply: str) -> Genome:
     return Genome(files=files, entry=parent.entry)
 
 
-def _apply_lines(parent: Genome, reply: str, focus: str) -> Genome:
-    """The parent with the lines `focus` (which occur once in its entry file) replaced by the reply's code.
+def _apply_lines(parent: Genome, reply: str, focus: Focus) -> Genome:
+    """The parent with the `focus` lines of `focus.path` replaced by the reply's code.
 
-    New lines written without the old lines' common indentation get it back; a reply with no code is refused.
+    New lines written without the old lines' common indentation get it back; a reply with no code is refused,
+    and so is a focus that no longer matches the parent's lines (a caller's bug, named as such).
     """
-    original = parent.files[parent.entry]
-    language = code_language(parent.entry) or "python"
+    original = parent.files[focus.path]
+    lines = original.splitlines()
+    if "\n".join(lines[focus.start : focus.end]).rstrip() != focus.text:
+        raise EditError(
+            f"the lines asked for are not lines {focus.start + 1}-{focus.end} of {focus.path}",
+            fix="pick the lines from this parent (LinesOperator.pick)",
+        )
+    language = code_language(focus.path) or "python"
     try:
         code = extract_code(reply, language=language).rstrip()
     except EditError:
@@ -136,12 +144,12 @@ def _apply_lines(parent: Genome, reply: str, focus: str) -> Genome:
             "the new lines write an EVOLVE-BLOCK marker; markers may not be added or moved",
             fix="reply with code only, without EVOLVE-BLOCK comments",
         )
-    indent = _indent(focus)
+    indent = _indent(focus.text)
     if indent and not _indent(code):
         code = "\n".join(indent + line if line.strip() else line for line in code.splitlines())
-    text = original.replace(focus.rstrip() + "\n", code + "\n", 1)
-    _check_python(parent.entry, text)
-    files = {**parent.files, parent.entry: text}
+    text = "\n".join([*lines[: focus.start], *code.splitlines(), *lines[focus.end :]]) + "\n"
+    _check_python(focus.path, text)
+    files = {**parent.files, focus.path: text}
     _check_changed(parent, files)
     return Genome(files=files, entry=parent.entry)
 

@@ -3,7 +3,7 @@
 `SearchLoop` takes objects; `SearchLoop.from_config` gets them here by name (built-in or installed
 plugins). Whatever built them, the loop checks them against the benchmark before anything runs:
 the descriptor axes and neighbours the selector reads, an operator object for every weighted name,
-a benchmark that supports `self_modify`, an FM for the FM operators.
+a benchmark that supports `self_modify`, an FM for the FM operators, a seed some operator can edit.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from archive.selection import ParentSelector, selector_needs, selector_parameters
-from evaluators.base import Benchmark
+from evaluators.base import Benchmark, Genome
 from meta_agent.config import RunConfig
 from meta_agent.errors import ConfigError
 from meta_agent.operators import Operator, supports_self_modify
@@ -76,3 +76,17 @@ def check_operators(
     needs_fm = any(operators[name].uses_fm for name in weights)
     if needs_fm and not has_fm:
         raise ConfigError("search.operators names FM operators but the run has no FM", fix="configure fm.model")
+
+
+def check_seed_editable(config: RunConfig, seed: Genome, operators: Mapping[str, Operator]) -> None:
+    """At least one weighted operator can edit the seed (`Operator.cannot_edit`), else a ConfigError that
+    names each operator and what it needs: a run that could never make a child is refused before it starts."""
+    weights = [name for name, weight in config.search.operators.items() if weight > 0 and name in operators]
+    reasons = {name: operators[name].cannot_edit(seed) for name in weights}
+    if weights and all(reasons.values()):
+        raise ConfigError(
+            f"no operator of search.operators can edit the seed {seed.entry}: "
+            + "; ".join(f"{reason}" for reason in reasons.values()),
+            fix="add an operator that can, e.g. --set 'search.operators={rewrite = 1}' (it writes the whole "
+            "EVOLVE-BLOCK), or give the seed's EVOLVE-BLOCK the code those operators need",
+        )

@@ -28,7 +28,7 @@ from meta_agent.config import RunConfig
 from meta_agent.errors import ConfigError, RunAborted, SeedFailed
 from meta_agent.llm import FMAuthError, FMGateway, FMUnavailable, GatewayError, LLMClient
 from meta_agent.llm import model_label as label_of_model
-from meta_agent.operators import Operator, PromptContext, Proposal, choose_operator, make_operator
+from meta_agent.operators import Operator, ParentInfo, PromptContext, Proposal, choose_operator, make_operator
 from meta_agent.search._arms import Arm, operator_arms, restore_bandit
 from meta_agent.search._behaviour import BehaviourSpace
 from meta_agent.search._book import LoopEvent, LoopOutcome, Origin, RunBook
@@ -136,6 +136,7 @@ class SearchLoop:
         self._counters = self.book.counters
         # Children whose FM conversation may take their failed run back (fm.repair_rounds), until evaluated.
         self._repairable = _LRU[int, _Repairable](capacity=1024)
+        self._editable = _LRU[tuple[str, int], bool](capacity=4096)
         self.view = self.behaviour.rebuild(archive, self.run_id, lambda hash_: self.memory.genome(hash_).files)
         if {arm.operator for arm in self.arms} == {"crossover"} and len(self.view) < 2:
             raise ConfigError(
@@ -301,9 +302,9 @@ class SearchLoop:
         """
         rng = np.random.default_rng([self.config.seed, iteration])
         parent_id = int(self.selector.select(self.view, 1, rng)[0])
-        arm = self._choose_arm(rng)
-        second_parent_id = self._second_parent(parent_id, rng) if arm.operator == "crossover" else None
         parent, failed_attempts = self.memory.parent(parent_id)
+        arm = self._choose_arm(rng, parent)
+        second_parent_id = self._second_parent(parent_id, rng) if arm.operator == "crossover" else None
         ctx = PromptContext(
             contract=self.benchmark.contract,
             benchmark=self.benchmark.name,
@@ -342,18 +343,31 @@ class SearchLoop:
             self._repairable.put(child_id, repairable)
         return done
 
-    def _choose_arm(self, rng: np.random.Generator) -> Arm:
-        """The (model, operator) of this proposal: the bandit's choice, or operator by weight and model uniformly.
+    def _choose_arm(self, rng: np.random.Generator, parent: ParentInfo) -> Arm:
+        """The (model, operator) of this proposal: the bandit's choice, or operator by weight and model uniformly,
+        among the operators that can edit `parent` (`Operator.cannot_edit`: no FM call is spent on one that
+        cannot). When none can, the draw is over all of them and the operator's refusal names the cause.
 
         Crossover needs two evaluated agents: until there are, it is not drawn.
         """
         arms = self.arms if len(self.view) >= 2 else [arm for arm in self.arms if arm.operator != "crossover"]
+        able = [arm for arm in arms if self._can_edit(arm.operator, parent)]
+        arms = able or arms
         if self.bandit is not None:
             return self.bandit.choose(rng, allowed=arms)
         weights = {name: w for name, w in self.config.search.operators.items() if any(a.operator == name for a in arms)}
         operator = choose_operator(weights, rng)
         models = [arm.model for arm in arms if arm.operator == operator]
         return Arm(models[int(rng.integers(len(models)))] if len(models) > 1 else models[0], operator)
+
+    def _can_edit(self, operator: str, parent: ParentInfo) -> bool:
+        """Whether `operator` can try to edit `parent` (remembered per agent: parents are drawn again and again)."""
+        key = (operator, parent.agent_id)
+        able = self._editable.get(key)
+        if able is None:
+            able = self.operators[operator].cannot_edit(parent.genome) is None
+            self._editable.put(key, able)
+        return able
 
     def _second_parent(self, parent_id: int, rng: np.random.Generator) -> int:
         """Crossover's other parent: drawn by the same strategy, a different agent (else the best other one)."""

@@ -26,7 +26,9 @@ _CATEGORIES: tuple[tuple[str, str], ...] = (
     (r"changes nothing|left the program unchanged|identical to agent", "no change"),
     (r"near-duplicate", "near-duplicate"),
     (r"no code for the EVOLVE-BLOCK region", "rewrite: no code for the region"),  # a content miss, not an edit
-    (r"EVOLVE-BLOCK", "edit outside EVOLVE-BLOCK"),
+    (r"no numeric constants or operators", "nothing for ast_mutate to change"),
+    (r"needs a statement in the editable code|found no line of", "no lines to rewrite"),
+    (r"outside (?:the |its )?EVOLVE-BLOCK|EVOLVE-BLOCK marker", "edit outside EVOLVE-BLOCK"),
     (r"not valid Python|cannot be compiled", "syntax error"),
     (r"undefined name|undefined local", "static: undefined name"),
     (r"no longer defines|cannot be called the way", "static: entry function lost"),
@@ -76,6 +78,8 @@ class RunSummary:
     improved: int  # children that scored above their parent
     reasons: dict[str, int] = field(default_factory=dict)  # why the other children did not count, most common first
     store: str | None = None  # the shared store holding the run (password hidden); None: its own archive.db
+    #: operator -> (valid children, children proposed), in the order operators first proposed
+    by_operator: dict[str, tuple[int, int]] = field(default_factory=dict)
 
     @property
     def gain(self) -> float | None:
@@ -110,22 +114,67 @@ class RunSummary:
             f"children: {self.proposals} proposed, {rate} valid, {self.improved} beat their parent"
             + (f"; did not count: {reasons}" if reasons else "")
         )
+        if len(self.by_operator) > 1 or (self.proposals and self.valid == 0):
+            out.append("by operator: " + ", ".join(f"{name} {valid}/{made} valid"
+                                                   for name, (valid, made) in self.by_operator.items()))  # fmt: skip
         if self.proposals and (self.valid == 0 or (gain is not None and gain <= 0)):
             out.append(self.fix())
         return out
 
     def fix(self) -> str:
-        """What to try when the search improved nothing."""
+        """What to try when the search improved nothing, from why its children did not count."""
         if self.valid == 0:
+            cause = _dominant_cause(self.reasons)
+            if cause == "model":
+                return (
+                    "fix: the model's replies could not be used (" + self._top_reasons() + "); use a stronger model "
+                    "(e.g. --model qwen2.5-coder-1.5b or a hosted one), keep constrained decoding on (fm.constrained="
+                    "on for a local server, the default there), and read the reasons with `cambrian tree RUN`"
+                )
+            if cause == "program":
+                return (
+                    "fix: the children ran and failed (" + self._top_reasons() + "); read the failures with "
+                    "`cambrian show RUN ID`, and check the contract the FM is shown and the evaluation limits "
+                    "(evaluation.timeout_s, evaluation.memory_mb)"
+                )
+            if cause == "prompt":
+                return (
+                    "fix: the FM refused the prompts (" + self._top_reasons() + "); raise fm.n_ctx, or shorten the "
+                    "benchmark's contract"
+                )
             return (
-                "fix: no proposal produced a valid program; use a stronger model (e.g. --model "
-                "qwen2.5-coder-1.5b or a hosted one), keep constrained decoding on (fm.constrained=on for a "
-                "local server, the default there), and read the reasons with `cambrian tree RUN`"
+                "fix: no child could be made (" + self._top_reasons() + "); add operators that can edit this program "
+                "(search.operators, e.g. rewrite), and read the reasons with `cambrian tree RUN`"
             )
         return (
             "fix: valid children did not score higher; run more iterations (`cambrian resume RUN --iterations N`), "
             "try a stronger model (e.g. --model qwen2.5-coder-1.5b), or add operators (search.operators)"
         )
+
+    def _top_reasons(self) -> str:
+        return ", ".join(f"{name} {count}" for name, count in list(self.reasons.items())[:3]) or "no reason recorded"
+
+
+#: Reason categories that say the FM's reply was at fault (the format, the syntax, an edit that changed nothing),
+#: the program's run was (a crash, a timeout, a bad result), or the prompt was refused.
+_MODEL_CAUSES = ("format:", "SEARCH ", "no change", "near-duplicate", "syntax error", "static:", "rewrite:",
+                 "crossover copied", "edit outside")  # fmt: skip
+_PROGRAM_CAUSES = ("crash:", "timeout", "invalid packing", "no result", "did not produce", "unusable")
+
+
+def _dominant_cause(reasons: dict[str, int]) -> str:
+    """ "model", "program", "prompt" or "other": the kind of cause most of the refused children share."""
+    totals = {"model": 0, "program": 0, "prompt": 0, "other": 0}
+    for name, count in reasons.items():
+        if name.startswith(_MODEL_CAUSES):
+            totals["model"] += count
+        elif name.startswith(_PROGRAM_CAUSES):
+            totals["program"] += count
+        elif name.startswith("FM refused"):
+            totals["prompt"] += count
+        else:
+            totals["other"] += count
+    return max(totals, key=lambda kind: totals[kind])
 
 
 def _score(value: float | None) -> str:
@@ -147,6 +196,10 @@ def summarize_run(archive: Archive, run_id: int) -> RunSummary:
         if parent is not None and parent.score is not None and child.score is not None and child.score > parent.score:
             improved += 1
     reasons = Counter(categorize(a.invalid_reason or "") for a in children if a.status == AgentStatus.invalid)
+    by_operator: dict[str, tuple[int, int]] = {}
+    for child in children:
+        valid_so_far, made = by_operator.get(child.operator, (0, 0))
+        by_operator[child.operator] = (valid_so_far + (child.status == AgentStatus.evaluated), made + 1)
     best = archive.best(run_id, 1)
     best_agent = best[0] if best else None
     path: list[Edit] = []
@@ -169,6 +222,7 @@ def summarize_run(archive: Archive, run_id: int) -> RunSummary:
         improved=improved,
         reasons=dict(reasons.most_common()),
         store=store,
+        by_operator=by_operator,
     )
 
 

@@ -276,3 +276,18 @@ def test_a_second_ctrl_c_kills_the_running_evaluation_and_its_agent_stays_queued
     [seed] = archive.agents(1)
     assert seed.status == AgentStatus.failed and "closed during this run" in str(seed.invalid_reason)
     assert [a.id for a in archive.pending(1, max_attempts=3)] == [seed.id]
+
+
+def test_an_operator_that_cannot_edit_the_parent_is_skipped_before_any_fm_call_fake_fm(tmp_path: Path) -> None:
+    # The knapsack seed is one `return value`: no number for ast_mutate, one line for `lines`. Every iteration
+    # goes to `lines`; nothing is stored as an ast_mutate failure.
+    from evaluators.programs import Knapsack
+
+    fm = ScriptedFM(["```python\nreturn value / weight\n```", "```python\nreturn value / weight ** 2\n```"])
+    loop, archive = make_loop(tmp_path, fm, benchmark=Knapsack(), budget={"iterations": 4},
+                              search={"strategy": "greedy", "operators": {"ast_mutate": 3, "lines": 1}})  # fmt: skip
+    asyncio.run(loop.run_until_done())
+    children = [a for a in archive.agents(1) if a.iteration > 0]
+    assert len(children) == 4 and {a.operator for a in children} == {"lines"}
+    assert fm.calls == 4
+    assert any(a.status == AgentStatus.evaluated and a.score > 0.95 for a in children)

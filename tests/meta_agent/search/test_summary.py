@@ -74,7 +74,21 @@ def test_a_run_that_improved_nothing_says_why_and_what_to_do(tmp_path: Path) -> 
     assert (
         "3 proposed, 0/3 (0%) valid, 0 beat their parent; did not count: format: no SEARCH/REPLACE block 3" in lines[1]
     )
-    assert lines[2].startswith("fix: no proposal produced a valid program; use a stronger model")
+    assert lines[2] == "by operator: diff 0/3 valid"
+    assert lines[3].startswith("fix: the model's replies could not be used (format: no SEARCH/REPLACE block 3); use "
+                               "a stronger model")  # fmt: skip
+
+
+def test_a_run_whose_children_all_crashed_names_the_crash_not_the_model(tmp_path: Path) -> None:
+    with Archive.at(tmp_path / "a.db") as archive:
+        run_id = int(archive.create_run(name="r", benchmark="b", seed=0, config_json="{}").id)
+        seed = _evaluated(archive, run_id, 2.0)
+        for i in range(1, 4):
+            _invalid(archive, run_id, seed, i, "crashed: KeyError: 'weights'")
+        _invalid(archive, run_id, seed, 4, "the edited p.py is not valid Python: invalid syntax at line 3")
+        fix = summarize_run(archive, run_id).fix()
+    assert fix.startswith("fix: the children ran and failed (crash: KeyError 3, syntax error 1)")
+    assert "stronger model" not in fix
 
 
 def test_reasons_fall_into_categories() -> None:

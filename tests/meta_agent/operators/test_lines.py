@@ -1,0 +1,212 @@
+"""The `lines` and `knob` operators: which lines they ask for, on seeds of every shape, and how the reply
+is applied; `cannot_edit`, the check every operator answers before a proposal spends an FM call.
+
+Tests named `_fake_fm` apply scripted replies (exact texts are needed to check the splice).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from evaluators.base import Genome
+from evaluators.circle_packing.benchmark import CirclePacking
+from evaluators.humaneval import HumanEval
+from evaluators.programs import Knapsack
+from evaluators.runner import evaluate_agent
+from meta_agent.edits import EditError
+from meta_agent.operators import (
+    Focus,
+    KnobOperator,
+    LinesOperator,
+    ParentInfo,
+    PromptContext,
+    make_operator,
+    operator_names,
+)
+from sandbox.local import LocalSandbox
+
+ONE_RETURN = '''\
+"""How early an item goes in."""
+
+
+# EVOLVE-BLOCK-START
+def priority(value: float, weight: float) -> float:
+    """Higher goes first."""
+    return value
+
+
+# EVOLVE-BLOCK-END
+'''
+
+KINDS = '''\
+import math
+
+# EVOLVE-BLOCK-START
+def score(items, limit):
+    total = 0
+    for item in items:
+        if item > limit:
+            continue
+        total += item
+    while total > limit:
+        total -= 1
+    assert total >= 0
+    return math.sqrt(total)
+# EVOLVE-BLOCK-END
+'''
+
+
+def genome(text: str, entry: str = "p.py", **more: str) -> Genome:
+    return Genome(files={entry: text, **more}, entry=entry)
+
+
+def texts(found: list[Focus]) -> list[str]:
+    return [focus.text.strip() for focus in found]
+
+
+def test_a_one_return_seed_offers_its_return_line() -> None:
+    found = LinesOperator().windows(genome(ONE_RETURN))
+    assert texts(found) == ["return value"]
+    assert LinesOperator().cannot_edit(genome(ONE_RETURN)) is None
+    assert KnobOperator().windows(genome(ONE_RETURN)) == found  # no knob: lines' windows
+
+
+def test_every_statement_kind_is_drawn_headers_whole_compounds_and_returns() -> None:
+    shown = texts(LinesOperator().windows(genome(KINDS)))
+    for expected in (
+        "return math.sqrt(total)",  # a return
+        "if item > limit:",  # a condition's header, its body kept
+        "for item in items:",  # a loop's header
+        "while total > limit:",
+        "assert total >= 0",
+        "total += item",
+        "total = 0",
+    ):
+        assert expected in shown, expected
+    whole_if = "if item > limit:\n            continue"
+    assert any(text.replace(" ", "") == whole_if.replace(" ", "") for text in shown)  # a short compound, whole
+    assert not any(text.startswith(("def ", "import ")) for text in shown)
+    # The import outside the block is never a window; nothing spans the markers.
+    lines = KINDS.splitlines()
+    for focus in LinesOperator().windows(genome(KINDS)):
+        assert 3 <= focus.start < focus.end <= len(lines) - 1
+        assert "\n".join(lines[focus.start : focus.end]).rstrip() == focus.text
+
+
+def test_the_draw_is_seeded_and_covers_the_circle_packing_seed() -> None:
+    operator = make_operator("lines")
+    parent = CirclePacking().seed()
+    picks = [operator.pick(parent, np.random.default_rng(k)) for k in range(60)]
+    assert picks[:5] == [operator.pick(parent, np.random.default_rng(k)) for k in range(5)]
+    assert len({pick for pick in picks}) > 10
+    region = parent.files["packing.py"].split("# EVOLVE-BLOCK-START\n")[1].split("# EVOLVE-BLOCK-END")[0]
+    for focus in picks:
+        assert focus is not None and focus.path == "packing.py" and focus.text in region
+
+
+def test_a_header_rewrite_keeps_the_body_fake_fm() -> None:
+    parent = genome(KINDS)
+    header = next(f for f in LinesOperator().windows(parent) if f.text.strip() == "if item > limit:")
+    child = LinesOperator().apply(parent, "```python\nif item >= limit:\n```", focus=header)
+    assert "        if item >= limit:\n            continue\n" in child.files["p.py"]
+
+
+def test_a_two_file_genome_offers_lines_of_both_marked_files_fake_fm() -> None:
+    order = "# EVOLVE-BLOCK-START\ndef vertex_order(n):\n    return list(range(n))\n# EVOLVE-BLOCK-END\n"
+    main = "from order import vertex_order\n\n# EVOLVE-BLOCK-START\ndef colour(n):\n    return vertex_order(n)\n"
+    parent = genome(main + "# EVOLVE-BLOCK-END\n", entry="main.py", **{"order.py": order, "notes.py": "X = 1\n"})
+    found = LinesOperator().windows(parent)
+    assert {focus.path for focus in found} == {"main.py", "order.py"}  # notes.py has no markers: not editable
+    other = next(f for f in found if f.path == "order.py")
+    child = LinesOperator().apply(parent, "```python\nreturn sorted(range(n), reverse=True)\n```", focus=other)
+    assert "    return sorted(range(n), reverse=True)\n" in child.files["order.py"]
+    assert child.files["main.py"] == parent.files["main.py"] and child.entry == "main.py"
+    prompt = LinesOperator().messages(context(parent, focus=other))[-1]["content"]
+    assert "Rewrite only these lines of order.py" in prompt
+
+
+def test_the_knapsack_seed_improves_through_its_return_line_fake_fm() -> None:
+    benchmark = Knapsack()
+    parent = benchmark.seed()
+    (focus,) = LinesOperator().windows(parent)
+    child = LinesOperator().apply(parent, "```python\nreturn value / weight\n```", focus=focus)
+    sandbox = LocalSandbox()
+    try:
+        assert evaluate_agent(benchmark, child, sandbox).score > evaluate_agent(benchmark, parent, sandbox).score
+    finally:
+        sandbox.close()
+
+
+def test_lines_operator_asks_for_the_named_lines_and_applies_the_code_fake_fm() -> None:
+    operator = LinesOperator()
+    parent = CirclePacking().seed()
+    focus = Focus.find(parent, "        distance = 0.35 * ring")
+    ctx = context(parent, focus=focus, idea="tune the numbers", contract="pack circles")
+    prompt = operator.messages(ctx)[-1]["content"]
+    asked = "Rewrite only these lines of packing.py so that the program scores higher:"
+    assert f"{asked}\n```python\n{focus.text}\n```" in prompt
+    assert "tune the numbers" in prompt and "pack circles" in prompt and "ring_centres" in prompt
+    assert operator.grammar(ctx).startswith('root ::= "```python\\n" code')
+    improved = parent.files["packing.py"].replace("0.35 * ring", "0.25 * ring")
+    for reply in ("```python\n        distance = 0.25 * ring\n```", "```python\ndistance = 0.25 * ring\n```"):
+        child = operator.apply(parent, reply, focus=focus)  # the lost indentation comes back
+        assert child.files["packing.py"] == improved
+    assert operator.apply(parent, "```python\ndistance = 0.25 * ring\n```", focus=focus.text) == child  # by text
+    with pytest.raises(EditError, match="no new lines"):
+        operator.apply(parent, "```python\n```", focus=focus)
+    with pytest.raises(EditError, match="unchanged"):
+        operator.apply(parent, f"```python\n{focus.text}\n```", focus=focus)
+    with pytest.raises(EditError, match="not valid Python"):
+        operator.apply(parent, "```python\n        distance = = 1\n```", focus=focus)
+    # New lines may not move the editable region: a marker in them would widen it for every later child.
+    with pytest.raises(EditError, match="EVOLVE-BLOCK marker"):
+        operator.apply(parent, "```python\n# EVOLVE-BLOCK-END\n        distance = 0.3 * ring\n```", focus=focus)
+    # A focus of another parent is refused by name, not spliced somewhere else.
+    stale = Focus(path="packing.py", start=focus.start + 1, end=focus.end + 1, text=focus.text)
+    with pytest.raises(EditError, match="not lines"):
+        operator.apply(parent, "```python\ndistance = 0.25 * ring\n```", focus=stale)
+
+
+def test_knob_operator_picks_one_module_level_number_assignment_else_the_lines_draw() -> None:
+    operator = make_operator("knob")
+    assert isinstance(operator, KnobOperator) and isinstance(operator, LinesOperator) and operator.uses_fm
+    agent = HumanEval().seed()
+    picks = {operator.pick(agent, np.random.default_rng(k)).text for k in range(60)}  # type: ignore[union-attr]
+    assert picks == {"MAX_TOKENS = 512", "SAMPLES = 1", "TEMPERATURE = 0.8"}  # not SYSTEM, FENCE, TOP_LEVEL
+    text = (
+        "LIMIT = 3\n# EVOLVE-BLOCK-START\nSTEP: float = -0.05\nVERBOSE = True\nNAME = 'x'\nA, B = 1, 2\n"
+        "def f():\n    best = 0\n    return best\n# EVOLVE-BLOCK-END\n"
+    )
+    assert set(texts(operator.windows(genome(text)))) == {"STEP: float = -0.05", "VERBOSE = True"}
+    rings = CirclePacking().seed()  # sets its numbers inside functions: no knob, the lines operator's draw
+    for k in range(5):
+        assert operator.pick(rings, np.random.default_rng(k)) == LinesOperator().pick(rings, np.random.default_rng(k))
+
+
+@pytest.mark.parametrize(
+    ("text", "able"),
+    [
+        (ONE_RETURN, {"lines", "knob", "diff", "rewrite", "crossover", "diagnose"}),  # ast_mutate: no number
+        ("# EVOLVE-BLOCK-START\n\n# EVOLVE-BLOCK-END\ndef f():\n    return 1\n", {"rewrite", "crossover", "diagnose"}),
+        (KINDS, {"lines", "knob", "diff", "rewrite", "crossover", "diagnose", "ast_mutate"}),
+    ],
+)
+def test_cannot_edit_says_which_operators_can_try_a_program(text: str, able: set[str]) -> None:
+    parent = genome(text)
+    names = [name for name in operator_names() if name != "self_modify"]
+    answers = {name: make_operator(name).cannot_edit(parent) for name in names}
+    assert {name for name, reason in answers.items() if reason is None} == able
+    for name, reason in answers.items():
+        if reason is not None:
+            assert reason.startswith(name) and "needs" in reason  # the cause, in the operator's own name
+    bare = context(parent)
+    if "lines" not in able:
+        with pytest.raises(EditError, match="lines needs a statement"):
+            LinesOperator().messages(bare)
+
+
+def context(parent: Genome, **values: object) -> PromptContext:
+    contract = str(values.pop("contract", "c"))
+    info = ParentInfo(agent_id=1, genome=parent, score=1.0, feedback=None)
+    return PromptContext(contract=contract, benchmark="b", parent=info, **values)  # type: ignore[arg-type]
