@@ -4,12 +4,31 @@ Each is one module on `ProgramBenchmark` (`_base.py`) with its seed, a known str
 the agent's function is driven by the benchmark's own code, a probe, under `files/<name>/`:
 
 - `knapsack`: a one-`return` priority function for a greedy packer (FunSearch style);
+- `symbolic_regression`: a formula of two variables fitted to data;
+- `tsp`: a construction heuristic for the travelling salesman problem;
+- `fast_primes`: a function to make faster, scored by measured speed and checked for correctness;
+- `load_balancing`: a seed that is a class (online assignment of jobs to machines);
+- `graph_colouring`: a two-file genome (the greedy colouring and the vertex order it follows);
+- `job_order`: a seed with no numeric constants (single-machine weighted completion time);
+- `strip_packing`: a 300-line seed (rectangles in a strip, shelves and a bottom-left search).
 """
 
 from evaluators.programs._base import ProgramBenchmark, ProgramOptions
+from evaluators.programs.fast_primes import FastPrimes
+from evaluators.programs.graph_colouring import GraphColouring
+from evaluators.programs.job_order import JobOrder
 from evaluators.programs.knapsack import Knapsack
+from evaluators.programs.load_balancing import LoadBalancing
+from evaluators.programs.strip_packing import StripPacking
+from evaluators.programs.symbolic_regression import SymbolicRegression
+from evaluators.programs.tsp import Tsp
 
-#: The suite's program benchmarks, by name.
-PROGRAM_BENCHMARKS: tuple[type[ProgramBenchmark], ...] = (Knapsack,)
+#: The suite's program benchmarks.
+PROGRAM_BENCHMARKS: tuple[type[ProgramBenchmark], ...] = (
+    Knapsack, SymbolicRegression, Tsp, FastPrimes, LoadBalancing, GraphColouring, JobOrder, StripPacking,
+)  # fmt: skip
 
-__all__ = ["PROGRAM_BENCHMARKS", "Knapsack", "ProgramBenchmark", "ProgramOptions"]
+__all__ = [
+    "PROGRAM_BENCHMARKS", "FastPrimes", "GraphColouring", "JobOrder", "Knapsack", "LoadBalancing",
+    "ProgramBenchmark", "ProgramOptions", "StripPacking", "SymbolicRegression", "Tsp",
+]  # fmt: skip

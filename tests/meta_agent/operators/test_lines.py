@@ -39,7 +39,7 @@ def priority(value: float, weight: float) -> float:
 # EVOLVE-BLOCK-END
 '''
 
-KINDS = '''\
+KINDS = """\
 import math
 
 # EVOLVE-BLOCK-START
@@ -54,7 +54,7 @@ def score(items, limit):
     assert total >= 0
     return math.sqrt(total)
 # EVOLVE-BLOCK-END
-'''
+"""
 
 
 def genome(text: str, entry: str = "p.py", **more: str) -> Genome:

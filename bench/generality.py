@@ -1,0 +1,252 @@
+"""Does the default search improve programs it was never tuned for? The generality suite.
+
+Runs `cambrian run TASK --iterations N` as a user would (the CLI, the default model and sandbox, a fresh
+runs folder, no per-task flags) on program tasks of different shapes, over seeds, and prints one row per
+task: the seed's score, the best found (median over seeds), the known reference, valid children of
+proposals, how many seeds improved on the seed program, and proposals per minute.
+
+The tasks (`TASKS`): circle packing from both seeds, the deceptive trap, one ARC program, and the suite's
+own program benchmarks (`evaluators/programs`): a one-`return` priority function (knapsack), symbolic
+regression, a TSP construction heuristic, a function to make faster (measured speed), a seed that is a
+class (load balancing), a two-file genome (graph colouring), a seed with no numeric constants (job order)
+and a 300-line seed (strip packing). Each program benchmark ships a reference program, scored here beside
+its seed.
+
+    .venv/bin/python bench/generality.py --seeds 0 --iterations 20                   # one seed, all tasks
+    .venv/bin/python bench/generality.py --tasks knapsack,tsp --seeds 0,1,2 --label after
+    .venv/bin/python bench/generality.py --label lines-only -- --set 'search.operators={lines = 1}'
+    .venv/bin/python bench/generality.py --report bench/results/generality-after.json
+
+Arguments after `--` go to every `cambrian run` (to compare a setting against the defaults). Results go to
+bench/results/generality-<label>.json, rewritten after every run, so a long measurement can be read (and
+resumed with --resume) while it goes on.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+RESULTS_DIR = Path(__file__).resolve().parent / "results"
+
+
+@dataclass(frozen=True)
+class SuiteTask:
+    """One row of the suite: a benchmark (with options that choose its seed, never the search) and its shape."""
+
+    name: str
+    benchmark: str
+    shape: str
+    options: tuple[tuple[str, object], ...] = ()
+    reference_note: str = ""  # where no reference program ships: the known best and its source
+
+
+TASKS: tuple[SuiteTask, ...] = (
+    SuiteTask("circle_packing-rings", "circle_packing", "numbers in loops (rings seed)", (("start", "rings"),),
+              "2.635 (AlphaEvolve; published best)"),
+    SuiteTask("circle_packing-grid", "circle_packing", "strict local optimum (grid seed)", (("start", "grid"),),
+              "2.635 (AlphaEvolve; published best)"),
+    SuiteTask("deceptive", "deceptive", "a list of numbers, deceptive", (), "1.0 (every bit 1)"),
+    SuiteTask("arc-program", "arc-program", "grid transform (ARC a5313dff)", (), "1.0 (every pair exact)"),
+    SuiteTask("knapsack", "knapsack", "one-return priority function"),
+    SuiteTask("symbolic_regression", "symbolic_regression", "formula from data"),
+    SuiteTask("tsp", "tsp", "construction heuristic"),
+    SuiteTask("fast_primes", "fast_primes", "make it faster (measured speed)"),
+    SuiteTask("load_balancing", "load_balancing", "a class"),
+    SuiteTask("graph_colouring", "graph_colouring", "two-file genome"),
+    SuiteTask("job_order", "job_order", "no numeric constants"),
+    SuiteTask("strip_packing", "strip_packing", "300-line seed"),
+)  # fmt: skip
+
+
+@dataclass
+class TaskRun:
+    """One search of one task with one run seed."""
+
+    task: str
+    seed: int
+    exit_code: int
+    seconds: float
+    seed_score: float | None
+    best_score: float | None
+    improved: bool
+    proposals: int
+    valid: int
+    proposing_minutes: float | None  # from the seed's score to the last child's, where both exist
+    by_operator: dict[str, list[int]] = field(default_factory=dict)  # operator -> [valid, proposed]
+    path: str = ""  # the edits from the seed to the best agent
+    tail: str = ""  # the last lines the command printed
+
+
+def reference_score(task: SuiteTask) -> float | None:
+    """The score of the benchmark's shipped reference program (local sandbox), or None when it ships none."""
+    from evaluators.programs import ProgramBenchmark
+    from evaluators.registry import get_benchmark
+    from evaluators.runner import evaluate_agent
+    from sandbox.local import LocalSandbox
+
+    benchmark = get_benchmark(task.benchmark, dict(task.options))
+    if not isinstance(benchmark, ProgramBenchmark):
+        return None
+    sandbox = LocalSandbox()
+    try:
+        return evaluate_agent(benchmark, benchmark.reference(), sandbox).score
+    finally:
+        sandbox.close()
+
+
+def run_task(task: SuiteTask, seed: int, iterations: int, extra: Sequence[str], runs_dir: Path) -> TaskRun:
+    from archive.models import AgentStatus
+    from archive.store import Archive
+    from meta_agent.search import summarize_run
+
+    name = f"{task.name}-{seed}"
+    options = [arg for key, value in task.options for arg in ("--set", f"benchmark_options.{key}={value}")]
+    command = [sys.executable, "-m", "meta_agent.cli", "run", task.benchmark, "--iterations", str(iterations),
+               "--name", name, "--runs-dir", str(runs_dir), "--set", f"seed={seed}", *options, *extra]  # fmt: skip
+    started = time.perf_counter()
+    done = subprocess.run(command, capture_output=True, text=True, env={**os.environ, "COLUMNS": "200"})
+    seconds = time.perf_counter() - started
+    tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-14:])
+    database = runs_dir / name / "archive.db"
+    if not database.exists():
+        return TaskRun(task.name, seed, done.returncode, seconds, None, None, False, 0, 0, None, tail=tail)
+    with Archive.at(database, readonly=True) as archive:
+        run_id = int(archive.get_run(name).id)
+        summary = summarize_run(archive, run_id)
+        agents = archive.agents(run_id)
+    seeds = [a for a in agents if a.operator == "seed" and a.status == AgentStatus.evaluated]
+    children = [a for a in agents if a.iteration > 0]
+    minutes = None
+    if seeds and children:
+        minutes = (max(a.created_at for a in children) - seeds[0].updated_at).total_seconds() / 60
+    gain = summary.gain
+    path = "; ".join(f"#{e.agent_id} {e.operator} {e.parent_score or 0:.4f}->{e.score:.4f}" for e in summary.path)
+    return TaskRun(
+        task=task.name, seed=seed, exit_code=done.returncode, seconds=seconds, seed_score=summary.seed_score,
+        best_score=summary.best_score, improved=gain is not None and gain > 1e-9, proposals=summary.proposals,
+        valid=summary.valid, proposing_minutes=minutes,
+        by_operator={name: list(counts) for name, counts in summary.by_operator.items()}, path=path, tail=tail,
+    )  # fmt: skip
+
+
+def _fmt(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4f}"
+
+
+def table(runs: Sequence[TaskRun], references: dict[str, float | None]) -> str:
+    """The suite's table: one row per task (medians over its seeds), then the totals the targets read."""
+    by_task: dict[str, list[TaskRun]] = {}
+    for run in runs:
+        by_task.setdefault(run.task, []).append(run)
+    shapes = {task.name: task for task in TASKS}
+    lines = [
+        "| task | shape | seed | best (median) | reference | valid / proposals | improved | proposals/min |",
+        "|" + "---|" * 8,
+    ]
+    improved_tasks = 0
+    rates: list[float] = []
+    for name, task_runs in by_task.items():
+        task = shapes.get(name)
+        bests = [r.best_score for r in task_runs if r.best_score is not None]
+        median_best = statistics.median(bests) if bests else None
+        seed_score = next((r.seed_score for r in task_runs if r.seed_score is not None), None)
+        valid, proposals = sum(r.valid for r in task_runs), sum(r.proposals for r in task_runs)
+        improved = sum(r.improved for r in task_runs)
+        if improved * 2 > len(task_runs):  # the median seed improved
+            improved_tasks += 1
+        minutes = sum(r.proposing_minutes or 0.0 for r in task_runs)
+        rate = proposals / minutes if minutes > 0 else None
+        if rate is not None:
+            rates.append(rate)
+        reference = references.get(name)
+        shown_reference = _fmt(reference) if reference is not None else (task.reference_note if task else "-")
+        share = f"{valid}/{proposals} ({valid / proposals:.0%})" if proposals else "0/0"
+        lines.append(
+            f"| {name} | {task.shape if task else '-'} | {_fmt(seed_score)} | {_fmt(median_best)} | {shown_reference} "
+            f"| {share} | {improved}/{len(task_runs)} | {'-' if rate is None else f'{rate:.2f}'} |"
+        )
+    valid_all = sum(r.valid for r in runs)
+    proposals_all = sum(r.proposals for r in runs)
+    lowest = min(
+        (sum(r.valid for r in rs) / max(1, sum(r.proposals for r in rs)) for rs in by_task.values()), default=0.0
+    )
+    lines.append(
+        f"\nimproved on the seed (median over seeds) in {improved_tasks} of {len(by_task)} tasks; valid children "
+        f"{valid_all}/{proposals_all} ({valid_all / max(1, proposals_all):.0%}), lowest task {lowest:.0%}; "
+        f"proposals per minute {statistics.mean(rates) if rates else 0:.2f} (mean over tasks)"
+    )
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tasks", default="", help="comma-separated task names (default: all): " +
+                        ", ".join(t.name for t in TASKS))  # fmt: skip
+    parser.add_argument("--seeds", default="0,1,2", help="comma-separated run seeds")
+    parser.add_argument("--iterations", type=int, default=40, help="proposals per search")
+    parser.add_argument("--label", default=None, help="names the result file (default: the time)")
+    parser.add_argument("--resume", action="store_true", help="skip the (task, seed) runs the result file has")
+    parser.add_argument("--report", type=Path, default=None, help="print the table of an earlier JSON file only")
+    parser.add_argument("extra", nargs="*", help="more `cambrian run` arguments (after --)")
+    args = parser.parse_args(argv)
+    if args.report is not None:
+        saved = json.loads(args.report.read_text())
+        print(saved["meta"]["command"])
+        print(table([TaskRun(**row) for row in saved["runs"]], saved["references"]))
+        return
+    chosen = [t for t in TASKS if not args.tasks or t.name in args.tasks.split(",")]
+    unknown = set(filter(None, args.tasks.split(","))) - {t.name for t in TASKS}
+    if unknown:
+        parser.error(f"unknown task(s) {', '.join(sorted(unknown))}; the tasks are {', '.join(t.name for t in TASKS)}")
+    label = args.label or datetime.now().strftime("%Y%m%d-%H%M%S")
+    out = RESULTS_DIR / f"generality-{label}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    runs: list[TaskRun] = []
+    if args.resume and out.exists():
+        runs = [TaskRun(**row) for row in json.loads(out.read_text())["runs"]]
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    meta = {
+        "command": f"bench/generality.py --iterations {args.iterations} --seeds {args.seeds} "
+        + (f"--tasks {args.tasks} " if args.tasks else "")
+        + (f"-- {' '.join(args.extra)}" if args.extra else ""),
+        "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "commit": commit,
+        "load": os.getloadavg()[0],
+    }
+    references = {task.name: reference_score(task) for task in chosen}
+    done = {(r.task, r.seed) for r in runs}
+    with tempfile.TemporaryDirectory(prefix="cambrian-generality-") as runs_dir:
+        for seed in [int(s) for s in args.seeds.split(",") if s]:
+            for task in chosen:
+                if (task.name, seed) in done:
+                    continue
+                run = run_task(task, seed, args.iterations, args.extra, Path(runs_dir))
+                runs.append(run)
+                rate = f"{run.proposals / run.proposing_minutes:.2f}/min" if run.proposing_minutes else "-"
+                print(f"{task.name} seed {seed}: exit {run.exit_code}, {run.seconds / 60:.1f} min, seed "
+                      f"{_fmt(run.seed_score)} -> best {_fmt(run.best_score)}, {run.valid}/{run.proposals} valid, "
+                      f"{rate}, {run.by_operator} {run.path}", flush=True)  # fmt: skip
+                if run.exit_code != 0:
+                    print(run.tail, flush=True)
+                meta["finished"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
+                payload = {"meta": meta, "references": references, "runs": [asdict(r) for r in runs]}
+                out.write_text(json.dumps(payload, indent=1))
+    print(table(runs, references))
+    print(f"results: {out}")
+
+
+if __name__ == "__main__":
+    main()
