@@ -129,6 +129,11 @@ def run_task(task: SuiteTask, seed: int, iterations: int, extra: Sequence[str], 
         agents = archive.agents(run_id)
     seeds = [a for a in agents if a.operator == "seed" and a.status == AgentStatus.evaluated]
     children = [a for a in agents if a.iteration > 0]
+    by_operator: dict[str, list[int]] = {}
+    for child in children:
+        counts = by_operator.setdefault(child.operator, [0, 0])
+        counts[0] += child.status == AgentStatus.evaluated
+        counts[1] += 1
     minutes = None
     if seeds and children:
         minutes = (max(a.created_at for a in children) - seeds[0].updated_at).total_seconds() / 60
@@ -138,7 +143,7 @@ def run_task(task: SuiteTask, seed: int, iterations: int, extra: Sequence[str], 
         task=task.name, seed=seed, exit_code=done.returncode, seconds=seconds, seed_score=summary.seed_score,
         best_score=summary.best_score, improved=gain is not None and gain > 1e-9, proposals=summary.proposals,
         valid=summary.valid, proposing_minutes=minutes,
-        by_operator={name: list(counts) for name, counts in summary.by_operator.items()}, path=path, tail=tail,
+        by_operator=by_operator, path=path, tail=tail,
     )  # fmt: skip
 
 
