@@ -147,14 +147,15 @@ class QueriesMixin:
         return features
 
     def view(self, run_id: int) -> ArchiveView:
-        """The run's evaluated agents as numpy columns, with evaluated-children counts.
+        """The run's evaluated agents as numpy columns, with evaluated-children counts. A behavioural no-op
+        (`behaves_as`: a child that repeats its parent's outputs on every task) is left out: it is its parent.
 
         One indexed query; the children are counted in numpy (a self-join in SQL lets SQLite pick a
         quadratic plan: a minute at 10k agents).
         """
         query = (
             select(Agent.id, Agent.score, Agent.parent_id)
-            .where(Agent.run_id == run_id, Agent.status == AgentStatus.evaluated)
+            .where(Agent.run_id == run_id, Agent.status == AgentStatus.evaluated, col(Agent.behaves_as).is_(None))
             .order_by(col(Agent.id))
         )
         with self._read() as session:

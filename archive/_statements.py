@@ -76,6 +76,9 @@ _FINISH = {
             eval_seconds=bindparam("eval_seconds"),
             n_tasks=bindparam("n_tasks"),
             feedback=func.coalesce(bindparam("feedback", type_=_AGENT.c.feedback.type), _AGENT.c.feedback),
+            repeats=bindparam("repeats"),
+            score_spread=bindparam("score_spread"),
+            behaves_as=bindparam("behaves_as"),
         )
     )
     for status in _FINISHED_STATUSES

@@ -102,6 +102,15 @@ class Agent(SQLModel, table=True):
     # What the static check repaired in the child before evaluation, e.g. "added `import math`";
     # None when nothing. Schema version 2; last, where ALTER TABLE ADD COLUMN puts it in older archives.
     repair_note: str | None = None
+    # Schema version 6. repeats: evaluations the score is the mean of (several where scores vary between
+    # runs: `evaluation.repeats`); score_spread: their standard deviation (None: evaluated once).
+    repeats: int = Field(default=1, sa_column_kwargs={"server_default": "1"})
+    score_spread: float | None = None
+    # The parent whose outputs this child repeats on every task (a behavioural no-op: scored as that parent,
+    # credited nothing), or None.
+    behaves_as: int | None = None
+    # Wall seconds of the FM calls that made this agent (its proposal and repairs; ~0 for cache hits).
+    fm_seconds: float = Field(default=0.0, sa_column_kwargs={"server_default": "0"})
 
     @property
     def key(self) -> int:
@@ -129,6 +138,8 @@ class Evaluation(SQLModel, table=True):
     stdout_tail: str = ""
     stderr_tail: str = ""
     created_at: datetime = Field(default_factory=utcnow)
+    # Schema version 6: sha256 of what the run returned (the harness's value), None when it returned none.
+    output_hash: str | None = None
 
 
 class AgentDescriptor(SQLModel, table=True):

@@ -45,15 +45,14 @@ from archive.models import SchemaVersion, utcnow
 
 __all__ = ["READABLE_FROM", "SCHEMA_VERSION", "UNVERSIONED", "SchemaReport", "open_schema", "read_version"]
 
-#: The version this code creates and reads: the head revision of archive/migrations ("0005").
+#: The version this code creates and reads: the head revision of archive/migrations ("0006").
 #: 1: the tables before versioning; 2: agent.repair_note; 3: the llmrequest table; 4: the commitmark table;
-#: 5: the greedyanswer table.
-SCHEMA_VERSION = 5
-#: The oldest version a read-only open reads as it stands: the versions after it only added tables a
-#: reader does without (3: llmrequest, so the calls of a version-2 archive read as "prompt not recorded";
-#: 4: commitmark and 5: greedyanswer, which only writers use).
-#: Older archives lack columns readers select, and need `cambrian db upgrade`.
-READABLE_FROM = 2
+#: 5: the greedyanswer table; 6: agent.repeats, .score_spread, .behaves_as, .fm_seconds, evaluation.output_hash.
+SCHEMA_VERSION = 6
+#: The oldest version a read-only open reads as it stands: the versions after it add nothing a reader
+#: selects. Version 6 added agent and evaluation columns that every read of an agent selects, so older
+#: archives need `cambrian db upgrade` (or any writable open) first.
+READABLE_FROM = 6
 #: The version of an archive written before the version table existed.
 UNVERSIONED = 1
 

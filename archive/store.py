@@ -361,6 +361,7 @@ class Archive(BatchMixin, LedgerMixin, QueriesMixin):
         cost_usd: float = 0.0,
         link_llm_calls: bool = False,
         repair_note: str | None = None,
+        fm_seconds: float = 0.0,
     ) -> Agent:
         """Store an agent and its genome (if `files`) in one transaction.
 
@@ -371,7 +372,7 @@ class Archive(BatchMixin, LedgerMixin, QueriesMixin):
         link_llm_calls: in the same transaction, attribute the run's unattributed FM calls of
         `iteration` to the new agent (the proposer calls the FM before the agent exists).
         repair_note: what the static check repaired in the child before evaluation (e.g.
-        "added `import math`"); None when nothing.
+        "added `import math`"); None when nothing. fm_seconds: wall seconds of the FM calls that made it.
         """
         status = AgentStatus(status)
         if status not in _NEW_AGENT_STATUSES:
@@ -392,7 +393,8 @@ class Archive(BatchMixin, LedgerMixin, QueriesMixin):
             "holdout_score": None, "stage_reached": 0, "n_tasks": 0, "invalid_reason": invalid_reason,
             "feedback": feedback, "eval_attempts": int(status is AgentStatus.evaluating), "eval_seconds": None,
             "prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens, "cost_usd": cost_usd,
-            "created_at": now, "updated_at": now, "repair_note": repair_note,
+            "created_at": now, "updated_at": now, "repair_note": repair_note, "repeats": 1, "score_spread": None,
+            "behaves_as": None, "fm_seconds": fm_seconds,
         }  # fmt: skip
         with self._transaction(write=True) as connection:
             if files is not None and entry is not None:  # files without an entry were refused above
@@ -424,6 +426,9 @@ class Archive(BatchMixin, LedgerMixin, QueriesMixin):
         eval_seconds: float | None = None,
         evaluations: Sequence[Evaluation] = (),
         descriptor: Mapping[str, float] | None = None,
+        repeats: int = 1,
+        score_spread: float | None = None,
+        behaves_as: int | None = None,
     ) -> Agent:
         """evaluating -> evaluated | invalid | failed, with the task rows, in one transaction.
 
@@ -431,6 +436,8 @@ class Archive(BatchMixin, LedgerMixin, QueriesMixin):
         an earlier attempt, except holdout rows. `evaluated` needs a finite `score`.
         `n_tasks` becomes len(evaluations); `feedback=None` keeps the agent's feedback as is.
         descriptor: the agent's behaviour features (name -> finite value), stored with it.
+        repeats: evaluations `score` is the mean of (>= 1); score_spread: their standard deviation.
+        behaves_as: the parent whose outputs this agent repeats on every task (a behavioural no-op), or None.
         """
         status = AgentStatus(status)
         if status not in _FINISHED_STATUSES:
@@ -446,7 +453,7 @@ class Archive(BatchMixin, LedgerMixin, QueriesMixin):
         params = {
             "agent_id": agent_id, "now": utcnow(), "score": score, "stage_reached": stage_reached,
             "invalid_reason": invalid_reason, "eval_seconds": eval_seconds, "n_tasks": len(evaluations),
-            "feedback": feedback,
+            "feedback": feedback, "repeats": repeats, "score_spread": score_spread, "behaves_as": behaves_as,
         }  # fmt: skip
         with self._transaction(write=True) as connection:
             row = _FINISH[status].run(connection, params).first()

@@ -162,7 +162,7 @@ def table(runs: Sequence[TaskRun], references: dict[str, float | None]) -> str:
         "|" + "---|" * 8,
     ]
     improved_tasks = 0
-    rates: list[float] = []
+    total_minutes = 0.0
     for name, task_runs in by_task.items():
         task = shapes.get(name)
         bests = [r.best_score for r in task_runs if r.best_score is not None]
@@ -173,9 +173,8 @@ def table(runs: Sequence[TaskRun], references: dict[str, float | None]) -> str:
         if improved * 2 > len(task_runs):  # the median seed improved
             improved_tasks += 1
         minutes = sum(r.proposing_minutes or 0.0 for r in task_runs)
+        total_minutes += minutes
         rate = proposals / minutes if minutes > 0 else None
-        if rate is not None:
-            rates.append(rate)
         reference = references.get(name)
         shown_reference = _fmt(reference) if reference is not None else (task.reference_note if task else "-")
         share = f"{valid}/{proposals} ({valid / proposals:.0%})" if proposals else "0/0"
@@ -191,7 +190,8 @@ def table(runs: Sequence[TaskRun], references: dict[str, float | None]) -> str:
     lines.append(
         f"\nimproved on the seed (median over seeds) in {improved_tasks} of {len(by_task)} tasks; valid children "
         f"{valid_all}/{proposals_all} ({valid_all / max(1, proposals_all):.0%}), lowest task {lowest:.0%}; "
-        f"proposals per minute {statistics.mean(rates) if rates else 0:.2f} (mean over tasks)"
+        f"{proposals_all / total_minutes if total_minutes > 0 else 0:.2f} proposals per minute (all proposals over all "
+        "the minutes spent proposing)"
     )
     return "\n".join(lines)
 

@@ -32,36 +32,50 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import hashlib
+import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
 from evaluators.base import SPLITS, Benchmark, BenchmarkError, CheckedBenchmark, Genome, Stage, Task, TaskScore
-from evaluators.harness.run_program import read_outcome
+from evaluators.harness.run_program import TASK_SEED_ENV, read_outcome
 from sandbox.base import Mount, RunResult, RunSpec, Sandbox, SandboxSession
 
 TAIL_CHARS = 2000  # kept of each task's stdout/stderr, and of the joined feedback
 _EXCEPTION_SUFFIXES = ("Error", "Exception", "Interrupt", "Exit")
 
 
+def task_seed(seed: int, task_id: str) -> int:
+    """The random seed of one task's run: a 32-bit hash of the evaluation's seed and the task id (numpy's legacy
+    seeding takes at most 32 bits), the same in every process."""
+    digest = hashlib.sha256(f"{seed}:{task_id}".encode()).digest()
+    return int.from_bytes(digest[:4], "big")
+
+
 @dataclass(frozen=True)
 class Limits:
-    """Overrides of a benchmark's run limits; None keeps the benchmark's value.
+    """Overrides of a benchmark's run limits; None keeps the benchmark's value. And the evaluation's seed.
 
     timeout_s: wall clock per task run, seconds (> 0). memory_mb: MiB.
     max_output_bytes: per stream, bytes.
+    seed: each task's run gets `task_seed(seed, task id)` in CAMBRIAN_TASK_SEED, from which the harness seeds
+    `random` and `numpy.random`: the same program scores the same way (None: unseeded runs).
     """
 
     timeout_s: float | None = None
     memory_mb: int | None = None
     max_output_bytes: int | None = None
+    seed: int | None = None
 
-    def apply(self, spec: RunSpec) -> RunSpec:
-        """`spec` with every limit set here replaced."""
-        changes = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        changes = {name: value for name, value in changes.items() if value is not None}
-        return dataclasses.replace(spec, **changes) if changes else spec
+    def apply(self, spec: RunSpec, *, task_id: str | None = None) -> RunSpec:
+        """`spec` with every limit set here replaced, and the task's seed in its env when `task_id` is given."""
+        limits = {"timeout_s": self.timeout_s, "memory_mb": self.memory_mb, "max_output_bytes": self.max_output_bytes}
+        changes: dict[str, object] = {name: value for name, value in limits.items() if value is not None}
+        if self.seed is not None and task_id is not None:
+            changes["env"] = {**spec.env, TASK_SEED_ENV: str(task_seed(self.seed, task_id))}
+        return dataclasses.replace(spec, **changes) if changes else spec  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True)
@@ -82,6 +96,9 @@ class TaskResult:
     output_truncated: bool
     stdout_tail: str  # last TAIL_CHARS characters
     stderr_tail: str
+    #: sha256 of what the run returned (the harness's value, as canonical JSON); None when it returned none.
+    #: Two runs with equal hashes on every task behaved alike: a child that repeats its parent's is a no-op.
+    output_hash: str | None = None
 
 
 @dataclass
@@ -281,7 +298,7 @@ def run_task(
     SandboxError propagates (an infrastructure fault).
     """
     task = job.task
-    spec = limits.apply(benchmark.run_spec(genome, task))
+    spec = limits.apply(benchmark.run_spec(genome, task), task_id=task.id)
     if env or mounts:
         spec = dataclasses.replace(spec, env={**spec.env, **env}, mounts=(*spec.mounts, *mounts))
     result = session.run(spec)
@@ -309,8 +326,18 @@ def run_task(
         output_truncated=result.output_truncated,
         stdout_tail=result.stdout[-TAIL_CHARS:],
         stderr_tail=result.stderr[-TAIL_CHARS:],
+        output_hash=output_hash(result) if score.executed else None,
     )
     return TaskRun(result=task_result, score=score, spec=spec, run=result)
+
+
+def output_hash(result: RunResult) -> str | None:
+    """sha256 of the value the run returned (result.json's, as canonical JSON), None when it returned none."""
+    outcome = read_outcome(result.files)
+    if outcome is None or not outcome.ok:
+        return None
+    text = json.dumps(outcome.value, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def _invalid_reason(score: TaskScore, spec: RunSpec, result: RunResult) -> str:

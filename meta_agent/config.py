@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import tomllib
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from meta_agent.errors import ConfigError
 
@@ -63,6 +63,12 @@ class FMConfig(_Section):
         description="constrained decoding: each reply must follow its format's grammar (SEARCH sections may only "
         "copy lines of the parent). auto: on for local servers (llama.cpp, vLLM), off for hosted APIs",
     )
+    model_class: Literal["auto", "small", "large"] = Field(
+        default="auto",
+        description="what the operator mix is chosen for (search.operators empty): small (a model served here "
+        "on the CPU: a few lines and numbers at a time) or large (hosted, or a server at fm.api_base: diffs "
+        "and rewrites). auto: small for a local model (a registry name or a .gguf file), else large",
+    )
     repair_rounds: int = Field(
         default=1,
         ge=0,
@@ -99,13 +105,38 @@ class NoveltyConfig(_Section):
 
 
 class BanditConfig(_Section):
-    """Choose (model, operator) per proposal by reward = improvement over the parent (meta_agent/search/_bandit.py)."""
+    """Choose (model, operator) per proposal by what each has earned in this run (meta_agent/search/_bandit.py).
+
+    The reward of a proposal is its child's improvement over its parent (0 for an invalid child or a no-op),
+    divided by the wall seconds of the FM calls that made it when cost_aware: valid improvement per FM
+    second. The operator weights (`search.operators`) are the arms' priors.
+    """
 
     algorithm: Literal["off", "ucb1", "thompson"] = Field(
-        default="off", description="off: operators drawn by their weights, models uniformly"
+        default="thompson",
+        description="thompson: each arm drawn by Thompson sampling, the operator weights its prior; ucb1: "
+        "every arm once, then the best upper confidence bound; off: operators drawn by their weights, models "
+        "uniformly",
     )
-    cost_aware: bool = Field(default=False, description="divide each reward by the proposal's FM cost")
+    cost_aware: bool = Field(default=True, description="divide each reward by the proposal's FM seconds")
     exploration: float = Field(default=2**0.5, gt=0, description="UCB1's exploration constant")
+    prior_strength: float = Field(
+        default=2.0,
+        ge=0,
+        le=100,
+        description="how many proposals' worth of belief the operator weights are to Thompson sampling: an arm "
+        "with weight share w starts at Beta(1 + s w, 1 + s (1 - w)); 0: a flat prior",
+    )
+
+
+#: The operator mix (and the bandit's priors) by model class: a small local model makes reliable edits of a
+#: few lines and numbers, and its whole-file replies run to the token cap; a hosted or large model makes the
+#: larger moves (OpenEvolve and ShinkaEvolve run diffs and full rewrites). Chosen on the generality suite
+#: (bench/generality.py); `search.operators` set by the user replaces them.
+OPERATORS_BY_MODEL_CLASS: Mapping[str, Mapping[str, float]] = {
+    "small": {"lines": 0.4, "knob": 0.25, "diff": 0.15, "rewrite": 0.1, "crossover": 0.05, "diagnose": 0.05},
+    "large": {"diff": 0.3, "rewrite": 0.25, "lines": 0.15, "crossover": 0.1, "diagnose": 0.1, "knob": 0.1},
+}
 
 
 class SearchConfig(_Section):
@@ -113,16 +144,27 @@ class SearchConfig(_Section):
     params: dict[str, float | int | bool | str | list[str]] = Field(
         default_factory=dict, description="strategy parameters"
     )
-    # `lines` is what made small local models' edits improve programs (bench/fm_efficacy.py, README); their
-    # `diff` replies ran to the token cap (150-200 s each for the 1.5B model on 2 cores) and improved nothing.
-    # With a hosted model, give `diff` or `rewrite` weight: they make the larger moves.
-    operators: dict[str, float] = Field(default_factory=lambda: {"lines": 1.0})
+    operators: dict[str, float] = Field(
+        default_factory=dict,
+        description="operator name -> weight: the bandit's prior, or with the bandit off the chance of each. "
+        "Empty (the default): chosen by fm.model_class from OPERATORS_BY_MODEL_CLASS (small: lines 0.4, knob "
+        "0.25, diff 0.15, rewrite 0.1, crossover 0.05, diagnose 0.05; large: diff 0.3, rewrite 0.25, lines "
+        "0.15, crossover 0.1, diagnose 0.1, knob 0.1), and frozen so into the run",
+    )
     inspirations: int = Field(default=2, ge=0, le=10, description="other good agents shown in prompts")
     ideas: bool = Field(
         default=True,
         description="give each FM proposal one direction to try, drawn (seeded) from the benchmark's `ideas`",
     )
     failed_attempts_shown: int = Field(default=3, ge=0, le=20)
+    reflect_every: int = Field(
+        default=0,
+        ge=0,
+        le=1000,
+        description="every N finished proposals, the FM reads what the recent edits did to the score and writes "
+        "a few notes (which kinds of change raised it, which failed and why, what to try next), shown to later "
+        "prompts (ShinkaEvolve's meta-recommendations; ledger purpose reflect). 0: off",
+    )
     max_pending: int | None = Field(
         default=None,
         ge=1,
@@ -147,7 +189,7 @@ class SearchConfig(_Section):
     @field_validator("operators")
     @classmethod
     def _weights_positive(cls, weights: dict[str, float]) -> dict[str, float]:
-        if not weights or any(w < 0 for w in weights.values()) or sum(weights.values()) <= 0:
+        if weights and (any(w < 0 for w in weights.values()) or sum(weights.values()) <= 0):
             raise ValueError("operator weights must be >= 0 with a positive sum, e.g. {diff = 1}")
         return weights
 
@@ -174,6 +216,14 @@ class EvaluationConfig(_Section):
     memory_mb: int | None = Field(default=None, ge=64)
     max_output_bytes: int | None = Field(default=None, ge=1024)
     max_attempts: int = Field(default=3, ge=1, le=20, description="tries after infrastructure faults")
+    repeats: int | Literal["auto"] = Field(
+        default="auto",
+        description="evaluations an agent's score is the mean of, each with other random seeds for its tasks (the "
+        "harness seeds random and numpy per task: one evaluation gives the same score every time unless the "
+        "program reads the clock or another source of chance). auto: one, but the seed program is evaluated "
+        "twice when a run starts and, where its score varies, every agent 3 times; and an agent that beats the "
+        "run's best is evaluated once more, its score the mean of both",
+    )
     agent_fm: bool = Field(default=True, description="serve the FM to agents through the gateway socket")
     agent_model: str | None = Field(
         default=None,
@@ -207,6 +257,13 @@ class EvaluationConfig(_Section):
         "for a private network only",
     )
 
+    @field_validator("repeats")
+    @classmethod
+    def _repeats_positive(cls, repeats: int | str) -> int | str:
+        if isinstance(repeats, int) and not 1 <= repeats <= 20:
+            raise ValueError("use a number of evaluations from 1 to 20, or auto")
+        return repeats
+
 
 class RunConfig(_Section):
     name: str | None = None
@@ -231,6 +288,14 @@ class RunConfig(_Section):
             raise ValueError("use letters, digits, '.', '_' and '-' (at most 100), starting with a letter or digit")
         return name
 
+    @model_validator(mode="after")
+    def _operators_for_the_model(self) -> RunConfig:
+        """search.operators left empty: the mix for the model's class (OPERATORS_BY_MODEL_CLASS)."""
+        if not self.search.operators:
+            mix = OPERATORS_BY_MODEL_CLASS[model_class(self.fm)]
+            self.search.operators = dict(mix)
+        return self
+
     def with_default_name(self) -> RunConfig:
         if self.name:
             return self
@@ -247,6 +312,16 @@ class RunConfig(_Section):
     @classmethod
     def from_json(cls, text: str) -> RunConfig:
         return _validate(json.loads(text), source="the run's stored config")
+
+
+def model_class(fm: FMConfig) -> str:
+    """ "small" or "large": fm.model_class, or with auto small for a model served here (a registry name or a
+    .gguf file; fm.api_base points elsewhere) and large for anything else (a hosted model)."""
+    if fm.model_class != "auto":
+        return fm.model_class
+    from meta_agent.llm import is_local_model  # the registry of local models, read where it is needed
+
+    return "small" if fm.api_base is None and is_local_model(fm.model) else "large"
 
 
 def load_config(

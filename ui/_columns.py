@@ -34,6 +34,7 @@ class AgentColumns:
     holdout_scores: np.ndarray  # float64, NaN when none
     tokens: np.ndarray  # int64 prompt + completion tokens of the proposal
     cost_usd: np.ndarray  # float64 USD of the proposal
+    fm_seconds: np.ndarray  # float64 wall seconds of the FM calls that made the proposal
     updated: np.ndarray  # float64 POSIX seconds of the last change
     statuses: list[str]
     operators: list[str]
@@ -85,7 +86,7 @@ def agent_columns(
         select(c.id, func.coalesce(c.parent_id, -1), c.iteration, c.score, c.holdout_score,
                func.coalesce(c.prompt_tokens, 0) + func.coalesce(c.completion_tokens, 0),
                func.coalesce(c.cost_usd, 0.0), posix_seconds_sql(c.updated_at, dialect),
-               cast(c.status, String), c.operator, func.coalesce(c.model, ""),
+               func.coalesce(c.fm_seconds, 0.0), cast(c.status, String), c.operator, func.coalesce(c.model, ""),
                func.substr(func.coalesce(c.invalid_reason, ""), 1, REASON_CHARS))
         .where(c.run_id == run_id, wanted)
         .order_by(c.id)
@@ -97,9 +98,9 @@ def agent_columns(
         finally:
             result.close()
     n = len(rows)
-    numbers = np.array([row[:8] for row in rows], dtype=np.float64).reshape(n, 8)  # NULL -> NaN
+    numbers = np.array([row[:9] for row in rows], dtype=np.float64).reshape(n, 9)  # NULL -> NaN
     ints = np.nan_to_num(numbers[:, [0, 1, 2, 5]]).astype(np.int64)
-    text = list(zip(*(row[8:] for row in rows))) if n else [(), (), (), ()]
+    text = list(zip(*(row[9:] for row in rows))) if n else [(), (), (), ()]
     return AgentColumns(
         ids=ints[:, 0].copy(),
         parent_ids=ints[:, 1].copy(),
@@ -109,6 +110,7 @@ def agent_columns(
         tokens=ints[:, 3].copy(),
         cost_usd=np.nan_to_num(numbers[:, 6]),
         updated=np.nan_to_num(numbers[:, 7]),
+        fm_seconds=np.nan_to_num(numbers[:, 8]),
         statuses=[str(v) for v in text[0]],
         operators=[str(v) for v in text[1]],
         models=[str(v) for v in text[2]],

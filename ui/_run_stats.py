@@ -92,6 +92,15 @@ class OutcomeRow:
     cost_usd: float
     mean_gain: float | None  # mean of max(child - parent, 0) over finished proposals (invalid count 0)
     best_score: float | None
+    fm_seconds: float = 0.0  # wall seconds of the FM calls that made these proposals
+
+    @property
+    def gain_per_fm_minute(self) -> float | None:
+        """Improvement over the parents (clipped at 0, summed) per minute of FM time: what the bandit learns."""
+        finished = self.evaluated + self.invalid
+        if not finished or self.mean_gain is None or self.fm_seconds <= 0:
+            return None
+        return self.mean_gain * finished / (self.fm_seconds / 60.0)
 
     @property
     def valid_rate(self) -> float | None:
@@ -157,6 +166,7 @@ def outcome_table(columns: AgentColumns, keys: Sequence[str]) -> list[OutcomeRow
     gains = total(clipped, evaluated)
     tokens = total(columns.tokens[proposals].astype(np.float64))
     cost = total(columns.cost_usd[proposals])
+    fm_seconds = total(columns.fm_seconds[proposals])
     table = []
     for code, label in enumerate(distinct):
         finished = int(n_evaluated[code] + n_invalid[code])
@@ -172,6 +182,7 @@ def outcome_table(columns: AgentColumns, keys: Sequence[str]) -> list[OutcomeRow
                 cost_usd=float(cost[code]),
                 mean_gain=float(gains[code]) / finished if finished else None,
                 best_score=float(best[code]) if np.isfinite(best[code]) else None,
+                fm_seconds=float(fm_seconds[code]),
             )
         )
     return table

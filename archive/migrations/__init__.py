@@ -7,7 +7,9 @@ versions, four digits ("0001", "0002", ...), so a revision names the version it 
 
 - 0001: the tables before versioning (each created where missing: the oldest archives lack some);
 - 0002: agent.repair_note and the schemaversion table;
-- 0003: the llmrequest table (the messages of every FM call).
+- 0003: the llmrequest table (the messages of every FM call);
+- 0004: the commitmark table; 0005: the greedyanswer table;
+- 0006: agent.repeats, agent.score_spread, agent.behaves_as, agent.fm_seconds and evaluation.output_hash.
 
 Each revision also writes its version into the one-row `schemaversion` table, which Cambrian
 releases from before Alembic read: they then refuse a newer archive instead of mistaking it for

@@ -5,7 +5,9 @@ agent's files, as `_cambrian_harness.py` and run as
 
     python _cambrian_harness.py
 
-from the work dir. It reads `task.json` there:
+from the work dir. Where the environment variable CAMBRIAN_TASK_SEED holds a number, it first seeds
+`random` and, for programs that use numpy, `numpy.random` with it (`seed_randomness`), so that a program
+drawing random numbers scores the same way on every run. It reads `task.json` there:
 
     {"module": "packing", "function": "pack_circles", "kwargs": {"n": 26}}
 
@@ -50,6 +52,7 @@ from typing import Any
 HARNESS_FILE = "_cambrian_harness.py"  # the name this file gets inside the sandbox
 TASK_FILE = "task.json"
 RESULT_FILE = "result.json"
+TASK_SEED_ENV = "CAMBRIAN_TASK_SEED"  # the task's random seed, set by the host (evaluators.runner.task_seed)
 MAX_ERROR_CHARS = 2000
 MAX_TRACEBACK_CHARS = 4000
 
@@ -128,12 +131,51 @@ def _failure(exc: BaseException, workdir: str) -> dict[str, Any]:
     }
 
 
+def seed_randomness(seed: int, workdir: str) -> None:
+    """Seed `random` and, where the program uses numpy, `numpy.random` (the legacy global generator, and every
+    `default_rng()` called without a seed, which gets the next of a seeded sequence): a program that draws
+    random numbers returns the same values on every run with the same seed."""
+    import random
+
+    random.seed(seed)
+    if "numpy" not in sys.modules and not _mentions_numpy(workdir):
+        return  # importing numpy costs a tenth of a second: only for programs that use it
+    try:
+        import numpy
+    except ImportError:
+        return
+    numpy.random.seed(seed % 2**32)
+    unseeded, base = numpy.random.default_rng, seed
+    draws = iter(range(1, 2**31))
+
+    def default_rng(seed: Any = None) -> Any:
+        return unseeded([base, next(draws)] if seed is None else seed)
+
+    numpy.random.default_rng = default_rng  # same calls, same results: only an unseeded call differs
+
+
+def _mentions_numpy(workdir: str) -> bool:
+    for folder, _, names in os.walk(workdir):
+        for name in names:
+            if name.endswith(".py") and name != HARNESS_FILE:
+                try:
+                    with open(os.path.join(folder, name), encoding="utf-8", errors="replace") as handle:
+                        if "numpy" in handle.read():
+                            return True
+                except OSError:
+                    continue
+    return False
+
+
 def run_task(workdir: str) -> dict[str, Any]:
     """Run the task in `workdir`/task.json and return the result payload (never raises for agent errors)."""
     with open(os.path.join(workdir, TASK_FILE), encoding="utf-8") as handle:
         task = json.load(handle)
     module_name, function_name = task["module"], task["function"]
     kwargs = dict(task.get("kwargs", {}))
+    seed = os.environ.get(TASK_SEED_ENV, "")
+    if seed.isdigit():
+        seed_randomness(int(seed), workdir)
     try:
         if task.get("llm") is True:
             # Imported before the agent so that a broken agent module cannot shadow the client.

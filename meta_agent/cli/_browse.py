@@ -113,25 +113,45 @@ def status(
 
 
 def _print_arms(agents: list[Agent], config: dict) -> None:
-    """Per (model, operator): proposals, valid children and reward (improvement over the parent) —
-    the bandit's state when one chooses them, replayed from the archive as a resume would."""
-    from meta_agent.search import arm_history  # the bandit's modules: only where a table of arms is shown
+    """Per (model, operator): proposals, valid children, improvements, FM time, and what the bandit learnt
+    (its value, improvement per FM minute, and how often it would choose each arm next), replayed from the
+    archive as a resume would replay it."""
+    from meta_agent.config import BanditConfig
+    from meta_agent.search import Arm, arm_history, restore_bandit  # the bandit's modules: only where shown
 
     history = arm_history(agents)
     if not history:
         return
-    algorithm = config["search"].get("bandit", {}).get("algorithm", "off")
-    title = f"operators and models (bandit: {algorithm})"
+    settings = BanditConfig.model_validate(config["search"].get("bandit") or {"algorithm": "off"})
+    weights = config["search"].get("operators") or {}
+    arms = sorted({arm for arm, _, _ in history})
+    bandit = restore_bandit(settings, arms, agents, weights=weights)
+    shares = dict(zip(bandit.arms, bandit.choice_shares())) if bandit is not None else {}
+    title = f"operators and models (bandit: {settings.algorithm})"
     table = Table(title=title, title_justify="left", box=None, pad_edge=False)
-    for column in ("model", "operator", "proposals", "finished", "mean reward", "best reward"):
+    columns = ("model", "operator", "proposals", "valid", "improved", "mean gain", "FM s", "gain / FM min")
+    for column in (*columns, *(("chosen next",) if shares else ())):
         table.add_column(column, justify="left" if column in ("model", "operator") else "right")
-    arms: dict[tuple[str, str], list[float | None]] = {}
+    made: dict[Arm, list[Agent]] = {}
+    for agent in agents:
+        if agent.iteration > 0:
+            made.setdefault(Arm(agent.model or "", agent.operator), []).append(agent)
+    rewards: dict[Arm, list[float]] = {}
     for arm, reward, _cost in history:
-        arms.setdefault((arm.model or "-", arm.operator), []).append(reward)
-    for (model, operator), rewards in sorted(arms.items()):
-        done = [r for r in rewards if r is not None]
-        mean = f"{sum(done) / len(done):.4g}" if done else "-"
-        table.add_row(model, operator, str(len(rewards)), str(len(done)), mean, f"{max(done):.4g}" if done else "-")
+        if reward is not None:
+            rewards.setdefault(arm, []).append(reward)
+    for arm in arms:
+        children, done = made.get(arm, []), rewards.get(arm, [])
+        seconds = sum(child.fm_seconds for child in children)
+        valid = sum(child.status == AgentStatus.evaluated for child in children)
+        row = [
+            arm.model or "-", arm.operator, str(len(children)), str(valid), str(sum(r > 0 for r in done)),
+            f"{sum(done) / len(done):.4g}" if done else "-", f"{seconds:.0f}",
+            f"{sum(done) / (seconds / 60):.4g}" if done and seconds > 0 else "-",
+        ]  # fmt: skip
+        if shares:
+            row.append(f"{shares.get(arm, 0.0):.0%}")
+        table.add_row(*row)
     console.print(table)
 
 

@@ -45,6 +45,12 @@ def serve(
     port: int = typer.Option(8080, help="port on 127.0.0.1"),
     n_ctx: int = typer.Option(8192, help="context length"),
     n_parallel: int = typer.Option(2, help="concurrent requests"),
+    threads: int | None = typer.Option(
+        None,
+        min=1,
+        help="llama.cpp CPU threads (default: one per core; on a busy machine fewer are faster: "
+        "measured on 2 loaded cores, 1 thread decoded 1.75 tokens/s, 2 threads 0.18 per slot)",
+    ),
     backend: str = typer.Option("auto", help="auto | llamacpp | vllm"),
 ) -> None:
     """Serve a local model behind an OpenAI-compatible API until Ctrl-C."""
@@ -55,6 +61,7 @@ def serve(
         port=port,
         n_ctx=n_ctx,
         n_parallel=n_parallel,
+        threads=threads,
         backend=one_of(backend, ("auto", "llamacpp", "vllm"), "--backend"),
         print_fn=console.print,
     )

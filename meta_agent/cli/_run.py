@@ -34,6 +34,8 @@ class CliReporter:
         self.progress: Progress | None = None
         self.task_id: TaskID | None = None
         self.seed_score: float | None = None
+        self.done = 0  # proposals ended, for the plain lines (not a terminal)
+        self.total = 0
 
     def info(self, message: str) -> None:
         console.print(f"[dim]{message}[/dim]")
@@ -42,8 +44,14 @@ class CliReporter:
         err_console.print(f"[yellow]warning:[/yellow] {message}")
 
     def event(self, event: LoopEvent) -> None:
+        if event.kind == "note":
+            self.info(event.message)
+            return
         if event.kind == "evaluated" and event.iteration == 0:
             self.seed_score = event.score
+        if not console.is_terminal:
+            self._line(event)  # no bar to redraw (a log, a pipe): one line per proposal instead
+            return
         if self.progress is None or self.task_id is None:
             return
         advance = 1 if event.kind in ("proposed", "rejected") else 0
@@ -51,10 +59,33 @@ class CliReporter:
         seed = "" if self.seed_score is None else f" (seed {self.seed_score:.4f})"
         self.progress.update(self.task_id, advance=advance, description=f"best {best}{seed}")
 
+    def _line(self, event: LoopEvent) -> None:
+        """One plain line when a proposal ends (refused, or scored), or the seed is scored."""
+        if event.kind not in ("rejected", "evaluated", "invalid"):
+            return
+        self.done += event.kind != "evaluated" or event.iteration > 0
+        best = "-" if event.best_score is None else f"{event.best_score:.4f}"
+        if event.iteration == 0:
+            console.print(f"seed #{event.agent_id}: {event.score:.4f}", markup=False, highlight=False)
+            return
+        what = (
+            "refused" if event.kind == "rejected" else "invalid" if event.score is None else f"scored {event.score:.4f}"
+        )
+        why = f": {event.message.splitlines()[0][:160]}" if event.message else ""
+        console.print(
+            f"proposal {self.done} (iteration {event.iteration}/{self.total}) {event.operator} on #{event.parent_id} "
+            f"-> #{event.agent_id} {what}{why}; best {best}",
+            markup=False, highlight=False, soft_wrap=True,
+        )  # fmt: skip
+
     @contextlib.contextmanager
     def progress_bar(self, completed: int, total: int) -> Iterator[None]:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+        self.done, self.total = completed, total
+        if not console.is_terminal:
+            yield
+            return
         with Progress(
             TextColumn("[bold]{task.description}"),
             BarColumn(),

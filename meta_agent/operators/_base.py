@@ -58,12 +58,12 @@ class OperatorWeightsError(CambrianError, ValueError):
 class Proposal:
     """What one attempt at a child produced: a genome, or the public reason there is none.
 
-    Token and cost figures cover every FM call the attempt made (all of them in the ledger too); the
-    search fills them in from `env`. note: a short description of what changed, where the operator
-    gives one (ast_mutate). repair_note: what was repaired before evaluation (static imports, an FM
-    repair round). idea: the direction the prompt asked the FM to try, if any. conversation: the FM
-    conversation that wrote the child, its last reply included (FM operators), where a failed run is
-    taken back; repairs_left: how many more times it may go back.
+    Token, cost and FM-second figures (fm_seconds: the calls' wall time) cover every FM call the attempt made
+    (all of them in the ledger too); the search fills them in from `env`. note: a short description of what
+    changed, where the operator gives one (ast_mutate). repair_note: what was repaired before evaluation
+    (static imports, an FM repair round). idea: the direction the prompt asked the FM to try, if any.
+    conversation: the FM conversation that wrote the child, its last reply included (FM operators), where a
+    failed run is taken back; repairs_left: how many more times it may go back.
     """
 
     genome: Genome | None
@@ -71,6 +71,7 @@ class Proposal:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cost_usd: float = 0.0
+    fm_seconds: float = 0.0
     note: str = ""
     repair_note: str | None = None
     idea: str | None = None

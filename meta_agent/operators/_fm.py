@@ -19,7 +19,7 @@ from typing import ClassVar
 import numpy as np
 
 from evaluators.base import Genome
-from meta_agent.edits import EditError
+from meta_agent.edits import EditError, evolve_regions
 from meta_agent.operators._base import Operator, OperatorEnv, Proposal
 from meta_agent.operators._focus import Focus, editable_files, has_editable_code, windows
 from meta_agent.operators._grammars import code_grammar, search_replace_grammar
@@ -197,6 +197,29 @@ class RewriteOperator(FMOperator):
 
     def format_hint(self, ctx: PromptContext) -> str:
         return _code_hint(ctx)
+
+    def cannot_edit(self, parent: Genome) -> str | None:
+        return _region_too_long(self, parent, self.limits)
+
+
+#: Characters per token of code, a low estimate (Qwen2.5-Coder's tokenizer: 3.3-3.8 on the suite's seeds), so
+#: a region is judged too long to write back only when it surely is.
+_CHARS_PER_TOKEN = 3.0
+
+
+def _region_too_long(operator: FMOperator, parent: Genome, limits: PromptLimits) -> str | None:
+    """Why a whole-region reply cannot fit in `limits.max_reply_tokens`, or None when it can."""
+    text = parent.files[parent.entry]
+    regions = evolve_regions(text, path=parent.entry) if "EVOLVE-BLOCK-" in text else []
+    lines = text.splitlines()
+    region = "\n".join(lines[regions[0][0] : regions[0][1]]) if len(regions) == 1 else text
+    tokens = int(len(region) / _CHARS_PER_TOKEN)
+    if tokens <= limits.max_reply_tokens:
+        return None
+    return (
+        f"{operator.name} needs the code it rewrites to fit in a reply of fm.max_tokens = {limits.max_reply_tokens} "
+        f"tokens, and {parent.entry}'s editable code is about {tokens}"
+    )
 
 
 def _code_hint(ctx: PromptContext) -> str:
@@ -393,6 +416,9 @@ class CrossoverOperator(FMOperator):
 
     def format_hint(self, ctx: PromptContext) -> str:
         return _code_hint(ctx)
+
+    def cannot_edit(self, parent: Genome) -> str | None:
+        return _region_too_long(self, parent, self.limits)
 
 
 # ---------------------------------------------------------------- two FM calls

@@ -142,6 +142,7 @@ class PromptContext:
     plan: the improvement plan the first call of `diagnose` wrote (None before that call).
     idea: one direction to try, drawn from the benchmark's `ideas` for this proposal (None: no direction).
     focus: the lines the `lines` and `knob` operators ask the FM to rewrite (None for other operators).
+    notes: what the FM wrote of the run's recent edits and their effect (`search.reflect_every`), or None.
     """
 
     contract: str
@@ -153,6 +154,7 @@ class PromptContext:
     plan: str | None = None
     idea: str | None = None
     focus: Focus | None = None
+    notes: str | None = None
 
 
 @dataclass(frozen=True)
@@ -165,6 +167,8 @@ class PromptLimits:
     max_inspirations: inspirations shown (>= 0).
     max_inspiration_chars: characters shown of each inspiration file.
     max_plan_chars: characters kept of a `diagnose` plan.
+    max_reply_tokens: the most tokens the FM may write back (`fm.max_tokens`): an operator whose reply is a
+    whole region (rewrite, crossover) cannot edit a program whose region does not fit in it.
     """
 
     max_failed_attempts: int = 3
@@ -173,6 +177,7 @@ class PromptLimits:
     max_inspirations: int = 2
     max_inspiration_chars: int = 2500
     max_plan_chars: int = 1500
+    max_reply_tokens: int = 1024
 
 
 def has_markers(genome: Genome) -> bool:
@@ -250,6 +255,7 @@ def task_values(ctx: PromptContext, limits: PromptLimits) -> dict[str, str]:
         "placeholder": f"# the complete, improved {what}" if genome.entry.endswith(".py") else f"the improved {what}",
         "evolve_note": evolve_note,
         "idea_note": render("idea", {"idea": ctx.idea.strip()}) if ctx.idea else "",
+        "notes_note": render("notes", {"notes": ctx.notes.strip()}) if ctx.notes else "",
         # Whole-file replies: a one-region file is answered with its region only, so no note is needed.
         "whole_note": "" if one_region else evolve_note,
     }

@@ -24,7 +24,7 @@ from meta_agent._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from meta_agent.operators import RUN_REPAIR_NOTE, Proposal  # re-exported: what the loop's proposals are
-    from meta_agent.search._arms import arm_history
+    from meta_agent.search._arms import arm_history, restore_bandit
     from meta_agent.search._bandit import ALGORITHMS, Arm, Bandit, BanditError, improvement_reward
     from meta_agent.search._behaviour import BehaviourSpace, TaskRow
     from meta_agent.search._book import RunBook
@@ -54,7 +54,7 @@ if TYPE_CHECKING:
 # not the loop, the sandbox and the FM client (0.4 s of imports a call).
 _NAMES: dict[str, tuple[str, ...]] = {
     "meta_agent.operators": ("RUN_REPAIR_NOTE", "Proposal"),
-    "meta_agent.search._arms": ("arm_history",),
+    "meta_agent.search._arms": ("arm_history", "restore_bandit"),
     "meta_agent.search._bandit": ("ALGORITHMS", "Arm", "Bandit", "BanditError", "improvement_reward"),
     "meta_agent.search._behaviour": ("BehaviourSpace", "TaskRow"),
     "meta_agent.search._book": ("RunBook",),
@@ -92,7 +92,7 @@ __all__ = [
     "BehaviourSpace", "LoopEvent", "LoopOutcome", "PromptMemory", "Proposal", "Proposer", "Reporter", "RunBook",
     "SearchLoop", "TaskRow", "agent_fm_budget", "archive_path", "arm_history", "build_benchmark", "categorize",
     "choose_sandbox", "evaluate_in_sandbox", "evaluation_row", "fm_endpoint", "improvement_reward",
-    "make_llm_client", "open_run", "resolve_fm_concurrency", "resume_run", "run_limits", "run_self_modify",
-    "sandbox_with_socket_dir", "say_what_is_editable", "selector_from_config", "server_threads", "shown_store",
-    "start_run", "store_in_use", "summarize_run",
+    "make_llm_client", "open_run", "resolve_fm_concurrency", "restore_bandit", "resume_run", "run_limits",
+    "run_self_modify", "sandbox_with_socket_dir", "say_what_is_editable", "selector_from_config", "server_threads",
+    "shown_store", "start_run", "store_in_use", "summarize_run",
 ]  # fmt: skip

@@ -40,10 +40,8 @@ def operator_arms(
 
 
 def cost_of(agent: Agent) -> float:
-    """What a proposal cost, for a cost-aware bandit: USD, or millions of tokens where the FM is free (local)."""
-    if agent.cost_usd > 0:
-        return float(agent.cost_usd)
-    return (agent.prompt_tokens + agent.completion_tokens) / 1e6
+    """What a proposal cost, for a cost-aware bandit: the wall seconds of the FM calls that made it."""
+    return float(agent.fm_seconds)
 
 
 def arm_history(agents: Sequence[Agent]) -> list[tuple[Arm, float | None, float]]:
@@ -69,8 +67,11 @@ def arm_history(agents: Sequence[Agent]) -> list[tuple[Arm, float | None, float]
     return history
 
 
-def restore_bandit(settings: BanditConfig, arms: Sequence[Arm], agents: Sequence[Agent]) -> Bandit | None:
-    """The run's bandit (None when `search.bandit.algorithm` is off), replayed from its agents.
+def restore_bandit(
+    settings: BanditConfig, arms: Sequence[Arm], agents: Sequence[Agent], *, weights: Mapping[str, float]
+) -> Bandit | None:
+    """The run's bandit (None when `search.bandit.algorithm` is off), replayed from its agents; `weights` (the
+    operator weights) are its prior, shared by an operator's arms (one per model).
 
     Proposals made with arms this config does not have (a run resumed with other operators or models)
     are left out.
@@ -79,6 +80,9 @@ def restore_bandit(settings: BanditConfig, arms: Sequence[Arm], agents: Sequence
         return None
     known = set(arms)
     history = [entry for entry in arm_history(agents) if entry[0] in known]
+    per_model = {name: sum(arm.operator == name for arm in arms) for name in weights}
+    prior = {arm: weights.get(arm.operator, 0.0) / max(1, per_model.get(arm.operator, 1)) for arm in arms}
     return Bandit.replay(
-        arms, history, algorithm=settings.algorithm, cost_aware=settings.cost_aware, exploration=settings.exploration
-    )
+        arms, history, algorithm=settings.algorithm, cost_aware=settings.cost_aware, exploration=settings.exploration,
+        prior=prior, prior_strength=settings.prior_strength,
+    )  # fmt: skip

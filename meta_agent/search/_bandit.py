@@ -16,22 +16,23 @@ largest value seen so far, which puts them in [0, 1]:
   arm's pulls (pending ones included) and mean its normalised mean outcome. An arm
   whose pulls are all pending gets the mean of all outcomes so far. Ties are broken
   with `rng`.
-- Thompson: each arm's value is drawn from Beta(1 + s, 1 + f) with fractional
-  pseudo-counts s = sum of its normalised outcomes and f = outcomes - s (a Bernoulli
-  reward is the special case s = successes); the largest draw wins. Pending pulls
-  do not change the posterior; the draw's randomness spreads concurrent proposals.
+- Thompson: each arm's value is drawn from Beta(1 + p s0 + s, 1 + (1 - p) s0 + f) with
+  fractional pseudo-counts s = sum of its normalised outcomes and f = outcomes - s (a
+  Bernoulli reward is the special case s = successes), and a prior: the arm's share p of
+  the `prior` weights, worth s0 = `prior_strength` outcomes; the largest draw wins. Pending
+  pulls do not change the posterior; the draw's randomness spreads concurrent proposals.
 
-With `cost_aware`, each outcome's value is reward / max(cost, cost_floor): reward
-per USD (or per unit of the caller's cost proxy). The floor (default 1e-6 USD)
-keeps free calls (local models cost 0) finite and equal to each other.
+With `cost_aware`, each outcome's value is reward / max(cost, cost_floor): reward per
+unit of cost, the FM seconds of the proposal in the search. The floor (default 1.0)
+keeps a proposal whose FM calls were cache hits (about 0 s) from looking infinitely cheap.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
@@ -93,7 +94,9 @@ class Bandit:
 
     arms: the choices, distinct, at least one. algorithm: "ucb1" or "thompson".
     cost_aware: rank arms by reward per cost. exploration: UCB1's c (>= 0; sqrt(2) is the
-    textbook value). cost_floor: the smallest cost an outcome is divided by (> 0, USD).
+    textbook value). cost_floor: the smallest cost an outcome is divided by (> 0, in the cost's unit).
+    prior: arm -> weight (>= 0; arms left out weigh 0), Thompson's prior belief, each arm's share of the
+    weights worth `prior_strength` (>= 0) outcomes; None: a flat prior. UCB1 ignores it.
     """
 
     def __init__(
@@ -103,7 +106,9 @@ class Bandit:
         algorithm: Algorithm = "ucb1",
         cost_aware: bool = False,
         exploration: float = 2**0.5,
-        cost_floor: float = 1e-6,
+        cost_floor: float = 1.0,
+        prior: Mapping[Arm, float] | None = None,
+        prior_strength: float = 2.0,
     ) -> None:
         arms = list(arms)
         if not arms:
@@ -132,17 +137,20 @@ class Bandit:
         self._cost_sum = np.zeros(n)
         self._value_sum = np.zeros(n)
         self._max_value = 0.0  # the largest single outcome value: the normaliser
+        weights = np.array([float((prior or {}).get(arm, 0.0)) for arm in self.arms])
+        if not (np.isfinite(weights).all() and (weights >= 0).all() and math.isfinite(prior_strength)
+                and prior_strength >= 0):  # fmt: skip
+            raise BanditError("prior weights and prior_strength must be finite and >= 0", fix="use e.g. {arm: 0.5}")
+        share = weights / weights.sum() if weights.sum() > 0 else np.zeros(n)
+        self._prior_successes = prior_strength * share if prior else np.zeros(n)
+        self._prior_failures = prior_strength * (1.0 - share) if prior else np.zeros(n)
 
     @classmethod
     def replay(
         cls,
         arms: Sequence[Arm],
         history: Iterable[tuple[Arm, float | None, float]],
-        *,
-        algorithm: Algorithm = "ucb1",
-        cost_aware: bool = False,
-        exploration: float = 2**0.5,
-        cost_floor: float = 1e-6,
+        **settings: Any,
     ) -> Bandit:
         """A bandit in the state a live one reaches after `history`, e.g. on resume from the archive.
 
@@ -150,7 +158,7 @@ class Bandit:
         proposal order. A pending proposal counts as a pull only: its cost is given later, with
         its outcome, exactly as the live loop does. Keyword arguments: as the constructor's.
         """
-        bandit = cls(arms, algorithm=algorithm, cost_aware=cost_aware, exploration=exploration, cost_floor=cost_floor)
+        bandit = cls(arms, **settings)
         for arm, reward, cost in history:
             bandit.record_pull(arm)
             if reward is not None:
@@ -169,6 +177,16 @@ class Bandit:
     def record_pull(self, arm: Arm) -> None:
         """Count a proposal made with `arm` (call when proposing, before its outcome is known)."""
         self._pulls[self._arm_index(arm)] += 1
+
+    def cancel_pull(self, arm: Arm) -> None:
+        """Take back a pull whose proposal came to nothing to record (e.g. a program the run already has)."""
+        index = self._arm_index(arm)
+        if self._pulls[index] <= self._rewarded[index]:
+            raise BanditError(
+                f"no pull of arm {arm.model}/{arm.operator} is waiting to be taken back",
+                fix="cancel_pull only a pull whose outcome was never recorded",
+            )
+        self._pulls[index] -= 1
 
     def record_outcome(self, arm: Arm, *, reward: float, cost: float) -> None:
         """Record the outcome of one earlier pull of `arm`.
@@ -234,11 +252,29 @@ class Bandit:
         bonus = self.exploration * np.sqrt(math.log(float(self._pulls.sum())) / pulls)
         return self._normalised_means() + bonus
 
-    def _thompson_draws(self, rng: np.random.Generator) -> np.ndarray:
+    def _posterior(self) -> tuple[np.ndarray, np.ndarray]:
+        """Thompson's Beta parameters per arm: 1 + prior + outcomes, successes and failures."""
         scale = self._max_value if self._max_value > 0 else 1.0
         successes = np.clip(self._value_sum / scale, 0.0, self._rewarded)
         failures = self._rewarded - successes
-        return rng.beta(1.0 + successes, 1.0 + failures)
+        return 1.0 + self._prior_successes + successes, 1.0 + self._prior_failures + failures
+
+    def _thompson_draws(self, rng: np.random.Generator) -> np.ndarray:
+        alpha, beta = self._posterior()
+        return rng.beta(alpha, beta)
+
+    def choice_shares(self, *, draws: int = 4000, seed: int = 0) -> list[float]:
+        """How often each arm would be chosen next, in the order of `arms` (sums to 1): for Thompson sampling
+        the share of `draws` seeded posterior draws each arm wins; for UCB1 1 for the arm it picks (ties
+        shared). What the bandit has learnt, as `cambrian status` and the UI show it."""
+        rng = np.random.default_rng(seed)
+        if self.algorithm == "thompson":
+            alpha, beta = self._posterior()
+            winners = np.argmax(rng.beta(alpha, beta, size=(draws, len(self.arms))), axis=1)
+            return (np.bincount(winners, minlength=len(self.arms)) / draws).tolist()
+        scores = self._ucb1_scores(np.ones(len(self.arms), dtype=bool))
+        best = scores == scores.max()
+        return (best / best.sum()).tolist()
 
     def stats(self) -> list[ArmStats]:
         """One ArmStats per arm, in the order the arms were given."""

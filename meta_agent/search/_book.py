@@ -26,7 +26,7 @@ from meta_agent.search._arms import Arm, cost_of, improvement_reward
 from meta_agent.search._bandit import Bandit
 from meta_agent.search._behaviour import BehaviourSpace, TaskRow
 from meta_agent.search._evaluation import evaluation_row
-from meta_agent.search._memory import PromptMemory
+from meta_agent.search._memory import _LRU, PromptMemory
 from meta_agent.search._writes import GroupCommit
 
 
@@ -34,7 +34,8 @@ from meta_agent.search._writes import GroupCommit
 class LoopEvent:
     """What just happened, for progress displays.
 
-    `kind`: seed | proposed | rejected (bad edit) | invalid | evaluated | failed.
+    `kind`: seed | proposed | rejected (bad edit) | invalid | evaluated | failed | note (a fact about the run
+    the user should read, in `message`).
     """
 
     kind: str
@@ -43,6 +44,8 @@ class LoopEvent:
     score: float | None
     best_score: float | None
     message: str = ""
+    operator: str = ""  # the operator that made the agent ("seed" for the seed), where the event is about one
+    parent_id: int | None = None
 
 
 @dataclass(frozen=True)
@@ -53,6 +56,15 @@ class Origin:
     parent_id: int
     second_parent_id: int | None
     arm: Arm
+
+
+@dataclass(frozen=True)
+class Acceptance:
+    """What became of a proposal: done (the iteration ends), the child queued (its id), whether a row was stored."""
+
+    done: bool
+    child_id: int | None = None
+    stored: bool = True
 
 
 @dataclass
@@ -121,6 +133,8 @@ class RunBook:
         self.counters = Counters()
         self.best: tuple[float, int] | None = None  # (score, agent id)
         self._genome_owner: dict[str, int] = {}  # genome hash -> first agent with it: the duplicate gate
+        # Agent -> each search task's output hash: what a child's outputs are compared with.
+        self._outputs = _LRU[int, dict[str, str | None]](capacity=4096)
 
     def best_score(self) -> float | None:
         return self.best[0] if self.best else None
@@ -144,29 +158,32 @@ class RunBook:
 
     # ----- proposals ---------------------------------------------------------------------------
 
-    async def accept(self, proposal: Proposal, origin: Origin) -> tuple[bool, int | None]:
+    async def accept(self, proposal: Proposal, origin: Origin, *, last_try: bool = True) -> Acceptance:
         """Store a proposal: a child queued for evaluation, or an invalid agent with its reason.
 
-        (done, the queued child's id or None). Not done only for a near-duplicate, after which the
-        iteration may propose again.
+        Not done for a near-duplicate (stored invalid), after which the iteration may propose again; nor
+        for a program identical to an agent the run has, which is no new child: unless it is the
+        iteration's `last_try` it is not stored at all (its FM calls go to the child the iteration stores).
         """
         if proposal.genome is None:
             await self.store_invalid(proposal, origin, reason=str(proposal.reason))
-            return True, None
+            return Acceptance(done=True)
         child_hash = genome_hash(proposal.genome.files)
         gate_on = self.behaviour.gate is not None
         embedding = self.behaviour.code_embedding(proposal.genome.files) if gate_on else None
         await self._wait_for_similar_stores(child_hash, embedding)
         duplicate = self._genome_owner.get(child_hash)
         if duplicate is not None:
+            if not last_try:
+                return Acceptance(done=False, stored=False)
             reason = f"the edit produced code identical to agent {duplicate}; make a change that differs"
             await self.store_invalid(proposal, origin, reason=reason)
-            return True, None
+            return Acceptance(done=True)
         refused = self._near_duplicate(embedding) if embedding is not None else None
         if refused is not None:
             await self.store_invalid(proposal, origin, reason=refused)
-            return False, None
-        return True, await self._store_child(proposal, child_hash, embedding, origin)
+            return Acceptance(done=False)
+        return Acceptance(done=True, child_id=await self._store_child(proposal, child_hash, embedding, origin))
 
     async def _wait_for_similar_stores(self, child_hash: str, embedding: np.ndarray | None) -> None:
         """Wait while a child identical to this one (or, with the similarity gate on, one within its threshold)
@@ -242,6 +259,7 @@ class RunBook:
             prompt_tokens=proposal.prompt_tokens,
             completion_tokens=proposal.completion_tokens,
             cost_usd=proposal.cost_usd,
+            fm_seconds=proposal.fm_seconds,
         )
 
     async def store_invalid(self, proposal: Proposal, origin: Origin, *, reason: str) -> None:
@@ -260,61 +278,103 @@ class RunBook:
             prompt_tokens=proposal.prompt_tokens,
             completion_tokens=proposal.completion_tokens,
             cost_usd=proposal.cost_usd,
+            fm_seconds=proposal.fm_seconds,
         )
         self.memory.remember_failure(origin.parent_id, f"{origin.arm.operator}: {reason}")
         if self.bandit is not None:
             self.bandit.record_outcome(origin.arm, reward=0.0, cost=cost_of(agent))
         self.counters.proposals += 1
         self.counters.invalid += 1
-        self.on_event(LoopEvent("rejected", agent.key, origin.iteration, None, self.best_score(), reason))
+        self.on_event(LoopEvent("rejected", agent.key, origin.iteration, None, self.best_score(), reason,
+                                origin.arm.operator, origin.parent_id))  # fmt: skip
 
     # ----- evaluations -------------------------------------------------------------------------
 
     async def record_result(
-        self, agent_id: int, genome: Genome, result: AgentResult, *, seconds: float, view: ArchiveView
+        self,
+        agent_id: int,
+        genome: Genome,
+        result: AgentResult,
+        *,
+        seconds: float,
+        view: ArchiveView,
+        repeats: int = 1,
+        spread: float | None = None,
+        parent_id: int | None = None,
     ) -> Agent:
         """Write an evaluation's outcome: the agent's status, score and task rows; a valid agent joins the
-        view (with its behaviour columns) and may become the best; the bandit arm that made it is credited."""
+        view (with its behaviour columns) and may become the best; the bandit arm that made it is credited.
+
+        repeats / spread: the evaluations `result` is the mean of, and their scores' standard deviation. A
+        child (of `parent_id`) whose outputs equal its parent's on every task (`behaves_as`) is a no-op: it is
+        scored as its parent, stays out of the view and earns its arm nothing, however its text differs.
+        """
         evaluations = [evaluation_row(task) for task in result.task_results]
+        outputs = {task.task_id: task.output_hash for task in result.task_results}
+        twin = parent_id if result.valid and parent_id is not None and self._same_outputs(parent_id, outputs) else None
+        score = result.score
+        if twin is not None and twin in view:
+            score = float(view.scores[view.index_of(twin)])
         columns = None
-        if result.valid:
+        if result.valid and twin is None:
             tasks = [TaskRow(t.task_id, t.score, t.passed, t.executed) for t in result.task_results]
             columns = self.behaviour.columns(files=genome.files, tasks=tasks, descriptor=result.descriptor)
         agent = await self.write(
             self.archive.finish_evaluation,
             agent_id,
             status=AgentStatus.evaluated if result.valid else AgentStatus.invalid,
-            score=result.score if result.valid else None,
+            score=score if result.valid else None,
             stage_reached=result.stage_reached,
             invalid_reason=None if result.valid else result.invalid_reason,
             feedback=result.feedback,
             eval_seconds=seconds,
             evaluations=evaluations,
             descriptor=columns.stored_descriptor if columns is not None else None,
+            repeats=repeats,
+            score_spread=spread,
+            behaves_as=twin,
         )
         self._reward_bandit(agent, view)
-        if columns is not None:
+        if result.valid:
+            self._outputs.put(agent_id, outputs)
+            self.counters.evaluated += 1
+        if twin is not None:
+            self.memory.remember_failure(twin, f"{agent.operator}: the edit changed no output on any task (a no-op)")
+            self.on_event(LoopEvent("evaluated", agent_id, agent.iteration, score, self.best_score(),
+                                    f"no-op: the same outputs as agent {twin} on every task", agent.operator,
+                                    agent.parent_id))  # fmt: skip
+        elif columns is not None:
             self.memory.remember_parent(agent, genome)
             view.add(
                 agent_id,
-                float(result.score),
+                float(score),
                 agent.parent_id,
                 successes=columns.successes,
                 failures=columns.failures,
                 descriptor=columns.descriptor,
                 embedding=columns.embedding,
             )
-            self.counters.evaluated += 1
-            if self.best is None or result.score > self.best[0]:
-                self.best = (float(result.score), agent_id)
-            self.on_event(LoopEvent("evaluated", agent_id, agent.iteration, result.score, self.best_score()))
+            if self.best is None or score > self.best[0]:
+                self.best = (float(score), agent_id)
+            self.on_event(LoopEvent("evaluated", agent_id, agent.iteration, score, self.best_score(), "",
+                                    agent.operator, agent.parent_id))  # fmt: skip
         else:
             self.counters.invalid += 1
             reason = result.invalid_reason or ""
             if reason:
                 self.memory.remember_failure(agent.parent_id, f"{agent.operator}: {reason}")
-            self.on_event(LoopEvent("invalid", agent_id, agent.iteration, None, self.best_score(), reason))
+            self.on_event(LoopEvent("invalid", agent_id, agent.iteration, None, self.best_score(), reason,
+                                    agent.operator, agent.parent_id))  # fmt: skip
         return agent
+
+    def _same_outputs(self, parent_id: int, outputs: dict[str, str | None]) -> bool:
+        """Whether every task's output hash is known and equal to the parent's on the same tasks."""
+        known = self._outputs.get(parent_id)
+        if known is None:  # evaluated before this invocation: its stored rows
+            rows = [row for row in self.archive.evaluations(parent_id) if row.split == "search"]
+            known = {row.task_id: row.output_hash for row in rows}
+            self._outputs.put(parent_id, known)
+        return bool(outputs) and known == outputs and all(value is not None for value in outputs.values())
 
     def _reward_bandit(self, agent: Agent, view: ArchiveView) -> None:
         """Credit the child's (model, operator) arm: its improvement over its parent (0 if invalid)."""

@@ -15,7 +15,7 @@ from archive.selection import ParentSelector, selector_needs, selector_parameter
 from evaluators.base import Benchmark, Genome
 from meta_agent.config import RunConfig
 from meta_agent.errors import ConfigError
-from meta_agent.operators import Operator, supports_self_modify
+from meta_agent.operators import Operator, PromptLimits, supports_self_modify
 from meta_agent.plugins import SELECTORS, make_selector
 
 
@@ -76,6 +76,11 @@ def check_operators(
     needs_fm = any(operators[name].uses_fm for name in weights)
     if needs_fm and not has_fm:
         raise ConfigError("search.operators names FM operators but the run has no FM", fix="configure fm.model")
+
+
+def prompt_limits(config: RunConfig) -> PromptLimits:
+    """What the run's prompts show (the operators' defaults) and how long a reply may be (`fm.max_tokens`)."""
+    return PromptLimits(max_reply_tokens=config.fm.max_tokens)
 
 
 def check_seed_editable(config: RunConfig, seed: Genome, operators: Mapping[str, Operator]) -> None:

@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import hashlib
+import statistics
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
@@ -172,7 +174,7 @@ async def run_self_modify(
 def parent_run_spec(benchmark: Benchmark, parent: Genome, task: Task, limits: Limits) -> RunSpec:
     """The run of `parent` on the task asking it to write its child, within the run's limits (its FM socket's
     env is added where it runs)."""
-    return limits.apply(benchmark.run_spec(parent, task))
+    return limits.apply(benchmark.run_spec(parent, task), task_id=task.id)
 
 
 def parent_run_outcome(result: RunResult, timeout_s: float, channel: AgentChannel | None) -> SelfModifyRun:
@@ -225,5 +227,37 @@ def evaluation_row(task: TaskResult) -> Evaluation:
             "stdout_tail": task.stdout_tail,
             "stderr_tail": task.stderr_tail,
             "created_at": utcnow(),
+            "output_hash": task.output_hash,
         },
     )
+
+
+def repeat_limits(limits: Limits, repeat: int) -> Limits:
+    """The limits of an agent's `repeat`-th evaluation (0: the first): the same, with task seeds of its own (the
+    first keeps the run's seed, so every agent's first evaluation draws the same numbers)."""
+    if repeat == 0 or limits.seed is None:
+        return limits
+    digest = hashlib.sha256(f"{limits.seed}/repeat {repeat}".encode()).digest()
+    return dataclasses.replace(limits, seed=int.from_bytes(digest[:8], "big"))
+
+
+def mean_result(results: list[AgentResult]) -> tuple[AgentResult, float | None]:
+    """Several evaluations of one agent as one: the first, with its score (an invalid one counts 0), its score
+    over what ran and each task's score replaced by their means; and the scores' standard deviation (None for
+    one evaluation)."""
+    first = results[0]
+    if len(results) == 1:
+        return first, None
+    scores = [result.score if result.valid else 0.0 for result in results]
+    by_task: dict[str, list[float]] = {}
+    for result in results:
+        for task in result.task_results:
+            by_task.setdefault(task.task_id, []).append(task.score)
+    tasks = [dataclasses.replace(task, score=statistics.fmean(by_task[task.task_id])) for task in first.task_results]
+    mean = dataclasses.replace(
+        first,
+        score=statistics.fmean(scores),
+        ran_score=statistics.fmean(result.ran_score for result in results),
+        task_results=tasks,
+    )
+    return mean, statistics.pstdev(scores)

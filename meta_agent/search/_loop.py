@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import math
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -26,21 +27,25 @@ from evaluators.base import Benchmark, Genome
 from evaluators.runner import AgentResult
 from meta_agent.config import RunConfig
 from meta_agent.errors import ConfigError, RunAborted, SeedFailed
-from meta_agent.llm import FMAuthError, FMGateway, FMUnavailable, GatewayError, LLMClient
+from meta_agent.llm import FMAuthError, FMBadRequest, FMGateway, FMUnavailable, GatewayError, LLMClient, derive_seed
 from meta_agent.llm import model_label as label_of_model
 from meta_agent.operators import Operator, ParentInfo, PromptContext, Proposal, choose_operator, make_operator
 from meta_agent.search._arms import Arm, operator_arms, restore_bandit
 from meta_agent.search._behaviour import BehaviourSpace
-from meta_agent.search._book import LoopEvent, LoopOutcome, Origin, RunBook
-from meta_agent.search._compose import check_operators, check_selector_needs, selector_from_config
+from meta_agent.search._book import Acceptance, LoopEvent, LoopOutcome, Origin, RunBook
+from meta_agent.search._compose import check_operators, check_selector_needs, prompt_limits, selector_from_config
+from meta_agent.search._evaluation import mean_result, repeat_limits
 from meta_agent.search._executor import Executor, LocalExecutor
 from meta_agent.search._memory import _LRU, PromptMemory
 from meta_agent.search._proposals import Proposer, agent_fm_budget, run_limits
+from meta_agent.search._reflection import Outcome, RunNotes, changed_lines, result_text
 from meta_agent.search._writes import GroupCommit
 from sandbox.base import Sandbox, SandboxError
 
 #: Consecutive infrastructure faults (sandbox or FM) after which the run stops for the user.
 MAX_CONSECUTIVE_FAULTS = 5
+#: Evaluations per agent once the seed's score is found to vary between runs (`evaluation.repeats = "auto"`).
+NOISY_REPEATS = 3
 
 
 class SearchLoop:
@@ -114,13 +119,18 @@ class SearchLoop:
             config.search.operators, self.operators, models=list(self.llms),
             gateway_model=label_of_model(agent_model) if agent_model else model_label,
         )  # fmt: skip
-        self.bandit = restore_bandit(config.search.bandit, self.arms, archive.agents(self.run_id))
+        self.bandit = restore_bandit(
+            config.search.bandit, self.arms, archive.agents(self.run_id), weights=config.search.operators
+        )
         self._queue: asyncio.Queue[int] = asyncio.Queue()
         self._idle_evaluators = 0  # evaluation workers waiting for a child
         self._started: dict[int, Agent] = {}  # queued children stored as evaluating (RunBook: idle_slot)
         self._room = asyncio.Condition()
         self._outstanding = 0  # children queued or under evaluation
         self._max_pending = config.search.max_pending or (self.executor.slots + config.fm.concurrency)
+        # Evaluations per agent: evaluation.repeats, or with auto 1 until the seed's score is found to vary.
+        repeats = config.evaluation.repeats
+        self._repeats = repeats if isinstance(repeats, int) else 1
         self._stop = asyncio.Event()
         self._has_parent = asyncio.Event()
         self.memory = PromptMemory(
@@ -138,6 +148,9 @@ class SearchLoop:
         self._repairable = _LRU[int, _Repairable](capacity=1024)
         self._editable = _LRU[tuple[str, int], bool](capacity=4096)
         self.view = self.behaviour.rebuild(archive, self.run_id, lambda hash_: self.memory.genome(hash_).files)
+        every = config.search.reflect_every
+        self.notes = RunNotes.restore(archive, self.run_id, every=every) if every and self.llms else None
+        self._reflection: asyncio.Task[None] | None = None
         if {arm.operator for arm in self.arms} == {"crossover"} and len(self.view) < 2:
             raise ConfigError(
                 "search.operators: crossover alone cannot start a search (it needs two evaluated agents)",
@@ -156,7 +169,7 @@ class SearchLoop:
             config=config,
             benchmark=benchmark,
             selector=selector_from_config(config, benchmark),
-            operators={name: make_operator(name) for name in config.search.operators},
+            operators={name: make_operator(name, limits=prompt_limits(config)) for name in config.search.operators},
             **parts,
         )
 
@@ -182,6 +195,8 @@ class SearchLoop:
             self._has_parent.set()
         agents = self.archive.agents(self.run_id)
         self.book.load(agents)
+        if self.config.evaluation.repeats == "auto" and any(a.operator == "seed" and a.score_spread for a in agents):
+            self._repeats = NOISY_REPEATS  # resumed: the seed's score was found to vary
         if not agents:
             agents = [self.book.store_seed(self.benchmark.seed())]
         pending = self.archive.pending(self.run_id, max_attempts=self.config.evaluation.max_attempts)
@@ -210,9 +225,10 @@ class SearchLoop:
                 # Evaluators finish what they hold and take nothing new.
                 await self._wait_in_flight()
         finally:
-            for running in (*evaluators, watchdog, drained, stopped):
+            reflection = [self._reflection] if self._reflection is not None else []
+            for running in (*evaluators, watchdog, drained, stopped, *reflection):
                 running.cancel()
-            await asyncio.gather(*evaluators, watchdog, drained, stopped, return_exceptions=True)
+            await asyncio.gather(*evaluators, watchdog, drained, stopped, *reflection, return_exceptions=True)
             self.writes.flush()  # writes of cancelled callers still commit: nothing submitted is dropped
             self.proposer.close()
             await self.executor.finish()
@@ -297,8 +313,10 @@ class SearchLoop:
         """One iteration: choose parent(s), operator and model, make a child, and queue it for evaluation.
 
         A child too similar to an existing agent is stored as invalid (the rejection is recorded) and the
-        same iteration proposes again, up to `search.novelty.max_reproposals` times. False when the
-        sandbox failed (self_modify), so the worker does not reset the count of faults in a row.
+        same iteration proposes again, up to `search.novelty.max_reproposals` times; so does one identical to
+        an agent the run has, which is no new child and is not stored (but at the last try): its FM usage is
+        charged to the child the iteration stores. False when the sandbox failed (self_modify), so the worker
+        does not reset the count of faults in a row.
         """
         rng = np.random.default_rng([self.config.seed, iteration])
         parent_id = int(self.selector.select(self.view, 1, rng)[0])
@@ -312,9 +330,12 @@ class SearchLoop:
             second_parent=self.memory.parent_info(second_parent_id) if second_parent_id is not None else None,
             failed_attempts=failed_attempts,
             inspirations=self.memory.inspirations(self.view, exclude=parent_id),
+            notes=self.notes.text if self.notes is not None else None,
         )
         origin = Origin(iteration, parent_id, second_parent_id, arm)
-        for attempt in range(self.config.search.novelty.max_reproposals + 1):
+        last = self.config.search.novelty.max_reproposals
+        unstored = Proposal(None)  # the usage of attempts that repeated a program the run has: not stored
+        for attempt in range(last + 1):
             if self.bandit is not None:
                 self.bandit.record_pull(arm)
             try:
@@ -324,24 +345,55 @@ class SearchLoop:
             except (SandboxError, GatewayError) as exc:
                 # self_modify runs the parent in the sandbox: a dead sandbox is a fault, not the parent's.
                 fault = f"sandbox fault while the parent wrote its child: {exc}"
-                await self.book.store_invalid(Proposal(None), origin, reason=fault)
+                await self.book.store_invalid(with_usage(Proposal(None), unstored), origin, reason=fault)
                 self._count_fault(exc)
                 return False
             self._counters.spent_usd += proposal.cost_usd
-            if await self._accept(
-                proposal, _Repairable(arm.operator, ctx, proposal, arm.model, iteration, attempt), origin
-            ):
+            proposal = with_usage(proposal, unstored)
+            repairable = _Repairable(arm.operator, ctx, proposal, arm.model, iteration, attempt)
+            accepted = await self._accept(proposal, repairable, origin, last_try=attempt == last)
+            if accepted.stored and accepted.child_id is None:  # refused before any evaluation
+                reason = proposal.reason or "identical to an agent of the run, or too similar to one"
+                self._note(arm.operator, parent, None, None, reason)
+            if accepted.done:
                 return True
+            if not accepted.stored:
+                if self.bandit is not None:
+                    self.bandit.cancel_pull(arm)  # never stored: a resumed run's replay does not see it either
+                unstored = proposal
         return True
 
-    async def _accept(self, proposal: Proposal, repairable: _Repairable | None, origin: Origin) -> bool:
+    async def _accept(
+        self, proposal: Proposal, repairable: _Repairable | None, origin: Origin, *, last_try: bool = True
+    ) -> Acceptance:
         """Store a proposal (see `RunBook.accept`); a queued child whose FM conversation can take its failed run
-        back is remembered for that. False only for a near-duplicate, after which the iteration may propose
-        again."""
-        done, child_id = await self.book.accept(proposal, origin)
+        back is remembered for that."""
+        accepted = await self.book.accept(proposal, origin, last_try=last_try)
+        child_id = accepted.child_id
         if child_id is not None and repairable is not None and proposal.conversation and proposal.repairs_left > 0:
             self._repairable.put(child_id, repairable)
-        return done
+        return accepted
+
+    def _note(
+        self, operator: str, parent: ParentInfo, child: Genome | None, score: float | None, reason: str | None
+    ) -> None:
+        """Remember a finished proposal for the run's notes, and start a reflection when one is due."""
+        if self.notes is None:
+            return
+        change = changed_lines(parent.genome.files, child.files) if child is not None else ""
+        self.notes.record(Outcome(operator, change, result_text(parent.score, score, reason)))
+        if self.notes.due() and not self._stop.is_set():
+            self._reflection = asyncio.create_task(self._reflect())
+
+    async def _reflect(self) -> None:
+        assert self.notes is not None
+        done = self.archive.iterations_done(self.run_id)
+        try:
+            await self.notes.reflect(self.llms[self.model_label], contract=self.benchmark.contract,
+                                     seed=derive_seed(self.config.seed, 0, done), iteration=None)  # fmt: skip
+        except (FMUnavailable, FMBadRequest) as exc:
+            self.on_event(LoopEvent("note", 0, done, None, self.book.best_score(), f"the run's notes stay as they "
+                                    f"were: the FM could not write new ones ({exc})"))  # fmt: skip
 
     def _choose_arm(self, rng: np.random.Generator, parent: ParentInfo) -> Arm:
         """The (model, operator) of this proposal: the bandit's choice, or operator by weight and model uniformly,
@@ -405,13 +457,20 @@ class SearchLoop:
         genome = self.memory.genome(str(agent.genome_hash))
         started = time.perf_counter()
         try:
-            result = await self._run_in_sandbox(agent, genome)
+            results = await self._evaluations(agent, genome)
         except (SandboxError, GatewayError) as exc:
             await self._on_sandbox_fault(agent, exc)
             return
         self._counters.consecutive_faults = 0
         seconds = time.perf_counter() - started
-        agent = await self.book.record_result(agent_id, genome, result, seconds=seconds, view=self.view)
+        result, spread = mean_result(results)
+        agent = await self.book.record_result(
+            agent_id, genome, result, seconds=seconds, view=self.view, repeats=len(results), spread=spread,
+            parent_id=agent.parent_id,
+        )  # fmt: skip
+        if self.notes is not None and agent.parent_id is not None:
+            self._note(agent.operator, self.memory.parent_info(agent.parent_id), genome, agent.score,
+                       agent.invalid_reason)  # fmt: skip
         if result.valid:
             self._has_parent.set()
         elif agent.operator == "seed" and not self._has_parent.is_set():
@@ -449,16 +508,41 @@ class SearchLoop:
         assert parent_id is not None  # a child being repaired came from a proposal, which has a parent
         await self._accept(proposal, follow_up, Origin(repairable.iteration, parent_id, agent.second_parent_id, arm))
 
-    async def _run_in_sandbox(self, agent: Agent, genome: Genome) -> AgentResult:
-        """Evaluate on the search split through the executor, with the agent's own FM channel when the gateway
-        is on."""
+    async def _evaluations(self, agent: Agent, genome: Genome) -> list[AgentResult]:
+        """The agent's evaluations, first to last (`evaluation.repeats`): one, or `repeats`, each with task seeds of
+        its own. With auto, the seed program of a new run is evaluated twice, and where its two scores differ
+        every agent from then on is evaluated NOISY_REPEATS times; a child that beats the run's best once more.
+        An invalid first evaluation is the result."""
+        results = [await self._run_in_sandbox(agent, genome, repeat=0)]
+        if not results[0].valid:
+            return results
+        auto = self.config.evaluation.repeats == "auto"
+        if auto and agent.operator == "seed" and self._repeats == 1:
+            results.append(await self._run_in_sandbox(agent, genome, repeat=1))
+            if not math.isclose(results[0].score, results[1].score, rel_tol=1e-9, abs_tol=1e-12):
+                self._repeats = NOISY_REPEATS
+                self.on_event(LoopEvent(
+                    "note", agent.key, 0, None, None,
+                    f"the seed program scored {results[0].score:.6g} and then {results[1].score:.6g}: its score varies "
+                    f"between runs, so every agent is scored by the mean of {NOISY_REPEATS} evaluations "
+                    "(evaluation.repeats)",
+                ))  # fmt: skip
+        elif auto and self._repeats == 1 and self.book.best is not None and results[0].score > self.book.best[0]:
+            results.append(await self._run_in_sandbox(agent, genome, repeat=1))  # a new best, confirmed
+        while len(results) < self._repeats:
+            results.append(await self._run_in_sandbox(agent, genome, repeat=len(results)))
+        return results
+
+    async def _run_in_sandbox(self, agent: Agent, genome: Genome, *, repeat: int) -> AgentResult:
+        """Evaluate on the search split through the executor (its `repeat`-th time: task seeds of its own), with the
+        agent's own FM channel when the gateway is on."""
         return await self.executor.evaluate(
             self.benchmark,
             genome,
             agent_id=agent.key,
             iteration=agent.iteration,
             split="search",
-            limits=self.limits,
+            limits=repeat_limits(self.limits, repeat),
             gateway=self.gateway,
             fm_budget=self._evaluation_fm_budget,
         )
@@ -486,6 +570,19 @@ class SearchLoop:
             self._enqueue(agent.key, None)
         elif agent.operator == "seed" and not self._has_parent.is_set():
             self._abort(RunAborted(f"the seed could not be evaluated: {exc}", fix=getattr(exc, "fix", "")))
+
+
+def with_usage(proposal: Proposal, earlier: Proposal) -> Proposal:
+    """`proposal` charged with the FM usage of `earlier` too (attempts of its iteration that were not stored)."""
+    if not (earlier.prompt_tokens or earlier.completion_tokens or earlier.cost_usd or earlier.fm_seconds):
+        return proposal
+    return dataclasses.replace(
+        proposal,
+        prompt_tokens=proposal.prompt_tokens + earlier.prompt_tokens,
+        completion_tokens=proposal.completion_tokens + earlier.completion_tokens,
+        cost_usd=proposal.cost_usd + earlier.cost_usd,
+        fm_seconds=proposal.fm_seconds + earlier.fm_seconds,
+    )
 
 
 @dataclass(frozen=True)

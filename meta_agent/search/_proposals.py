@@ -36,11 +36,13 @@ from meta_agent.search._executor import Executor
 
 
 def run_limits(config: RunConfig) -> Limits:
-    """The per-task limits a run's `evaluation.*` settings override (None keeps the benchmark's)."""
+    """The per-task limits a run's `evaluation.*` settings override (None keeps the benchmark's), and the run's
+    seed, from which each task's random seed is derived."""
     return Limits(
         timeout_s=config.evaluation.timeout_s,
         memory_mb=config.evaluation.memory_mb,
         max_output_bytes=config.evaluation.max_output_bytes,
+        seed=config.seed,
     )
 
 
@@ -193,6 +195,7 @@ class _Env:
         self.prompt_tokens = 0
         self.completion_tokens = 0
         self.cost_usd = 0.0
+        self.fm_seconds = 0.0
 
     @property
     def repair_rounds(self) -> int:
@@ -257,10 +260,11 @@ class _Env:
         """`proposal` with what this proposal's FM calls cost, and its idea."""
         return dataclasses.replace(
             proposal, prompt_tokens=self.prompt_tokens, completion_tokens=self.completion_tokens,
-            cost_usd=self.cost_usd, idea=proposal.idea or self._idea,
+            cost_usd=self.cost_usd, fm_seconds=self.fm_seconds, idea=proposal.idea or self._idea,
         )  # fmt: skip
 
     def _count(self, completion: Completion) -> None:
         self.prompt_tokens += completion.prompt_tokens
         self.completion_tokens += completion.completion_tokens
         self.cost_usd += completion.cost_usd
+        self.fm_seconds += completion.latency_s

@@ -45,7 +45,7 @@ from meta_agent.llm import (
     server_grammar_field,
 )
 from meta_agent.operators import make_operator
-from meta_agent.search._compose import check_seed_editable
+from meta_agent.search._compose import check_seed_editable, prompt_limits
 from meta_agent.search._executor import make_executor
 from meta_agent.search._loop import LoopEvent, LoopOutcome, SearchLoop
 from meta_agent.search._stores import archive_path, open_run, shown_store, store_in_use
@@ -163,7 +163,8 @@ def start_run(config: RunConfig, reporter: Reporter) -> tuple[str, LoopOutcome]:
     benchmark = build_benchmark(config)
     say_what_is_editable(benchmark, reporter)
     # Before the run exists: a seed no operator can edit would only make invalid children.
-    check_seed_editable(config, benchmark.seed(), {name: make_operator(name) for name in config.search.operators})
+    operators = {name: make_operator(name, limits=prompt_limits(config)) for name in config.search.operators}
+    check_seed_editable(config, benchmark.seed(), operators)
     path = archive_path(config.runs_dir, config.name)
     if path.exists():
         raise ConfigError(

@@ -236,27 +236,35 @@ def test_a_writable_open_upgrades_a_version_1_archive_keeping_every_row(
     assert table_layout(path) == table_layout(tmp_path / "fresh.db")
 
 
-def test_a_version_2_archive_reads_as_it_stands_with_its_prompts_not_recorded(tmp_path: Path) -> None:
-    path = tmp_path / "v2.db"
+def test_a_version_5_archive_is_upgraded_by_a_writer_and_refused_by_a_reader(tmp_path: Path) -> None:
+    path = tmp_path / "v5.db"
     with Archive.at(path) as archive:
-        run = archive.create_run(name="v2", benchmark="circle_packing", seed=0, config_json="{}")
-        archive.record_llm_call(LLMCall(run_id=run.id, agent_id=1, model="qwen", request_hash="r1"))
-    with sqlite3.connect(path) as raw:  # what version 2 wrote: no llmrequest table, no Alembic
-        raw.execute("DROP TABLE llmrequest")
-        raw.execute("DROP TABLE commitmark")
-        raw.execute("DROP TABLE alembic_version")
-        raw.execute("UPDATE schemaversion SET version = 2")
+        run = archive.create_run(name="v5", benchmark="circle_packing", seed=0, config_json="{}")
+        agent = archive.add_agent(int(run.id), files={"p.py": "x = 1\n"}, entry="p.py")
+        archive.mark_evaluating(agent.key)
+        archive.finish_evaluation(agent.key, status=AgentStatus.evaluated, score=1.0,
+                                  evaluations=[Evaluation(agent_id=agent.key, task_id="t", score=1.0)])  # fmt: skip
+    with sqlite3.connect(path) as raw:  # what version 5 wrote: no repeats, spread, no-op verdict or output hash
+        for table, column in (("agent", "repeats"), ("agent", "score_spread"), ("agent", "behaves_as"),
+                              ("agent", "fm_seconds"), ("evaluation", "output_hash")):  # fmt: skip
+            raw.execute(f"ALTER TABLE {table} DROP COLUMN {column}")
+        raw.execute("UPDATE schemaversion SET version = 5")
+        raw.execute("UPDATE alembic_version SET version_num = '0005'")
     raw.close()
     before = table_layout(path)
-    with Archive.at(path, readonly=True) as reader:
-        assert (reader.schema.found, reader.schema.version, reader.schema.changes) == (2, 2, ())
-        [call] = reader.agent_llm_calls(1)
-        assert reader.llm_exchanges([call.request_hash]) == ({}, {})
+    with pytest.raises(ArchiveOutdated) as outdated:  # a reader selects the new columns: it cannot read it as is
+        Archive.at(path, readonly=True)
+    assert (outdated.value.found, outdated.value.needed) == (5, SCHEMA_VERSION) and "upgrade" in outdated.value.fix
     assert table_layout(path) == before  # a reader changed nothing
-    with Archive.at(path) as writer:  # a writer maps it onto Alembic's revision 0002, then upgrades it
-        assert writer.schema.changes == (
-            "recorded its version 2 as Alembic revision 0002", "created table commitmark", "created table llmrequest"
-        )  # fmt: skip
+    with Archive.at(path) as writer:
+        assert writer.schema.changes == ("upgraded to version 6",) or writer.schema.found == 5
+        [old] = writer.agents(int(run.id))
+        assert (old.repeats, old.score_spread, old.behaves_as, old.fm_seconds, old.score) == (1, None, None, 0, 1.0)
+        [row] = writer.evaluations(old.key)
+        assert row.output_hash is None
+    with Archive.at(tmp_path / "fresh.db"):
+        pass
+    assert table_layout(path) == table_layout(tmp_path / "fresh.db")
 
 
 def test_an_archive_newer_than_this_code_is_refused_and_left_alone(tmp_path: Path) -> None:

@@ -210,3 +210,17 @@ def context(parent: Genome, **values: object) -> PromptContext:
     contract = str(values.pop("contract", "c"))
     info = ParentInfo(agent_id=1, genome=parent, score=1.0, feedback=None)
     return PromptContext(contract=contract, benchmark="b", parent=info, **values)  # type: ignore[arg-type]
+
+
+def test_whole_region_operators_cannot_edit_a_region_longer_than_a_reply() -> None:
+    from evaluators.programs import StripPacking
+    from meta_agent.operators import PromptLimits
+
+    long_seed = StripPacking().seed()  # about 300 lines in its EVOLVE-BLOCK
+    for name in ("rewrite", "crossover"):
+        reason = make_operator(name).cannot_edit(long_seed)
+        assert reason is not None and "fm.max_tokens = 1024" in reason and "packer.py" in reason
+        assert make_operator(name, limits=PromptLimits(max_reply_tokens=8192)).cannot_edit(long_seed) is None
+    assert make_operator("rewrite").cannot_edit(genome(ONE_RETURN)) is None
+    assert make_operator("lines").cannot_edit(long_seed) is None
+    assert make_operator("diff").cannot_edit(long_seed) is None

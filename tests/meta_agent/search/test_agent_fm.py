@@ -123,7 +123,7 @@ def test_the_agent_budget_is_per_task_so_every_task_may_call_the_fm_fake_fm(tmp_
     config = RunConfig.model_validate(
         {"name": "t", "runs_dir": str(tmp_path), "budget": {"iterations": 1},
          "search": {"strategy": "greedy", "operators": {"rewrite": 1.0}}, "fm": {"repair_rounds": 0},
-         "evaluation": {"agent_fm_calls": 1, "agent_fm_tokens": 10_000}}
+         "evaluation": {"agent_fm_calls": 1, "agent_fm_tokens": 10_000, "repeats": 1}}
     )  # fmt: skip
     archive = Archive.at(tmp_path / "archive.db")
     run = archive.create_run(name="t", benchmark="sleep", seed=0, config_json=config.to_json())

@@ -75,7 +75,7 @@ def test_same_seed_same_choices(algorithm: str) -> None:
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
 def test_cost_aware_prefers_the_cheaper_of_two_equal_arms(algorithm: str) -> None:
     cheap, dear = Arm("local", "diff"), Arm("api", "diff")
-    costs = {cheap: 0.001, dear: 0.01}
+    costs = {cheap: 2.0, dear: 20.0}  # FM seconds
     bandit = Bandit([dear, cheap], algorithm=algorithm, cost_aware=True)  # type: ignore[arg-type]
     rng = np.random.default_rng(2)
     counts: Counter[Arm] = Counter()
@@ -86,7 +86,7 @@ def test_cost_aware_prefers_the_cheaper_of_two_equal_arms(algorithm: str) -> Non
         counts[arm] += 1
     assert counts[cheap] > 0.75 * 1000
     stats = {s.arm: s for s in bandit.stats()}
-    assert stats[dear].cost_sum == pytest.approx(0.01 * counts[dear])
+    assert stats[dear].cost_sum == pytest.approx(20.0 * counts[dear])
 
 
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
@@ -152,3 +152,22 @@ def test_misuse_is_a_typed_error() -> None:
         bandit.record_outcome(ARMS[0], reward=-1.0, cost=0.0)
     with pytest.raises(BanditError, match="not one of this bandit's arms"):
         Bandit.replay(ARMS, [(Arm("gpt", "diff"), None, 0.0)])
+
+
+def test_the_prior_leans_thompson_towards_the_heavier_operator_until_outcomes_speak() -> None:
+    light, heavy = Arm("m", "rewrite"), Arm("m", "lines")
+    bandit = Bandit([light, heavy], algorithm="thompson", prior={light: 0.1, heavy: 0.9}, prior_strength=4.0)
+    shares = dict(zip(bandit.arms, bandit.choice_shares()))
+    assert shares[heavy] > 0.7 and sum(shares.values()) == pytest.approx(1.0)
+    for _ in range(30):  # the light arm improves every time, the heavy one never
+        for arm, reward in ((light, 1.0), (heavy, 0.0)):
+            bandit.record_pull(arm)
+            bandit.record_outcome(arm, reward=reward, cost=1.0)
+    assert dict(zip(bandit.arms, bandit.choice_shares()))[light] > 0.95
+    flat = Bandit([light, heavy], algorithm="thompson")
+    assert dict(zip(flat.arms, flat.choice_shares()))[heavy] == pytest.approx(0.5, abs=0.05)
+
+
+def test_a_prior_that_is_not_a_weight_is_refused() -> None:
+    with pytest.raises(BanditError, match="prior"):
+        Bandit(ARMS, algorithm="thompson", prior={ARMS[0]: -1.0})

@@ -126,7 +126,9 @@ def test_when_the_archive_raises_every_caller_of_the_batch_gets_the_error(
 def test_identical_children_proposed_at_once_are_stored_once_fake_fm(tmp_path: Path) -> None:
     """The second waits for the first's store, then is refused as its duplicate: the duplicate gate sees
     children still being written."""
-    loop, archive = make_loop(tmp_path, ScriptedFM([]), budget={"iterations": 2})
+    # No bandit: the proposals are stored here without the loop's pulls.
+    search = {"strategy": "greedy", "operators": {"rewrite": 1.0}, "bandit": {"algorithm": "off"}}
+    loop, archive = make_loop(tmp_path, ScriptedFM([]), budget={"iterations": 2}, search=search)
     seed = loop.book.store_seed(Genome(files={"main.py": VALID}, entry="main.py"))
     child = Genome(files={"main.py": VALID + "\nEXTRA = 1\n"}, entry="main.py")
     origin = Origin(1, seed.key, None, Arm("scripted", "rewrite"))
@@ -135,8 +137,9 @@ def test_identical_children_proposed_at_once_are_stored_once_fake_fm(tmp_path: P
         proposal = Proposal(child)
         return await asyncio.gather(loop.book.accept(proposal, origin), loop.book.accept(proposal, origin))
 
-    (first_done, first_id), (second_done, second_id) = asyncio.run(both())
-    assert first_done and second_done and first_id is not None and second_id is None
+    first, second = asyncio.run(both())
+    assert first.done and second.done and first.child_id is not None and second.child_id is None
+    first_id = first.child_id
     stored = archive.agents(1)
     assert [a.status for a in stored] == [AgentStatus.proposed, AgentStatus.proposed, AgentStatus.invalid]
     assert f"identical to agent {first_id}" in (stored[2].invalid_reason or "")
@@ -146,7 +149,8 @@ def test_identical_children_proposed_at_once_are_stored_once_fake_fm(tmp_path: P
 def test_near_identical_children_proposed_at_once_are_not_both_stored_fake_fm(tmp_path: Path) -> None:
     """With the similarity gate on, a child within the threshold of one still being stored waits for it, then
     is refused as its near-duplicate (and its iteration may propose again)."""
-    search = {"strategy": "greedy", "operators": {"rewrite": 1.0}, "novelty": {"duplicate_threshold": 0.995}}
+    search = {"strategy": "greedy", "operators": {"rewrite": 1.0}, "novelty": {"duplicate_threshold": 0.995},
+              "bandit": {"algorithm": "off"}}  # fmt: skip
     loop, archive = make_loop(tmp_path, ScriptedFM([]), budget={"iterations": 2}, search=search)
     seed = loop.book.store_seed(Genome(files={"main.py": "def pack_circles(n):\n    return []\n"}, entry="main.py"))
     origin = Origin(1, seed.key, None, Arm("scripted", "rewrite"))
@@ -159,8 +163,10 @@ def test_near_identical_children_proposed_at_once_are_not_both_stored_fake_fm(tm
             loop.book.accept(Proposal(first), origin), loop.book.accept(Proposal(second), origin)
         )
 
-    (first_done, first_id), (second_done, second_id) = asyncio.run(both())
-    assert first_done and first_id is not None and not second_done and second_id is None
+    first_made, second_made = asyncio.run(both())
+    assert first_made.done and first_made.child_id is not None and not second_made.done
+    assert second_made.child_id is None
+    first_id = first_made.child_id
     stored = archive.agents(1)
     assert [a.status for a in stored] == [AgentStatus.proposed, AgentStatus.proposed, AgentStatus.invalid]
     assert f"near-duplicate of agent {first_id}" in (stored[2].invalid_reason or "")

@@ -283,11 +283,31 @@ def test_an_operator_that_cannot_edit_the_parent_is_skipped_before_any_fm_call_f
     # goes to `lines`; nothing is stored as an ast_mutate failure.
     from evaluators.programs import Knapsack
 
-    fm = ScriptedFM(["```python\nreturn value / weight\n```", "```python\nreturn value / weight ** 2\n```"])
+    # No reply writes a number or an operator, so no child gives ast_mutate anything to change either.
+    rules = ("max(value, weight)", "min(value, weight)", "max(value, capacity)", "round(value)")
+    fm = ScriptedFM([f"```python\nreturn {rule}\n```" for rule in rules])
     loop, archive = make_loop(tmp_path, fm, benchmark=Knapsack(), budget={"iterations": 4},
                               search={"strategy": "greedy", "operators": {"ast_mutate": 3, "lines": 1}})  # fmt: skip
     asyncio.run(loop.run_until_done())
     children = [a for a in archive.agents(1) if a.iteration > 0]
     assert len(children) == 4 and {a.operator for a in children} == {"lines"}
     assert fm.calls == 4
-    assert any(a.status == AgentStatus.evaluated and a.score > 0.95 for a in children)
+    assert all(a.status == AgentStatus.evaluated for a in children)
+
+
+def test_a_program_the_run_already_has_is_proposed_again_not_stored_fake_fm(tmp_path: Path) -> None:
+    # Iteration 2 first repeats iteration 1's program: no new child, so it is not stored; the iteration
+    # proposes again and stores the next one, charged with both calls. Only the last try stores a repeat.
+    other = VALID.replace("* 0.999", "* 0.99")
+    fm = ScriptedFM([fenced(VALID), fenced(VALID), fenced(other), fenced(VALID), fenced(VALID), fenced(VALID)])
+    search = {"strategy": "greedy", "operators": {"rewrite": 1.0}, "max_pending": 1, "novelty": {"max_reproposals": 2}}
+    loop, archive = make_loop(tmp_path, fm, budget={"iterations": 3}, search=search)
+    asyncio.run(loop.run_until_done())
+    children = [a for a in archive.agents(1) if a.iteration > 0]
+    assert [(a.iteration, a.status) for a in children] == [
+        (1, AgentStatus.evaluated),
+        (2, AgentStatus.evaluated),
+        (3, AgentStatus.invalid),
+    ]
+    assert children[1].prompt_tokens == 20 and fm.calls == 6  # iteration 2: its repeat and its child
+    assert "identical to agent" in (children[2].invalid_reason or "") and children[2].prompt_tokens == 30

@@ -71,7 +71,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalRayCluste
 
 
 def ray_config(cluster: LocalRayCluster, tmp_path: Path, **sections: Any) -> RunConfig:
-    evaluation = {"executor": "ray", "ray_address": cluster.address, "sandbox": "local", "concurrency": 2}
+    # One evaluation per agent: the tests count the task runs each node made.
+    evaluation = {"executor": "ray", "ray_address": cluster.address, "sandbox": "local", "concurrency": 2, "repeats": 1}
     return RunConfig.model_validate(
         {
             "name": "ray",
