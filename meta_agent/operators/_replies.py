@@ -122,8 +122,9 @@ def _apply_search_replace(parent: Genome, reply: str) -> Genome:
 def _apply_lines(parent: Genome, reply: str, focus: Focus) -> Genome:
     """The parent with the `focus` lines of `focus.path` replaced by the reply's code.
 
-    New lines written without the old lines' common indentation get it back; a reply with no code is refused,
-    and so is a focus that no longer matches the parent's lines (a caller's bug, named as such).
+    New lines written without the old lines' common indentation get it back, and EVOLVE-BLOCK marker lines
+    copied into them are dropped (small models copy the marker next to the lines they were shown); a reply
+    with no code is refused, and so is a focus that no longer matches the parent's lines (a caller's bug).
     """
     original = parent.files[focus.path]
     lines = original.splitlines()
@@ -139,11 +140,11 @@ def _apply_lines(parent: Genome, reply: str, focus: Focus) -> Genome:
         code = ""
     if not code.strip():
         raise EditError("the reply had no new lines", fix=f"reply with the new lines in one ```{language} block")
-    if "EVOLVE-BLOCK-" in code:  # a marker would move the editable region for every later child
-        raise EditError(
-            "the new lines write an EVOLVE-BLOCK marker; markers may not be added or moved",
-            fix="reply with code only, without EVOLVE-BLOCK comments",
-        )
+    if "EVOLVE-BLOCK-" in code:  # a marker would move the region for every later child: a copied one is dropped
+        code = "\n".join(line for line in code.splitlines() if "EVOLVE-BLOCK-" not in line).rstrip()
+        if not code.strip():
+            raise EditError("the reply had no new lines, only EVOLVE-BLOCK markers",
+                            fix="reply with the new code only, without EVOLVE-BLOCK comments")  # fmt: skip
     indent = _indent(focus.text)
     if indent and not _indent(code):
         code = "\n".join(indent + line if line.strip() else line for line in code.splitlines())

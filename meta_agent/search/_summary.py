@@ -28,7 +28,8 @@ _CATEGORIES: tuple[tuple[str, str], ...] = (
     (r"no code for the EVOLVE-BLOCK region", "rewrite: no code for the region"),  # a content miss, not an edit
     (r"no numeric constants or operators", "nothing for ast_mutate to change"),
     (r"needs a statement in the editable code|found no line of", "no lines to rewrite"),
-    (r"outside (?:the |its )?EVOLVE-BLOCK|EVOLVE-BLOCK marker", "edit outside EVOLVE-BLOCK"),
+    (r"writes? an EVOLVE-BLOCK marker", "wrote an EVOLVE-BLOCK marker"),  # not outside: a marker in the new code
+    (r"EVOLVE-BLOCK", "edit outside EVOLVE-BLOCK"),
     (r"not valid Python|cannot be compiled", "syntax error"),
     (r"undefined name|undefined local", "static: undefined name"),
     (r"no longer defines|cannot be called the way", "static: entry function lost"),
@@ -158,7 +159,7 @@ class RunSummary:
 #: Reason categories that say the FM's reply was at fault (the format, the syntax, an edit that changed nothing),
 #: the program's run was (a crash, a timeout, a bad result), or the prompt was refused.
 _MODEL_CAUSES = ("format:", "SEARCH ", "no change", "near-duplicate", "syntax error", "static:", "rewrite:",
-                 "crossover copied", "edit outside")  # fmt: skip
+                 "crossover copied", "edit outside", "wrote an EVOLVE-BLOCK")  # fmt: skip
 _PROGRAM_CAUSES = ("crash:", "timeout", "invalid packing", "no result", "did not produce", "unusable")
 
 

@@ -159,9 +159,11 @@ def test_lines_operator_asks_for_the_named_lines_and_applies_the_code_fake_fm() 
         operator.apply(parent, f"```python\n{focus.text}\n```", focus=focus)
     with pytest.raises(EditError, match="not valid Python"):
         operator.apply(parent, "```python\n        distance = = 1\n```", focus=focus)
-    # New lines may not move the editable region: a marker in them would widen it for every later child.
-    with pytest.raises(EditError, match="EVOLVE-BLOCK marker"):
-        operator.apply(parent, "```python\n# EVOLVE-BLOCK-END\n        distance = 0.3 * ring\n```", focus=focus)
+    # New lines may not move the editable region: a marker copied into them is dropped, never written.
+    moved = operator.apply(parent, "```python\n# EVOLVE-BLOCK-END\n        distance = 0.25 * ring\n```", focus=focus)
+    assert moved.files["packing.py"] == improved
+    with pytest.raises(EditError, match="only EVOLVE-BLOCK markers"):
+        operator.apply(parent, "```python\n# EVOLVE-BLOCK-END\n```", focus=focus)
     # A focus of another parent is refused by name, not spliced somewhere else.
     stale = Focus(path="packing.py", start=focus.start + 1, end=focus.end + 1, text=focus.text)
     with pytest.raises(EditError, match="not lines"):
