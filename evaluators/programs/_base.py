@@ -7,7 +7,8 @@ inputs, and scored here on the host from what it returned. A task module says on
 - the entry file and function, and optionally a probe: a file of the benchmark's own, placed next to
   the agent's files, whose `evaluate(module=..., **inputs)` imports the agent and drives it (a greedy
   packer calling the agent's priority for each item, a timer around a function);
-- `instances(split)`: the inputs of each task, made deterministically from fixed seeds here;
+- `_instances`: the inputs of each task per split, made in its __init__ from fixed seeds (`per_instance`
+  computes what the host keeps of each, e.g. the optimum, keyed by `instance_key(task)`);
 - `judge(task, value, result)`: the TaskScore of one returned value, checked on the host.
 
 The files live in `files/<name>/`: `seed/` (what a search starts from), `reference/` (a known
@@ -17,9 +18,9 @@ stronger program: the bench and the tests score it beside the seed) and the prob
 from __future__ import annotations
 
 from abc import abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from importlib import resources
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -31,6 +32,8 @@ from evaluators.harness.run_program import entry_module, read_outcome
 from sandbox.base import RunResult, RunSpec
 
 #: Where a probe goes in the sandbox: underscored, so an agent's own file cannot take its name by accident.
+T = TypeVar("T")
+
 PROBE_FILE = "_cambrian_probe.py"
 PROBE_FUNCTION = "evaluate"
 
@@ -88,9 +91,25 @@ class ProgramBenchmark(HarnessBenchmark):
 
     # ----- what a task module provides ---------------------------------------------------------
 
-    @abstractmethod
+    #: Each split's task inputs ("search", "holdout"), made deterministically by the subclass's __init__.
+    _instances: dict[str, list[dict[str, Any]]]
+
     def instances(self, split: str) -> Sequence[Mapping[str, Any]]:
         """The inputs of each task of `split` ("search" or "holdout"), the same on every call."""
+        return self._instances[split]
+
+    def per_instance(self, value: Callable[[Mapping[str, Any]], T]) -> dict[tuple[str, int], T]:
+        """`value(inputs)` for every instance of both splits, keyed as `instance_key`: what the host knows."""
+        return {
+            (split, index): value(inputs)
+            for split, instances in self._instances.items()
+            for index, inputs in enumerate(instances)
+        }
+
+    @staticmethod
+    def instance_key(task: Task) -> tuple[str, int]:
+        """(split, index) of the instance a task runs on, from its id ("search-2")."""
+        return task.split, int(task.id.rsplit("-", 1)[1])
 
     @abstractmethod
     def judge(self, task: Task, value: Any, result: RunResult) -> TaskScore:

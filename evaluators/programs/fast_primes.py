@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from evaluators.base import Task, TaskScore
@@ -80,9 +80,6 @@ class FastPrimes(ProgramBenchmark):
         self._instances = {split: [make_instance(seed) for seed in seeds] for split, seeds in SEEDS.items()}
         every_n = [n for instances in self._instances.values() for inst in instances for n in inst["ns"]]
         self._counts = prime_counts(every_n)
-
-    def instances(self, split: str) -> Sequence[Mapping[str, Any]]:
-        return self._instances[split]
 
     def judge(self, task: Task, value: Any, result: RunResult) -> TaskScore:
         ns = task.inputs["ns"]

@@ -15,7 +15,7 @@ and 4 holdout instances from fixed seeds.
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from evaluators.base import Task, TaskScore
@@ -107,9 +107,6 @@ class GraphColouring(ProgramBenchmark):
                 else:  # built bipartite, with edges: exactly two colours
                     self._best[(split, i)] = (2, "the graph is bipartite")
 
-    def instances(self, split: str) -> Sequence[Mapping[str, Any]]:
-        return self._instances[split]
-
     def judge(self, task: Task, value: Any, result: RunResult) -> TaskScore:
         n, edges = task.inputs["n"], task.inputs["edges"]
         if not isinstance(value, list) or not all(isinstance(c, int) and not isinstance(c, bool) for c in value):
@@ -124,7 +121,7 @@ class GraphColouring(ProgramBenchmark):
             u, v = clash
             return self.unusable(f"the edge [{u}, {v}] joins two vertices of colour {value[u]}")
         used = len(set(value))
-        best, source = self._best[(task.split, int(task.id.rsplit("-", 1)[1]))]
+        best, source = self._best[self.instance_key(task)]
         score = best / used
         feedback = f"{used} colours used where {best} suffice ({source}): {score:.4f}; {n} vertices, {len(edges)} edges"
         return TaskScore(score=score, passed=used <= best, executed=True, feedback=feedback)

@@ -70,14 +70,7 @@ class JobOrder(ProgramBenchmark):
     def __init__(self, *, timeout_s: float = 20.0, memory_mb: int = 512) -> None:
         super().__init__(timeout_s=timeout_s, memory_mb=memory_mb)
         self._instances = {split: [make_instance(seed) for seed in seeds] for split, seeds in SEEDS.items()}
-        self._optimum = {
-            (split, i): weighted_completion(smith_order(inst["jobs"]))
-            for split, instances in self._instances.items()
-            for i, inst in enumerate(instances)
-        }
-
-    def instances(self, split: str) -> Sequence[Mapping[str, Any]]:
-        return self._instances[split]
+        self._optimum = self.per_instance(lambda inst: weighted_completion(smith_order(inst["jobs"])))
 
     def judge(self, task: Task, value: Any, result: RunResult) -> TaskScore:
         by_id = {job["id"]: job for job in task.inputs["jobs"]}
@@ -98,7 +91,7 @@ class JobOrder(ProgramBenchmark):
             )
         schedule = [by_id[i] for i in value]
         cost = weighted_completion(schedule)
-        best = self._optimum[(task.split, int(task.id.rsplit("-", 1)[1]))]
+        best = self._optimum[self.instance_key(task)]
         # Smith's order is optimal: a ratio past 1 is only float rounding among jobs of equal ratio.
         score = min(1.0, best / cost)
         swappable = sum(a["weight"] * b["length"] < b["weight"] * a["length"] for a, b in zip(schedule, schedule[1:]))

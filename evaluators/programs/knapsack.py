@@ -11,7 +11,7 @@ the total weight; 4 search and 4 holdout instances from fixed seeds.
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from evaluators.base import Task, TaskScore
@@ -61,14 +61,7 @@ class Knapsack(ProgramBenchmark):
     def __init__(self, *, timeout_s: float = 20.0, memory_mb: int = 512) -> None:
         super().__init__(timeout_s=timeout_s, memory_mb=memory_mb)
         self._instances = {split: [make_instance(seed) for seed in seeds] for split, seeds in SEEDS.items()}
-        self._optimum = {
-            (split, i): optimum(inst["values"], inst["weights"], inst["capacity"])
-            for split, instances in self._instances.items()
-            for i, inst in enumerate(instances)
-        }
-
-    def instances(self, split: str) -> Sequence[Mapping[str, Any]]:
-        return self._instances[split]
+        self._optimum = self.per_instance(lambda inst: optimum(inst["values"], inst["weights"], inst["capacity"]))
 
     def judge(self, task: Task, value: Any, result: RunResult) -> TaskScore:
         values, weights, capacity = task.inputs["values"], task.inputs["weights"], task.inputs["capacity"]
@@ -80,7 +73,7 @@ class Knapsack(ProgramBenchmark):
         if weight > capacity:
             return self.unusable(f"the packed items weigh {weight}, over the capacity {capacity}")
         packed = sum(values[i] for i in value)
-        best = self._optimum[(task.split, int(task.id.rsplit("-", 1)[1]))]
+        best = self._optimum[self.instance_key(task)]
         score = packed / best
         feedback = (
             f"packed value {packed} of the best possible {best} ({score:.4f}); {len(value)} of {len(values)} items, "

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from evaluators.base import Task, TaskScore
@@ -125,9 +125,6 @@ class StripPacking(ProgramBenchmark):
     def __init__(self, *, timeout_s: float = 20.0, memory_mb: int = 512) -> None:
         super().__init__(timeout_s=timeout_s, memory_mb=memory_mb)
         self._instances = {split: [make_instance(seed) for seed in seeds] for split, seeds in SEEDS.items()}
-
-    def instances(self, split: str) -> Sequence[Mapping[str, Any]]:
-        return self._instances[split]
 
     def judge(self, task: Task, value: Any, result: RunResult) -> TaskScore:
         width, rects = task.inputs["width"], task.inputs["rects"]

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Mapping, Sequence
 from typing import Any
 
 from evaluators.base import Task, TaskScore
@@ -76,14 +75,7 @@ class SymbolicRegression(ProgramBenchmark):
         self._instances = {
             split: [{"points": make_points(seed, POINTS[split])} for seed in seeds] for split, seeds in SEEDS.items()
         }
-        self._targets = {
-            (split, i): [hidden_formula(x0, x1) for x0, x1 in inst["points"]]
-            for split, instances in self._instances.items()
-            for i, inst in enumerate(instances)
-        }
-
-    def instances(self, split: str) -> Sequence[Mapping[str, Any]]:
-        return self._instances[split]
+        self._targets = self.per_instance(lambda inst: [hidden_formula(x0, x1) for x0, x1 in inst["points"]])
 
     def judge(self, task: Task, value: Any, result: RunResult) -> TaskScore:
         points = task.inputs["points"]
@@ -91,7 +83,7 @@ class SymbolicRegression(ProgramBenchmark):
             return self.unusable(f"the probe did not return a list of {len(points)} predictions")
         if not all(isinstance(y, (int, float)) and not isinstance(y, bool) and math.isfinite(y) for y in value):
             return self.unusable("a prediction is not a finite number")
-        targets = self._targets[(task.split, int(task.id.rsplit("-", 1)[1]))]
+        targets = self._targets[self.instance_key(task)]
         mean = sum(targets) / len(targets)
         variance = sum((y - mean) * (y - mean) for y in targets) / len(targets)
         # Products, not `** 2`: a huge prediction makes the error inf (R^2 clipped to 0) instead of raising.

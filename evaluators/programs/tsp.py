@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from evaluators.base import Task, TaskScore
@@ -107,14 +107,9 @@ class Tsp(ProgramBenchmark):
     def __init__(self, *, timeout_s: float = 20.0, memory_mb: int = 512) -> None:
         super().__init__(timeout_s=timeout_s, memory_mb=memory_mb)
         self._instances = {split: [make_instance(seed) for seed in seeds] for split, seeds in SEEDS.items()}
-        self._reference_length = {
-            (split, i): tour_length(inst["points"], two_opt(inst["points"], nearest_neighbour(inst["points"])))
-            for split, instances in self._instances.items()
-            for i, inst in enumerate(instances)
-        }
-
-    def instances(self, split: str) -> Sequence[Mapping[str, Any]]:
-        return self._instances[split]
+        self._reference_length = self.per_instance(
+            lambda inst: tour_length(inst["points"], two_opt(inst["points"], nearest_neighbour(inst["points"])))
+        )
 
     def judge(self, task: Task, value: Any, result: RunResult) -> TaskScore:
         points = task.inputs["points"]
@@ -127,7 +122,7 @@ class Tsp(ProgramBenchmark):
                 f"tour did not return a permutation of range({len(points)}): an index is repeated or out of range"
             )
         length = tour_length(points, value)
-        best = self._reference_length[(task.split, int(task.id.rsplit("-", 1)[1]))]
+        best = self._reference_length[self.instance_key(task)]
         score = best / length
         crossed = crossings(points, value)
         uncrossed = (
