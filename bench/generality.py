@@ -16,6 +16,7 @@ its seed.
     .venv/bin/python bench/generality.py --tasks knapsack,tsp --seeds 0,1,2 --label after
     .venv/bin/python bench/generality.py --label lines-only -- --set 'search.operators={lines = 1}'
     .venv/bin/python bench/generality.py --report bench/results/generality-after.json
+    .venv/bin/python bench/generality.py --tasks tsp --seeds 0 --keep-runs /tmp/suite   # then: cambrian status
 
 Arguments after `--` go to every `cambrian run` (to compare a setting against the defaults). Results go to
 bench/results/generality-<label>.json, rewritten after every run, so a long measurement can be read (and
@@ -25,6 +26,7 @@ resumed with --resume) while it goes on.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -205,6 +207,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--label", default=None, help="names the result file (default: the time)")
     parser.add_argument("--resume", action="store_true", help="skip the (task, seed) runs the result file has")
     parser.add_argument("--report", type=Path, default=None, help="print the table of an earlier JSON file only")
+    parser.add_argument(
+        "--keep-runs",
+        type=Path,
+        default=None,
+        help="keep the runs in this folder (to read with `cambrian status`) instead of a temporary one",
+    )
     parser.add_argument("extra", nargs="*", help="more `cambrian run` arguments (after --)")
     args = parser.parse_args(argv)
     if args.report is not None:
@@ -233,7 +241,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     }
     references = {task.name: reference_score(task) for task in chosen}
     done = {(r.task, r.seed) for r in runs}
-    with tempfile.TemporaryDirectory(prefix="cambrian-generality-") as runs_dir:
+    folder: contextlib.AbstractContextManager[str] = tempfile.TemporaryDirectory(prefix="cambrian-generality-")
+    if args.keep_runs is not None:
+        args.keep_runs.mkdir(parents=True, exist_ok=True)
+        folder = contextlib.nullcontext(str(args.keep_runs))
+    with folder as runs_dir:
         for seed in [int(s) for s in args.seeds.split(",") if s]:
             for task in chosen:
                 if (task.name, seed) in done:
