@@ -23,6 +23,7 @@ from meta_agent.edits import EditError, evolve_regions
 from meta_agent.operators._base import Operator, OperatorEnv, Proposal
 from meta_agent.operators._focus import Focus, editable_files, has_editable_code, windows
 from meta_agent.operators._grammars import code_grammar, search_replace_grammar
+from meta_agent.operators._outline import assigned_names, outline_genome
 from meta_agent.operators._prompting import (
     PromptContext,
     PromptLimits,
@@ -307,17 +308,23 @@ class LinesOperator(FMOperator):
         return self.apply(ctx.parent.genome, reply, focus=ctx.focus)
 
     def messages(self, ctx: PromptContext) -> list[dict[str, str]]:
-        """A short prompt: the contract, the program and its score, the lines to rewrite, the idea."""
+        """A short prompt: the contract, the program and its score, the lines to rewrite, the idea. A program
+        longer than `limits.max_lines_program_chars` is shown as an outline around the lines (`_outline`)."""
         genome = ctx.parent.genome
         if ctx.focus is None:
             raise EditError(
                 self.cannot_edit(genome) or f"the {self.name} operator was given no lines to ask for",
                 fix="give the program's editable region a statement, or use the rewrite operator",
             )
+        shown = genome
+        if sum(len(text) for text in genome.files.values()) > self.limits.max_lines_program_chars:
+            # A module-level assignment (a knob's setting) keeps the functions that read it in full.
+            names = () if ctx.focus.text[:1].isspace() else assigned_names(ctx.focus.text)
+            shown = outline_genome(genome, ctx.focus, names=names)
         values = {
             **task_values(ctx, self.limits),
             "score": format_score(ctx.parent.score),
-            "files": format_files(genome),
+            "files": format_files(shown),
             "path": ctx.focus.path,
             "focus": ctx.focus.text,
             "language": code_language(ctx.focus.path) or "python",

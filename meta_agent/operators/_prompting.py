@@ -143,6 +143,8 @@ class PromptContext:
     idea: one direction to try, drawn from the benchmark's `ideas` for this proposal (None: no direction).
     focus: the lines the `lines` and `knob` operators ask the FM to rewrite (None for other operators).
     notes: what the FM wrote of the run's recent edits and their effect (`search.reflect_every`), or None.
+    repeated: the changes ("-"/"+" lines) this proposal's earlier attempts made that rebuilt a program the run
+    already has: the next attempt is shown them, so the same prompt does not bring the same reply again.
     """
 
     contract: str
@@ -155,6 +157,7 @@ class PromptContext:
     idea: str | None = None
     focus: Focus | None = None
     notes: str | None = None
+    repeated: Sequence[str] = ()
 
 
 @dataclass(frozen=True)
@@ -169,6 +172,8 @@ class PromptLimits:
     max_plan_chars: characters kept of a `diagnose` plan.
     max_reply_tokens: the most tokens the FM may write back (`fm.max_tokens`): an operator whose reply is a
     whole region (rewrite, crossover) cannot edit a program whose region does not fit in it.
+    max_lines_program_chars: a program longer than this (characters, all files) is shown to `lines` and
+    `knob` as an outline: the function holding the lines in full, the others as signatures (`_outline`).
     """
 
     max_failed_attempts: int = 3
@@ -178,6 +183,7 @@ class PromptLimits:
     max_inspiration_chars: int = 2500
     max_plan_chars: int = 1500
     max_reply_tokens: int = 1024
+    max_lines_program_chars: int = 3000
 
 
 def has_markers(genome: Genome) -> bool:
@@ -189,6 +195,15 @@ def recent_attempts(attempts: Sequence[str], limits: PromptLimits) -> list[str]:
     """The most recent failed attempts a prompt shows, each stripped and truncated, oldest first."""
     recent = list(attempts)[-limits.max_failed_attempts :] if limits.max_failed_attempts else []
     return [truncate(reason.strip(), max_chars=limits.max_attempt_chars).rstrip() for reason in recent]
+
+
+def repeated_section(changes: Sequence[str], limits: PromptLimits) -> str:
+    """The numbered "already tried in this proposal" section, or "" when no attempt rebuilt a known program."""
+    lines = [
+        f"{number}. " + truncate(change.strip(), max_chars=limits.max_attempt_chars).rstrip().replace("\n", "\n   ")
+        for number, change in enumerate(changes, start=1)
+    ]
+    return render("repeated", {"changes": "\n".join(lines)}) if lines else ""
 
 
 def failed_attempts_section(attempts: Sequence[str], limits: PromptLimits) -> str:
@@ -256,6 +271,7 @@ def task_values(ctx: PromptContext, limits: PromptLimits) -> dict[str, str]:
         "evolve_note": evolve_note,
         "idea_note": render("idea", {"idea": ctx.idea.strip()}) if ctx.idea else "",
         "notes_note": render("notes", {"notes": ctx.notes.strip()}) if ctx.notes else "",
+        "repeated_note": repeated_section(ctx.repeated, limits),
         # Whole-file replies: a one-region file is answered with its region only, so no note is needed.
         "whole_note": "" if one_region else evolve_note,
     }
