@@ -60,11 +60,13 @@ class Origin:
 
 @dataclass(frozen=True)
 class Acceptance:
-    """What became of a proposal: done (the iteration ends), the child queued (its id), whether a row was stored."""
+    """What became of a proposal: done (the iteration ends), the child queued (its id), whether a row was stored,
+    and the agent whose program it rebuilt (unstored: the iteration proposes again)."""
 
     done: bool
     child_id: int | None = None
     stored: bool = True
+    duplicate_of: int | None = None
 
 
 @dataclass
@@ -175,7 +177,7 @@ class RunBook:
         duplicate = self._genome_owner.get(child_hash)
         if duplicate is not None:
             if not last_try:
-                return Acceptance(done=False, stored=False)
+                return Acceptance(done=False, stored=False, duplicate_of=duplicate)
             reason = f"the edit produced code identical to agent {duplicate}; make a change that differs"
             await self.store_invalid(proposal, origin, reason=reason)
             return Acceptance(done=True)

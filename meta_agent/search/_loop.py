@@ -315,8 +315,8 @@ class SearchLoop:
         A child too similar to an existing agent is stored as invalid (the rejection is recorded) and the
         same iteration proposes again, up to `search.novelty.max_reproposals` times; so does one identical to
         an agent the run has, which is no new child and is not stored (but at the last try): its FM usage is
-        charged to the child the iteration stores. False when the sandbox failed (self_modify), so the worker
-        does not reset the count of faults in a row.
+        charged to the child the iteration stores, and the next attempt's prompt shows the change it made.
+        False when the sandbox failed (self_modify), so the worker does not reset the count of faults in a row.
         """
         rng = np.random.default_rng([self.config.seed, iteration])
         parent_id = int(self.selector.select(self.view, 1, rng)[0])
@@ -361,6 +361,10 @@ class SearchLoop:
                 if self.bandit is not None:
                     self.bandit.cancel_pull(arm)  # never stored: a resumed run's replay does not see it either
                 unstored = proposal
+                # The same prompt tends to bring the same reply: the next attempt is shown what this one did.
+                assert proposal.genome is not None  # an unstored proposal rebuilt a known program
+                change = changed_lines(parent.genome.files, proposal.genome.files) or "(no line changed)"
+                ctx = dataclasses.replace(ctx, repeated=[*ctx.repeated, change])
         return True
 
     async def _accept(

@@ -311,3 +311,8 @@ def test_a_program_the_run_already_has_is_proposed_again_not_stored_fake_fm(tmp_
     ]
     assert children[1].prompt_tokens == 20 and fm.calls == 6  # iteration 2: its repeat and its child
     assert "identical to agent" in (children[2].invalid_reason or "") and children[2].prompt_tokens == 30
+    # Each attempt after a repeat is shown the changes the earlier ones made, so it is not the same prompt again.
+    prompts = [messages[-1]["content"] for _, messages in fm.requests]
+    assert "Already tried in this proposal" not in prompts[0] + prompts[1]
+    assert "1. -" in prompts[2].split("## Already tried in this proposal")[1] and "* 0.999" in prompts[2]
+    assert "2. -" in prompts[5].split("## Already tried in this proposal")[1]  # iteration 3: two repeats shown
