@@ -34,7 +34,7 @@ from meta_agent.search._arms import Arm, operator_arms, restore_bandit
 from meta_agent.search._behaviour import BehaviourSpace
 from meta_agent.search._book import Acceptance, LoopEvent, LoopOutcome, Origin, RunBook
 from meta_agent.search._compose import check_operators, check_selector_needs, prompt_limits, selector_from_config
-from meta_agent.search._evaluation import mean_result, repeat_limits
+from meta_agent.search._evaluation import failed_run, mean_result, repeat_limits
 from meta_agent.search._executor import Executor, LocalExecutor
 from meta_agent.search._memory import _LRU, PromptMemory
 from meta_agent.search._proposals import Proposer, agent_fm_budget, run_limits
@@ -486,7 +486,7 @@ class SearchLoop:
                 )
             )
         repairable = self._repairable.pop(agent_id)
-        if repairable is not None and (not result.valid or not any(t.passed for t in result.task_results)):
+        if repairable is not None and failed_run(result):
             await self._repair_failed_run(agent, repairable, result.invalid_reason or result.feedback)
 
     async def _repair_failed_run(self, agent: Agent, repairable: _Repairable, failure: str) -> None:

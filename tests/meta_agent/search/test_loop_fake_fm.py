@@ -316,3 +316,19 @@ def test_a_program_the_run_already_has_is_proposed_again_not_stored_fake_fm(tmp_
     assert "Already tried in this proposal" not in prompts[0] + prompts[1]
     assert "1. -" in prompts[2].split("## Already tried in this proposal")[1] and "* 0.999" in prompts[2]
     assert "2. -" in prompts[5].split("## Already tried in this proposal")[1]  # iteration 3: two repeats shown
+
+
+def test_a_valid_child_below_the_optimum_is_not_sent_back_to_be_fixed_fake_fm(tmp_path: Path) -> None:
+    # Knapsack passes a task only at the optimum: a child that scores below it ran well and is no failed run.
+    # Asked to "fix" such a child, models sent it back unchanged (stored as a duplicate, invalid).
+    from evaluators.programs import Knapsack
+
+    fm = ScriptedFM(["```python\nreturn value * 2\n```", "```python\nreturn value + weight\n```"])
+    loop, archive = make_loop(tmp_path, fm, benchmark=Knapsack(), budget={"iterations": 2},
+                              search={"strategy": "greedy", "operators": {"lines": 1}, "max_pending": 1},
+                              fm={"concurrency": 1, "repair_rounds": 1})  # fmt: skip
+    asyncio.run(loop.run_until_done())
+    children = [a for a in archive.agents(1) if a.iteration > 0]
+    scored = [a for a in children if a.status == AgentStatus.evaluated and (a.score or 0) > 0]
+    assert len(children) == 2 and len(scored) == 2 and fm.calls == 2
+    assert all(not any(e.passed for e in archive.evaluations(a.key)) for a in scored)  # below the optimum
