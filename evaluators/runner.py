@@ -35,7 +35,7 @@ import dataclasses
 import hashlib
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
@@ -308,9 +308,9 @@ def run_task(
         spec_for_check = benchmark.check_spec(task, result)
         check_result = checker.run(spec_for_check) if spec_for_check is not None else None
         check_duration_s = check_result.duration_s if check_result is not None else 0.0
-        score = benchmark.score(task, result, check=check_result)
+        score = _scored(lambda: benchmark.score(task, result, check=check_result))
     else:
-        score = benchmark.score(task, result)
+        score = _scored(lambda: benchmark.score(task, result))
     task_result = TaskResult(
         task_id=task.id,
         split=task.split,
@@ -329,6 +329,24 @@ def run_task(
         output_hash=output_hash(result) if score.executed else None,
     )
     return TaskRun(result=task_result, score=score, spec=spec, run=result)
+
+
+def _scored(score: Callable[[], TaskScore]) -> TaskScore:
+    """The benchmark's score of one run. A scorer that raises on what the program returned (a packing its
+    certifier cannot settle, a value its checks never foresaw) scores the task as not run, with the error as
+    its feedback: the agent's output broke trusted code, so the agent is invalid for it, and the run goes on
+    (a resume scores the same output the same way)."""
+    try:
+        return score()
+    except Exception as exc:  # noqa: BLE001 - any scorer failure on this output is the agent's verdict
+        message = " ".join(str(exc).split())[:200]
+        return TaskScore(
+            score=0.0,
+            passed=False,
+            executed=False,
+            feedback=f"the benchmark could not score this output: {type(exc).__name__}"
+            + (f": {message}" if message else ""),
+        )
 
 
 def output_hash(result: RunResult) -> str | None:

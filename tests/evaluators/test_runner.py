@@ -230,3 +230,22 @@ def test_check_spec_none_scores_with_check_none() -> None:
     result = evaluate_agent(bench, crashing, LocalSandbox())
     assert bench.scored_with == [None]
     assert not result.valid and result.task_results[0].feedback == "no answer"
+
+
+class _BrittleScorer(CirclePacking):
+    """A benchmark whose host-side scorer raises on some outputs (a bug of its own, met by an agent's output)."""
+
+    def score(self, task: Task, result: RunResult) -> TaskScore:
+        outcome = read_outcome(result.files)
+        if outcome is not None and outcome.ok and outcome.value == []:
+            raise ValueError("empty\npacking")
+        return super().score(task, result)
+
+
+def test_a_scorer_that_raises_makes_the_agent_invalid_not_the_evaluation_fail() -> None:
+    result = evaluate_agent(_BrittleScorer(), packing_genome("def pack_circles(n):\n    return []\n"), LocalSandbox())
+    assert not result.valid and result.score == 0.0
+    assert result.invalid_reason == (
+        "did not produce a usable result: the benchmark could not score this output: ValueError: empty packing"
+    )
+    assert not result.task_results[0].executed
