@@ -1,6 +1,7 @@
 """`create_app`: the FastAPI app that serves a runs folder read-only, with its safety headers and error pages.
 
-Every response carries a Content-Security-Policy that allows only this server's own scripts (no
+Requests must name this machine's loopback, or a host the user allowed, in their Host header (DNS
+rebinding). Every response carries a Content-Security-Policy that allows only this server's own scripts (no
 inline script, no eval) and no framing. Errors a user can meet (a missing run or agent, an archive
 that cannot be read) become a page naming the cause and the fix, or JSON under /api/, never a
 traceback. Routes live in `_pages` (HTML) and `_api` (JSON); what they share in `_settings`.
@@ -8,7 +9,7 @@ traceback. Routes live in `_pages` (HTML) and `_api` (JSON); what they share in 
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -31,9 +32,18 @@ CONTENT_SECURITY_POLICY = (
 )
 
 
-def create_app(runs_dir: Path, *, run: str | None = None, store: str | None = None) -> FastAPI:
+#: The names a request may give in its Host header whatever the UI listens on: this machine's loopback.
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+
+
+def create_app(
+    runs_dir: Path, *, run: str | None = None, store: str | None = None, hosts: Sequence[str] = ()
+) -> FastAPI:
     """The browser UI over the runs in `runs_dir`, or in `store` (a database URL), read-only; `run`: the run
-    "/" opens on."""
+    "/" opens on. It answers only requests whose Host header names this machine's loopback or one of `hosts`
+    (the address it listens on, a proxy's name): a web page of another site that points its own name at
+    127.0.0.1 (DNS rebinding) gets a 400, not the runs."""
+    allowed = {name.lower().strip("[]") for name in (*LOOPBACK_HOSTS, *hosts)}
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -47,7 +57,16 @@ def create_app(runs_dir: Path, *, run: str | None = None, store: str | None = No
 
     @app.middleware("http")
     async def security_headers(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
-        response = await call_next(request)
+        host = host_name(request.headers.get("host", ""))
+        if host not in allowed:
+            response = _error(
+                request, 400, "Unknown host",
+                f"this UI answers to {', '.join(sorted(allowed))}, and the request named {host or 'no host'}",
+                "open the UI at the address `cambrian ui` printed; behind a proxy or under another name, start it "
+                "with `--allow-host NAME`",
+            )  # fmt: skip
+        else:
+            response = await call_next(request)
         response.headers["Content-Security-Policy"] = CONTENT_SECURITY_POLICY
         response.headers["X-Content-Type-Options"] = "nosniff"
         response.headers["Referrer-Policy"] = "no-referrer"
@@ -97,6 +116,14 @@ def create_app(runs_dir: Path, *, run: str | None = None, store: str | None = No
     _pages.add_routes(app)
     _api.add_routes(app)
     return app
+
+
+def host_name(header: str) -> str:
+    """The name of a Host header, lower case, without its port: "[::1]:8765" -> "::1", "Localhost" -> "localhost"."""
+    header = header.strip().lower()
+    if header.startswith("["):
+        return header[1 : header.find("]")] if "]" in header else ""
+    return header.rsplit(":", 1)[0] if header.count(":") == 1 else header
 
 
 def _error(request: Request, status: int, title: str, message: str, fix: str) -> Response:

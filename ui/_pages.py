@@ -7,11 +7,14 @@ data the page's scripts draw rides in `<script type="application/json">` blocks 
 
 from __future__ import annotations
 
+from pathlib import PurePosixPath
+from urllib.parse import quote
+
 from fastapi import FastAPI, Query, Request
 from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
 
-from archive.errors import AgentNotFound
-from ui._agent import agent_detail
+from archive.errors import AgentNotFound, GenomeNotFound
+from ui._agent import agent_detail, agent_files, run_agent
 from ui._code import highlighted, pygments_css
 from ui._compare import agent_comparison, runs_comparison
 from ui._data import list_runs, open_run, run_names, shown_store
@@ -40,6 +43,11 @@ def _render(request: Request, template: str, **values: object) -> HTMLResponse:
     return HTMLResponse(html)
 
 
+def file_url(run: str, agent_id: int, path: str) -> str:
+    """Where `agent_file` serves one file of an agent."""
+    return f"/runs/{quote(run, safe='')}/agents/{agent_id}/files/{quote(path)}"
+
+
 def add_routes(app: FastAPI) -> None:
     """Register the pages on `app`."""
 
@@ -65,8 +73,29 @@ def add_routes(app: FastAPI) -> None:
             detail = agent_detail(
                 archive, row, agent_id, runs_dir=settings.runs_dir, against=against, store=settings.store
             )
-            highlighted_files = [(path, highlighted(path, text)) for path, text in sorted(detail.files.items())]
+            highlighted_files = [
+                (path, highlighted(path, text, download=file_url(run, agent_id, path)))
+                for path, text in sorted(detail.files.items())
+            ]
         return _render(request, "agent.html", run=run, d=detail, files=highlighted_files)
+
+    @app.get("/runs/{run}/agents/{agent_id}/files/{path:path}")
+    def agent_file(request: Request, run: str, agent_id: int, path: str) -> Response:
+        """One file of an agent's code, as a plain-text download (never rendered: it is untrusted)."""
+        settings = settings_of(request)
+        with open_run(settings.runs_dir, run, settings.store) as (archive, row):
+            files, _ = agent_files(archive, run_agent(archive, row, agent_id))
+        if path not in files:
+            raise GenomeNotFound(
+                f"agent {agent_id} of run {run!r} has no file {path!r}",
+                fix=f"its files are listed on /runs/{quote(run, safe='')}/agents/{agent_id}",
+            )
+        name = quote(PurePosixPath(path).name, safe="")
+        return Response(
+            files[path],
+            media_type="text/plain; charset=utf-8",
+            headers={"Content-Disposition": f"attachment; filename*=UTF-8''{name}"},
+        )
 
     @app.get("/runs/{run}/compare", response_class=HTMLResponse)
     def compare_agents(request: Request, run: str, a: int | None = None, b: int | None = None) -> Response:

@@ -42,6 +42,10 @@ def _listen(host: str, port: int) -> socket.socket:
     return sock
 
 
+#: Listen addresses that are every interface, not a name a browser sends.
+WILDCARDS = ("0.0.0.0", "::", "")
+
+
 def _url(host: str, port: int, path: str = "/") -> str:
     shown = f"[{host}]" if ":" in host and not host.startswith("[") else host
     return f"http://{shown}:{port}{path}"
@@ -52,10 +56,16 @@ def serve_ui(
     run_name: str | None = typer.Argument(None, metavar="[RUN]", help="open straight on this run"),
     runs_dir: Path = RunsDir,
     host: str = typer.Option("127.0.0.1", "--host", help="address to listen on (loopback only by default)"),
-    port: int = typer.Option(8765, "--port", help="TCP port to listen on"),
+    port: int = typer.Option(8765, "--port", min=1, max=65535, help="TCP port to listen on"),
+    allow_host: list[str] = typer.Option(
+        [], "--allow-host", help="another name the browser may reach the UI by (a proxy's); repeatable"
+    ),
     store: str | None = Store,
 ) -> None:
-    """Browse runs in the browser: lineage tree, scores, code, diffs, prompts; live while a search runs."""
+    """Browse runs in the browser: lineage tree, scores, code, diffs, prompts; live while a search runs.
+
+    It answers only requests addressed to 127.0.0.1, localhost, the --host address and the --allow-host
+    names: another site's page cannot read the runs by pointing its own name at this machine."""
     import uvicorn
 
     from meta_agent.search import shown_store
@@ -73,7 +83,9 @@ def serve_ui(
     path = "/" if run_name is None else f"/runs/{quote(run_name, safe='')}"
     url = _url(host, port, path)
     console.print(f"Cambrian UI for {where} at [bold]{url}[/bold]  (Ctrl-C stops)", soft_wrap=True)
-    config = uvicorn.Config(create_app(Path(runs_dir), run=run_name, store=store), log_level="warning", lifespan="off")
+    hosts = [*([] if host.strip("[]") in WILDCARDS else [host]), *allow_host]
+    ui_app = create_app(Path(runs_dir), run=run_name, store=store, hosts=hosts)
+    config = uvicorn.Config(ui_app, log_level="warning", lifespan="off")
     server = uvicorn.Server(config)
     try:
         server.run(sockets=[sock])

@@ -7,6 +7,7 @@ an archive written by a real search with a real local model. One test drives rea
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import os
@@ -30,7 +31,7 @@ RAW_MARKUP = ("<script>alert", "<img src=x", "onerror=alert(1)>")
 
 
 def client(folder: Path, run: str | None = None) -> TestClient:
-    return TestClient(create_app(folder, run=run))
+    return TestClient(create_app(folder, run=run), base_url="http://127.0.0.1:8765")
 
 
 def pages_of(run: str, ids: list[int]) -> list[str]:
@@ -207,6 +208,43 @@ def test_missing_run_is_a_clear_404_page(runs_dir: Runs) -> None:
     assert agent.status_code == 404 and "no agent with id 999" in agent.text
 
 
+def test_a_5_mb_genome_page_shows_plain_text_and_a_download_not_a_highlighted_page(tmp_path: Path) -> None:
+    # One 4.8 MB line once took its agent page 3 min 46 s and 80 MB to highlight (and to diff).
+    huge = "x = [" + "1, " * 1_700_000 + "]\n"
+    with Archive.at(tmp_path / "huge" / "archive.db") as archive:
+        run = archive.create_run(name="huge", benchmark="circle_packing", seed=0, config_json="{}")
+        seed = archive.add_agent(run.key, files={"main.py": "x = []\n"}, entry="main.py")
+        child = archive.add_agent(run.key, files={"main.py": huge, "b c.py": "y = 1\n"}, entry="main.py",
+                                  parent_id=seed.key, operator="diff", iteration=1)  # fmt: skip
+    with client(tmp_path) as c:
+        page = c.get(f"/runs/huge/agents/{child.key}")
+        whole = c.get(f"/runs/huge/agents/{child.key}/files/main.py")
+        other = c.get(f"/runs/huge/agents/{child.key}/files/b%20c.py")
+        missing = c.get(f"/runs/huge/agents/{child.key}/files/nope.py")
+    assert page.status_code == 200 and len(page.text) < len(huge) / 4
+    assert "the first 200,000 are shown as plain text" in page.text
+    assert f'href="/runs/huge/agents/{child.key}/files/main.py" download' in page.text
+    assert "more characters)" in page.text  # the diff's one huge line is cut too
+    assert whole.status_code == 200 and whole.text == huge and whole.headers["content-type"].startswith("text/plain")
+    assert whole.headers["content-disposition"] == "attachment; filename*=UTF-8''main.py"
+    assert other.text == "y = 1\n" and missing.status_code == 404 and "has no file" in missing.text
+
+
+def test_a_request_naming_another_host_is_refused_dns_rebinding(runs_dir: Runs) -> None:
+    # A page of attacker.example that resolves its own name to 127.0.0.1 sends `Host: attacker.example`.
+    folder, _, _ = runs_dir
+    with TestClient(create_app(folder), base_url="http://attacker.example:8765") as c:
+        page, api = c.get("/"), c.get("/api/runs")
+    assert page.status_code == 400 and "attacker.example" in page.text and "--allow-host" in page.text
+    assert api.status_code == 400 and "runs" not in api.json() and "--allow-host" in api.json()["fix"]
+    assert "xss" not in page.text and "xss" not in api.text  # nothing of the runs
+    for base in ("http://localhost:8765", "http://[::1]:8765", "http://127.0.0.1"):
+        with TestClient(create_app(folder), base_url=base) as c:
+            assert c.get("/api/runs").status_code == 200, base
+    with TestClient(create_app(folder, hosts=["cambrian.lab"]), base_url="http://Cambrian.Lab") as c:
+        assert c.get("/api/runs").status_code == 200  # a name the user allowed (--allow-host)
+
+
 @pytest.mark.parametrize(
     ("run", "status", "words"),
     [
@@ -351,6 +389,12 @@ def test_report_is_one_self_contained_escaped_file(runs_dir: Runs, tmp_path: Pat
     assert "Diff against its parent" in html
     scripts = re.findall(r"<script>(.*?)</script>", html, re.S)
     assert len(scripts) == 4 and all("</script" not in s.lower() for s in scripts)
+    # Its own policy lets exactly those scripts run, by hash, and loads nothing from anywhere.
+    policy = re.search(r'<meta http-equiv="Content-Security-Policy" content="([^"]*)">', html)
+    assert policy is not None and html.index(policy.group(0)) < html.index("<script")
+    allowed = set(re.findall(r"'sha256-([^']+)'", policy.group(1)))
+    assert allowed == {base64.b64encode(hashlib.sha256(s.encode()).digest()).decode() for s in scripts}
+    assert "default-src 'none'" in policy.group(1) and "http" not in policy.group(1)
     outside = re.sub(r"<script>.*?</script>", "", html, flags=re.S)
     no_raw_markup(outside)
     block = re.search(r'<script type="application/json" id="run-data">(.*?)</script>', html, re.S)
@@ -437,6 +481,10 @@ def test_pages_run_in_chromium_under_the_csp_and_hostile_text_runs_nothing(runs_
             page.check('input[name="click-mode"][value="open"]')
             page.goto(f"{base}/runs/big/agents/{big['deepest']}")
             assert page.locator("h1").inner_text().startswith(f"Agent #{big['deepest']}")
+            # The report file runs its scripts under its own hash policy (a blocked one is a console error).
+            for run in ("big", "xss"):
+                page.goto(write_report(folder, run, folder.parent / f"report-{run}.html", best=2).as_uri())
+                page.wait_for_selector("#tree-plot .scatterlayer .point")
             browser.close()
     finally:
         server.should_exit = True

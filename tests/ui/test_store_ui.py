@@ -108,8 +108,8 @@ def test_every_route_answers_the_same_from_postgresql_as_from_sqlite(
     monkeypatch.undo()
     stretch_times(sqlite_url)
     copy_archive(sqlite_url, postgres_url)
-    from_sqlite = TestClient(create_app(runs_dir, store=sqlite_url))
-    from_store = TestClient(create_app(runs_dir, store=postgres_url))
+    from_sqlite = TestClient(create_app(runs_dir, store=sqlite_url), base_url="http://localhost")
+    from_store = TestClient(create_app(runs_dir, store=postgres_url), base_url="http://localhost")
     agents = sorted({*hostile.values(), *big.values()})
     routes = [
         "/api/runs", "/compare?runs=xss,big",
@@ -156,7 +156,7 @@ def test_the_store_stays_open_between_requests_and_answers_after_a_server_restar
         real_init(self, url, **options)
 
     monkeypatch.setattr(Archive, "__init__", counting_init)
-    with TestClient(create_app(tmp_path, store=url)) as client:
+    with TestClient(create_app(tmp_path, store=url), base_url="http://localhost") as client:
         for route in ("/", "/api/runs", "/runs/kept", "/api/runs/kept/points", "/api/runs"):
             assert client.get(route).status_code == 200, route
         assert opened == [url]  # one open for every request, not one each

@@ -107,7 +107,7 @@ def test_two_runs_share_one_store_and_every_command_finds_them(store_url: str, t
     assert f"cambrian runs --store {make_url(store).render_as_string(hide_password=True)}" in missing.stderr
 
     # The browser UI over the store: both runs listed, pages and data served, the password never shown.
-    client = TestClient(create_app(runs, store=store))
+    client = TestClient(create_app(runs, store=store), base_url="http://localhost")
     page = client.get("/")
     assert page.status_code == 200 and "first" in page.text and "second" in page.text
     assert PASSWORD not in page.text
