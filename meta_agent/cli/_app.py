@@ -30,11 +30,40 @@ err_console = Console(stderr=True)
 RunsDir = typer.Option(
     Path(os.environ.get("CAMBRIAN_RUNS_DIR", "runs")), "--runs-dir", help="folder holding runs (env CAMBRIAN_RUNS_DIR)"
 )
+
+
+def _no_password_in_argv(ctx: typer.Context, param: typer.CallbackParam, value: str | None) -> str | None:
+    """Refuse a --store URL typed with its password: a process's arguments are readable by every process on
+    the machine (/proc/PID/cmdline), agents' programs included. The environment and ~/.pgpass are not."""
+    source = ctx.get_parameter_source(str(param.name))  # typer's vendored click's enum: compared by name
+    if value is None or source is None or source.name != "COMMANDLINE":
+        return value
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        password = make_url(value).password
+    except (ArgumentError, ValueError):
+        return value  # not a URL: the archive says what is wrong with it, with its fix
+    if password:
+        shown = make_url(value).set(password="PASSWORD").render_as_string(hide_password=False)
+        raise typer.BadParameter(
+            "the URL carries its password, and a command line is readable by every process on this machine "
+            f"(/proc/PID/cmdline), programs under evaluation included. Set CAMBRIAN_STORE='{shown}' in the "
+            "environment and leave --store out, or drop the password from the URL and keep it in ~/.pgpass "
+            "(or the file PGPASSFILE names)",
+            param_hint="--store",
+        )
+    return value
+
+
 Store = typer.Option(
     os.environ.get("CAMBRIAN_STORE") or None,
     "--store",
     help="database URL holding the runs' archive, shared by many runs, e.g. postgresql+psycopg://user@host/db "
-    "(env CAMBRIAN_STORE); default: each run's own RUNS_DIR/<run>/archive.db",
+    "(env CAMBRIAN_STORE, where a password belongs; one typed here is refused); default: each run's own "
+    "RUNS_DIR/<run>/archive.db",
+    callback=_no_password_in_argv,
 )
 
 

@@ -55,8 +55,8 @@ def open_run(runs_dir: Path, name: str, *, readonly: bool = False, store: str | 
     if recorded is not None and "***" in recorded:
         raise ConfigError(
             f"run {name!r} keeps its archive in {recorded}, whose password is not stored",
-            fix=f"pass the URL with its password: --store {recorded.replace('***', 'PASSWORD')} (or set "
-            "CAMBRIAN_STORE; PGPASSWORD or ~/.pgpass keep it out of the URL)",
+            fix=f"set CAMBRIAN_STORE='{recorded.replace('***', 'PASSWORD')}' in the environment (a password on "
+            "the command line is refused), or keep the password in ~/.pgpass and pass the URL without it",
         )
     store = store or recorded
     if store is not None:

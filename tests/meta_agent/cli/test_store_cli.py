@@ -27,8 +27,15 @@ PASSWORD = "s3cret-pw"
 
 
 def cambrian(*args: str, runs: Path, check: bool = True) -> subprocess.CompletedProcess:
+    """The CLI with `args`; a `--store URL` that carries a password goes in CAMBRIAN_STORE instead, as a user
+    must pass it (typed on the command line, it is refused: see the test below)."""
     env = {**os.environ, "COLUMNS": "250", "NO_COLOR": "1", "CAMBRIAN_TEST_UNUSED_KEY": "never-used"}
     env.pop("CAMBRIAN_STORE", None)
+    if "--store" in args:
+        at = args.index("--store")
+        if PASSWORD in args[at + 1]:
+            env["CAMBRIAN_STORE"] = args[at + 1]
+            args = args[:at] + args[at + 2 :]
     done = subprocess.run(
         [*CAMBRIAN, *args, "--runs-dir", str(runs)], capture_output=True, text=True, timeout=300, env=env
     )
@@ -101,7 +108,7 @@ def test_two_runs_share_one_store_and_every_command_finds_them(store_url: str, t
     if store == store_url:  # SQLite: no password
         assert plain.returncode == 0 and "second  deceptive" in plain.stdout, plain.stderr
     else:
-        assert plain.returncode == 2 and "--store" in plain.stderr and "fix:" in plain.stderr, plain.stderr
+        assert plain.returncode == 2 and "CAMBRIAN_STORE=" in plain.stderr and "fix:" in plain.stderr, plain.stderr
     missing = cambrian("status", "third", "--store", store, runs=runs, check=False)
     assert missing.returncode == 2 and "no run named 'third'" in missing.stderr
     assert f"cambrian runs --store {make_url(store).render_as_string(hide_password=True)}" in missing.stderr
@@ -115,6 +122,20 @@ def test_two_runs_share_one_store_and_every_command_finds_them(store_url: str, t
     assert run_page.status_code == 200 and PASSWORD not in run_page.text
     assert client.get("/api/runs/second/points").status_code == 200
     assert client.get("/runs/nope").status_code == 404
+
+
+def test_a_password_typed_in_the_store_url_is_refused_before_anything_runs(tmp_path: Path) -> None:
+    # Any process on the machine, an evaluated program included, reads a command line in /proc/PID/cmdline.
+    url = f"postgresql+psycopg://someone:{PASSWORD}@127.0.0.1:1/db"
+    env = {**os.environ, "COLUMNS": "250", "NO_COLOR": "1"}
+    env.pop("CAMBRIAN_STORE", None)
+    for args in (("runs",), ("status", "x"), ("run", "deceptive", "--name", "x", *NO_FM)):
+        done = subprocess.run([*CAMBRIAN, *args, "--store", url, "--runs-dir", str(tmp_path)], capture_output=True,
+                              text=True, timeout=300, env=env)  # fmt: skip
+        assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+        assert "readable by every process" in done.stderr and "CAMBRIAN_STORE=" in done.stderr
+        assert PASSWORD not in done.stdout + done.stderr and "PASSWORD@127.0.0.1:1/db" in done.stderr
+    assert not (tmp_path / "x").exists()
 
 
 def test_a_store_that_cannot_be_reached_says_so_with_the_fix(tmp_path: Path) -> None:
