@@ -107,9 +107,10 @@ class NoveltyConfig(_Section):
 class BanditConfig(_Section):
     """Choose (model, operator) per proposal by what each has earned in this run (meta_agent/search/_bandit.py).
 
-    The reward of a proposal is its child's improvement over its parent (0 for an invalid child or a no-op),
-    divided by the wall seconds of the FM calls that made it when cost_aware: valid improvement per FM
-    second. The operator weights (`search.operators`) are the arms' priors.
+    The reward of a proposal is its child's improvement over its parent (0 for an invalid child or a no-op).
+    With cost_aware, arms are ranked by expected reward per FM second (each arm's draw divided by the mean wall
+    seconds of its proposals' FM calls): valid improvement per FM second, failures costing what they took.
+    The operator weights (`search.operators`) are the arms' priors.
     """
 
     algorithm: Literal["off", "ucb1", "thompson"] = Field(
@@ -118,7 +119,9 @@ class BanditConfig(_Section):
         "every arm once, then the best upper confidence bound; off: operators drawn by their weights, models "
         "uniformly",
     )
-    cost_aware: bool = Field(default=True, description="divide each reward by the proposal's FM seconds")
+    cost_aware: bool = Field(
+        default=True, description="rank arms by expected reward per FM second (each arm's mean FM seconds)"
+    )
     exploration: float = Field(default=2**0.5, gt=0, description="UCB1's exploration constant")
     prior_strength: float = Field(
         default=2.0,

@@ -9,7 +9,7 @@ ones are still being evaluated spread over the arms instead of piling onto one.
 
 Rewards are non-negative reals (`improvement_reward`: how much a child beat its
 parent) whose scale depends on the benchmark. Both algorithms divide them by the
-largest value seen so far, which puts them in [0, 1]:
+largest reward seen so far, which puts them in [0, 1]:
 
 - UCB1: each arm is tried once (the order drawn with `rng`), then the arm with the
   largest `mean + exploration * sqrt(ln N / n)` wins, where N is all pulls, n the
@@ -22,9 +22,14 @@ largest value seen so far, which puts them in [0, 1]:
   the `prior` weights, worth s0 = `prior_strength` outcomes; the largest draw wins. Pending
   pulls do not change the posterior; the draw's randomness spreads concurrent proposals.
 
-With `cost_aware`, each outcome's value is reward / max(cost, cost_floor): reward per
-unit of cost, the FM seconds of the proposal in the search. The floor (default 1.0)
-keeps a proposal whose FM calls were cache hits (about 0 s) from looking infinitely cheap.
+With `cost_aware`, arms are ranked by expected reward per unit of cost (the FM seconds of the
+proposal, in the search): each arm's score (its UCB1 score, or its Thompson draw) is divided by its
+mean cost so far, max(mean, cost_floor), an arm without outcomes taking the mean of all arms (budgeted
+Thompson sampling, Xia et al. 2015). So an arm whose proposals fail costs in proportion to the seconds
+it spends: before any improvement, a 2 s operator is drawn over a 100 s one of the same prior, where
+dividing each reward by its cost (zero for every failure) told them apart only once one succeeded. The
+floor (default 1.0) keeps an arm whose FM calls were cache hits (about 0 s) from looking infinitely
+cheap.
 """
 
 from __future__ import annotations
@@ -61,7 +66,8 @@ class ArmStats:
     pulls: proposals made with it (counted at proposal time; >= rewarded).
     rewarded: outcomes recorded for it (zero rewards included).
     reward_sum: sum of its raw rewards (score units). cost_sum: sum of its outcomes' costs.
-    value_sum: sum of the values the algorithm uses (reward / max(cost, floor) when cost-aware, else reward).
+    value_sum: sum of reward / max(cost, floor) when cost-aware, else of rewards (for reports; the algorithms
+    rank by mean reward and mean cost).
     """
 
     arm: Arm
@@ -136,7 +142,7 @@ class Bandit:
         self._reward_sum = np.zeros(n)
         self._cost_sum = np.zeros(n)
         self._value_sum = np.zeros(n)
-        self._max_value = 0.0  # the largest single outcome value: the normaliser
+        self._max_reward = 0.0  # the largest single reward: the normaliser
         weights = np.array([float((prior or {}).get(arm, 0.0)) for arm in self.arms])
         if not (np.isfinite(weights).all() and (weights >= 0).all() and math.isfinite(prior_strength)
                 and prior_strength >= 0):  # fmt: skip
@@ -208,7 +214,7 @@ class Bandit:
         self._reward_sum[index] += reward
         self._cost_sum[index] += cost
         self._value_sum[index] += value
-        self._max_value = max(self._max_value, value)
+        self._max_reward = max(self._max_reward, reward)
 
     def choose(self, rng: np.random.Generator, *, allowed: Sequence[Arm] | None = None) -> Arm:
         """The arm to pull next; does not count the pull (call `record_pull`).
@@ -237,12 +243,22 @@ class Bandit:
         return mask
 
     def _normalised_means(self) -> np.ndarray:
-        """Each arm's mean outcome value divided by the largest value seen, in [0, 1]."""
-        scale = self._max_value if self._max_value > 0 else 1.0
+        """Each arm's mean reward divided by the largest reward seen, in [0, 1]."""
+        scale = self._max_reward if self._max_reward > 0 else 1.0
         total = int(self._rewarded.sum())
-        overall = float(self._value_sum.sum()) / total / scale if total else 0.0
+        overall = float(self._reward_sum.sum()) / total / scale if total else 0.0
         safe = np.maximum(self._rewarded, 1)
-        return np.where(self._rewarded > 0, self._value_sum / safe / scale, overall)
+        return np.where(self._rewarded > 0, self._reward_sum / safe / scale, overall)
+
+    def _mean_costs(self) -> np.ndarray:
+        """What each arm's scores are divided by: its mean cost per outcome (floored), the mean of all arms for
+        one without outcomes; all 1 when not cost-aware."""
+        if not self.cost_aware:
+            return np.ones(len(self.arms))
+        total = int(self._rewarded.sum())
+        overall = float(self._cost_sum.sum()) / total if total else self.cost_floor
+        safe = np.maximum(self._rewarded, 1)
+        return np.maximum(np.where(self._rewarded > 0, self._cost_sum / safe, overall), self.cost_floor)
 
     def _ucb1_scores(self, mask: np.ndarray) -> np.ndarray:
         untried = (self._pulls == 0) & mask
@@ -250,18 +266,18 @@ class Bandit:
             return untried.astype(float)  # every arm once first; rng breaks the tie among them
         pulls = np.maximum(self._pulls, 1)  # arms left out by the mask may be untried
         bonus = self.exploration * np.sqrt(math.log(float(self._pulls.sum())) / pulls)
-        return self._normalised_means() + bonus
+        return (self._normalised_means() + bonus) / self._mean_costs()
 
     def _posterior(self) -> tuple[np.ndarray, np.ndarray]:
         """Thompson's Beta parameters per arm: 1 + prior + outcomes, successes and failures."""
-        scale = self._max_value if self._max_value > 0 else 1.0
-        successes = np.clip(self._value_sum / scale, 0.0, self._rewarded)
+        scale = self._max_reward if self._max_reward > 0 else 1.0
+        successes = np.clip(self._reward_sum / scale, 0.0, self._rewarded)
         failures = self._rewarded - successes
         return 1.0 + self._prior_successes + successes, 1.0 + self._prior_failures + failures
 
     def _thompson_draws(self, rng: np.random.Generator) -> np.ndarray:
         alpha, beta = self._posterior()
-        return rng.beta(alpha, beta)
+        return rng.beta(alpha, beta) / self._mean_costs()
 
     def choice_shares(self, *, draws: int = 4000, seed: int = 0) -> list[float]:
         """How often each arm would be chosen next, in the order of `arms` (sums to 1): for Thompson sampling
@@ -270,7 +286,7 @@ class Bandit:
         rng = np.random.default_rng(seed)
         if self.algorithm == "thompson":
             alpha, beta = self._posterior()
-            winners = np.argmax(rng.beta(alpha, beta, size=(draws, len(self.arms))), axis=1)
+            winners = np.argmax(rng.beta(alpha, beta, size=(draws, len(self.arms))) / self._mean_costs(), axis=1)
             return (np.bincount(winners, minlength=len(self.arms)) / draws).tolist()
         scores = self._ucb1_scores(np.ones(len(self.arms), dtype=bool))
         best = scores == scores.max()

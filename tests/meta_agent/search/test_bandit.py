@@ -90,6 +90,25 @@ def test_cost_aware_prefers_the_cheaper_of_two_equal_arms(algorithm: str) -> Non
 
 
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_cost_aware_failures_cost_what_they_took_before_any_improvement(algorithm: str) -> None:
+    # Nothing improves yet: a failing 100 s rewrite must count 50 times a failing 2 s line edit, so the cheap
+    # arm gets the proposals even though its prior is the smaller one.
+    lines, rewrite = Arm("m", "lines"), Arm("m", "rewrite")
+    costs = {lines: 2.0, rewrite: 100.0}
+    bandit = Bandit([lines, rewrite], algorithm=algorithm, cost_aware=True,  # type: ignore[arg-type]
+                    prior={lines: 0.3, rewrite: 0.7})  # fmt: skip
+    rng = np.random.default_rng(4)
+    counts: Counter[Arm] = Counter()
+    for _ in range(200):
+        arm = bandit.choose(rng)
+        bandit.record_pull(arm)
+        bandit.record_outcome(arm, reward=0.0, cost=costs[arm])
+        counts[arm] += 1
+    assert counts[lines] > 0.85 * 200, counts
+    assert bandit.choice_shares()[0] > 0.85
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
 def test_replay_equals_the_live_bandit(algorithm: str) -> None:
     live = Bandit(ARMS, algorithm=algorithm, cost_aware=True)  # type: ignore[arg-type]
     rng = np.random.default_rng(9)
