@@ -41,7 +41,7 @@ from typing import Any, TypeVar
 
 from sqlalchemy.exc import DBAPIError
 
-from archive.errors import ArchiveUnreachable
+from archive.errors import ArchiveCorrupt, ArchiveUnreachable
 
 _log = logging.getLogger("archive")
 
@@ -82,7 +82,15 @@ class Reconnector:
         self._inside = threading.local()  # per thread: inside a call already (nested calls are not retried)
 
     def call(self, function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        if not self.enabled or getattr(self._inside, "active", False):
+        if not self.enabled:  # SQLite: no server to wait for, but a damaged file to name
+            try:
+                return function(*args, **kwargs)
+            except DBAPIError as error:
+                damaged = corrupt(error, self.where)
+                if damaged is None:
+                    raise
+                raise damaged from error
+        if getattr(self._inside, "active", False):
             return function(*args, **kwargs)
         self._inside.active = True
         try:
@@ -121,6 +129,22 @@ class Reconnector:
             fix="start the database server again (or fix the network), then `cambrian resume RUN --store URL`: "
             "everything committed is kept",
         )
+
+
+#: What SQLite says of a file that is not (or no longer) a whole database.
+_DAMAGED = ("file is not a database", "database disk image is malformed", "malformed database schema")
+
+
+def corrupt(error: BaseException, where: str) -> ArchiveCorrupt | None:
+    """The ArchiveCorrupt naming the file and the fix, when `error` is SQLite finding `where` damaged."""
+    text = first_line(error)
+    if not any(words in text for words in _DAMAGED):
+        return None
+    return ArchiveCorrupt(
+        f"the archive {where} is damaged: {text}",
+        fix=f"check it with `sqlite3 {where} 'PRAGMA integrity_check'`; `sqlite3 {where} .recover | sqlite3 NEW.db` "
+        "rescues the rows that can still be read (then put NEW.db in its place); other runs are not affected",
+    )
 
 
 def first_line(error: BaseException) -> str:

@@ -69,6 +69,10 @@ class ArchiveTooNew(ArchiveError):
     """The archive's schema is newer than this Cambrian knows: it refuses to read or change it."""
 
 
+class ArchiveCorrupt(ArchiveError):
+    """An SQLite archive file that is damaged or not a database at all (truncated, overwritten, half copied)."""
+
+
 class ArchiveReadOnly(ArchiveError):
     """A write through an archive opened with readonly=True."""
 

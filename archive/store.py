@@ -38,7 +38,7 @@ from archive._batch import BatchMixin
 from archive._engine import BUSY_TIMEOUT_S, COMMIT_KEY, CommitCheck, open_engine, unreachable
 from archive._lost_commit import committed, forget_old_marks
 from archive._queries import QueriesMixin
-from archive._retry import RECONNECT_S, Reconnector, is_disconnect, retry_public_methods
+from archive._retry import RECONNECT_S, Reconnector, corrupt, is_disconnect, retry_public_methods
 from archive._statements import (
     _DELETE_DESCRIPTORS,
     _DELETE_HOLDOUT_EVALUATIONS,
@@ -131,7 +131,10 @@ class Archive(BatchMixin, LedgerMixin, QueriesMixin):
         except DBAPIError as error:
             self.close()
             if self._sqlite:
-                raise
+                damaged = corrupt(error, self._where)
+                if damaged is None:
+                    raise
+                raise damaged from None
             raise unreachable(error, self._where) from None
         except BaseException:
             self.close()

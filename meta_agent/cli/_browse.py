@@ -10,10 +10,10 @@ from rich.syntax import Syntax
 from rich.table import Table
 from rich.tree import Tree
 
-from archive.errors import AgentNotFound, ArchiveOutdated, ArchiveTooNew
+from archive.errors import AgentNotFound, ArchiveCorrupt, ArchiveOutdated, ArchiveTooNew
 from archive.models import Agent, AgentStatus, Run
 from archive.store import Archive
-from meta_agent.cli._app import RunsDir, Store, app, console
+from meta_agent.cli._app import RunsDir, Store, app, console, err_console
 from meta_agent.search import open_run, shown_store
 
 # ----- browsing ----------------------------------------------------------------------------------
@@ -36,6 +36,7 @@ def list_runs(runs_dir: Path = RunsDir, store: str | None = Store) -> None:
         console.print(table)
         return
     paths = sorted(Path(runs_dir).glob("*/archive.db"))
+    damaged: list[Path] = []
     for path in paths:
         try:
             archive = Archive.at(path, readonly=True)  # a search may be writing it
@@ -46,12 +47,23 @@ def list_runs(runs_dir: Path = RunsDir, store: str | None = Store) -> None:
         except ArchiveTooNew:
             table.add_row(path.parent.name, "", "newer schema: upgrade Cambrian", "", "", "")
             continue
-        with archive:
-            _add_runs(table, archive)
+        except ArchiveCorrupt:
+            damaged.append(path)
+            table.add_row(path.parent.name, "", "damaged archive", "", "", "")
+            continue
+        try:
+            with archive:
+                _add_runs(table, archive)
+        except ArchiveCorrupt:  # damaged past its first pages
+            damaged.append(path)
+            table.add_row(path.parent.name, "", "damaged archive", "", "", "")
     if not paths:
         console.print(f"no runs in {runs_dir} yet: start one with `cambrian run circle_packing`")
         return
     console.print(table)
+    for path in damaged:
+        err_console.print(f"[bold yellow]warning:[/bold yellow] {path} is damaged; `cambrian status "
+                          f"{path.parent.name}` says how to check and rescue it")  # fmt: skip
 
 
 def _add_runs(table: Table, archive: Archive) -> None:

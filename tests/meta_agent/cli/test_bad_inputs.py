@@ -1,0 +1,51 @@
+"""A new user's bad inputs through the real CLI: each one clear line with its fix, a non-zero exit, no
+traceback, and nothing lost (issue: "A sandbox that holds without Docker, and the holes of the second
+hostile review", item 8)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from archive.store import Archive
+
+CAMBRIAN = [sys.executable, "-m", "meta_agent.cli"]
+
+
+def cambrian(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    env = {**os.environ, "COLUMNS": "250", "NO_COLOR": "1"}
+    env.pop("CAMBRIAN_STORE", None)
+    return subprocess.run([*CAMBRIAN, *args], capture_output=True, text=True, timeout=300, env=env, cwd=cwd)
+
+
+def healthy_run(runs: Path, name: str, agents: int = 40) -> Path:
+    path = runs / name / "archive.db"
+    with Archive.at(path) as archive:
+        run = archive.create_run(name=name, benchmark="deceptive", seed=0, config_json="{}")
+        for k in range(agents):  # enough pages that a truncated copy loses some
+            archive.add_agent(run.key, files={"main.py": f"x = {k}\n" + "# padding\n" * 200}, entry="main.py")
+    return path
+
+
+@pytest.mark.parametrize("damage", ["random bytes", "truncated"])
+def test_a_damaged_archive_is_named_with_the_fix_and_runs_lists_the_healthy_ones(tmp_path: Path, damage: str) -> None:
+    runs = tmp_path / "runs"
+    healthy_run(runs, "good")
+    bad = healthy_run(runs, "bad")
+    if damage == "random bytes":
+        bad.write_bytes(os.urandom(8192))
+    else:
+        data = bad.read_bytes()
+        bad.write_bytes(data[: len(data) // 3])
+    for command in (("status", "bad"), ("tree", "bad"), ("resume", "bad"), ("show", "bad", "1")):
+        done = cambrian(*command, "--runs-dir", str(runs))
+        assert done.returncode == 2 and "Traceback" not in done.stderr, (command, done.stderr)
+        assert f"the archive {bad} is damaged" in done.stderr and "PRAGMA integrity_check" in done.stderr, command
+    listed = cambrian("runs", "--runs-dir", str(runs))
+    assert listed.returncode == 0 and "Traceback" not in listed.stderr, listed.stderr
+    assert "good" in listed.stdout and "deceptive" in listed.stdout and "damaged archive" in listed.stdout
+    assert f"{bad} is damaged" in listed.stderr
