@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.syntax import Syntax
@@ -14,7 +15,11 @@ from archive.errors import AgentNotFound, ArchiveCorrupt, ArchiveOutdated, Archi
 from archive.models import Agent, AgentStatus, Run
 from archive.store import Archive
 from meta_agent.cli._app import RunsDir, Store, app, console, err_console
+from meta_agent.errors import CambrianError
 from meta_agent.search import open_run, shown_store
+
+if TYPE_CHECKING:
+    from meta_agent.search import Arm
 
 # ----- browsing ----------------------------------------------------------------------------------
 
@@ -136,7 +141,7 @@ def _print_arms(agents: list[Agent], config: dict) -> None:
         return
     settings = BanditConfig.model_validate(config["search"].get("bandit") or {"algorithm": "off"})
     weights = config["search"].get("operators") or {}
-    arms = sorted({arm for arm, _, _ in history})
+    arms = sorted({arm for arm, _, _ in history} | set(untried_arms(history, weights)))
     bandit = restore_bandit(settings, arms, agents, weights=weights)
     shares = dict(zip(bandit.arms, bandit.choice_shares())) if bandit is not None else {}
     title = f"operators and models (bandit: {settings.algorithm})"
@@ -165,6 +170,23 @@ def _print_arms(agents: list[Agent], config: dict) -> None:
             row.append(f"{shares.get(arm, 0.0):.0%}")
         table.add_row(*row)
     console.print(table)
+
+
+def untried_arms(history: list[tuple[Arm, float | None, float]], weights: dict[str, float]) -> list[Arm]:
+    """The arms of the run's operators (positive weight) that no proposal used yet, on the models it used: the
+    bandit may choose them next, so its shares are over them too."""
+    from meta_agent.operators import make_operator
+    from meta_agent.search import Arm
+
+    models = sorted({arm.model for arm, _, _ in history if arm.model}) or [""]
+    arms: list[Arm] = []
+    for name, weight in weights.items():
+        try:
+            uses_fm = weight > 0 and make_operator(name).uses_fm
+        except CambrianError:  # an operator plugin no longer installed: shown only through its history
+            continue
+        arms.extend(Arm(model if uses_fm else "", name) for model in (models if uses_fm else [""]) if weight > 0)
+    return arms
 
 
 def agent_of_run(archive: Archive, run: Run, agent_id: int, *, store: str | None) -> Agent:

@@ -49,3 +49,27 @@ def test_a_damaged_archive_is_named_with_the_fix_and_runs_lists_the_healthy_ones
     assert listed.returncode == 0 and "Traceback" not in listed.stderr, listed.stderr
     assert "good" in listed.stdout and "deceptive" in listed.stdout and "damaged archive" in listed.stdout
     assert f"{bad} is damaged" in listed.stderr
+
+
+def test_status_shows_what_the_bandit_would_choose_next_among_all_the_runs_operators(tmp_path: Path) -> None:
+    # No rewrite was proposed yet, but the bandit may choose it next: it is in the table, with its share.
+    from archive.models import AgentStatus
+    from meta_agent.config import RunConfig
+
+    config = RunConfig.model_validate({"name": "arms", "search": {"operators": {"lines": 0.5, "rewrite": 0.5}}})
+    with Archive.at(tmp_path / "arms" / "archive.db") as archive:
+        run = archive.create_run(name="arms", benchmark="deceptive", seed=0, config_json=config.to_json())
+        seed = archive.add_agent(run.key, files={"main.py": "x = 0\n"}, entry="main.py")
+        archive.mark_evaluating(seed.key)
+        archive.finish_evaluation(seed.key, status=AgentStatus.evaluated, score=0.5)
+        for k in range(3):
+            child = archive.add_agent(run.key, files={"main.py": f"x = {k + 1}\n"}, entry="main.py", parent_id=seed.key,
+                                      operator="lines", model="m", iteration=k + 1, fm_seconds=2.0)  # fmt: skip
+            archive.mark_evaluating(child.key)
+            archive.finish_evaluation(child.key, status=AgentStatus.evaluated, score=0.5)
+    done = cambrian("status", "arms", "--runs-dir", str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    rows = {line.split()[1]: line.split() for line in done.stdout.splitlines() if line.startswith("m ")}
+    assert set(rows) == {"lines", "rewrite"} and rows["rewrite"][2] == "0"  # proposals
+    shares = {name: int(row[-1].rstrip("%")) for name, row in rows.items()}
+    assert sum(shares.values()) in (99, 100, 101) and shares["rewrite"] > 0
