@@ -289,8 +289,13 @@ class Archive(BatchMixin, LedgerMixin, QueriesMixin):
             if run is None and str(name_or_id).isdigit():
                 run = session.get(Run, int(name_or_id))
         if run is None:
+            with self._read() as session:
+                held = list(session.exec(select(Run.name).order_by(col(Run.id)).limit(6)))
+            names = ", ".join(held[:5]) + (", ..." if len(held) > 5 else "")
             raise RunNotFound(
-                f"no run named {name_or_id!r} in {self!r}", fix="list the stored runs with `cambrian runs`"
+                f"no run named {name_or_id!r} in {self._where}"
+                + (f" (it holds {names}: was its folder renamed?)" if held else " (it holds no run)"),
+                fix="list the stored runs with `cambrian runs`",
             )
         return run
 

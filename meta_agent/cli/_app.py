@@ -78,6 +78,19 @@ def one_of(value: str, choices: Sequence[str], option: str) -> Any:
 # ----- entry point -------------------------------------------------------------------------------
 
 
+def _os_fix(error: OSError) -> str:
+    """What to do about a file-system or network error a command met."""
+    if isinstance(error, NotADirectoryError):
+        return "a file is where a folder is needed: pass a folder path (or move the file away)"
+    if isinstance(error, FileNotFoundError):
+        return "a folder on the path does not exist (or cannot be created there): pass a path under a folder you own"
+    if isinstance(error, PermissionError):
+        return "you may not write there: pass a path you own (e.g. under your home folder)"
+    if isinstance(error, IsADirectoryError):
+        return "a folder is where a file is needed: pass a file path"
+    return "check the path or address the command was given, and the free disk space"
+
+
 def main() -> None:
     """Console-script entry: runs the app and turns user errors into cause + fix."""
     try:
@@ -94,6 +107,11 @@ def main() -> None:
         sys.exit(130)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
+    except OSError as exc:  # a path or a port the command could not use: the cause and where, never a traceback
+        where = f": {exc.filename}" if exc.filename else ""
+        err_console.print(f"[bold red]error:[/bold red] {exc.strerror or exc}{where}")
+        err_console.print(f"[bold]fix:[/bold] {_os_fix(exc)}")
+        sys.exit(2)
     except Exception as exc:  # usage errors (an unknown command, a bad flag) come through here in standalone_mode=False
         show, code = getattr(exc, "show", None), getattr(exc, "exit_code", None)
         if callable(show) and isinstance(code, int):  # click's (or typer's vendored click's) ClickException

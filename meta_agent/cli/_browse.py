@@ -338,6 +338,8 @@ def export(
     """Export agents as standalone folders: files, manifest.json and the diff chain from the seed."""
     from archive.export import export_agent
 
+    if to.exists() and not to.is_dir():
+        raise CambrianError(f"--to {to} is a file, and the export is a folder", fix="pass a folder path to --to")
     archive, r = open_run(runs_dir, run_name, readonly=True, store=store)
     with archive:
         ids = [agent_of_run(archive, r, agent, store=store).key] if agent is not None else []

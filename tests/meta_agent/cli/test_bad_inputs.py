@@ -73,3 +73,26 @@ def test_status_shows_what_the_bandit_would_choose_next_among_all_the_runs_opera
     assert set(rows) == {"lines", "rewrite"} and rows["rewrite"][2] == "0"  # proposals
     shares = {name: int(row[-1].rstrip("%")) for name, row in rows.items()}
     assert sum(shares.values()) in (99, 100, 101) and shares["rewrite"] > 0
+
+
+def test_export_to_a_file_or_an_impossible_path_is_one_line_with_the_fix(tmp_path: Path) -> None:
+    from archive.models import AgentStatus
+
+    runs = tmp_path / "runs"
+    with Archive.at(runs / "r" / "archive.db") as archive:
+        run = archive.create_run(name="r", benchmark="deceptive", seed=0, config_json="{}")
+        seed = archive.add_agent(run.key, files={"main.py": "x = 0\n"}, entry="main.py")
+        archive.mark_evaluating(seed.key)
+        archive.finish_evaluation(seed.key, status=AgentStatus.evaluated, score=0.5)
+    (tmp_path / "a-file").write_text("")
+    for to, words in ((tmp_path / "a-file", "is a file"), (Path("/proc/no-such/x"), "No such file or directory")):
+        done = cambrian("export", "r", "--to", str(to), "--runs-dir", str(runs))
+        assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+        assert words in done.stderr and "fix:" in done.stderr
+    (runs / "r").rename(runs / "s")  # a folder name that is not its run's name
+    renamed = cambrian("status", "s", "--runs-dir", str(runs))
+    assert renamed.returncode == 2 and "it holds r: was its folder renamed?" in renamed.stderr
+    port = cambrian("ui", "--port", "99999", "--runs-dir", str(runs))
+    assert (
+        port.returncode == 2 and "Traceback" not in port.stderr and "--port" in port.stderr and "65535" in port.stderr
+    )
