@@ -369,7 +369,7 @@ def _evaluate(subject: _Subject, *, split: str, reporter: Reporter, ledger: Ledg
     budget = per_task.times(len(list(benchmark.tasks(split))))  # as in a search: per task, shared by the split
     reporter.info(f"evaluating {subject.label} on the {split} split of {benchmark.name}")
     with sandbox_with_socket_dir(config, reporter) as (sandbox, socket_dir):
-        with _maybe_fm(config, reporter, ledger) as llm:
+        with _maybe_fm(config, benchmark, reporter, ledger) as llm:
 
             async def run() -> AgentResult:
                 gateway = FMGateway(llm, socket_dir=socket_dir) if llm is not None else None
@@ -387,9 +387,16 @@ def _evaluate(subject: _Subject, *, split: str, reporter: Reporter, ledger: Ledg
 
 
 @contextlib.contextmanager
-def _maybe_fm(config: RunConfig, reporter: Reporter, ledger: Ledger) -> Iterator[LLMClient | None]:
-    """The FM client agents call through the gateway, or None when `evaluation.agent_fm` is off."""
+def _maybe_fm(
+    config: RunConfig, benchmark: Benchmark, reporter: Reporter, ledger: Ledger
+) -> Iterator[LLMClient | None]:
+    """The FM client agents call through the gateway, or None when `evaluation.agent_fm` is off or the
+    benchmark's agents call no FM (a program benchmark: no model server is started, nor downloaded)."""
     if not config.evaluation.agent_fm:
+        yield None
+        return
+    if not getattr(benchmark, "agent_calls_fm", False):
+        reporter.info(f"no model server: {benchmark.name}'s programs call no FM (evaluation.agent_fm is ignored)")
         yield None
         return
     # The server's log goes to a folder of its own: the search's server.log (or an export folder) stays as it was.

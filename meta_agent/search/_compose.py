@@ -9,6 +9,7 @@ a benchmark that supports `self_modify`, an FM for the FM operators, a seed some
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from archive.selection import ParentSelector, selector_needs, selector_parameters
@@ -76,6 +77,28 @@ def check_operators(
     needs_fm = any(operators[name].uses_fm for name in weights)
     if needs_fm and not has_fm:
         raise ConfigError("search.operators names FM operators but the run has no FM", fix="configure fm.model")
+
+
+def fm_needed(config: RunConfig, benchmark: Benchmark, operators: Mapping[str, Operator]) -> bool:
+    """Whether the run will call an FM: an operator that writes with one (or whose agents write their children),
+    the run's notes (`search.reflect_every`), or agents that call one through the gateway (a benchmark whose
+    harness hands its agents an FM client, with `evaluation.agent_fm` on). When none will, no model server is
+    started (nor, on a fresh machine, a model downloaded)."""
+    weighted = [operators[name] for name, weight in config.search.operators.items() if weight > 0]
+    agents_call = config.evaluation.agent_fm and bool(getattr(benchmark, "agent_calls_fm", False))
+    return any(op.uses_fm or op.runs_agent for op in weighted) or config.search.reflect_every > 0 or agents_call
+
+
+def check_models(config: RunConfig) -> None:
+    """Every model the run names that is a .gguf path exists: checked before the run is created (a missing file
+    once ran to exit 0 with every proposal invalid)."""
+    for spec in (config.fm.model, *config.fm.models, config.evaluation.agent_model):
+        if spec is not None and spec.endswith(".gguf") and not Path(spec).expanduser().is_file():
+            raise ConfigError(
+                f"no model file at {spec}",
+                fix="check the path, or name a model Cambrian downloads (`cambrian models list`, e.g. --model "
+                "qwen2.5-coder-1.5b)",
+            )
 
 
 def prompt_limits(config: RunConfig) -> PromptLimits:

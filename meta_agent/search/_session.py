@@ -45,7 +45,7 @@ from meta_agent.llm import (
     server_grammar_field,
 )
 from meta_agent.operators import make_operator
-from meta_agent.search._compose import check_seed_editable, prompt_limits
+from meta_agent.search._compose import check_models, check_seed_editable, fm_needed, prompt_limits
 from meta_agent.search._executor import make_executor
 from meta_agent.search._loop import LoopEvent, LoopOutcome, SearchLoop
 from meta_agent.search._stores import archive_path, open_run, shown_store, store_in_use
@@ -165,6 +165,8 @@ def start_run(config: RunConfig, reporter: Reporter) -> tuple[str, LoopOutcome]:
     # Before the run exists: a seed no operator can edit would only make invalid children.
     operators = {name: make_operator(name, limits=prompt_limits(config)) for name in config.search.operators}
     check_seed_editable(config, benchmark.seed(), operators)
+    if fm_needed(config, benchmark, operators):
+        check_models(config)
     path = archive_path(config.runs_dir, config.name)
     if path.exists():
         raise ConfigError(
@@ -249,6 +251,8 @@ def resume_run(
         # The loop's config names the store as given, password included (the stored one never does).
         config = config.model_copy(update={"runs_dir": Path(runs_dir), "store": store_in_use(archive, runs_dir, name)})
         benchmark = build_benchmark(config)
+        if fm_needed(config, benchmark, {name: make_operator(name) for name in config.search.operators}):
+            check_models(config)  # before the run is touched: a missing model file is a config error
         return _search(archive, run, config, benchmark, reporter)
 
 
@@ -276,18 +280,26 @@ def _search_with_resources(
         if executor.name != "local":
             reporter.info(f"evaluation: {executor.name} executor, {executor.slots} task slots")
         ledger = ArchiveLedger(archive, run.key)
-        endpoint, label = models.enter_context(fm_endpoint(config, reporter))
-        llm = make_llm_client(endpoint, config, ledger=ledger, warn=reporter.warn)
-        more_llms = {}
-        for spec in config.fm.models:
-            extra, extra_label = models.enter_context(fm_endpoint(config, reporter, model=spec))
-            if extra_label == label or extra_label in more_llms:
-                raise ConfigError(
-                    f"fm.models names the model {extra_label!r} twice (with fm.model or itself)",
-                    fix="list each model once: fm.model is the first, fm.models the others",
-                )
-            more_llms[extra_label] = make_llm_client(extra, config, ledger=ledger, warn=reporter.warn)
-        agent_llm = _agent_llm(config, reporter, models, llm, {label: llm, **more_llms}, ledger)
+        operators = {name: make_operator(name) for name, weight in config.search.operators.items() if weight > 0}
+        llm: LLMClient | None = None
+        agent_llm: LLMClient | None = None
+        label = model_label(config.fm.model)
+        more_llms: dict[str, LLMClient] = {}
+        if fm_needed(config, benchmark, operators):
+            endpoint, label = models.enter_context(fm_endpoint(config, reporter))
+            llm = make_llm_client(endpoint, config, ledger=ledger, warn=reporter.warn)
+            for spec in config.fm.models:
+                extra, extra_label = models.enter_context(fm_endpoint(config, reporter, model=spec))
+                if extra_label == label or extra_label in more_llms:
+                    raise ConfigError(
+                        f"fm.models names the model {extra_label!r} twice (with fm.model or itself)",
+                        fix="list each model once: fm.model is the first, fm.models the others",
+                    )
+                more_llms[extra_label] = make_llm_client(extra, config, ledger=ledger, warn=reporter.warn)
+            agent_llm = _agent_llm(config, reporter, models, llm, {label: llm, **more_llms}, ledger)
+        else:
+            reporter.info("no model server: nothing in this run calls an FM (its operators write code without "
+                          "one, and its agents call none)")  # fmt: skip
         loop = SearchLoop.from_config(
             archive=archive,
             run=run,
@@ -303,7 +315,8 @@ def _search_with_resources(
         )
         done = archive.iterations_done(run.key)
         with reporter.progress(done, config.budget.iterations):
-            gateway = FMGateway(agent_llm, socket_dir=socket_dir) if config.evaluation.agent_fm else None
+            serve = config.evaluation.agent_fm and agent_llm is not None  # no FM client: no agent calls one
+            gateway = FMGateway(agent_llm, socket_dir=socket_dir) if serve and agent_llm else None
             return asyncio.run(_run_with_signals(loop, gateway))
 
 

@@ -96,3 +96,36 @@ def test_export_to_a_file_or_an_impossible_path_is_one_line_with_the_fix(tmp_pat
     assert (
         port.returncode == 2 and "Traceback" not in port.stderr and "--port" in port.stderr and "65535" in port.stderr
     )
+
+
+def test_a_missing_model_file_is_refused_before_the_run_exists(tmp_path: Path) -> None:
+    done = cambrian("run", "deceptive", "--model", str(tmp_path / "no-such.gguf"), "--iterations", "1",
+                    "--sandbox", "local", "--runs-dir", str(tmp_path / "runs"))  # fmt: skip
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert f"no model file at {tmp_path / 'no-such.gguf'}" in done.stderr and "cambrian models list" in done.stderr
+    assert not (tmp_path / "runs").exists()  # nothing left behind
+
+
+def test_a_search_that_calls_no_fm_starts_no_model_server(tmp_path: Path) -> None:
+    # ast_mutate writes children without an FM and deceptive's programs call none: the model named (a file that
+    # does not even exist) is never needed, so it is neither checked nor served (nor, on a fresh machine,
+    # downloaded).
+    runs = tmp_path / "runs"
+    done = cambrian("run", "deceptive", "--name", "plain", "--model", str(tmp_path / "no-such.gguf"),
+                    "--iterations", "2", "--sandbox", "local", "--set", "search.operators={ast_mutate = 1.0}",
+                    "--runs-dir", str(runs))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "no model server" in done.stdout + done.stderr and "starting a local inference server" not in done.stdout
+    assert not list((runs / "plain").glob("server*.log"))
+    with Archive.at(runs / "plain" / "archive.db", readonly=True) as archive:
+        assert archive.iterations_done(archive.get_run("plain").key) == 2
+    # Evaluating its export with the agents' FM asked for starts none either: deceptive's programs call none.
+    assert (
+        cambrian("export", "plain", "--best", "1", "--to", str(tmp_path / "out"), "--runs-dir", str(runs)).returncode
+        == 0
+    )
+    [folder] = list((tmp_path / "out").glob("agent-*"))
+    evaluated = cambrian("eval", str(folder), "--split", "search", "--agent-fm", "--sandbox", "local",
+                         "--runs-dir", str(runs))  # fmt: skip
+    assert evaluated.returncode == 0, evaluated.stderr
+    assert "no model server" in evaluated.stdout + evaluated.stderr
