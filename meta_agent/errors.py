@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from cambrian_errors import CambrianError
 
-__all__ = ["CambrianError", "ClusterError", "ConfigError", "RunAborted", "SeedFailed"]
+__all__ = ["CambrianError", "ClusterError", "ConfigError", "RunAborted", "RunBusy", "SeedFailed"]
 
 
 class ConfigError(CambrianError):
@@ -21,3 +21,7 @@ class RunAborted(CambrianError):
 
 class ClusterError(CambrianError):
     """The Ray cluster for evaluation cannot be reached, or a node of it cannot evaluate."""
+
+
+class RunBusy(CambrianError):
+    """Another process is searching this run now (it holds the run's lock)."""

@@ -47,6 +47,7 @@ from meta_agent.llm import (
 from meta_agent.operators import make_operator
 from meta_agent.search._compose import check_models, check_seed_editable, fm_needed, prompt_limits
 from meta_agent.search._executor import make_executor
+from meta_agent.search._lock import run_lock
 from meta_agent.search._loop import LoopEvent, LoopOutcome, SearchLoop
 from meta_agent.search._stores import archive_path, open_run, shown_store, store_in_use
 from sandbox.base import Sandbox
@@ -169,10 +170,20 @@ def start_run(config: RunConfig, reporter: Reporter) -> tuple[str, LoopOutcome]:
         check_models(config)
     path = archive_path(config.runs_dir, config.name)
     if path.exists():
+        with run_lock(path.parent, config.name):  # RunBusy, naming its process, while it is being searched
+            pass
         raise ConfigError(
             f"a run named {config.name!r} already exists in {config.runs_dir}",
             fix=f"continue it with `cambrian resume {config.name}`, or choose another --name",
         )
+    with run_lock(path.parent, config.name):
+        return config.name, _start(config, benchmark, reporter)
+
+
+def _start(config: RunConfig, benchmark: Benchmark, reporter: Reporter) -> LoopOutcome:
+    """Store the new run (config, Run row) and search it; its lock is held."""
+    assert config.name is not None
+    path = archive_path(config.runs_dir, config.name)
     # The frozen config never holds the store's password: keep it in the URL given, PGPASSWORD or ~/.pgpass.
     frozen = config if config.store is None else config.model_copy(update={"store": shown_store(config.store)})
     archive = Archive.at(path) if config.store is None else Archive(config.store)
@@ -193,7 +204,7 @@ def start_run(config: RunConfig, reporter: Reporter) -> tuple[str, LoopOutcome]:
                     f"continue it with `cambrian resume {config.name} --store {frozen.store}`, or choose another --name"
                 )
             raise
-        return config.name, _search(archive, run, config, benchmark, reporter)
+        return _search(archive, run, config, benchmark, reporter)
 
 
 def resolve_fm_concurrency(config: RunConfig) -> RunConfig:
@@ -237,6 +248,23 @@ def resume_run(
     store: the database URL holding the run (default: RUNS_DIR/<name>/archive.db, or the store its
     config.json names).
     """
+    folder = Path(runs_dir) / name
+    if not folder.is_dir():  # a run kept in a store, or no such run: RunNotFound before any folder is made
+        open_run(runs_dir, name, readonly=True, store=store)[0].close()
+    with run_lock(folder, name):
+        return _resume(runs_dir, name, budget, reporter, sandbox=sandbox, store=store)
+
+
+def _resume(
+    runs_dir: Path,
+    name: str,
+    budget: dict[str, float | int | None],
+    reporter: Reporter,
+    *,
+    sandbox: str | None,
+    store: str | None,
+) -> LoopOutcome:
+    """`resume_run` once the run's lock is held."""
     archive, run = open_run(runs_dir, name, store=store)
     with archive:
         stored = json.loads(run.config_json)

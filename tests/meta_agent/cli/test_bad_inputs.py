@@ -129,3 +129,32 @@ def test_a_search_that_calls_no_fm_starts_no_model_server(tmp_path: Path) -> Non
                          "--runs-dir", str(runs))  # fmt: skip
     assert evaluated.returncode == 0, evaluated.stderr
     assert "no model server" in evaluated.stdout + evaluated.stderr
+
+
+def test_a_second_resume_of_a_run_being_searched_is_refused_and_the_run_goes_on(tmp_path: Path) -> None:
+    import signal
+    import time
+
+    runs = tmp_path / "runs"
+    args = ["--sandbox", "local", "--set", "search.operators={ast_mutate = 1.0}", "--runs-dir", str(runs)]
+    env = {**os.environ, "COLUMNS": "250", "NO_COLOR": "1"}
+    first = subprocess.Popen([*CAMBRIAN, "run", "deceptive", "--name", "busy", "--iterations", "100000", *args],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)  # fmt: skip
+    try:
+        lock = runs / "busy" / "run.lock"
+        deadline = time.monotonic() + 300  # a generous ceiling: the event waited for is the lock's holder line
+        while not (lock.exists() and lock.read_text().startswith(f"pid {first.pid} ")):
+            assert first.poll() is None and time.monotonic() < deadline, first.communicate()
+            time.sleep(0.05)
+        for command in (("resume", "busy", "--runs-dir", str(runs)), ("run", "deceptive", "--name", "busy", *args)):
+            refused = cambrian(*command)
+            assert refused.returncode == 2 and "Traceback" not in refused.stderr, refused.stderr
+            assert f"run 'busy' is being searched now, by pid {first.pid} on" in refused.stderr
+            assert "kill -INT PID" in refused.stderr
+        assert first.poll() is None  # the search goes on, undisturbed
+    finally:
+        first.send_signal(signal.SIGINT)
+        first.communicate(timeout=300)
+    with Archive.at(runs / "busy" / "archive.db", readonly=True) as archive:
+        assert archive.get_run("busy").status.value == "stopped"  # stopped by its Ctrl-C, not failed
+    assert lock.read_text() == ""  # released: a resume may take it now
