@@ -151,6 +151,7 @@ class SearchLoop:
         every = config.search.reflect_every
         self.notes = RunNotes.restore(archive, self.run_id, every=every) if every and self.llms else None
         self._reflection: asyncio.Task[None] | None = None
+        self._repairs: set[asyncio.Task[None]] = set()  # FM repairs of failed runs in flight: proposals too
         if {arm.operator for arm in self.arms} == {"crossover"} and len(self.view) < 2:
             raise ConfigError(
                 "search.operators: crossover alone cannot start a search (it needs two evaluated agents)",
@@ -176,10 +177,14 @@ class SearchLoop:
     # ----- control -------------------------------------------------------------------------
 
     def request_stop(self, reason: str = "stopped by the user") -> None:
-        """Stop proposing; evaluations already running finish and are stored."""
+        """Stop proposing, at once: FM calls in flight (proposals, repairs of failed runs, the run's notes) are
+        cancelled (a local model's call could hold a Ctrl-C for minutes); evaluations already running finish
+        and are stored."""
         if not self._stop.is_set():
             self._counters.stop_reason = reason
             self._stop.set()
+        for task in (*self._repairs, *([self._reflection] if self._reflection is not None else [])):
+            task.cancel()
 
     def _abort(self, exc: Exception) -> None:
         if self._counters.abort is None:
@@ -487,7 +492,17 @@ class SearchLoop:
             )
         repairable = self._repairable.pop(agent_id)
         if repairable is not None and failed_run(result):
-            await self._repair_failed_run(agent, repairable, result.invalid_reason or result.feedback)
+            repair = asyncio.create_task(
+                self._repair_failed_run(agent, repairable, result.invalid_reason or result.feedback)
+            )
+            self._repairs.add(repair)
+            try:
+                await asyncio.wait({repair})  # returns when it is done or cancelled by a stop, never raises for it
+            finally:
+                self._repairs.discard(repair)
+                repair.cancel()  # this worker itself cancelled meanwhile: the repair goes with it
+            if not repair.cancelled():
+                repair.result()  # what it raised, raised here
 
     async def _repair_failed_run(self, agent: Agent, repairable: _Repairable, failure: str) -> None:
         """Send a child's failed run back to the FM in the conversation that wrote it; the answer becomes a new

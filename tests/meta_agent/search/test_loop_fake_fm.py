@@ -332,3 +332,36 @@ def test_a_valid_child_below_the_optimum_is_not_sent_back_to_be_fixed_fake_fm(tm
     scored = [a for a in children if a.status == AgentStatus.evaluated and (a.score or 0) > 0]
     assert len(children) == 2 and len(scored) == 2 and fm.calls == 2
     assert all(not any(e.passed for e in archive.evaluations(a.key)) for a in scored)  # below the optimum
+
+
+class _HangingRepairFM(ScriptedFM):
+    """Answers proposals at once; a repair call hangs (a local model's minutes-long call) until cancelled."""
+
+    def __init__(self, replies: list[str]) -> None:
+        super().__init__(replies)
+        self.repair_started = asyncio.Event()
+
+    async def complete(self, messages, *, purpose: str = "mutate", **kwargs):  # type: ignore[no-untyped-def]
+        if purpose == "repair":
+            self.repair_started.set()
+            await asyncio.Event().wait()  # never answers
+        return await super().complete(messages, purpose=purpose, **kwargs)
+
+
+def test_a_stop_cancels_an_fm_repair_in_flight_at_once_fake_fm(tmp_path: Path) -> None:
+    # A run once ignored two Ctrl-Cs and a SIGTERM for about 3 minutes: a repair's FM call was in flight.
+    fm = _HangingRepairFM([fenced(CRASH), fenced(VALID)])
+    search = {"strategy": "greedy", "operators": {"rewrite": 1.0}, "max_pending": 1}
+    loop, archive = make_loop(tmp_path, fm, budget={"iterations": 10}, fm={"concurrency": 1, "repair_rounds": 1},
+                              search=search)  # fmt: skip
+
+    async def scenario():  # type: ignore[no-untyped-def]
+        run = asyncio.create_task(loop.run_until_done())
+        await fm.repair_started.wait()
+        loop.request_stop("stopped by the user")
+        return await asyncio.wait_for(run, timeout=120)  # a ceiling only: the stop returns once the call is cancelled
+
+    outcome = asyncio.run(scenario())
+    assert outcome.status == RunStatus.stopped and outcome.reason == "stopped by the user"
+    crashed = [a for a in archive.agents(1) if a.iteration == 1]
+    assert len(crashed) == 1 and crashed[0].status.value == "invalid"  # kept; its repair was not stored
