@@ -373,11 +373,18 @@ class SearchLoop:
         return True
 
     async def _accept(
-        self, proposal: Proposal, repairable: _Repairable | None, origin: Origin, *, last_try: bool = True
+        self,
+        proposal: Proposal,
+        repairable: _Repairable | None,
+        origin: Origin,
+        *,
+        last_try: bool = True,
+        keep_duplicate: bool = True,
     ) -> Acceptance:
-        """Store a proposal (see `RunBook.accept`); a queued child whose FM conversation can take its failed run
-        back is remembered for that."""
-        accepted = await self.book.accept(proposal, origin, last_try=last_try)
+        """Store a proposal (see `RunBook.accept`; keep_duplicate=False: a program the run has is never stored,
+        even at the last try); a queued child whose FM conversation can take its failed run back is remembered
+        for that."""
+        accepted = await self.book.accept(proposal, origin, last_try=last_try and keep_duplicate)
         child_id = accepted.child_id
         if child_id is not None and repairable is not None and proposal.conversation and proposal.repairs_left > 0:
             self._repairable.put(child_id, repairable)
@@ -525,7 +532,14 @@ class SearchLoop:
         follow_up = dataclasses.replace(repairable, proposal=proposal)
         parent_id = agent.parent_id
         assert parent_id is not None  # a child being repaired came from a proposal, which has a parent
-        await self._accept(proposal, follow_up, Origin(repairable.iteration, parent_id, agent.second_parent_id, arm))
+        origin = Origin(repairable.iteration, parent_id, agent.second_parent_id, arm)
+        accepted = await self._accept(proposal, follow_up, origin, keep_duplicate=False)
+        if not accepted.stored:  # the failed program (or another the run has) sent back: no new child
+            if self.bandit is not None:
+                self.bandit.cancel_pull(arm)
+            self.on_event(LoopEvent("note", agent.key, agent.iteration, None, self.book.best_score(),
+                                    f"the repair of agent {agent.id} rebuilt agent {accepted.duplicate_of}: "
+                                    "not stored"))  # fmt: skip
 
     async def _evaluations(self, agent: Agent, genome: Genome) -> list[AgentResult]:
         """The agent's evaluations, first to last (`evaluation.repeats`): one, or `repeats`, each with task seeds of

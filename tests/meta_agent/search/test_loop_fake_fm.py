@@ -365,3 +365,17 @@ def test_a_stop_cancels_an_fm_repair_in_flight_at_once_fake_fm(tmp_path: Path) -
     assert outcome.status == RunStatus.stopped and outcome.reason == "stopped by the user"
     crashed = [a for a in archive.agents(1) if a.iteration == 1]
     assert len(crashed) == 1 and crashed[0].status.value == "invalid"  # kept; its repair was not stored
+
+
+def test_a_repair_that_sends_the_failed_program_back_is_not_stored_fake_fm(tmp_path: Path) -> None:
+    # Asked to fix its crash, the model answers with the same program: no new child (the call stays in the run's
+    # FM ledger, which LLMClient writes; this scripted FM has none).
+    fm = ScriptedFM([fenced(CRASH), fenced(CRASH)])
+    loop, archive = make_loop(tmp_path, fm, budget={"iterations": 1}, fm={"concurrency": 1, "repair_rounds": 1})
+    events: list[str] = []
+    loop.on_event = lambda event: events.append(event.message)
+    asyncio.run(loop.run_until_done())
+    children = [a for a in archive.agents(1) if a.iteration == 1]
+    assert len(children) == 1 and children[0].status == AgentStatus.invalid and fm.calls == 2
+    crashed = children[0].key
+    assert any(f"the repair of agent {crashed} rebuilt agent {crashed}: not stored" in note for note in events)
