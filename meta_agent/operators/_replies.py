@@ -47,7 +47,7 @@ def _check_python(path: str, text: str) -> None:
 def _parses(text: str) -> bool:
     try:
         ast.parse(text)
-    except SyntaxError:
+    except (SyntaxError, ValueError):  # ValueError: a NUL byte
         return False
     return True
 
@@ -122,7 +122,7 @@ def _apply_search_replace(parent: Genome, reply: str) -> Genome:
 def _apply_lines(parent: Genome, reply: str, focus: Focus) -> Genome:
     """The parent with the `focus` lines of `focus.path` replaced by the reply's code.
 
-    New lines written without the old lines' common indentation get it back, and EVOLVE-BLOCK marker lines
+    New lines are moved to the old lines' indentation (`_at_indent`), and EVOLVE-BLOCK marker lines
     copied into them are dropped (small models copy the marker next to the lines they were shown); a reply
     with no code is refused, and so is a focus that no longer matches the parent's lines (a caller's bug).
     """
@@ -145,14 +145,33 @@ def _apply_lines(parent: Genome, reply: str, focus: Focus) -> Genome:
         if not code.strip():
             raise EditError("the reply had no new lines, only EVOLVE-BLOCK markers",
                             fix="reply with the new code only, without EVOLVE-BLOCK comments")  # fmt: skip
-    indent = _indent(focus.text)
-    if indent and not _indent(code):
-        code = "\n".join(indent + line if line.strip() else line for line in code.splitlines())
-    text = "\n".join([*lines[: focus.start], *code.splitlines(), *lines[focus.end :]]) + "\n"
+    placed = [
+        "\n".join([*lines[: focus.start], *candidate.splitlines(), *lines[focus.end :]]) + "\n"
+        for candidate in _at_indent(code, _indent(focus.text))
+    ]
+    text = next((t for t in placed if not focus.path.endswith(".py") or _parses(t)), placed[0])
     _check_python(focus.path, text)
     files = {**parent.files, focus.path: text}
     _check_changed(parent, files)
     return Genome(files=files, entry=parent.entry)
+
+
+def _at_indent(code: str, indent: str) -> list[str]:
+    """`code` (the new lines) placed at the indentation of the lines they replace, the likeliest reading first:
+    its common indentation made the old lines' (its own relative indentation kept); then, where its first line
+    has none and the rest are at the file's indentation already (a first line copied without it), with only
+    that line indented. The caller keeps the first that parses.
+
+    Measured (circle packing, qwen2.5-coder-1.5b): 3 of 11 `lines` replies were refused as "unexpected indent"
+    or "expected an indented block" only because they were written 4 spaces deeper or shallower than the
+    lines they replace, their own relative indentation right."""
+    lines = code.splitlines()
+    own = _indent(code)
+    placed = ["\n".join(indent + line[len(own) :] if line.strip() else "" for line in lines)]
+    rest = [line for line in lines[1:] if line.strip()]
+    if indent and not own and rest and all(line.startswith(indent) for line in rest):
+        placed.append("\n".join([indent + lines[0], *lines[1:]]))
+    return placed
 
 
 def _indent(code: str) -> str:

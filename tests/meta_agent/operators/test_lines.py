@@ -226,3 +226,21 @@ def test_whole_region_operators_cannot_edit_a_region_longer_than_a_reply() -> No
     assert make_operator("rewrite").cannot_edit(genome(ONE_RETURN)) is None
     assert make_operator("lines").cannot_edit(long_seed) is None
     assert make_operator("diff").cannot_edit(long_seed) is None
+
+
+def test_new_lines_are_placed_at_the_old_lines_indentation_fake_fm() -> None:
+    # Measured: replies 4 spaces too deep or too shallow, their own relative indentation right, were refused.
+    parent = genome(KINDS)
+    focus = next(f for f in LinesOperator().windows(parent) if f.text == "        total += item")
+    for reply in ("            total += 2 * item", "    total += 2 * item", "total += 2 * item"):
+        child = LinesOperator().apply(parent, f"```python\n{reply}\n```", focus=focus)
+        assert "\n        total += 2 * item\n" in child.files["p.py"], reply
+    nested = "if item > 1:\n    total += item\nelse:\n    total -= 1"  # a block, at no indentation
+    child = LinesOperator().apply(parent, f"```python\n{nested}\n```", focus=focus)
+    assert (
+        "\n        if item > 1:\n            total += item\n        else:\n            total -= 1\n"
+        in child.files["p.py"]
+    )
+    copied = "total += item\n        total += 1"  # the first line copied without its indentation
+    child = LinesOperator().apply(parent, f"```python\n{copied}\n```", focus=focus)
+    assert "\n        total += item\n        total += 1\n" in child.files["p.py"]
