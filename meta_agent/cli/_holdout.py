@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import re
+import stat
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -231,7 +233,7 @@ def _evaluate_folder(
         search_score=manifest.get("score"), holdout_score=manifest.get("holdout_score"),
     )  # fmt: skip
     ledger = MemoryLedger()
-    result, benchmark = _evaluate(subject, split=split, reporter=reporter, ledger=ledger)
+    result, benchmark = _evaluate(subject, split=split, reporter=reporter, ledger=ledger, own_limits=True)
     stored_at: str | None = None
     holdout_score = subject.holdout_score
     if split == "holdout":
@@ -262,9 +264,45 @@ def folder_config(exported: Any, user_config: RunConfig | None, overrides: dict[
     return _with_overrides(own, overrides, source=f"{source} with your settings")
 
 
+#: The most an exported folder may hold, checked (lstat, before any read) for a folder someone sent you: a 1 GB
+#: file listed in its manifest once drove `cambrian eval` to 7.2 GB of memory before any check.
+MAX_EXPORT_FILES = 1000
+MAX_EXPORT_FILE_BYTES = 4 * 1024 * 1024
+MAX_EXPORT_BYTES = 16 * 1024 * 1024
+
+
+def _checked_size(path: Path, *, limit: int) -> int:
+    """The size of `path` from lstat (no read, no link followed); EvalTargetError for what is not one plain file
+    of at most `limit` bytes: a link, a device or fifo (a read could block or never end), a hard link (the same
+    data under another name, maybe outside the folder), a file too large."""
+    fix = "export the agent again with `cambrian export RUN --agent ID --to NEW_DIR`"
+    try:
+        info = path.lstat()
+    except FileNotFoundError:
+        raise EvalTargetError(f"{path} is missing: the manifest lists it", fix=fix) from None
+    if stat.S_ISLNK(info.st_mode):
+        raise EvalTargetError(f"{path} is a symbolic link; an exported agent's files are plain files",
+                              fix="replace the link with the file itself, or export the agent again")  # fmt: skip
+    if not stat.S_ISREG(info.st_mode):
+        kind = "a folder" if stat.S_ISDIR(info.st_mode) else "a device, fifo or socket, not a file"
+        raise EvalTargetError(f"{path} is {kind}; an exported agent's files are plain files", fix=fix)
+    if info.st_nlink > 1:
+        raise EvalTargetError(
+            f"{path} is a hard link ({info.st_nlink} names for one file); an export holds copies",
+            fix="replace it with a copy of the file, or export the agent again",
+        )
+    if info.st_size > limit:
+        raise EvalTargetError(f"{path} has {info.st_size:,} bytes, more than the {limit:,} an exported file may",
+                              fix="an agent's files are source code: check what this folder holds")  # fmt: skip
+    return info.st_size
+
+
 def _read_manifest(folder: Path) -> dict[str, Any]:
     path = folder / MANIFEST_NAME
     fix = "give a folder made by `cambrian export RUN --to DIR` (the agent-<ID> sub-folder), or RUN:AGENT"
+    if not (folder / MANIFEST_NAME).exists() and not (folder / MANIFEST_NAME).is_symlink():
+        raise EvalTargetError(f"{folder} has no {MANIFEST_NAME}", fix=fix)
+    _checked_size(path, limit=MAX_EXPORT_FILE_BYTES)
     try:
         manifest = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -287,8 +325,12 @@ def _read_genome(folder: Path, manifest: dict[str, Any]) -> Genome:
         check_genome_paths(dict.fromkeys(names, ""), entry)
     except InvalidGenome as exc:
         raise EvalTargetError(f"{folder / MANIFEST_NAME}: {exc}", fix=exc.fix) from None
+    if len(names) > MAX_EXPORT_FILES:
+        raise EvalTargetError(f"{folder / MANIFEST_NAME} lists {len(names):,} files, more than {MAX_EXPORT_FILES:,}",
+                              fix="an agent is a few source files: check what this folder holds")  # fmt: skip
     root = folder.resolve()
     files: dict[str, str] = {}
+    total = 0
     for relative in names:
         path = folder / relative
         walked = folder
@@ -299,11 +341,15 @@ def _read_genome(folder: Path, manifest: dict[str, Any]) -> Genome:
                     f"{walked} is a symbolic link; an exported agent's files are plain files",
                     fix="replace the link with the file itself, or export the agent again",
                 )
-        if not path.is_file() or not path.resolve().is_relative_to(root):
+        if not path.exists() or not path.resolve().is_relative_to(root):
             raise EvalTargetError(
                 f"{folder} lacks {relative}, a file of the exported agent",
                 fix="export the agent again with `cambrian export RUN --agent ID --to NEW_DIR`",
             )
+        total += _checked_size(path, limit=MAX_EXPORT_FILE_BYTES)
+        if total > MAX_EXPORT_BYTES:
+            raise EvalTargetError(f"the files of {folder} hold more than {MAX_EXPORT_BYTES:,} bytes in all",
+                                  fix="an agent is a few source files: check what this folder holds")  # fmt: skip
         files[relative] = path.read_text(encoding="utf-8")
     return Genome(files=files, entry=entry)
 
@@ -347,7 +393,11 @@ def _holdout_record(subject: _Subject, benchmark: Benchmark, result: AgentResult
 # ----- the evaluation itself ----------------------------------------------------------------------
 
 
-def _evaluate(subject: _Subject, *, split: str, reporter: Reporter, ledger: Ledger) -> tuple[AgentResult, Benchmark]:
+def _evaluate(
+    subject: _Subject, *, split: str, reporter: Reporter, ledger: Ledger, own_limits: bool = False
+) -> tuple[AgentResult, Benchmark]:
+    """Evaluate the subject; own_limits (a folder someone sent): the time and memory limits are yours
+    (`evaluation.*`) or, where you set none, the benchmark's defaults: never what the folder's options ask."""
     config = subject.config
     benchmark = build_benchmark(config)
     # Checked before any sandbox or model server starts, so the mistake costs nothing.
@@ -363,6 +413,8 @@ def _evaluate(subject: _Subject, *, split: str, reporter: Reporter, ledger: Ledg
         memory_mb=config.evaluation.memory_mb,
         max_output_bytes=config.evaluation.max_output_bytes,
     )
+    if own_limits:
+        limits = _without_folder_limits(limits, config, split)
     per_task = AgentFMBudget(
         max_calls=config.evaluation.agent_fm_calls, max_tokens=config.evaluation.agent_fm_tokens, run_seed=config.seed
     )
@@ -384,6 +436,21 @@ def _evaluate(subject: _Subject, *, split: str, reporter: Reporter, ledger: Ledg
                     await close_http_sessions()
 
             return asyncio.run(run()), benchmark
+
+
+def _without_folder_limits(limits: Limits, config: RunConfig, split: str) -> Limits:
+    """`limits` with the time and memory the user left unset taken from the benchmark built with its default
+    options: an export's benchmark_options once raised its own limits (3600 s, 64 GiB) under the user's 1 GiB."""
+    if limits.timeout_s is not None and limits.memory_mb is not None:
+        return limits
+    plain = build_benchmark(config.model_copy(update={"benchmark_options": {}}))
+    tasks = list(plain.tasks(split))
+    spec = plain.run_spec(plain.seed(), tasks[0])
+    return dataclasses.replace(
+        limits,
+        timeout_s=limits.timeout_s if limits.timeout_s is not None else spec.timeout_s,
+        memory_mb=limits.memory_mb if limits.memory_mb is not None else spec.memory_mb,
+    )
 
 
 @contextlib.contextmanager

@@ -158,3 +158,42 @@ def test_a_second_resume_of_a_run_being_searched_is_refused_and_the_run_goes_on(
     with Archive.at(runs / "busy" / "archive.db", readonly=True) as archive:
         assert archive.get_run("busy").status.value == "stopped"  # stopped by its Ctrl-C, not failed
     assert lock.read_text() == ""  # released: a resume may take it now
+
+
+def hand_export(folder: Path, files: dict[str, str], **options: object) -> Path:
+    """An export folder as a stranger might send it: the files, and a manifest whose hash matches them."""
+    import json
+
+    from archive.store import genome_hash
+
+    folder.mkdir(parents=True)
+    for name, text in files.items():
+        (folder / name).write_text(text)
+    config = {"benchmark": "circle_packing", "benchmark_options": options, "seed": 0}
+    manifest = {"entry": "packing.py", "files": sorted(files), "config": config, "genome_hash": genome_hash(files)}
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    return folder
+
+
+PACKING = "def pack_circles(n):\n    return [(0.5, 0.5, 0.1)] + [(0.5, 0.5, 0.0)] * (n - 1)\n"
+
+
+def test_hostile_exports_are_refused_before_any_read_and_limits_stay_yours(tmp_path: Path) -> None:
+    args = ("--split", "search", "--sandbox", "local", "--no-agent-fm", "--runs-dir", str(tmp_path / "runs"))
+    huge = hand_export(tmp_path / "huge", {"packing.py": PACKING, "data.py": ""})
+    os.truncate(huge / "data.py", 1 << 30)  # 1 GiB listed in the manifest (sparse: nothing is written)
+    linked = hand_export(tmp_path / "linked", {"packing.py": PACKING, "other.py": "x = 1\n"})
+    (linked / "other.py").unlink()
+    os.link(tmp_path / "huge" / "packing.py", linked / "other.py")  # a second name for another folder's file
+    fifo = hand_export(tmp_path / "fifo", {"packing.py": PACKING, "pipe.py": ""})
+    (fifo / "pipe.py").unlink()
+    os.mkfifo(fifo / "pipe.py")  # a read would block for ever
+    for folder, words in ((huge, "1,073,741,824 bytes"), (linked, "is a hard link"), (fifo, "device, fifo")):
+        done = cambrian("eval", str(folder), *args)
+        assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+        assert words in done.stderr and "fix:" in done.stderr, done.stderr
+    # Options that raise the benchmark's own limits (3600 s, 64 GiB) do not raise yours: 1.5 GiB is refused.
+    greedy = PACKING.replace("    return", "    hog = bytearray(1536 * 1024 * 1024)\n    return")
+    raised = hand_export(tmp_path / "raised", {"packing.py": greedy}, timeout_s=3600, memory_mb=65536)
+    done = cambrian("eval", str(raised), *args)
+    assert "ran out of memory (limit 1024 MiB)" in done.stdout + done.stderr, done.stdout + done.stderr
