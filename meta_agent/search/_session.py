@@ -17,6 +17,7 @@ import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from archive.errors import RunExists
 from archive.models import Run, RunStatus
@@ -281,6 +282,7 @@ def _resume(
         benchmark = build_benchmark(config)
         if fm_needed(config, benchmark, {name: make_operator(name) for name in config.search.operators}):
             check_models(config)  # before the run is touched: a missing model file is a config error
+        check_backend(config, confirmed=sandbox is not None)
         return _search(archive, run, config, benchmark, reporter)
 
 
@@ -302,6 +304,8 @@ def _search_with_resources(
     local = config.evaluation.executor == "local"
     here = sandbox_with_socket_dir(config, reporter) if local else _no_sandbox(reporter)
     with here as (sandbox, socket_dir), contextlib.ExitStack() as models:
+        if sandbox is not None:
+            record_backend(config, sandbox)
         # The cluster first: an unreachable one fails before a local model server is started.
         executor = make_executor(config, sandbox, warn=reporter.warn)
         models.callback(executor.close)
@@ -366,6 +370,58 @@ def _agent_llm(
         return clients[model_label(spec)]
     endpoint, _label = models.enter_context(fm_endpoint(config, reporter, model=spec))
     return make_llm_client(endpoint, config, ledger=ledger, warn=reporter.warn)
+
+
+#: Where a run records the sandbox backend its agents were evaluated in (RUNS_DIR/<run>/).
+BACKEND_FILE = "sandbox.json"
+
+
+def backend_record(config: RunConfig, backend: str) -> dict[str, Any]:
+    """What a run records of the sandbox its agents are evaluated in: the backend, and for Docker the image."""
+    return {"backend": backend, **({"image": config.evaluation.image} if backend == "docker" else {})}
+
+
+def planned_backend(config: RunConfig) -> str:
+    """The backend `choose_sandbox` would pick now (without starting it)."""
+    choice = config.evaluation.sandbox
+    if choice != "auto":
+        return choice
+    status = image_status(config.evaluation.image) if engine_available() else None
+    return "docker" if status is not None and status.current else "local"
+
+
+def check_backend(config: RunConfig, *, confirmed: bool) -> None:
+    """ConfigError, before a resume touches the run, when it would evaluate in another sandbox backend (or
+    image) than the run's earlier sessions, unless `confirmed` (the user named --sandbox). Scores from a
+    container and from this machine's Python (other numpy and scipy versions, other limits) are not alike,
+    and `auto` once switched a resumed run between them without a word."""
+    if confirmed or config.evaluation.executor != "local":
+        return
+    try:
+        earlier = json.loads((config.run_dir() / BACKEND_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return  # a run from before this record: nothing to compare with
+    now = backend_record(config, planned_backend(config))
+    if isinstance(earlier, dict) and earlier != now:
+        was, will = _backend_words(earlier), _backend_words(now)
+        raise ConfigError(
+            f"run {config.name!r} was evaluated in {was}; resumed now, it would be evaluated in {will}, and its "
+            "scores would not compare with the earlier ones (other Python packages and limits)",
+            fix=f"resume with --sandbox {now['backend']} to accept the change, or bring {was} back (for Docker: "
+            "start the engine, `cambrian sandbox build`)",
+        )
+
+
+def record_backend(config: RunConfig, sandbox: Sandbox) -> None:
+    """Write RUNS_DIR/<run>/sandbox.json: the backend this session evaluates in (`check_backend` reads it)."""
+    path = config.run_dir() / BACKEND_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(backend_record(config, sandbox.name)) + "\n", encoding="utf-8")
+
+
+def _backend_words(record: dict[str, Any]) -> str:
+    backend = str(record.get("backend"))
+    return f"the Docker sandbox (image {record.get('image')})" if backend == "docker" else f"the {backend} sandbox"
 
 
 @contextlib.contextmanager

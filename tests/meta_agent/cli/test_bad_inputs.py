@@ -197,3 +197,27 @@ def test_hostile_exports_are_refused_before_any_read_and_limits_stay_yours(tmp_p
     raised = hand_export(tmp_path / "raised", {"packing.py": greedy}, timeout_s=3600, memory_mb=65536)
     done = cambrian("eval", str(raised), *args)
     assert "ran out of memory (limit 1024 MiB)" in done.stdout + done.stderr, done.stdout + done.stderr
+
+
+def test_a_resume_that_would_change_the_sandbox_backend_says_so_and_needs_sandbox_to_confirm(tmp_path: Path) -> None:
+    import json
+
+    runs = tmp_path / "runs"
+    plain = ("--set", "search.operators={ast_mutate = 1.0}", "--runs-dir", str(runs))
+    assert (
+        cambrian("run", "deceptive", "--name", "moved", "--iterations", "1", "--sandbox", "local", *plain).returncode
+        == 0
+    )
+    record = runs / "moved" / "sandbox.json"
+    assert json.loads(record.read_text()) == {"backend": "local"}
+    # As if its earlier sessions had run in Docker: this session would not.
+    record.write_text(json.dumps({"backend": "docker", "image": "cambrian-sandbox:bookworm"}))
+    refused = cambrian("resume", "moved", "--iterations", "2", "--runs-dir", str(runs))
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr, refused.stderr
+    assert "was evaluated in the Docker sandbox (image cambrian-sandbox:bookworm)" in refused.stderr
+    assert "--sandbox local" in refused.stderr
+    with Archive.at(runs / "moved" / "archive.db", readonly=True) as archive:
+        assert archive.get_run("moved").status.value == "finished"  # refused before anything: not failed
+    accepted = cambrian("resume", "moved", "--iterations", "2", "--sandbox", "local", "--runs-dir", str(runs))
+    assert accepted.returncode == 0, accepted.stderr
+    assert json.loads(record.read_text()) == {"backend": "local"}
