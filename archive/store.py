@@ -32,7 +32,7 @@ from typing import Any, NamedTuple
 
 from sqlalchemy import Connection, Engine
 from sqlalchemy.exc import DBAPIError, IntegrityError
-from sqlmodel import Session, col, select
+from sqlmodel import Session, col, delete, select
 
 from archive._batch import BatchMixin
 from archive._engine import BUSY_TIMEOUT_S, COMMIT_KEY, CommitCheck, open_engine, unreachable
@@ -76,9 +76,11 @@ from archive.genomes import check_genome_paths, genome_hash
 from archive.ledger import CostSummary, LedgerMixin, ModelCost, detached, insert_ignore, insert_ignore_statement
 from archive.models import (
     Agent,
+    AgentDescriptor,
     AgentStatus,
     Evaluation,
     GreedyAnswer,
+    LLMCall,
     LLMRequest,
     LLMResponse,
     Run,
@@ -313,6 +315,21 @@ class Archive(BatchMixin, LedgerMixin, QueriesMixin):
             run.status, run.error, run.updated_at = RunStatus(status), error, utcnow()
             session.add(run)
         return run
+
+    def delete_run(self, run_id: int) -> int:
+        """Delete a run: its agents, their evaluations and descriptors, its FM ledger rows and the run row, in one
+        transaction; returns how many agents went. Genomes and cached FM replies are content-addressed and may
+        be shared with other runs of the store: they stay (a later run reuses them)."""
+        with self._write() as session:
+            if session.get(Run, run_id) is None:
+                raise RunNotFound(f"no run with id {run_id}", fix="list the stored runs with `cambrian runs`")
+            agents = select(Agent.id).where(col(Agent.run_id) == run_id)
+            session.exec(delete(Evaluation).where(col(Evaluation.agent_id).in_(agents)))
+            session.exec(delete(AgentDescriptor).where(col(AgentDescriptor.agent_id).in_(agents)))
+            session.exec(delete(LLMCall).where(col(LLMCall.run_id) == run_id))
+            gone = session.exec(delete(Agent).where(col(Agent.run_id) == run_id))
+            session.exec(delete(Run).where(col(Run.id) == run_id))
+            return int(gone.rowcount or 0)
 
     def update_run_config(self, run_id: int, config_json: str) -> Run:
         """Replace a run's frozen config (e.g. `cambrian resume` with a larger budget)."""

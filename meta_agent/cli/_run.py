@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -235,6 +236,29 @@ def resume(
     outcome = resume_run(runs_dir, run_name, budget, CliReporter().reporter(), sandbox=sandbox, store=store)
     _print_outcome(run_name, outcome, runs_dir, store)
     _exit_for(outcome)
+
+
+@app.command("rm")
+def remove(
+    run_name: str = typer.Argument(..., metavar="RUN"),
+    yes: bool = typer.Option(False, "--yes", "-y", help="delete without asking"),
+    runs_dir: Path = RunsDir,
+    store: str | None = Store,
+) -> None:
+    """Delete a run: its agents, evaluations and FM ledger, and its folder (refused while it is being searched)."""
+    from meta_agent.search import delete_run, run_lock
+
+    archive, run = open_run(runs_dir, run_name, readonly=True, store=store)  # RunNotFound, with its fix
+    with archive:
+        agents = len(archive.agents(run.key))
+    where = shown_store(store) if store is not None else str(archive_path(runs_dir, run_name).parent)
+    with run_lock(Path(runs_dir) / run_name, run_name):  # RunBusy while a search holds it
+        if not yes:
+            if not sys.stdin.isatty():
+                raise typer.BadParameter(f"deleting run {run_name} needs a yes: pass --yes", param_hint="--yes")
+            typer.confirm(f"Delete run {run_name} ({agents} agents, in {where})? It cannot be undone", abort=True)
+        delete_run(runs_dir, run_name, store=store)
+    console.print(f"deleted run {run_name} ({agents} agents) from {where}")
 
 
 # ----- archive schema ----------------------------------------------------------------------------

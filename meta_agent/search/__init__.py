@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from meta_agent.search._book import RunBook
     from meta_agent.search._compose import selector_from_config
     from meta_agent.search._evaluation import AgentFMBudget, evaluate_in_sandbox, evaluation_row, run_self_modify
+    from meta_agent.search._lock import run_lock
     from meta_agent.search._loop import LoopEvent, LoopOutcome, SearchLoop
     from meta_agent.search._memory import PromptMemory
     from meta_agent.search._proposals import Proposer, agent_fm_budget, run_limits
@@ -47,7 +48,7 @@ if TYPE_CHECKING:
         server_threads,
         start_run,
     )
-    from meta_agent.search._stores import archive_path, open_run, shown_store, store_in_use
+    from meta_agent.search._stores import archive_path, delete_run, open_run, shown_store, store_in_use
     from meta_agent.search._summary import categorize, summarize_run
 
 # Imported on first use (meta_agent/_lazy.py): `cambrian status` and the other readers need `_stores` and `_arms`,
@@ -77,7 +78,8 @@ _NAMES: dict[str, tuple[str, ...]] = {
         "server_threads",
         "start_run",
     ),
-    "meta_agent.search._stores": ("archive_path", "open_run", "shown_store", "store_in_use"),
+    "meta_agent.search._lock": ("run_lock",),
+    "meta_agent.search._stores": ("archive_path", "delete_run", "open_run", "shown_store", "store_in_use"),
     "meta_agent.search._summary": ("categorize", "summarize_run"),
 }
 __getattr__ = lazy_exports(__name__, _NAMES)
@@ -88,11 +90,11 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
-    "ALGORITHMS", "INTERRUPTED", "RUN_REPAIR_NOTE", "AgentFMBudget", "Arm", "Bandit", "BanditError",
-    "BehaviourSpace", "LoopEvent", "LoopOutcome", "PromptMemory", "Proposal", "Proposer", "Reporter", "RunBook",
-    "SearchLoop", "TaskRow", "agent_fm_budget", "archive_path", "arm_history", "build_benchmark", "categorize",
-    "choose_sandbox", "evaluate_in_sandbox", "evaluation_row", "fm_endpoint", "improvement_reward",
-    "make_llm_client", "open_run", "resolve_fm_concurrency", "restore_bandit", "resume_run", "run_limits",
+    "ALGORITHMS", "AgentFMBudget", "Arm", "Bandit", "BanditError", "BehaviourSpace", "INTERRUPTED", "LoopEvent",
+    "LoopOutcome", "PromptMemory", "Proposal", "Proposer", "RUN_REPAIR_NOTE", "Reporter", "RunBook", "SearchLoop",
+    "TaskRow", "agent_fm_budget", "archive_path", "arm_history", "build_benchmark", "categorize", "choose_sandbox",
+    "delete_run", "evaluate_in_sandbox", "evaluation_row", "fm_endpoint", "improvement_reward", "make_llm_client",
+    "open_run", "resolve_fm_concurrency", "restore_bandit", "resume_run", "run_limits", "run_lock",
     "run_self_modify", "sandbox_with_socket_dir", "say_what_is_editable", "selector_from_config", "server_threads",
     "shown_store", "start_run", "store_in_use", "summarize_run",
 ]  # fmt: skip

@@ -20,14 +20,14 @@ from pathlib import Path
 from typing import Any
 
 from archive.errors import RunExists
-from archive.models import Run, RunStatus
+from archive.models import AgentStatus, Run, RunStatus
 from archive.store import Archive
 from evaluators.base import Benchmark, FeedbackPolicy
 from evaluators.registry import get_benchmark
 from meta_agent import __version__
 from meta_agent.config import RunConfig
 from meta_agent.edits import EditError, evolve_regions
-from meta_agent.errors import ConfigError
+from meta_agent.errors import CambrianError, ConfigError
 from meta_agent.llm import (
     GRAMMAR_FIELDS,
     ArchiveLedger,
@@ -50,7 +50,7 @@ from meta_agent.search._compose import check_models, check_seed_editable, fm_nee
 from meta_agent.search._executor import make_executor
 from meta_agent.search._lock import run_lock
 from meta_agent.search._loop import LoopEvent, LoopOutcome, SearchLoop
-from meta_agent.search._stores import archive_path, open_run, shown_store, store_in_use
+from meta_agent.search._stores import archive_path, delete_run, open_run, shown_store, store_in_use
 from sandbox.base import Sandbox
 from sandbox.docker import DockerSandbox
 from sandbox.image import engine_available, image_status
@@ -178,7 +178,32 @@ def start_run(config: RunConfig, reporter: Reporter) -> tuple[str, LoopOutcome]:
             fix=f"continue it with `cambrian resume {config.name}`, or choose another --name",
         )
     with run_lock(path.parent, config.name):
-        return config.name, _start(config, benchmark, reporter)
+        try:
+            return config.name, _start(config, benchmark, reporter)
+        except Exception:
+            _forget_if_unstarted(config, reporter)
+            raise
+
+
+def _forget_if_unstarted(config: RunConfig, reporter: Reporter) -> None:
+    """After a new run failed: delete it when its seed was never evaluated (a dead FM endpoint, a model that would
+    not load, a sandbox that would not start), so no empty run is left to list and resume. The model server logs
+    stay, for the diagnosis. A run whose seed was evaluated keeps its record (why the seed failed, its logs)."""
+    assert config.name is not None
+    try:
+        archive, run = open_run(config.runs_dir, config.name, store=config.store)
+    except CambrianError:
+        return  # it was never created
+    with archive:
+        started = any(agent.status in (AgentStatus.evaluated, AgentStatus.invalid) for agent in archive.agents(run.key))
+    if started:
+        return
+    try:
+        delete_run(config.runs_dir, config.name, store=config.store, keep_logs=True)
+    except (CambrianError, OSError) as exc:  # the failure itself is what the user must see
+        reporter.warn(f"the failed run {config.name} could not be removed: {exc}")
+        return
+    reporter.info(f"removed the run {config.name}: it failed before its seed was evaluated")
 
 
 def _start(config: RunConfig, benchmark: Benchmark, reporter: Reporter) -> LoopOutcome:

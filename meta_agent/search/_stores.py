@@ -101,3 +101,27 @@ def _open_in_store(store: str, name: str, *, readonly: bool) -> tuple[Archive, R
     except BaseException:
         archive.close()
         raise
+
+
+#: What a run's own folder holds besides model server logs: removed with the run.
+RUN_FILES = (ARCHIVE_FILE, f"{ARCHIVE_FILE}-wal", f"{ARCHIVE_FILE}-shm", "config.json", "sandbox.json", "run.lock")
+
+
+def delete_run(runs_dir: Path, name: str, *, store: str | None = None, keep_logs: bool = False) -> int:
+    """Delete run `name`: its rows (in its own archive file, which goes whole, or in `store`) and its folder's
+    files; returns how many agents it had. keep_logs: leave the model server logs (a failed start's diagnosis)
+    and so the folder if any remain. The caller holds the run's lock (`run_lock`)."""
+    archive, run = open_run(runs_dir, name, store=store)
+    with archive:
+        agents = len(archive.agents(run.key))
+        if store is not None or store_of_run(runs_dir, name) is not None:
+            archive.delete_run(run.key)
+    folder = Path(runs_dir) / name
+    for file in RUN_FILES:
+        (folder / file).unlink(missing_ok=True)
+    if not keep_logs:
+        for log in folder.glob("server*.log"):
+            log.unlink()
+    if folder.is_dir() and not any(folder.iterdir()):
+        folder.rmdir()
+    return agents

@@ -221,3 +221,30 @@ def test_a_resume_that_would_change_the_sandbox_backend_says_so_and_needs_sandbo
     accepted = cambrian("resume", "moved", "--iterations", "2", "--sandbox", "local", "--runs-dir", str(runs))
     assert accepted.returncode == 0, accepted.stderr
     assert json.loads(record.read_text()) == {"backend": "local"}
+
+
+def test_rm_deletes_a_run_after_a_yes_and_leaves_the_others(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    healthy_run(runs, "keep", agents=2)
+    healthy_run(runs, "gone", agents=3)
+    asked = cambrian("rm", "gone", "--runs-dir", str(runs))  # no terminal to ask on: a yes is needed
+    assert asked.returncode == 2 and "--yes" in asked.stderr and (runs / "gone" / "archive.db").exists()
+    done = cambrian("rm", "gone", "--yes", "--runs-dir", str(runs))
+    assert done.returncode == 0 and "deleted run gone (3 agents)" in done.stdout, done.stderr
+    assert not (runs / "gone").exists() and (runs / "keep" / "archive.db").exists()
+    missing = cambrian("rm", "gone", "--yes", "--runs-dir", str(runs))
+    assert missing.returncode == 2 and "no run named 'gone'" in missing.stderr
+
+
+def test_rm_deletes_only_its_rows_in_a_shared_store(tmp_path: Path) -> None:
+    store = f"sqlite:///{tmp_path / 'shared.db'}"
+    with Archive(store) as archive:
+        for name in ("keep", "gone"):
+            run = archive.create_run(name=name, benchmark="deceptive", seed=0, config_json="{}")
+            seed = archive.add_agent(run.key, files={"main.py": f"x = '{name}'\n"}, entry="main.py")
+            archive.add_agent(run.key, files={"main.py": "y = 1\n"}, entry="main.py", parent_id=seed.key, iteration=1)
+    done = cambrian("rm", "gone", "--yes", "--store", store, "--runs-dir", str(tmp_path / "runs"))
+    assert done.returncode == 0, done.stderr
+    with Archive(store, readonly=True) as archive:
+        assert [run.name for run in archive.list_runs()] == ["keep"]
+        assert len(archive.agents(archive.get_run("keep").key)) == 2

@@ -107,7 +107,9 @@ def test_cli_run_on_a_dead_endpoint_fails_before_the_seed_with_cause_and_fix(tmp
     )  # fmt: skip
     assert done.returncode == 2, done.stdout + done.stderr
     assert "no FM server answers" in done.stderr and "fix:" in done.stderr
-    assert "seed" not in done.stdout  # nothing was evaluated
+    assert "seed program" not in done.stdout  # nothing was evaluated
+    assert "removed the run dead: it failed before its seed was evaluated" in done.stdout
+    assert not (tmp_path / "dead" / "archive.db").exists()  # no empty run is left to list or resume
 
 
 class DeadFM:
