@@ -236,8 +236,8 @@ def test_rm_deletes_a_run_after_a_yes_and_leaves_the_others(tmp_path: Path) -> N
     assert missing.returncode == 2 and "no run named 'gone'" in missing.stderr
 
 
-def test_rm_deletes_only_its_rows_in_a_shared_store(tmp_path: Path) -> None:
-    store = f"sqlite:///{tmp_path / 'shared.db'}"
+def test_rm_deletes_only_its_rows_in_a_shared_store(tmp_path: Path, store_url: str) -> None:
+    store = store_url
     with Archive(store) as archive:
         for name in ("keep", "gone"):
             run = archive.create_run(name=name, benchmark="deceptive", seed=0, config_json="{}")
