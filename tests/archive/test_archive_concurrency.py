@@ -66,8 +66,13 @@ def together(*jobs: tuple[Callable[..., Any], list[tuple]]) -> list[list[dict[st
 # ----- workers (module level: spawned processes import them) -----
 
 
-def write_continuously(path: str, seconds: float) -> dict[str, Any]:
-    """Create the archive, then store, evaluate and cost agents for `seconds`, re-opening every 25 agents."""
+#: Ceiling for a worker waiting on the other side (a busy machine is slow, never this slow).
+CEILING_S = 600.0
+
+
+def write_continuously(path: str, count: int) -> dict[str, Any]:
+    """Create the archive, then store, evaluate and cost `count` agents, re-opening every 25; last, leave the
+    file `path + ".done"` for the reader. Counted, not timed: a busy machine writes as many, only slower."""
     errors: list[str] = []
     archive = Archive.at(Path(path))
     created_at = time.time()
@@ -75,8 +80,7 @@ def write_continuously(path: str, seconds: float) -> dict[str, Any]:
     run = archive.create_run(name="live", benchmark="b", seed=0, config_json="{}")
     seed = archive.add_agent(int(run.id), files={"main.py": "x = 0\n"}, entry="main.py")
     stored = 0
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
+    while stored < count:
         stored += 1
         try:
             child = archive.add_agent(
@@ -97,20 +101,22 @@ def write_continuously(path: str, seconds: float) -> dict[str, Any]:
             archive.close()
             archive = Archive.at(Path(path))
     archive.close()
+    Path(path + ".done").touch()
     return {"created": created, "created_at": created_at, "stored": stored, "errors": errors}
 
 
-def read_while_written(path: str, seconds: float, period_s: float) -> dict[str, Any]:
+def read_while_written(path: str, min_reads: int, period_s: float) -> dict[str, Any]:
     """Open read-only as soon as the file exists (it may be mid-creation), then every `period_s` seconds:
-    re-open every other time and run the queries the CLI runs."""
-    target = Path(path)
+    re-open every other time and run the queries the CLI runs; until the writer is done and at least
+    `min_reads` reads were made (under CEILING_S)."""
+    target, done = Path(path), Path(path + ".done")
     errors: list[str] = []
     archive: Archive | None = None
     first_open_started: float | None = None
     opens = reads = most_agents = 0
-    deadline = time.monotonic() + seconds
+    ceiling = time.monotonic() + CEILING_S
     turn = 0
-    while time.monotonic() < deadline:
+    while time.monotonic() < ceiling and not (done.exists() and reads >= min_reads):
         if not target.exists():  # a reader never creates the file: wait for the writer to
             time.sleep(0.001)
             continue
@@ -158,14 +164,15 @@ def open_and_add_a_run(path: str, name: str) -> dict[str, Any]:
 
 
 def test_a_reader_polling_every_50ms_and_a_live_writer_see_zero_errors(tmp_path: Path) -> None:
+    # Counted, not timed: the writer stores 120 agents, the reader reads at least 20 times while it does.
     path = tmp_path / "runs" / "live" / "archive.db"  # fresh: both start before the file exists
     [(writer, reader)] = together(
-        (write_continuously, [(str(path), 4.0)]),
-        (read_while_written, [(str(path), 4.5, 0.05)]),
+        (write_continuously, [(str(path), 120)]),
+        (read_while_written, [(str(path), 20, 0.05)]),
     )
     assert writer["errors"] == [], "\n".join(writer["errors"][:3])
     assert reader["errors"] == [], "\n".join(reader["errors"][:3])
-    assert writer["created"] and writer["stored"] >= 20, writer
+    assert writer["created"] and writer["stored"] == 120, writer
     assert reader["opens"] >= 10 and reader["reads"] >= 20, reader
     with Archive.at(path, readonly=True) as archive:
         agents = archive.agents(int(archive.get_run("live").id))
@@ -177,8 +184,8 @@ def test_a_reader_polling_every_50ms_and_a_live_writer_see_zero_errors(tmp_path:
 def test_a_reader_opening_the_archive_while_the_writer_creates_it_waits_for_the_schema(tmp_path: Path) -> None:
     paths = [str(tmp_path / f"trial{trial}" / "archive.db") for trial in range(5)]
     rounds = together(
-        (write_continuously, [(path, 0.2) for path in paths]),
-        (read_while_written, [(path, 0.6, 0.05) for path in paths]),
+        (write_continuously, [(path, 5) for path in paths]),
+        (read_while_written, [(path, 1, 0.05) for path in paths]),
     )
     for writer, reader in rounds:
         assert writer["errors"] == [] and reader["errors"] == [], writer["errors"][:2] + reader["errors"][:2]

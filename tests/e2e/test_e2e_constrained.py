@@ -19,7 +19,8 @@ from meta_agent.llm import ArchiveLedger, LLMClient, LocalServer, MemoryLedger, 
 from meta_agent.search import SearchLoop, categorize, make_llm_client
 from sandbox.local import LocalSandbox
 
-pytestmark = pytest.mark.slow
+# A real model search: on a busy machine (load 4-13) it ran past the 900 s default; what it checks is not time.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]
 
 #: What the grammars make impossible: no reply may be refused for these.
 FORMAT_FAILURES = {

@@ -132,6 +132,7 @@ def _committed_so_far(db: Path) -> int:
         return 0
 
 
+@pytest.mark.timeout(2400)  # the kill waits for an event (4 committed agents), however slow a busy machine is
 def test_sigkill_mid_run_then_resume_loses_nothing(tmp_path: Path, smollm2_path: Path) -> None:
     runs = tmp_path / "runs"
     db = runs / "killed" / "archive.db"
@@ -142,14 +143,14 @@ def test_sigkill_mid_run_then_resume_loses_nothing(tmp_path: Path, smollm2_path:
         start_new_session=True,
     )
     try:
-        deadline = time.monotonic() + 400
-        while time.monotonic() < deadline:
+        ceiling = time.monotonic() + 1500  # a ceiling only (at load 4-5 a 400 s limit failed); the event decides
+        while time.monotonic() < ceiling:
             if _committed_so_far(db) >= 4:
                 break
             assert proc.poll() is None, "the run ended before it could be killed"
             time.sleep(0.5)
         else:
-            pytest.fail("the run committed fewer than 4 agents in 400 s")
+            pytest.fail("the run committed fewer than 4 agents in 1500 s")
         # SIGKILL the whole group: cambrian, its model server and any sandboxed program.
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=30)
