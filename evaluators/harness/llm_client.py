@@ -4,8 +4,9 @@ Standard library only: this file is copied into the sandbox as `_cambrian_llm.py
 next to the agent's files. It holds no key and needs no network: it speaks
 HTTP/1.1 over the Unix socket named by the environment variable
 CAMBRIAN_FM_SOCKET, which the host's FM gateway serves and mounts into the
-sandbox. The gateway forwards each call to the run's model, counts it against
-this agent's budget, and records it.
+sandbox; each request carries the agent's own token (CAMBRIAN_FM_TOKEN: a
+capability to its own budget, not a key). The gateway forwards each call to the
+run's model, counts it against this agent's budget, and records it.
 
     from _cambrian_llm import llm, LLMBudgetExceeded
 
@@ -32,6 +33,7 @@ from typing import Any
 
 LLM_CLIENT_FILE = "_cambrian_llm.py"  # the name this file gets inside the sandbox
 SOCKET_ENV = "CAMBRIAN_FM_SOCKET"
+TOKEN_ENV = "CAMBRIAN_FM_TOKEN"  # this agent's token: every request carries it (another program's gets 401)
 DEFAULT_TIMEOUT_S = 600.0  # one call on a slow CPU model can take minutes
 
 Messages = str | Sequence[Mapping[str, str]]
@@ -88,6 +90,9 @@ def request(
     socket_path = _socket_path()
     payload = None if body is None else json.dumps(body).encode("utf-8")
     headers = {"Content-Type": "application/json"} if payload is not None else {}
+    token = os.environ.get(TOKEN_ENV, "")
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
     connection = UnixHTTPConnection(socket_path, timeout=timeout_s)
     try:
         connection.request(method, path, body=payload, headers=headers)

@@ -52,6 +52,7 @@ from meta_agent.llm._gateway import (
     DEFAULT_SANDBOX_SOCKET,
     MAX_BODY_BYTES,
     SOCKET_ENV,
+    TOKEN_ENV,
     AgentChannel,
     FMGateway,
     GatewayError,
@@ -95,10 +96,10 @@ __all__ = [
     "GRAMMAR_FIELDS", "GatewayError", "GatewayListener", "LLMClient", "LLMError", "Ledger", "LedgerEntry",
     "LocalServer", "MAX_BODY_BYTES", "MemoryLedger", "ModelDownloadError", "ModelNotFound", "ModelSource",
     "ModelSpec", "ModelStatus", "REGISTRY", "RelayGrant", "RemoteAgent", "RepeatFilter", "SOCKET_ENV",
-    "SocketRelay", "ServerStartError", "answer_key", "choose_backend", "close_http_sessions", "default_threads",
-    "derive_seed", "free_port", "get_spec", "gpu_available", "is_local_model", "list_models", "model_label",
-    "model_names", "model_path", "models_dir", "probe_endpoint", "prompt_token_bound", "pull", "quiet_repeats",
-    "request_hash", "resolve", "serve_forever", "server_grammar_field", "unavailable_fix", "verify",
+    "SocketRelay", "ServerStartError", "TOKEN_ENV", "answer_key", "choose_backend", "close_http_sessions",
+    "default_threads", "derive_seed", "free_port", "get_spec", "gpu_available", "is_local_model", "list_models",
+    "model_label", "model_names", "model_path", "models_dir", "probe_endpoint", "prompt_token_bound", "pull",
+    "quiet_repeats", "request_hash", "resolve", "serve_forever", "server_grammar_field", "unavailable_fix", "verify",
 ]  # fmt: skip
 
 

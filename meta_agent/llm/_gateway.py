@@ -28,6 +28,7 @@ No response ever carries a key, the FM's address or anything of the host's envir
 from __future__ import annotations
 
 import asyncio
+import hmac
 import json
 import logging
 import os
@@ -46,6 +47,10 @@ from sandbox.base import Mount
 log = logging.getLogger(__name__)
 
 SOCKET_ENV = "CAMBRIAN_FM_SOCKET"  # the variable naming the socket inside the sandbox
+#: The variable holding the agent's own token, which every request on its socket must carry (`Authorization:
+#: Bearer`): a socket's name is listed in /proc/net/unix, so another program (another agent, another user of the
+#: machine) can find it, and without the token it gets 401 and spends nothing of this agent's budget.
+TOKEN_ENV = "CAMBRIAN_FM_TOKEN"
 DEFAULT_SANDBOX_SOCKET = "/run/cambrian/fm.sock"
 MAX_BODY_BYTES = 1_000_000  # a larger request body is refused with 413
 AGENT_CALL_SEED_BASE = 1000  # agent call k gets derive_seed(run seed, iteration, 1000 + k): apart from mutations
@@ -57,7 +62,8 @@ _MAX_SOCKET_PATH_BYTES = 107  # Linux sun_path is 108 bytes with the trailing NU
 _SEED_LIMIT = 2**31  # llama.cpp and most providers take a signed 32-bit seed
 _ROLES = ("system", "user", "assistant")
 _REASONS = {
-    200: "OK", 400: "Bad Request", 503: "Service Unavailable", 404: "Not Found", 405: "Method Not Allowed",
+    200: "OK", 400: "Bad Request", 401: "Unauthorized", 503: "Service Unavailable", 404: "Not Found",
+    405: "Method Not Allowed",
     408: "Request Timeout",
     411: "Length Required", 413: "Content Too Large", 429: "Too Many Requests",
     431: "Request Header Fields Too Large", 500: "Internal Server Error", 502: "Bad Gateway",
@@ -84,6 +90,7 @@ class _Request:
     method: str
     path: str  # without the query string
     body: bytes
+    authorization: str = ""  # the Authorization header, as sent
 
 
 @dataclass(frozen=True)
@@ -130,6 +137,10 @@ class AgentChannel:
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[Any]] = set()
         self.closed = False
+        # A socket of its own answers only its agent (TOKEN_ENV); a remote channel's connections arrive through
+        # the gateway's listener, which checked its relay's token.
+        self.token = secrets.token_urlsafe(32) if socket_path is not None else None
+        self.unauthorized = 0  # requests refused for a missing or wrong token (charged nothing)
 
     @property
     def calls_left(self) -> int:
@@ -146,8 +157,9 @@ class AgentChannel:
         return Mount(host_path=str(self.socket_path), sandbox_path=sandbox_path, read_only=True)
 
     def env(self, sandbox_path: str = DEFAULT_SANDBOX_SOCKET) -> dict[str, str]:
-        """The RunSpec env entry that tells `_cambrian_llm` where the socket is inside the sandbox."""
-        return {SOCKET_ENV: sandbox_path}
+        """The RunSpec env entries that tell `_cambrian_llm` where the socket is inside the sandbox and the token
+        its requests carry."""
+        return {SOCKET_ENV: sandbox_path, **({TOKEN_ENV: self.token} if self.token is not None else {})}
 
     async def start(self) -> None:
         """Bind the socket and make it connectable by the sandbox's non-root user (none for a remote channel,
@@ -231,6 +243,9 @@ class AgentChannel:
                 request = await asyncio.wait_for(_read_request(reader, writer), timeout=self._gateway.read_timeout_s)
             except asyncio.TimeoutError:
                 return 408, _error_body("timeout", "the request did not arrive in time"), {}
+            if self.token is not None and not hmac.compare_digest(request.authorization, f"Bearer {self.token}"):
+                self.unauthorized += 1
+                raise _HTTPError(401, "unauthorized", f"this socket serves one agent: send its token ({TOKEN_ENV})")
             return 200, await self._route(request), {}
         except _HTTPError as exc:
             return exc.status, _error_body(exc.kind, str(exc)), exc.headers
@@ -574,7 +589,9 @@ async def _read_request(reader: asyncio.StreamReader, writer: asyncio.StreamWrit
         body = await reader.readexactly(length)
     elif method == "POST":
         raise _HTTPError(411, "bad_request", "a POST needs a Content-Length header")
-    return _Request(method=method, path=target.split("?", 1)[0], body=body)
+    return _Request(
+        method=method, path=target.split("?", 1)[0], body=body, authorization=headers.get("authorization", "")
+    )
 
 
 async def _read_line(reader: asyncio.StreamReader) -> str:

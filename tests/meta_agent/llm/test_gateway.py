@@ -28,6 +28,7 @@ from evaluators.harness.llm_client import LLM_CLIENT_FILE, llm_client_text
 from meta_agent.llm import (
     MAX_BODY_BYTES,
     SOCKET_ENV,
+    TOKEN_ENV,
     AgentChannel,
     ArchiveLedger,
     Endpoint,
@@ -85,8 +86,16 @@ def run_with_gateway(setup: Setup, client: LLMClient, scenario: Callable[[FMGate
     return asyncio.run(main())
 
 
-async def http(channel: AgentChannel, raw: bytes) -> tuple[int, dict[str, Any], bytes]:
-    """Send raw request bytes to the agent's socket; (status, JSON body, the whole raw response)."""
+_OWN = object()  # http(): the channel's own token
+
+
+async def http(channel: AgentChannel, raw: bytes, *, token: Any = _OWN) -> tuple[int, dict[str, Any], bytes]:
+    """Send raw request bytes to the agent's socket, with the agent's token (or `token`: another string, or None
+    for none) added after the request line; (status, JSON body, the whole raw response)."""
+    token = channel.token if token is _OWN else token
+    if token is not None and b"\r\n" in raw:
+        line, rest = raw.split(b"\r\n", 1)
+        raw = line + f"\r\nAuthorization: Bearer {token}".encode() + b"\r\n" + rest
     reader, writer = await asyncio.open_unix_connection(str(channel.socket_path))
     writer.write(raw)
     await writer.drain()
@@ -102,10 +111,10 @@ def post(path: str, body: bytes) -> bytes:
     return f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Length: {len(body)}\r\n\r\n".encode() + body
 
 
-async def chat(channel: AgentChannel, **body: Any) -> tuple[int, dict[str, Any], bytes]:
+async def chat(channel: AgentChannel, *, token: Any = _OWN, **body: Any) -> tuple[int, dict[str, Any], bytes]:
     body.setdefault("messages", [{"role": "user", "content": "Say hi"}])
     body.setdefault("max_tokens", 8)
-    return await http(channel, post("/v1/chat/completions", json.dumps(body).encode()))
+    return await http(channel, post("/v1/chat/completions", json.dumps(body).encode()), token=token)
 
 
 def agent_spec(channel: AgentChannel, program: str, *, sandbox_socket: str | None = None) -> RunSpec:
@@ -205,8 +214,11 @@ def test_canary_and_keys_never_reach_the_sandbox_or_any_response(
             print("BAD", exc.status, exc)
     """
 
+    channel_token: list[str] = []
+
     async def scenario(gateway: FMGateway) -> tuple[RunResult, list[bytes]]:
         channel = await gateway.open_agent(3, max_calls=5, max_tokens=2000, run_seed=RUN_SEED, iteration=ITERATION)
+        channel_token.append(str(channel.token))
         result = await asyncio.to_thread(LocalSandbox().run, agent_spec(channel, program))
         raws = [
             (await chat(channel))[2],
@@ -223,7 +235,9 @@ def test_canary_and_keys_never_reach_the_sandbox_or_any_response(
     assert CANARY not in result.stdout and CANARY not in result.stderr
     env = json.loads(next(line for line in result.stdout.splitlines() if line.startswith("ENV "))[4:])
     assert env[SOCKET_ENV]
-    assert not [name for name in env if any(word in name.upper() for word in ("KEY", "TOKEN", "SECRET", "CANARY"))]
+    assert env[TOKEN_ENV] == channel_token[0]  # its own capability to its own budget, and nothing else secret
+    named = [name for name in env if any(word in name.upper() for word in ("KEY", "TOKEN", "SECRET", "CANARY"))]
+    assert named == [TOKEN_ENV]
     reply = json.loads(next(line for line in result.stdout.splitlines() if line.startswith("REPLY "))[6:])
     assert reply["object"] == "chat.completion" and reply["model"] == "smollm2-135m"
     assert reply["choices"][0]["message"]["role"] == "assistant"
@@ -312,6 +326,25 @@ def test_two_agents_have_separate_sockets_and_budgets(local_fm: LocalServer, set
     assert run_with_gateway(setup, client, scenario) == [200, 429, 200]
     calls = setup.calls()
     assert [(c.agent_id, c.error is None) for c in calls] == [(1, True), (1, False), (2, True)]
+
+
+def test_another_program_on_an_agents_socket_gets_401_and_spends_nothing_of_its_budget(setup: Setup) -> None:
+    # A socket's name is listed in /proc/net/unix: another agent, or another user of the machine, can find it.
+    # Without the agent's own token (its env, CAMBRIAN_FM_TOKEN) it gets 401, before any FM call is made.
+    async def scenario(gateway: FMGateway) -> tuple[list[int], int, int, int]:
+        victim = await gateway.open_agent(1, max_calls=3, max_tokens=2000, run_seed=RUN_SEED, iteration=1)
+        thief = await gateway.open_agent(2, max_calls=3, max_tokens=2000, run_seed=RUN_SEED, iteration=1)
+        statuses = [
+            (await chat(victim, token=None))[0],
+            (await chat(victim, token="guessed"))[0],
+            (await chat(victim, token=thief.token))[0],  # another agent's own token is not this socket's
+            (await http(victim, b"GET /health HTTP/1.1\r\n\r\n", token=None))[0],
+        ]
+        return statuses, victim.calls_used, victim.calls_left, victim.unauthorized
+
+    statuses, used, left, refused = run_with_gateway(setup, setup.client(Endpoint(model="never-called")), scenario)
+    assert statuses == [401, 401, 401, 401] and (used, left, refused) == (0, 3, 4)
+    assert setup.calls() == []  # nothing reached the FM, nothing was charged
 
 
 def test_concurrent_calls_of_one_agent_cannot_overspend(local_fm: LocalServer, setup: Setup) -> None:

@@ -51,6 +51,10 @@ def gateway_parts(tmp_path: Path) -> Iterator[tuple[LLMClient, Path, ScriptedFM]
 
 
 async def request(channel: AgentChannel, raw: bytes) -> tuple[int, dict[str, Any]]:
+    """Send `raw` as the agent would: with its token (test_gateway tests the socket refusing other programs)."""
+    if channel.token is not None and b"\r\n" in raw:
+        line, rest = raw.split(b"\r\n", 1)
+        raw = line + f"\r\nAuthorization: Bearer {channel.token}\r\n".encode() + rest
     reader, writer = await asyncio.open_unix_connection(str(channel.socket_path))
     writer.write(raw)
     await writer.drain()
