@@ -52,6 +52,7 @@ import builtins
 import itertools
 import json
 import os
+import signal
 import subprocess
 import sys
 import traceback
@@ -76,6 +77,7 @@ EXPECT_HOOK = "_cambrian_expect"
 BEGIN_HOOK = "_cambrian_begin"
 _NOTHING = object()
 _PR_SET_DUMPABLE = 4
+_PR_SET_CHILD_SUBREAPER = 36
 
 # The plain-data encoding, run both here and in the child (one text, so the two cannot disagree).
 # JSON carries None, bool, int, finite floats, str and lists as themselves; the rest is tagged:
@@ -272,6 +274,60 @@ def make_undumpable() -> bool:
         return ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0) == 0
     except (ImportError, OSError, AttributeError):
         return False
+
+
+def become_subreaper() -> bool:
+    """PR_SET_CHILD_SUBREAPER for this process: a process the solution starts and orphans (a double fork, a
+    setsid) is re-parented to this one instead of init, so `kill_descendants` still finds it. False where it
+    cannot be set (not Linux, no ctypes)."""
+    try:
+        import ctypes
+
+        return ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    except (ImportError, OSError, AttributeError):
+        return False
+
+
+def _descendants(root: int) -> list[int]:
+    """Every live process below `root`, from /proc (a process's parent is field 4 of its stat)."""
+    children: dict[int, list[int]] = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", encoding="latin-1") as handle:
+                stat = handle.read()
+        except OSError:
+            continue  # it ended meanwhile
+        fields = stat[stat.rfind(")") + 2 :].split()  # after "pid (comm) ": state, ppid, ...
+        if len(fields) > 1 and fields[1].isdigit():
+            children.setdefault(int(fields[1]), []).append(int(name))
+    found, pending = [], list(children.get(root, []))
+    while pending:
+        pid = pending.pop()
+        found.append(pid)
+        pending.extend(children.get(pid, []))
+    return found
+
+
+def kill_descendants(rounds: int = 50) -> None:
+    """SIGKILL every process below this one and reap them, until none is left (orphans come back to this
+    subreaper and are killed in the next round): nothing the solution started can outlive the check and
+    rewrite the verdict or its failure details after they are written."""
+    for _ in range(rounds):
+        below = _descendants(os.getpid())
+        if not below:
+            return
+        for pid in below:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        while True:
+            try:
+                os.waitpid(-1, 0)
+            except ChildProcessError:
+                break  # every child of this process reaped: the next round looks for re-parented orphans
 
 
 def _failure(phase: str, exc: BaseException, case: str = "") -> dict[str, Any]:
@@ -561,6 +617,7 @@ def run_check(
 def main(test_source: str, entry_point: str, prompt_source: str = "", report_cases: bool = False) -> int:
     """Check entry point inside the sandbox; returns the exit code (0 unless the driver itself breaks)."""
     make_undumpable()  # first: before the secret is in this process's memory
+    become_subreaper()  # before the solution starts: whatever it orphans stays below this process
     workdir = os.getcwd()
     secret = _read_nonce(workdir)
     script = os.path.abspath(sys.argv[0]) if sys.argv and sys.argv[0] else ""
@@ -568,6 +625,7 @@ def main(test_source: str, entry_point: str, prompt_source: str = "", report_cas
         os.remove(script)  # it holds the tests
     sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != workdir]
     passed, details = run_check(test_source, entry_point, prompt_source, report_cases, workdir=workdir)
+    kill_descendants()  # before the verdict is written: nothing of the solution's is left to rewrite it
     payload = {**details, "passed": passed, "salt": secret["salt"], "nonce": secret["nonce"] if passed else ""}
     tmp = os.path.join(workdir, f"{RESULT_FILE}.tmp{os.getpid()}")
     if os.path.lexists(tmp):

@@ -152,6 +152,28 @@ def {ENTRY}(numbers, threshold):
     os._exit(0)
 """
 
+LEAVES_A_WRITER_BEHIND = f"""
+import json, os, time
+# A grandchild in a session of its own (out of any process group the check kills) that waits for the
+# verdict and rewrites the failure details the meta-agent is shown.
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        for _ in range(400):
+            time.sleep(0.01)
+            try:
+                verdict = json.load(open('result.json'))
+            except (OSError, ValueError):
+                continue
+            verdict.update(error_type='Forged', error='the grandchild wrote this')
+            open('result.json', 'w').write(json.dumps(verdict))
+            break
+    os._exit(0)
+
+def {ENTRY}(numbers, threshold):
+    raise ValueError('the real failure')
+"""
+
 ATTACKS = {
     "walks_frames": WALKS_FRAMES,
     "reads_the_check_process": READS_THE_CHECK_PROCESS,
@@ -217,6 +239,12 @@ def test_failures_say_what_the_solution_did(sandbox: Sandbox) -> None:
     assert "ended during a call" in feedback, feedback
     _, feedback, _ = check(sandbox, textwrap.dedent(PLANTS_A_MODULE))
     assert "ValueError: fail after planting" in feedback, feedback
+
+
+def test_a_grandchild_of_the_solution_cannot_rewrite_the_verdict_after_it_is_written(sandbox: Sandbox) -> None:
+    passed, feedback, run = check(sandbox, textwrap.dedent(LEAVES_A_WRITER_BEHIND))
+    assert not passed and "ValueError: the real failure" in feedback, feedback
+    assert "Forged" not in feedback and "the grandchild" not in feedback, feedback
 
 
 def test_a_correct_solution_still_passes_with_tuples_sets_and_floats(sandbox: Sandbox) -> None:
