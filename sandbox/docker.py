@@ -47,6 +47,7 @@ import docker
 import docker.errors
 
 from sandbox.base import FM_SOCKET_INSIDE, Mount, RunResult, RunSpec, SandboxError
+from sandbox.container_runner import DRAIN_GRACE_S, REAP_GRACE_S
 from sandbox.docker_container import (
     DOCKER_ERRORS,
     ChannelClosed,
@@ -63,7 +64,11 @@ from sandbox.local import check_relative_path
 
 __all__ = ["DockerSandbox", "DockerSession", "ContainerLimits", "hardened_settings", "WATCHDOG_GRACE_S"]
 
-WATCHDOG_GRACE_S = 3.5  # past a spec's timeout: how long the host waits for the runner's reply
+#: Past a spec's timeout, how long the host waits for the runner's own timeout reply before it drops the whole
+#: container (and the task's output with it). The runner may take REAP_GRACE_S + DRAIN_GRACE_S (5.5 s) to kill,
+#: reap and drain the task, more on a loaded machine: at 3.5 s the watchdog fired first in 2 of 8 gateway
+#: evaluations on Docker and their output was lost. A hung runner costs this much longer to detect.
+WATCHDOG_GRACE_S = REAP_GRACE_S + DRAIN_GRACE_S + 10.0
 START_TIMEOUT_S = 60.0  # how long a new container may take to say it is ready
 _REFILL_BACKOFF_S = 2.0  # pool thread: pause after a failed start before trying again
 
