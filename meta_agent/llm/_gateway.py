@@ -137,9 +137,9 @@ class AgentChannel:
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[Any]] = set()
         self.closed = False
-        # A socket of its own answers only its agent (TOKEN_ENV); a remote channel's connections arrive through
-        # the gateway's listener, which checked its relay's token.
-        self.token = secrets.token_urlsafe(32) if socket_path is not None else None
+        # Every request must carry the agent's own token (TOKEN_ENV), on its own socket or through a node's
+        # relay (whose own token, checked by the listener, proves only the relay).
+        self.token = secrets.token_urlsafe(32)
         self.unauthorized = 0  # requests refused for a missing or wrong token (charged nothing)
 
     @property
@@ -159,7 +159,7 @@ class AgentChannel:
     def env(self, sandbox_path: str = DEFAULT_SANDBOX_SOCKET) -> dict[str, str]:
         """The RunSpec env entries that tell `_cambrian_llm` where the socket is inside the sandbox and the token
         its requests carry."""
-        return {SOCKET_ENV: sandbox_path, **({TOKEN_ENV: self.token} if self.token is not None else {})}
+        return {SOCKET_ENV: sandbox_path, TOKEN_ENV: self.token}
 
     async def start(self) -> None:
         """Bind the socket and make it connectable by the sandbox's non-root user (none for a remote channel,
@@ -243,7 +243,7 @@ class AgentChannel:
                 request = await asyncio.wait_for(_read_request(reader, writer), timeout=self._gateway.read_timeout_s)
             except asyncio.TimeoutError:
                 return 408, _error_body("timeout", "the request did not arrive in time"), {}
-            if self.token is not None and not hmac.compare_digest(request.authorization, f"Bearer {self.token}"):
+            if not hmac.compare_digest(request.authorization, f"Bearer {self.token}"):
                 self.unauthorized += 1
                 raise _HTTPError(401, "unauthorized", f"this socket serves one agent: send its token ({TOKEN_ENV})")
             return 200, await self._route(request), {}

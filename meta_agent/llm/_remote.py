@@ -57,6 +57,7 @@ class RelayGrant:
     holder: str  # whom the grant serves: the agent id; `parent-<iteration>-<random>` for a parent run
     token: str
     fingerprint: str = ""  # SHA-256 (hex) of the listener's certificate, pinned by the relay; "": plain TCP
+    agent_token: str = ""  # the agent's own token (TOKEN_ENV in its sandbox): every request it relays carries it
 
     def __repr__(self) -> str:  # a token in a log line or traceback would outlive its evaluation
         return (f"RelayGrant(host={self.host!r}, port={self.port}, holder={self.holder!r}, token=<hidden>, "
@@ -181,7 +182,8 @@ class GatewayListener:
         )  # fmt: skip
         token = secrets.token_urlsafe(32)
         self._grants[holder] = (token, channel)
-        return RemoteAgent(self, channel, RelayGrant(self.host, self.port, holder, token, self.fingerprint))
+        grant = RelayGrant(self.host, self.port, holder, token, self.fingerprint, agent_token=channel.token)
+        return RemoteAgent(self, channel, grant)
 
     async def close(self) -> None:
         """Stop listening and cut every connection; the grants' channels are the gateway's to close."""

@@ -40,7 +40,7 @@ from typing import Any
 
 from evaluators.base import Benchmark, Genome
 from evaluators.runner import Limits, TaskJob, TaskRun, run_task
-from meta_agent.llm import SOCKET_ENV, GatewayError, RelayGrant, SocketRelay
+from meta_agent.llm import SOCKET_ENV, TOKEN_ENV, GatewayError, RelayGrant, SocketRelay
 from sandbox.base import FM_SOCKET_INSIDE, RunResult, RunSpec, Sandbox, SandboxError, SandboxSession, pid_alive
 
 _BENCHMARKS_KEPT = 4  # benchmarks a node keeps deserialized (a run has one; a few for holdout and tests)
@@ -293,7 +293,7 @@ class NodePool:
                 await held.relay.close()
             held.relay, held.grant = SocketRelay(path, grant), grant
             await held.relay.start()
-        return {SOCKET_ENV: FM_SOCKET_INSIDE if host_path else str(path)}
+        return {SOCKET_ENV: FM_SOCKET_INSIDE if host_path else str(path), TOKEN_ENV: grant.agent_token}
 
     async def release(self, evaluation: str) -> int:
         """The evaluation has ended: close its sessions (in the background; one still running closes when its

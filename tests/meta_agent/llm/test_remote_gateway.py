@@ -46,8 +46,10 @@ def with_gateway(scenario: Callable[[Path, FMGateway, ScriptedFM], Awaitable[Non
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def http(method: str, path: str, body: bytes = b"") -> bytes:
-    return f"{method} {path} HTTP/1.1\r\nHost: x\r\nContent-Length: {len(body)}\r\n\r\n".encode() + body
+def http(method: str, path: str, body: bytes = b"", *, token: str = "") -> bytes:
+    """A request as an agent sends it: with its own token (TOKEN_ENV) when given."""
+    auth = f"Authorization: Bearer {token}\r\n" if token else ""
+    return f"{method} {path} HTTP/1.1\r\nHost: x\r\n{auth}Content-Length: {len(body)}\r\n\r\n".encode() + body
 
 
 def tls_client() -> ssl.SSLContext:
@@ -88,34 +90,45 @@ def test_a_token_serves_only_its_own_agent_and_only_until_its_evaluation_ends_fa
         first = await listener.open_agent(7, max_calls=1, max_tokens=1000, run_seed=0, iteration=1)
         second = await listener.open_agent(8, max_calls=5, max_tokens=1000, run_seed=0, iteration=2)
         token = first.grant.token.encode()
+        own7, own8 = first.grant.agent_token, second.grant.agent_token
         try:
-            status, body = await over_tcp(address, b"CAMBRIAN-AGENT 7 " + token + b"\r\n", http("GET", "/health"))
+            status, body = await over_tcp(
+                address, b"CAMBRIAN-AGENT 7 " + token + b"\r\n", http("GET", "/health", token=own7)
+            )
             assert (status, body["calls_left"]) == (200, 1)
             # Agent 8 replaying agent 7's token: refused, and agent 7's budget is untouched.
-            status, body = await over_tcp(address, b"CAMBRIAN-AGENT 8 " + token + b"\r\n", http("GET", "/health"))
+            status, body = await over_tcp(
+                address, b"CAMBRIAN-AGENT 8 " + token + b"\r\n", http("GET", "/health", token=own7)
+            )
             assert status == 401 and body["error"]["type"] == "unauthorized"
             for bad in (b"CAMBRIAN-AGENT 7 wrong\r\n", b"CAMBRIAN-AGENT 7\r\n", b"GET /health HTTP/1.1\r\n", b"\r\n"):
-                assert (await over_tcp(address, bad, http("GET", "/health")))[0] == 401
+                assert (await over_tcp(address, bad, http("GET", "/health", token=own7)))[0] == 401
             status, body = await over_tcp(
-                address, b"CAMBRIAN-AGENT 7 " + token + b"\r\n", http("POST", "/v1/chat/completions", CHAT)
+                address, b"CAMBRIAN-AGENT 7 " + token + b"\r\n", http("POST", "/v1/chat/completions", CHAT, token=own7)
             )
             assert status == 200 and body["choices"][0]["message"]["content"] == "hello"
             # The budget is the driver's: agent 7's second call is refused however it arrives.
             status, body = await over_tcp(
-                address, b"CAMBRIAN-AGENT 7 " + token + b"\r\n", http("POST", "/v1/chat/completions", CHAT)
+                address, b"CAMBRIAN-AGENT 7 " + token + b"\r\n", http("POST", "/v1/chat/completions", CHAT, token=own7)
             )
             assert status == 429 and body["error"]["type"] == "budget_exceeded"
             await first.close()  # the evaluation ends
-            status, _ = await over_tcp(address, b"CAMBRIAN-AGENT 7 " + token + b"\r\n", http("GET", "/health"))
+            status, _ = await over_tcp(
+                address, b"CAMBRIAN-AGENT 7 " + token + b"\r\n", http("GET", "/health", token=own7)
+            )
             assert status == 401
             # Agent 8's own token still works; agent 7's, once its agent id is reused by a new evaluation, not.
             again = await listener.open_agent(7, max_calls=1, max_tokens=1000, run_seed=0, iteration=3)
             assert again.grant.token != first.grant.token
-            status, _ = await over_tcp(address, b"CAMBRIAN-AGENT 7 " + token + b"\r\n", http("GET", "/health"))
+            status, _ = await over_tcp(
+                address, b"CAMBRIAN-AGENT 7 " + token + b"\r\n", http("GET", "/health", token=own7)
+            )
             assert status == 401
             await again.close()
             status, _ = await over_tcp(
-                address, b"CAMBRIAN-AGENT 8 " + second.grant.token.encode() + b"\r\n", http("GET", "/health")
+                address,
+                b"CAMBRIAN-AGENT 8 " + second.grant.token.encode() + b"\r\n",
+                http("GET", "/health", token=own8),
             )
             assert status == 200
             assert fm.calls == 1 and listener.refused == 7
@@ -140,10 +153,11 @@ def test_a_parent_writing_its_child_on_a_node_has_a_grant_of_its_own_recorded_as
         )
         agent = await listener.open_agent(4, max_calls=1, max_tokens=1000, run_seed=0, iteration=4)
         relay = SocketRelay(folder / "parent.sock", parent.grant)
+        own = parent.grant.agent_token
         await relay.start()
         try:
             assert parent.grant.holder.startswith("parent-4-") and agent.grant.holder == "4"
-            status, body = await over_unix(relay.path, http("POST", "/v1/chat/completions", CHAT))
+            status, body = await over_unix(relay.path, http("POST", "/v1/chat/completions", CHAT, token=own))
             assert status == 200 and body["choices"][0]["message"]["content"] == "hello"
             assert fm.log == [("self_modify", 4)] and parent.channel.calls_used == 1
             # Neither token opens the other's channel.
@@ -153,7 +167,7 @@ def test_a_parent_writing_its_child_on_a_node_has_a_grant_of_its_own_recorded_as
             ):
                 assert (await over_tcp(address, preamble + b"\r\n", http("GET", "/health")))[0] == 401
             await parent.close()
-            assert (await over_unix(relay.path, http("GET", "/health")))[0] == 401
+            assert (await over_unix(relay.path, http("GET", "/health", token=own)))[0] == 401
             assert agent.channel.calls_used == 0 and fm.calls == 1
         finally:
             await relay.close()
@@ -171,14 +185,21 @@ def test_the_node_relay_adds_the_token_outside_the_socket_and_stops_with_the_eva
         relay = SocketRelay(folder / "agent.sock", remote.grant)
         await relay.start()
         try:
-            # What an agent sends is plain HTTP: no token, no key.
-            status, body = await over_unix(relay.path, http("POST", "/v1/chat/completions", CHAT))
+            # What an agent sends is plain HTTP with its own token: no relay token, no key.
+            own = remote.grant.agent_token
+            status, body = await over_unix(relay.path, http("POST", "/v1/chat/completions", CHAT, token=own))
             assert status == 200 and body["choices"][0]["message"]["content"] == "hello"
+            # Another program on the node that finds the relay's socket: without the agent's token, 401, nothing
+            # spent of its budget.
+            for stolen in ("", "guessed"):
+                status, _ = await over_unix(relay.path, http("POST", "/v1/chat/completions", CHAT, token=stolen))
+                assert status == 401
+            assert remote.channel.calls_used == 1
             # An agent adding a preamble of its own gains nothing: it is just a malformed request line.
             forged = b"CAMBRIAN-AGENT 3 " + remote.grant.token.encode() + b"\r\n" + http("GET", "/health")
             assert (await over_unix(relay.path, forged))[0] == 400
             await remote.close()
-            status, _ = await over_unix(relay.path, http("GET", "/health"))
+            status, _ = await over_unix(relay.path, http("GET", "/health", token=own))
             assert status == 401
             assert fm.calls == 1
         finally:
@@ -213,7 +234,8 @@ def test_the_link_is_tls_and_the_relay_sends_its_token_only_to_the_pinned_certif
         await misled.start()
         try:
             # Through the relay, over TLS, pinned: served.
-            status, body = await over_unix(relay.path, http("POST", "/v1/chat/completions", CHAT))
+            own = remote.grant.agent_token
+            status, body = await over_unix(relay.path, http("POST", "/v1/chat/completions", CHAT, token=own))
             assert status == 200 and body["choices"][0]["message"]["content"] == "hello"
             # To a certificate the grant does not name: no token, no request leaves the node.
             status, body = await over_unix(misled.path, http("GET", "/health"))
@@ -246,7 +268,8 @@ def test_with_tls_off_the_link_is_plain_tcp_and_still_needs_the_token_fake_fm() 
         relay = SocketRelay(folder / "agent.sock", remote.grant)
         await relay.start()
         try:
-            status, body = await over_unix(relay.path, http("POST", "/v1/chat/completions", CHAT))
+            own = remote.grant.agent_token
+            status, body = await over_unix(relay.path, http("POST", "/v1/chat/completions", CHAT, token=own))
             assert status == 200 and body["choices"][0]["message"]["content"] == "hello"
             status, _ = await over_tcp(address, b"CAMBRIAN-AGENT 5 wrong\r\n", http("GET", "/health"), tls=False)
             assert status == 401 and fm.calls == 1
