@@ -372,8 +372,8 @@ def _search_with_resources(
         )
         done = archive.iterations_done(run.key)
         with reporter.progress(done, config.budget.iterations):
-            serve = config.evaluation.agent_fm and agent_llm is not None  # no FM client: no agent calls one
-            gateway = FMGateway(agent_llm, socket_dir=socket_dir) if serve and agent_llm else None
+            # No FM client (nothing in the run calls one): no gateway either.
+            gateway = FMGateway(agent_llm, socket_dir=socket_dir) if config.evaluation.agent_fm and agent_llm else None
             return asyncio.run(_run_with_signals(loop, gateway))
 
 
