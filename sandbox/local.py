@@ -1,6 +1,12 @@
 """The subprocess sandbox: for machines without Docker.
 
-ISOLATION IS WEAK. The program runs under the same kernel as Cambrian, sees the
+Where bubblewrap can make Linux namespaces (`sandbox._namespaces`: `bwrap` installed, and as a non-root user
+unprivileged user namespaces allowed), each run is in namespaces of its own: no network, its own processes
+only (its own /proc), a private /tmp, /var/tmp and /dev, and of the host file system only /usr, the
+interpreter's standard library, numpy, scipy, its work dir and its mounts (`LocalSandbox.namespaces`). It still
+shares the kernel with Cambrian: Docker isolates more.
+
+WITHOUT NAMESPACES ISOLATION IS WEAK. The program runs under the same kernel as Cambrian, sees the
 host's file system and network, and can read every world-readable file. What it
 protects depends on who runs Cambrian:
 
@@ -70,6 +76,7 @@ from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from sandbox import _namespaces
 from sandbox.base import Mount, RunResult, RunSpec, SandboxError
 
 #: Runs inside the child: lower the rlimits (never above the current hard
@@ -95,6 +102,7 @@ if uid >= 0:
     os.setgroups([])
     os.setgid(uid)
     os.setuid(uid)
+os.environ.pop("PWD", None)  # set by bwrap's --chdir: the run's env is the sandbox's alone
 try:
     os.execvp(sys.argv[3], sys.argv[3:])
 except OSError as exc:
@@ -238,9 +246,19 @@ class LocalSandbox:
     name = "local"
     isolated = False
 
-    def __init__(self, *, python: str | None = None, root: str | os.PathLike[str] | None = None) -> None:
+    def __init__(
+        self, *, python: str | None = None, root: str | os.PathLike[str] | None = None, namespaces: bool | None = None
+    ) -> None:
         self.python = python or sys.executable
         self.root = None if root is None else str(root)
+        #: Runs in Linux namespaces through bubblewrap (`sandbox._namespaces`): None uses them where they work.
+        if namespaces and not _namespaces.available():
+            raise SandboxError(
+                "the local sandbox was asked for namespaces, and bubblewrap cannot make them here",
+                fix="install bubblewrap (apt-get install bubblewrap) and allow unprivileged user namespaces, or "
+                "run without namespaces",
+            )
+        self.namespaces = _namespaces.available() if namespaces is None else namespaces
         self._closed = False
         self._running: set[int] = set()  # process groups of the runs in progress, killed by close()
         self._running_lock = threading.Lock()
@@ -439,6 +457,19 @@ class LocalSandbox:
         }
         limits = _rlimits(spec)
         launcher = [self.python, "-S", "-c", _LAUNCHER, _limits_arg(limits), str(uid), *argv]
+        if self.namespaces:
+            packages = self.packages_dir()
+            targets = [os.path.realpath(link) for link in packages.iterdir()]
+            # A socket named by the run's env (the FM gateway's: the local sandbox promises runs that its host
+            # path works as it is) is shown where it is.
+            sockets = [Mount(host_path=v, sandbox_path=v, read_only=True) for v in spec.env.values() if _is_socket(v)]
+            launcher = [
+                *_namespaces.command(
+                    python=self.python, workdir=workdir, packages_dir=packages, packages=targets,
+                    mounts=[*spec.mounts, *sockets],
+                ),
+                *launcher,
+            ]  # fmt: skip
         started = time.monotonic()
         try:
             proc = subprocess.Popen(
@@ -659,8 +690,25 @@ def _collect(workdir: Path, spec: RunSpec) -> tuple[dict[str, str], list[str]]:
     return files, notes
 
 
+def _is_socket(value: str) -> bool:
+    """Whether `value` is the absolute path of an existing Unix socket."""
+    if not value.startswith("/"):
+        return False
+    try:
+        return stat.S_ISSOCK(os.stat(value).st_mode)
+    except (OSError, ValueError):
+        return False
+
+
 def isolation_summary() -> str:
     """One sentence on what the local sandbox protects here (who runs Cambrian decides it), for warnings."""
+    if _namespaces.available():
+        who = "an unprivileged uid of its own" if os.geteuid() == 0 else "your user"
+        return (
+            f"each program runs as {who} in Linux namespaces (bubblewrap): no network, its own processes only, a "
+            "private /tmp, and of your files only the interpreter, numpy, scipy and its work dir; it shares the "
+            "kernel with Cambrian"
+        )
     if os.geteuid() == 0:
         return (
             "each program runs as an unprivileged uid of its own: it cannot write your files or read "
@@ -668,7 +716,7 @@ def isolation_summary() -> str:
         )
     return (
         "programs run as your user: they can read and write your files and use the network "
-        "(Cambrian's own memory and keys stay unreadable)"
+        "(Cambrian's own memory and keys stay unreadable); install bubblewrap for namespaces"
     )
 
 

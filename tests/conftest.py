@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from meta_agent.llm import ChecksumMismatch, LocalServer, ModelDownloadError, pull
+from sandbox.local import LocalSandbox
 from tests.postgres import postgres_server, postgres_url, store_url  # noqa: F401 - fixtures: a real PostgreSQL
 
 SMOLLM2 = "smollm2-135m"
@@ -74,6 +75,23 @@ def skip_without_docker() -> None:
     if os.environ.get("CAMBRIAN_REQUIRE_DOCKER") == "1":
         pytest.fail(f"Docker is required here (CAMBRIAN_REQUIRE_DOCKER=1) but {reason}", pytrace=False)
     pytest.skip(reason, allow_module_level=True)
+
+
+#: The local sandbox's two ways to run, as fixture params: without namespaces, and in them (bubblewrap).
+LOCAL_MODES = [pytest.param(False, id="plain"), pytest.param(True, id="namespaces")]
+
+
+def local_sandbox(namespaces: bool) -> LocalSandbox:
+    """A LocalSandbox in the given mode. In namespaces where bwrap cannot make them: skipped, or FAILED where CI
+    demands them (CAMBRIAN_REQUIRE_NAMESPACES=1)."""
+    from sandbox import _namespaces
+
+    if namespaces and not _namespaces.available():
+        reason = "bubblewrap (bwrap) cannot make namespaces here"
+        if os.environ.get("CAMBRIAN_REQUIRE_NAMESPACES") == "1":
+            pytest.fail(f"{reason}, and CAMBRIAN_REQUIRE_NAMESPACES=1 demands them", pytrace=False)
+        pytest.skip(reason)
+    return LocalSandbox(namespaces=namespaces)
 
 
 @pytest.fixture()

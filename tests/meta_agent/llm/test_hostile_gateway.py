@@ -213,5 +213,7 @@ except OSError as exc:
                 box.close()
 
     out = asyncio.run(scenario())
-    assert "list refused PermissionError" in out and "connect refused FileNotFoundError" in out, out
+    # Without namespaces the socket folder cannot be listed; in them it is not even there.
+    assert "list refused PermissionError" in out or "list refused FileNotFoundError" in out, out
+    assert "connect refused FileNotFoundError" in out, out
     assert fake.calls == 0
