@@ -1,6 +1,7 @@
 """Per-task cost of the sandbox backends, side by side, on a one-line Python program.
 
-(a) LocalSandbox: a subprocess per task (weak isolation).
+(a) LocalSandbox: a subprocess per task (weak isolation); (a') the same in Linux namespaces (bubblewrap), where
+    they work.
 (b) DockerSandbox with its pre-started pool: one session, N tasks in one
     container, each a round trip to the runner inside.
 (c) one hardened `docker run --rm` per task (the Darwin Gödel Machine's way),
@@ -28,6 +29,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from sandbox._namespaces import available as namespaces_available
 from sandbox.base import RunResult, RunSpec
 from sandbox.docker import ContainerLimits, DockerSandbox, hardened_settings
 from sandbox.image import DEFAULT_IMAGE, connect_engine, image_exists, image_missing
@@ -81,10 +83,14 @@ def timed(run: Callable[[], RunResult], count: int) -> tuple[list[float], list[f
     return walls, programs
 
 
-def bench_local(count: int) -> Timing:
-    sandbox = LocalSandbox()
-    walls, programs = timed(lambda: sandbox.run(SPEC), count)
-    return Timing("(a) local subprocess", walls, statistics.median(programs))
+def bench_local(count: int, *, namespaces: bool = False) -> Timing:
+    sandbox = LocalSandbox(namespaces=namespaces)
+    try:
+        walls, programs = timed(lambda: sandbox.run(SPEC), count)
+    finally:
+        sandbox.close()
+    name = "(a') local, in namespaces (bwrap)" if namespaces else "(a) local subprocess"
+    return Timing(name, walls, statistics.median(programs))
 
 
 def bench_pool(count: int) -> Timing:
@@ -120,17 +126,20 @@ def main() -> None:
         error = image_missing(DEFAULT_IMAGE)
         raise SystemExit(f"{error} (fix: {error.fix})")
     local = bench_local(args.tasks)
+    spaced = [bench_local(args.tasks, namespaces=True)] if namespaces_available() else []
     pool = bench_pool(args.tasks)
     per_run = bench_docker_run(args.docker_run_tasks, program_s=pool.program_s)
     print(f"task: {PROGRAM.strip()!r}; overhead = wall - the program's own run time")
     print(f"{'backend':32} {'tasks':>5} {'wall med':>9} {'wall p90':>9} {'ovh med':>8} {'ovh p90':>8} {'tasks/s':>8}")
-    for timing in (local, pool, per_run):
+    for timing in (local, *spaced, pool, per_run):
         print(
             f"{timing.name:32} {len(timing.walls):5d} {timing.median_ms:8.1f}ms {timing.quantile_ms(0.9):8.1f}ms "
             f"{timing.overhead_median_ms:7.1f}ms {timing.overhead_p90_ms:7.1f}ms {timing.tasks_per_s:8.1f}"
         )
     print(f"(b)/(c) throughput ratio: {pool.tasks_per_s / per_run.tasks_per_s:.1f}x (target >= 5x)")
     print(f"(b) overhead per task: median {pool.overhead_median_ms:.1f} ms (target <= 30 ms)")
+    for timing in spaced:
+        print(f"(a') wall per task / (a)'s: {timing.median_ms / local.median_ms:.2f}x (target <= 2x)")
 
 
 if __name__ == "__main__":
