@@ -142,6 +142,7 @@ def corrupt(error: BaseException, where: str) -> ArchiveCorrupt | None:
         return None
     return ArchiveCorrupt(
         f"the archive {where} is damaged: {text}",
+        reason=text,
         fix=f"check it with `sqlite3 {where} 'PRAGMA integrity_check'`; `sqlite3 {where} .recover | sqlite3 NEW.db` "
         "rescues the rows that can still be read (then put NEW.db in its place); other runs are not affected",
     )

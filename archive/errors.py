@@ -70,7 +70,12 @@ class ArchiveTooNew(ArchiveError):
 
 
 class ArchiveCorrupt(ArchiveError):
-    """An SQLite archive file that is damaged or not a database at all (truncated, overwritten, half copied)."""
+    """An SQLite archive file that is damaged or not a database at all (truncated, overwritten, half copied);
+    `reason`: what SQLite said ("file is not a database")."""
+
+    def __init__(self, message: str, *, reason: str, fix: str = "") -> None:
+        super().__init__(message, fix=fix)
+        self.reason = reason
 
 
 class ArchiveReadOnly(ArchiveError):

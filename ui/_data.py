@@ -23,7 +23,15 @@ from sqlalchemy import Table, func, select
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError
 
-from archive.errors import ArchiveError, ArchiveNotFound, ArchiveOutdated, ArchiveTooNew, NotAnArchive, RunNotFound
+from archive.errors import (
+    ArchiveCorrupt,
+    ArchiveError,
+    ArchiveNotFound,
+    ArchiveOutdated,
+    ArchiveTooNew,
+    NotAnArchive,
+    RunNotFound,
+)
 from archive.models import Agent, AgentStatus, Run, RunStatus
 from archive.store import Archive
 from ui._columns import posix_seconds
@@ -128,6 +136,9 @@ def unreadable(name: str, error: BaseException) -> Unreadable:
     if isinstance(error, (ArchiveOutdated, ArchiveTooNew, NotAnArchive)):
         kind = {ArchiveOutdated: "archive from an older Cambrian", ArchiveTooNew: "archive from a newer Cambrian"}
         return Unreadable(name, str(error), error.fix, 409, kind.get(type(error), "not an archive"))
+    if isinstance(error, ArchiveCorrupt):  # the archive named the damaged file and how to rescue it
+        message = f"the archive of run {name!r} cannot be read: {error.reason}"
+        return Unreadable(name, message, error.fix, 500, "corrupt archive")
     if isinstance(error, ArchiveError):
         return Unreadable(name, str(error), error.fix, 500)
     return Unreadable(
