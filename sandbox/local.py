@@ -463,13 +463,19 @@ class LocalSandbox:
             # A socket named by the run's env (the FM gateway's: the local sandbox promises runs that its host
             # path works as it is) is shown where it is.
             sockets = [Mount(host_path=v, sandbox_path=v, read_only=True) for v in spec.env.values() if _is_socket(v)]
-            launcher = [
-                *_namespaces.command(
-                    python=self.python, workdir=workdir, packages_dir=packages, packages=targets,
-                    mounts=[*spec.mounts, *sockets],
-                ),
-                *launcher,
-            ]  # fmt: skip
+            try:
+                launcher = [
+                    *_namespaces.command(
+                        python=self.python, workdir=workdir, packages_dir=packages, packages=targets,
+                        mounts=[*spec.mounts, *sockets],
+                    ),
+                    *launcher,
+                ]  # fmt: skip
+            except (OSError, subprocess.SubprocessError, ValueError) as exc:  # the interpreter's paths unknown
+                raise SandboxError(
+                    f"cannot tell which folders {self.python} needs inside the namespaces: {exc}",
+                    fix="point LocalSandbox(python=...) at a working Python 3.10+ interpreter",
+                ) from exc
         started = time.monotonic()
         try:
             proc = subprocess.Popen(
