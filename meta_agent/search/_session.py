@@ -53,7 +53,7 @@ from meta_agent.search._loop import LoopEvent, LoopOutcome, SearchLoop
 from meta_agent.search._stores import archive_path, delete_run, open_run, shown_store, store_in_use
 from sandbox.base import Sandbox
 from sandbox.docker import DockerSandbox
-from sandbox.image import engine_available, image_status
+from sandbox.image import ImageStatus, engine_available, image_status
 from sandbox.local import LocalSandbox, isolation_summary
 
 
@@ -77,7 +77,7 @@ def choose_sandbox(config: RunConfig, warn: Callable[[str], None], *, fm_dir: Pa
     choice = config.evaluation.sandbox
     image = config.evaluation.image
     if choice == "auto":
-        status = image_status(image) if engine_available() else None
+        status = _auto_status(config)
         if status is not None and status.current:
             choice = "docker"
         else:
@@ -411,8 +411,13 @@ def planned_backend(config: RunConfig) -> str:
     choice = config.evaluation.sandbox
     if choice != "auto":
         return choice
-    status = image_status(config.evaluation.image) if engine_available() else None
+    status = _auto_status(config)
     return "docker" if status is not None and status.current else "local"
+
+
+def _auto_status(config: RunConfig) -> ImageStatus | None:
+    """What `auto` decides by: the image's status where a Docker engine answers, else None."""
+    return image_status(config.evaluation.image) if engine_available() else None
 
 
 def check_backend(config: RunConfig, *, confirmed: bool) -> None:
