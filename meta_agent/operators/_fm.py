@@ -193,8 +193,8 @@ class RewriteOperator(FMOperator):
         return _apply_rewrite(parent, reply)
 
     def grammar(self, ctx: PromptContext) -> str | None:
-        """One fenced code block."""
-        return code_grammar(code_language(ctx.parent.genome.entry) or "python")
+        """One fenced code block (without EVOLVE-BLOCK markers when it is the code of a Python region)."""
+        return _whole_file_grammar(ctx.parent.genome)
 
     def format_hint(self, ctx: PromptContext) -> str:
         return _code_hint(ctx)
@@ -221,6 +221,13 @@ def _region_too_long(operator: FMOperator, parent: Genome, limits: PromptLimits)
         f"{operator.name} needs the code it rewrites to fit in a reply of fm.max_tokens = {limits.max_reply_tokens} "
         f"tokens, and {parent.entry}'s editable code is about {tokens}"
     )
+
+
+def _whole_file_grammar(genome: Genome) -> str:
+    """The code grammar of a whole-file reply: one that is a Python region's code cannot write a marker, so
+    it is always spliced between the parent's markers and cannot change a line outside them."""
+    language = code_language(genome.entry) or "python"
+    return code_grammar(language, markers=not (language == "python" and region_reply(genome)))
 
 
 def _code_hint(ctx: PromptContext) -> str:
@@ -341,7 +348,8 @@ class LinesOperator(FMOperator):
     def grammar(self, ctx: PromptContext) -> str | None:
         """One fenced code block."""
         path = ctx.focus.path if ctx.focus is not None else ctx.parent.genome.entry
-        return code_grammar(code_language(path) or "python")
+        language = code_language(path) or "python"
+        return code_grammar(language, markers=language != "python")  # the new lines sit inside the region
 
     def format_hint(self, ctx: PromptContext) -> str:
         return ": the new lines only, in one code block, with the same indentation"
@@ -418,8 +426,8 @@ class CrossoverOperator(FMOperator):
         return child
 
     def grammar(self, ctx: PromptContext) -> str | None:
-        """One fenced code block."""
-        return code_grammar(code_language(ctx.parent.genome.entry) or "python")
+        """One fenced code block (without EVOLVE-BLOCK markers when it is the code of a Python region)."""
+        return _whole_file_grammar(ctx.parent.genome)
 
     def format_hint(self, ctx: PromptContext) -> str:
         return _code_hint(ctx)

@@ -5,7 +5,9 @@ marker, or a SEARCH section that is not in the file. The SEARCH/REPLACE grammar
 makes all three impossible: every block has its three markers, and a SEARCH
 section can only be a contiguous run of lines that exist, as they are, inside
 the file's editable (EVOLVE-BLOCK) regions. The code grammar makes a whole-file
-or region reply one fenced block with no fence inside.
+or region reply one fenced block with no fence inside; for a region's code or new
+lines it also leaves out EVOLVE-BLOCK marker comments, so the reply is placed
+between the parent's markers and cannot change a line outside them.
 
 Pure functions of the parent's text; `fm.constrained` decides whether a request
 carries them (meta_agent/llm/_client.py sends them to the server).
@@ -119,9 +121,32 @@ def search_replace_grammar(
     )
 
 
-def code_grammar(language: str = "python") -> str:
-    """GBNF for one fenced code block (```python ... ```) with at least one line and no fence inside."""
-    return (
-        "\n".join([f'root ::= {gbnf_literal(f"```{language}" + chr(10))} code "```"', "code ::= newline+", _CODE_LINE])
-        + "\n"
-    )
+def _unmarked_line_rules() -> list[str]:
+    """Rules for one line of Python that is no EVOLVE-BLOCK marker comment (`# EVOLVE-BLOCK-START`, any
+    indentation, any number of `#`) and opens no fence: the indentation, then a first character that is
+    neither blank nor `#` nor a backtick, or a comment whose text does not open with `EVOLVE-BLOCK-`."""
+    marker = "EVOLVE-BLOCK-"
+    comment = ['"\\n"', f'[^# \\t{marker[0]}\\n] [^\\n]* "\\n"']
+    for count in range(1, len(marker)):
+        excluded = marker[count] if marker[count].isalnum() else f"\\x{ord(marker[count]):02X}"
+        comment.append(f'{gbnf_literal(marker[:count])} [^{excluded}\\n] [^\\n]* "\\n"')
+        comment.append(f'{gbnf_literal(marker[:count])} "\\n"')
+    lead = ['"\\n"', '[^ \\t#`\\n] [^\\n]* "\\n"', '"#" [# \\t]* comment']
+    for count in (1, 2):
+        lead.append(f'{gbnf_literal("`" * count)} [^`\\n] [^\\n]* "\\n"')
+        lead.append(f'{gbnf_literal("`" * count)} "\\n"')
+    return ["newline ::= [ \\t]* lead", "lead ::= " + " | ".join(lead), "comment ::= " + " | ".join(comment)]
+
+
+def code_grammar(language: str = "python", *, markers: bool = True) -> str:
+    """GBNF for one fenced code block (```python ... ```) with at least one line and no fence inside.
+
+    `markers=False` (Python only) also makes EVOLVE-BLOCK marker comments impossible: for a reply that is
+    the code of one region, or new lines, which the operator places between the markers itself, so no
+    reply can move a marker or change a line outside the region.
+    """
+    if not markers and language != "python":
+        raise ValueError(f"code_grammar(markers=False) knows Python's comments only, not {language!r}")
+    lines = [_CODE_LINE] if markers else _unmarked_line_rules()
+    root = f'root ::= {gbnf_literal(f"```{language}" + chr(10))} code "```"'
+    return "\n".join([root, "code ::= newline+", *lines]) + "\n"

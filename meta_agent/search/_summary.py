@@ -29,6 +29,7 @@ _CATEGORIES: tuple[tuple[str, str], ...] = (
     (r"no numeric constants or operators", "nothing for ast_mutate to change"),
     (r"needs a statement in the editable code|found no line of", "no lines to rewrite"),
     (r"writes? an EVOLVE-BLOCK marker", "wrote an EVOLVE-BLOCK marker"),  # not outside: a marker in the new code
+    (r"had no new lines", "no new lines"),  # a lines reply of only marker comments is empty, not outside
     (r"EVOLVE-BLOCK", "edit outside EVOLVE-BLOCK"),
     (r"not valid Python|cannot be compiled", "syntax error"),
     (r"undefined name|undefined local", "static: undefined name"),

@@ -15,7 +15,9 @@ import pytest
 from archive.store import Archive
 from evaluators.circle_packing import CirclePacking
 from meta_agent.config import RunConfig
+from meta_agent.edits import EditError
 from meta_agent.llm import ArchiveLedger, LLMClient, LocalServer, MemoryLedger, derive_seed
+from meta_agent.operators import ParentInfo, PromptContext, RewriteOperator
 from meta_agent.search import SearchLoop, categorize, make_llm_client
 from sandbox.local import LocalSandbox
 
@@ -81,3 +83,26 @@ def test_a_grammar_the_server_refuses_falls_back_with_one_warning(local_fm: Loca
     assert not llm.constrained
     failed = [e for e in llm.ledger.entries if e.error]  # type: ignore[attr-defined]
     assert len(failed) == 1 and "400" in failed[0].error
+
+
+def test_a_region_rewrite_under_the_real_server_writes_no_marker_and_changes_nothing_outside(
+    local_fm: LocalServer,
+) -> None:
+    seed = CirclePacking(start="grid").seed()
+    operator = RewriteOperator()
+    ctx = PromptContext(
+        contract="pack circles", benchmark="circle_packing", parent=ParentInfo(1, seed, 1.0, None),
+        failed_attempts=("the rewrite changed line 1 of packing.py, outside the EVOLVE-BLOCK markers",),
+    )  # fmt: skip
+    llm = LLMClient(local_fm.endpoint(), ledger=MemoryLedger(), max_tokens=300, constrained=True)
+    for number in range(3):
+        reply = llm.complete_sync(
+            operator.messages(ctx), seed=derive_seed(5, number, 0), grammar=operator.grammar(ctx)
+        ).text
+        assert not [line for line in reply.splitlines() if "EVOLVE-BLOCK-" in line], reply
+        try:
+            child = operator.apply(seed, reply)
+        except EditError as error:
+            assert categorize(str(error)) != "edit outside EVOLVE-BLOCK", error
+        else:
+            assert child.files["packing.py"].startswith(seed.files["packing.py"].split("import math")[0])

@@ -14,7 +14,17 @@ import pytest
 from evaluators.base import Genome
 from evaluators.circle_packing.benchmark import CirclePacking
 from evaluators.humaneval import HumanEval
-from meta_agent.operators import DiffOperator, RewriteOperator, code_grammar, gbnf_literal, search_replace_grammar
+from meta_agent.operators import (
+    DiffOperator,
+    Focus,
+    LinesOperator,
+    ParentInfo,
+    PromptContext,
+    RewriteOperator,
+    code_grammar,
+    gbnf_literal,
+    search_replace_grammar,
+)  # fmt: skip
 
 SEED = CirclePacking(start="grid").seed()
 TEXT = SEED.files["packing.py"]
@@ -179,6 +189,32 @@ def test_code_grammar_is_one_fenced_block_without_a_fence_inside() -> None:
     assert not matcher.derives(f"```python\n{region}```\nDone.")
     assert matcher.derives('```python\n"""\n`pack_circles(n)` returns circles.\n>>> pack_circles(1)\n"""\n```')
     assert not matcher.derives("```python\n```")
+
+
+def test_a_region_reply_cannot_write_a_marker_so_it_cannot_change_a_line_outside() -> None:
+    matcher = Matcher(code_grammar(markers=False))
+    region = TEXT[TEXT.index("import math") : TEXT.index("# EVOLVE-BLOCK-END")]
+    assert matcher.derives(f"```python\n{region}```")
+    for marker in ("# EVOLVE-BLOCK-END", "    ## EVOLVE-BLOCK-START", "#\tEVOLVE-BLOCK-END  # done"):
+        assert not matcher.derives(f"```python\n{region}{marker}\n```"), marker
+    for comment in ("# EVOLVE-BLOCKS are regions", "# EVOLVE", "# E", "#", "x = '# EVOLVE-BLOCK-END'", "  # note"):
+        assert matcher.derives(f"```python\n{comment}\n```"), comment
+    assert not matcher.derives("```python\n    ```python\nx = 1\n```")  # an indented fence opens none either
+    whole = f"```python\n{TEXT.replace('0.5', '0.49')}```"
+    assert not matcher.derives(whole)  # the whole file carries its markers: impossible, so never refused
+    rewrite = RewriteOperator()
+    assert not Matcher(rewrite.grammar(_ctx(SEED))).derives(whole)  # type: ignore[arg-type]
+    unmarked = Genome(files={"a.py": "def f():\n    return 1\n"}, entry="a.py")
+    assert Matcher(rewrite.grammar(_ctx(unmarked))).derives("```python\n# EVOLVE-BLOCK-START\nx = 1\n```")  # type: ignore[arg-type]
+    lines = LinesOperator().grammar(_ctx(SEED, focus=Focus.find(SEED, "    radius = 0.5 / max(columns, rows)")))
+    assert not Matcher(lines).derives("```python\n# EVOLVE-BLOCK-END\n```")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="Python"):
+        code_grammar("rust", markers=False)
+
+
+def _ctx(parent: Genome, focus: Focus | None = None) -> PromptContext:
+    info = ParentInfo(agent_id=1, genome=parent, score=1.0, feedback=None)
+    return PromptContext(contract="c", benchmark="b", parent=info, focus=focus)
 
 
 def test_literals_escape_quotes_backslashes_and_unicode() -> None:
