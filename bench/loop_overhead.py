@@ -61,6 +61,7 @@ class ReplaySandbox:
 
     name = "replay"
     isolated = False
+    shares_host_paths = False
 
     def __init__(self, result: RunResult) -> None:
         self.result = result

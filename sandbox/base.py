@@ -116,6 +116,10 @@ class Sandbox(Protocol):
     name: str
     #: True when the backend isolates the filesystem, network and processes.
     isolated: bool
+    #: True when programs reach a mounted host path (an FM socket) by that path, as other uids of this host (the
+    #: local sandbox as root without namespaces), so its folders must let them pass; False when the backend
+    #: binds the path into the sandbox (Docker, bubblewrap) and no other host user need pass (`socket_folder_mode`).
+    shares_host_paths: bool
 
     def session(self) -> SandboxSession:
         """A session for the runs of one agent (use as a context manager)."""
@@ -128,6 +132,13 @@ class Sandbox(Protocol):
     def close(self) -> None:
         """Release everything the backend holds (containers, temp dirs)."""
         ...
+
+
+def socket_folder_mode(sandbox: Sandbox | None) -> int:
+    """The mode of a host folder holding the FM sockets of `sandbox`'s programs: 0o711 where they pass through
+    it as other uids of this host, else 0o700, so no other host user reaches a socket it finds listed in
+    /proc/net/unix (every request carries its agent's token besides)."""
+    return 0o711 if sandbox is not None and sandbox.shares_host_paths else 0o700
 
 
 def pid_alive(pid: int) -> bool:

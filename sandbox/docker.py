@@ -87,6 +87,7 @@ class DockerSandbox:
 
     name = "docker"
     isolated = True
+    shares_host_paths = False  # each container's socket folder is bound at /run/cambrian
 
     def __init__(
         self,

@@ -73,7 +73,7 @@ except OSError:
 print(json.dumps(report))
 """
 
-_FORK_PROBE = r"""
+FORK_PROBE = r"""
 import os, time
 children = 0
 while children < 10000:
@@ -143,6 +143,7 @@ class CheckReport:
     limits: dict[str, str] = field(default_factory=dict)
     items: tuple[CheckItem, ...] = ()
     packages: dict[str, str] = field(default_factory=dict)
+    backend: str = "docker"  # or "local" (sandbox/local_check.py: engine_version names its namespaces)
 
     @property
     def ok(self) -> bool:
@@ -215,7 +216,7 @@ def _probe_items(sandbox: DockerSandbox, *, host_file: str, packages: dict[str, 
                 ", ".join(f"{k}={v:#x}" for k, v in sorted(caps.items())),
             )
         )
-        items.append(_env_item(report["env"]))
+        items.append(env_item(report["env"]))
         host_name = _host_hostname()
         hidden = not report["host_file_visible"] and (not host_name or host_name != report["hostname_file"])
         items.append(
@@ -226,7 +227,7 @@ def _probe_items(sandbox: DockerSandbox, *, host_file: str, packages: dict[str, 
                 f"/etc/hostname reads {report['hostname_file']!r}",
             )
         )
-        bomb = session.run(RunSpec(files={"fork.py": _FORK_PROBE}, command=("{python}", "fork.py"), timeout_s=30))
+        bomb = session.run(RunSpec(files={"fork.py": FORK_PROBE}, command=("{python}", "fork.py"), timeout_s=30))
         forked = int(bomb.stdout.strip() or "0") if bomb.stdout.strip().isdigit() else -1
         items.append(
             CheckItem(
@@ -245,7 +246,7 @@ def _probe_items(sandbox: DockerSandbox, *, host_file: str, packages: dict[str, 
             )
         )
         items += _runner_items(session)
-        items.append(_scientific_item(session, packages))
+        items.append(scientific_item(session, packages))
     items.append(_frame_cap_item())
     return tuple(items)
 
@@ -296,7 +297,7 @@ def _frame_cap_item() -> CheckItem:
         container.close()
 
 
-def _scientific_item(session: SandboxSession, packages: dict[str, str]) -> CheckItem:
+def scientific_item(session: SandboxSession, packages: dict[str, str]) -> CheckItem:
     """numpy and scipy import in a sandbox program and scipy.optimize solves a small problem."""
     result = session.run(
         RunSpec(files={"sci.py": _SCIENTIFIC_PROBE}, command=("{python}", "sci.py"), timeout_s=_PROBE_TIMEOUT_S)
@@ -316,8 +317,9 @@ def _scientific_item(session: SandboxSession, packages: dict[str, str]) -> Check
     )
 
 
-def _env_item(env: dict[str, str]) -> CheckItem:
-    extra = sorted(set(env) - SCRUBBED_ENV)
+def env_item(env: dict[str, str], allowed: frozenset[str] = SCRUBBED_ENV) -> CheckItem:
+    """The environment a task saw holds only the `allowed` names, and no value of a host secret."""
+    extra = sorted(set(env) - allowed)
     secret_values = {
         value
         for name, value in os.environ.items()

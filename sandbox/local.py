@@ -259,6 +259,8 @@ class LocalSandbox:
                 "run without namespaces",
             )
         self.namespaces = _namespaces.available() if namespaces is None else namespaces
+        #: As root without namespaces, a run's uid reaches its FM socket by its host path (`socket_folder_mode`).
+        self.shares_host_paths = os.geteuid() == 0 and not self.namespaces
         self._closed = False
         self._running: set[int] = set()  # process groups of the runs in progress, killed by close()
         self._running_lock = threading.Lock()

@@ -45,7 +45,9 @@ def diagnose(
     image_ok = _image(add, config.evaluation.image) if engine_ok else False
     if engine_ok and image_ok and self_test:
         _self_test(add, config.evaluation.image)
-    _local_sandbox(add)
+    _local_sandbox(add, self_test=self_test)
+    why_not = "no Docker engine answers" if not engine_ok else "" if image_ok else "its image is not current"
+    add(Finding("sandbox of runs (--sandbox auto)", "ok", "docker" if not why_not else f"local: {why_not}"))
     _model(add, config)
     _endpoint(add, config)
     _disk(add, config.runs_dir)
@@ -109,20 +111,33 @@ def _self_test(add: Callable[[Finding], None], image: str) -> None:
                     "cambrian sandbox build --force"))  # fmt: skip
 
 
-def _local_sandbox(add: Callable[[Finding], None]) -> None:
+def _local_sandbox(add: Callable[[Finding], None], *, self_test: bool) -> None:
     from sandbox.base import RunSpec, SandboxError
     from sandbox.local import LocalSandbox, isolation_summary
+    from sandbox.local_check import namespaces_summary, run_local_check
 
     box = LocalSandbox()
     try:
         result = box.run(RunSpec(files={"p.py": "import numpy, scipy\nprint('ok')\n"}, command=("{python}", "p.py")))
+        report = run_local_check(box) if self_test and result.ok else None
     except SandboxError as exc:
         add(Finding("local sandbox", "fail", str(exc)[:300], exc.fix))
         return
     finally:
         box.close()
     if result.ok and result.stdout.strip() == "ok":
-        add(Finding("local sandbox", "ok", f"works, with numpy and scipy; {isolation_summary()}"))
+        add(Finding("local sandbox", "ok", f"works, with numpy and scipy; namespaces: "
+                    f"{namespaces_summary(box.namespaces)}; {isolation_summary()}"))  # fmt: skip
+        if report is None:
+            return
+        failed = [item.name for item in report.items if not item.passed]
+        detail = f"{len(report.items) - len(failed)}/{len(report.items)} hardening checks pass"
+        if failed:
+            add(Finding("local sandbox self-test", "warn", f"{detail}: failing {', '.join(failed)}",
+                        "install bubblewrap (apt-get install bubblewrap) for namespaces, or use Docker; "
+                        "cambrian sandbox check --sandbox local shows each item"))  # fmt: skip
+        else:
+            add(Finding("local sandbox self-test", "ok", detail))
     else:
         add(Finding("local sandbox", "warn", f"a program there cannot import numpy and scipy: "
                     f"{(result.stderr.strip().splitlines() or ['?'])[-1][:200]}",

@@ -46,6 +46,7 @@ from meta_agent.search import (
     sandbox_with_socket_dir,
     shown_store,
 )
+from sandbox.base import socket_folder_mode
 
 HOLDOUT_FILE = "holdout.json"
 #: Bumped when holdout.json's fields change meaning.
@@ -424,7 +425,8 @@ def _evaluate(
         with _maybe_fm(config, benchmark, reporter, ledger) as llm:
 
             async def run() -> AgentResult:
-                gateway = FMGateway(llm, socket_dir=socket_dir) if llm is not None else None
+                mode = socket_folder_mode(sandbox)
+                gateway = FMGateway(llm, socket_dir=socket_dir, folder_mode=mode) if llm is not None else None
                 try:
                     return await evaluate_in_sandbox(
                         benchmark, subject.genome, sandbox, agent_id=subject.agent_id, iteration=subject.iteration,

@@ -1,4 +1,5 @@
-"""`cambrian sandbox build|check`: make the sandbox image; prove the Docker sandbox is hardened and has numpy, scipy.
+"""`cambrian sandbox build|check`: make the sandbox image; prove the sandbox (Docker or local) is hardened and has
+numpy and scipy.
 
 Errors raise SandboxError; the main CLI prints its cause and fix.
 """
@@ -14,8 +15,11 @@ from rich.table import Table
 
 from meta_agent.cli._app import app, one_of
 from sandbox.base import DEFAULT_IMAGE
+from sandbox.docker_check import CheckReport
 
-sandbox_app = typer.Typer(help="The Docker sandbox: build its image, check its hardening.", no_args_is_help=True)
+sandbox_app = typer.Typer(
+    help="The sandbox: build the Docker image, check the hardening of Docker or the local one.", no_args_is_help=True
+)
 app.add_typer(sandbox_app, name="sandbox")
 
 
@@ -49,18 +53,23 @@ def build(
 @sandbox_app.command("check")
 def check(
     image: str = typer.Option(DEFAULT_IMAGE, "--image", help="image to check"),
+    sandbox: str = typer.Option(
+        "auto", "--sandbox", help="auto (what a run would use: Docker when its image is current) | docker | local"
+    ),
 ) -> None:
-    """Show the engine, image and limits, and run a live hardening self-test (exit 1 if any item fails)."""
-    from sandbox.docker import DockerSandbox  # needs the engine: imported only when checking
-    from sandbox.docker_check import run_check
+    """Show the backend, its limits and namespaces, and run a live hardening self-test (exit 1 if any item
+    fails)."""
+    from sandbox.image import engine_available, image_status
 
     console = Console()
-    with DockerSandbox(image=image, pool_size=0, run_label="check") as sandbox:
-        report = run_check(sandbox)
-    console.print(f"Docker engine {report.engine_version}; image [bold]{report.image}[/bold] present")
-    if report.packages:
-        console.print("Python packages in the sandbox: " + ", ".join(f"{k} {v}" for k, v in report.packages.items()))
-    limits = Table(title="Container limits", show_header=False)
+    choice = one_of(sandbox, ("auto", "docker", "local"), "--sandbox")
+    if choice == "auto":
+        status = image_status(image) if engine_available() else None
+        choice = "docker" if status is not None and status.current else "local"
+        why = "no Docker engine answers" if status is None else f"the image {image} is not current"
+        console.print(f"auto: checking the {choice} sandbox" + ("" if choice == "docker" else f" ({why})"))
+    report = _docker_report(image) if choice == "docker" else _local_report()
+    limits = Table(title="Container limits" if report.backend == "docker" else "Local sandbox", show_header=False)
     for name, value in report.limits.items():
         limits.add_row(name, value)
     console.print(limits)
@@ -73,3 +82,29 @@ def check(
     console.print(table)
     if not report.ok:
         raise typer.Exit(code=1)
+
+
+def _docker_report(image: str) -> CheckReport:
+    from sandbox.docker import DockerSandbox  # needs the engine: imported only when checking
+    from sandbox.docker_check import run_check
+
+    console = Console()
+    with DockerSandbox(image=image, pool_size=0, run_label="check") as sandbox:
+        report = run_check(sandbox)
+    console.print(f"Docker engine {report.engine_version}; image [bold]{report.image}[/bold] present")
+    if report.packages:
+        console.print("Python packages in the sandbox: " + ", ".join(f"{k} {v}" for k, v in report.packages.items()))
+    return report
+
+
+def _local_report() -> CheckReport:
+    from sandbox.local import LocalSandbox
+    from sandbox.local_check import run_local_check
+
+    box = LocalSandbox()
+    try:
+        report = run_local_check(box)
+    finally:
+        box.close()
+    Console().print(f"Local sandbox; namespaces: [bold]{report.engine_version}[/bold]")
+    return report

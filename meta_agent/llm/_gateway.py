@@ -351,8 +351,11 @@ class AgentChannel:
 class FMGateway:
     """Serves one Unix socket per agent on the running event loop, forwarding calls through `llm`.
 
-    socket_dir: where the sockets live; created (mode 0o711) when missing, made searchable by others (o+x)
-        when not. Keep its path short: a socket path may be at most 107 bytes.
+    socket_dir: where the sockets live; created with `folder_mode` when missing. Keep its path short: a socket
+        path may be at most 107 bytes.
+    folder_mode: the socket folder's mode, `sandbox.base.socket_folder_mode(sandbox)`: 0o711 (the default)
+        lets the local sandbox's run uids pass to their socket, and is added (o+x) to an existing folder;
+        0o700 keeps every other host user out (Docker and bubblewrap bind the socket into the sandbox).
     max_tokens_per_call: the gateway's cap on one call's completion tokens (>= 1).
     read_timeout_s: seconds a connection may take to send its request.
     max_in_flight: chat calls one agent may have forwarded and unanswered at once (>= 1).
@@ -361,7 +364,7 @@ class FMGateway:
 
     def __init__(
         self, llm: LLMClient, *, socket_dir: Path, max_tokens_per_call: int = 4096, read_timeout_s: float = 30.0,
-        max_in_flight: int = 4, max_connections: int = 32,
+        max_in_flight: int = 4, max_connections: int = 32, folder_mode: int = 0o711,
     ) -> None:  # fmt: skip
         if max_tokens_per_call < 1 or max_in_flight < 1 or max_connections < 1:
             raise ValueError(
@@ -370,6 +373,7 @@ class FMGateway:
             )
         self.llm = llm
         self.socket_dir = Path(socket_dir)
+        self.folder_mode = folder_mode
         self.max_tokens_per_call = max_tokens_per_call
         self.read_timeout_s = read_timeout_s
         self.max_in_flight = max_in_flight
@@ -496,11 +500,10 @@ class FMGateway:
         try:
             if not self.socket_dir.is_dir():
                 self.socket_dir.mkdir(parents=True, exist_ok=True)
-                # Non-root sandbox users must be able to traverse to the socket (not list the dir).
-                os.chmod(self.socket_dir, 0o711)
+                os.chmod(self.socket_dir, self.folder_mode)  # others may pass (not list) only when runs need it
             elif not os.access(self.socket_dir, os.W_OK | os.X_OK):
                 raise OSError(f"{self.socket_dir} is not writable")
-            else:
+            elif self.folder_mode & stat.S_IXOTH:
                 mode = stat.S_IMODE(self.socket_dir.stat().st_mode)
                 if not mode & stat.S_IXOTH:  # sandbox uids (local backend as root) must pass through to a socket
                     os.chmod(self.socket_dir, mode | stat.S_IXOTH)

@@ -41,7 +41,16 @@ from typing import Any
 from evaluators.base import Benchmark, Genome
 from evaluators.runner import Limits, TaskJob, TaskRun, run_task
 from meta_agent.llm import SOCKET_ENV, TOKEN_ENV, GatewayError, RelayGrant, SocketRelay
-from sandbox.base import FM_SOCKET_INSIDE, RunResult, RunSpec, Sandbox, SandboxError, SandboxSession, pid_alive
+from sandbox.base import (
+    FM_SOCKET_INSIDE,
+    RunResult,
+    RunSpec,
+    Sandbox,
+    SandboxError,
+    SandboxSession,
+    pid_alive,
+    socket_folder_mode,
+)  # fmt: skip
 
 _BENCHMARKS_KEPT = 4  # benchmarks a node keeps deserialized (a run has one; a few for holdout and tests)
 
@@ -162,16 +171,16 @@ class NodePool:
         workers = 2 * self.settings.slots + 4  # a run and a session start/close per slot, with room
         loop.set_default_executor(concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="cambrian-node"))
         self._slots = asyncio.Semaphore(self.settings.slots)
-        # Unix socket paths are limited to 107 bytes: a short folder; 0711 so sandbox users reach their socket.
+        # Unix socket paths are limited to 107 bytes: a short folder (0700, 0711 where sandbox users pass).
         # Its name carries this process's pid: a node killed mid-run leaves it behind, and the next start on
         # this host removes it (its process is gone).
         await asyncio.to_thread(remove_dead_node_dirs)
         self._dir = Path(tempfile.mkdtemp(prefix=f"{NODE_DIR_PREFIX}{os.getpid()}-", dir=NODE_DIR_ROOT))
-        os.chmod(self._dir, 0o711)
         try:
             sandbox, note = await asyncio.to_thread(self._build_sandbox)
         except SandboxError as exc:
             return NodeReport(self.node_id, host, None, problem=str(exc), fix=exc.fix)
+        os.chmod(self._dir, socket_folder_mode(sandbox))  # its relay sockets: see sandbox.base
         self.sandbox = sandbox
         return NodeReport(self.node_id, host, sandbox.name, note=note)
 

@@ -51,7 +51,7 @@ from meta_agent.search._executor import make_executor
 from meta_agent.search._lock import run_lock
 from meta_agent.search._loop import LoopEvent, LoopOutcome, SearchLoop
 from meta_agent.search._stores import archive_path, delete_run, open_run, shown_store, store_in_use
-from sandbox.base import Sandbox
+from sandbox.base import Sandbox, socket_folder_mode
 from sandbox.docker import DockerSandbox
 from sandbox.image import ImageStatus, engine_available, image_status
 from sandbox.local import LocalSandbox, isolation_summary
@@ -373,7 +373,11 @@ def _search_with_resources(
         done = archive.iterations_done(run.key)
         with reporter.progress(done, config.budget.iterations):
             # No FM client (nothing in the run calls one): no gateway either.
-            gateway = FMGateway(agent_llm, socket_dir=socket_dir) if config.evaluation.agent_fm and agent_llm else None
+            gateway = (
+                FMGateway(agent_llm, socket_dir=socket_dir, folder_mode=socket_folder_mode(sandbox))
+                if config.evaluation.agent_fm and agent_llm
+                else None
+            )
             return asyncio.run(_run_with_signals(loop, gateway))
 
 
@@ -459,6 +463,7 @@ def sandbox_with_socket_dir(config: RunConfig, reporter: Reporter) -> Iterator[t
     """The configured sandbox and a fresh host folder for the agents' FM gateway sockets; both removed after."""
     with _socket_dir() as socket_dir:
         sandbox = choose_sandbox(config, reporter.warn, fm_dir=socket_dir)
+        os.chmod(socket_dir, socket_folder_mode(sandbox))
         reporter.info(f"sandbox: {sandbox.name}")
         try:
             yield sandbox, socket_dir
@@ -478,10 +483,10 @@ def _no_sandbox(reporter: Reporter) -> Iterator[tuple[None, Path]]:
 
 @contextlib.contextmanager
 def _socket_dir() -> Iterator[Path]:
-    """A fresh host folder for the agents' FM gateway sockets, removed after."""
+    """A fresh host folder for the agents' FM gateway sockets, removed after: mode 0o700 (mkdtemp's) until the
+    sandbox is known, then `socket_folder_mode(sandbox)`."""
     # Unix socket paths are limited to 107 bytes: keep the gateway's folder short.
     socket_dir = Path(tempfile.mkdtemp(prefix="cambrian-fm-", dir="/tmp"))
-    os.chmod(socket_dir, 0o711)  # sandbox users reach their own socket folder inside, nothing else
     try:
         yield socket_dir
     finally:

@@ -217,3 +217,43 @@ except OSError as exc:
     assert "list refused PermissionError" in out or "list refused FileNotFoundError" in out, out
     assert "connect refused FileNotFoundError" in out, out
     assert fake.calls == 0
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="runs a program as another host user (nobody): needs root, as in CI")
+def test_a_private_socket_folder_keeps_every_other_host_user_out(gateway_parts) -> None:  # type: ignore[no-untyped-def]
+    """A socket's path is listed in /proc/net/unix for every host user: where the sandbox binds the socket
+    (Docker, bubblewrap) its folder is 0700 and nobody else reaches it; 0711 (the local sandbox as root without
+    namespaces, whose run uids pass through it) lets a connection in, which the token then refuses."""
+    import subprocess
+    import sys
+
+    from sandbox.base import socket_folder_mode
+    from sandbox.local import LocalSandbox
+
+    client, socket_dir, fake = gateway_parts
+    os.chmod(socket_dir, 0o711)
+    code = (
+        "import socket, sys\nc = socket.socket(socket.AF_UNIX)\n"
+        "try:\n    c.connect(sys.argv[1])\n    print('connected')\n"
+        "except OSError as exc:\n    print('refused', type(exc).__name__)\n"
+    )
+
+    async def outsider(mode: int) -> str:
+        async with FMGateway(client, socket_dir=socket_dir / f"m{mode:o}", folder_mode=mode) as gateway:
+            channel = await gateway.open_agent(1, max_calls=1, max_tokens=1000, run_seed=1, iteration=0)
+            argv = [
+                shutil.which("python3", path="/usr/bin:/bin") or sys.executable,
+                "-c",
+                code,
+                str(channel.socket_path),
+            ]
+            done = await asyncio.to_thread(subprocess.run, argv, user=65534, capture_output=True, text=True, timeout=60)
+            return done.stdout.strip() + done.stderr.strip()[-300:]
+
+    assert asyncio.run(outsider(0o700)) == "refused PermissionError"
+    assert asyncio.run(outsider(0o711)) == "connected"
+    assert fake.calls == 0
+    assert socket_folder_mode(LocalSandbox(namespaces=False)) == 0o711  # run uids pass by the host path
+    assert socket_folder_mode(None) == 0o700
+    if LocalSandbox().namespaces:
+        assert socket_folder_mode(LocalSandbox()) == 0o700  # bwrap binds the socket itself
