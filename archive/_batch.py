@@ -21,7 +21,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from archive.errors import ArchiveUnreachable
+from cambrian.archive.errors import ArchiveUnreachable
 
 T = TypeVar("T")
 

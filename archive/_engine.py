@@ -27,7 +27,7 @@ from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError
 from sqlalchemy.pool import StaticPool
 from sqlmodel import create_engine
 
-from archive.errors import ArchiveNotFound, ArchiveUnreachable, InvalidStoreURL, NotAnArchive
+from cambrian.archive.errors import ArchiveNotFound, ArchiveUnreachable, InvalidStoreURL, NotAnArchive
 
 #: How long a connection waits for another's lock, and a reader for a creator's schema, in seconds.
 BUSY_TIMEOUT_S = 10.0

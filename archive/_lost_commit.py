@@ -18,9 +18,9 @@ from sqlalchemy import Connection, Engine, delete, text
 from sqlalchemy.exc import DBAPIError
 from sqlmodel import col, select
 
-from archive._engine import CommitCheck
-from archive._retry import is_disconnect
-from archive.models import CommitMark, utcnow
+from cambrian.archive._engine import CommitCheck
+from cambrian.archive._retry import is_disconnect
+from cambrian.archive.models import CommitMark, utcnow
 
 #: Whether a transaction is still in progress, and whether it committed (its commit mark is there).
 _TXID_STATUS = text("SELECT txid_status(:xid)")

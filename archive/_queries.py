@@ -15,9 +15,9 @@ from sqlalchemy import Connection, and_, func, literal, or_
 from sqlalchemy import select as core_select
 from sqlmodel import Session, col, select
 
-from archive._statements import _AGENT, _DESCRIPTOR, _EVALUATION
-from archive.models import Agent, AgentStatus, Evaluation
-from archive.view import NO_PARENT, ArchiveView
+from cambrian.archive._statements import _AGENT, _DESCRIPTOR, _EVALUATION
+from cambrian.archive.models import Agent, AgentStatus, Evaluation
+from cambrian.archive.view import NO_PARENT, ArchiveView
 
 
 class QueriesMixin:

@@ -41,7 +41,7 @@ from typing import Any, TypeVar
 
 from sqlalchemy.exc import DBAPIError
 
-from archive.errors import ArchiveCorrupt, ArchiveUnreachable
+from cambrian.archive.errors import ArchiveCorrupt, ArchiveUnreachable
 
 _log = logging.getLogger("archive")
 

@@ -17,9 +17,9 @@ from typing import Any
 from sqlalchemy import Connection, bindparam, delete, func, insert, or_, update
 from sqlalchemy import select as core_select
 
-from archive._prepared import Prepared
-from archive.errors import AgentNotFound, ArchiveError, InvalidTransition, RunNotFound
-from archive.models import Agent, AgentDescriptor, AgentStatus, Evaluation, Genome, GenomeFile, Run
+from cambrian.archive._prepared import Prepared
+from cambrian.archive.errors import AgentNotFound, ArchiveError, InvalidTransition, RunNotFound
+from cambrian.archive.models import Agent, AgentDescriptor, AgentStatus, Evaluation, Genome, GenomeFile, Run
 
 #: Allowed agent status changes; anything else raises InvalidTransition.
 TRANSITIONS: Mapping[AgentStatus, frozenset[AgentStatus]] = MappingProxyType(

@@ -5,7 +5,7 @@ The CLI catches `ArchiveError` once and prints `str(error)` and `error.fix`.
 
 from __future__ import annotations
 
-from cambrian_errors import CambrianError
+from cambrian.errors import CambrianError
 
 
 class ArchiveError(CambrianError):

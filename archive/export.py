@@ -16,9 +16,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from archive.errors import ArchiveError, DestinationNotEmpty, InvalidGenome
-from archive.models import Agent
-from archive.store import Archive, check_genome_paths
+from cambrian.archive.errors import ArchiveError, DestinationNotEmpty, InvalidGenome
+from cambrian.archive.models import Agent
+from cambrian.archive.store import Archive, check_genome_paths
 
 MANIFEST_NAME = "manifest.json"
 DIFFS_DIR = "diffs"

@@ -7,7 +7,7 @@ import json
 from collections.abc import Mapping
 from pathlib import Path
 
-from archive.errors import InvalidGenome
+from cambrian.archive.errors import InvalidGenome
 
 __all__ = ["check_genome_paths", "genome_hash"]
 

@@ -18,9 +18,9 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import class_mapper, make_transient_to_detached
 from sqlmodel import SQLModel
 
-from archive._prepared import Prepared
-from archive.models import GreedyAnswer, LLMCall, LLMRequest, LLMResponse
-from archive.schema import SchemaReport
+from cambrian.archive._prepared import Prepared
+from cambrian.archive.models import GreedyAnswer, LLMCall, LLMRequest, LLMResponse
+from cambrian.archive.schema import SchemaReport
 
 ModelT = TypeVar("ModelT", bound=SQLModel)
 

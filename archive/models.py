@@ -203,7 +203,7 @@ class GreedyAnswer(SQLModel, table=True):
     second key (schema version 5).
 
     answer_key: sha256 of the model, the messages and the sampling parameters but `max_tokens` (and the seed,
-    which greedy decoding does not use); see `meta_agent.llm.answer_key`. request_hash: the cached response
+    which greedy decoding does not use); see `cambrian.meta_agent.llm.answer_key`. request_hash: the cached response
     (LLMResponse) of the first request with that key whose reply stopped by itself, with its
     completion_tokens: a request with another limit of at least that many tokens has the same answer from a
     deterministic server, so it is answered from the cache, not by the server's run-to-run noise. Replies cut

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from archive.errors import ArchiveError
+from cambrian.archive.errors import ArchiveError
 
 # Distance temporaries stay near this many elements (~16 MB of float32) per block.
 _BLOCK_ELEMENTS = 1 << 22

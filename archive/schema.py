@@ -1,6 +1,6 @@
 """The archive's schema version: what opening an archive creates, upgrades or refuses, through Alembic.
 
-The migrations are Alembic revisions shipped in `archive.migrations` (ids "0001", "0002", ...: the
+The migrations are Alembic revisions shipped in `cambrian.archive.migrations` (ids "0001", "0002", ...: the
 schema versions), run on the archive's own connection with no alembic.ini. The version lives in the
 database, the same on SQLite and PostgreSQL:
 
@@ -39,9 +39,9 @@ from sqlalchemy import Connection, Table, func, insert, inspect, select, text
 from sqlalchemy.exc import DBAPIError
 from sqlmodel import SQLModel
 
-from archive.errors import ArchiveOutdated, ArchiveTooNew, NotAnArchive
-from archive.migrations import alembic_config, revision_of, version_of
-from archive.models import SchemaVersion, utcnow
+from cambrian.archive.errors import ArchiveOutdated, ArchiveTooNew, NotAnArchive
+from cambrian.archive.migrations import alembic_config, revision_of, version_of
+from cambrian.archive.models import SchemaVersion, utcnow
 
 __all__ = ["READABLE_FROM", "SCHEMA_VERSION", "UNVERSIONED", "SchemaReport", "open_schema", "read_version"]
 

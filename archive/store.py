@@ -34,12 +34,12 @@ from sqlalchemy import Connection, Engine
 from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlmodel import Session, col, delete, select
 
-from archive._batch import BatchMixin
-from archive._engine import BUSY_TIMEOUT_S, COMMIT_KEY, CommitCheck, open_engine, unreachable
-from archive._lost_commit import committed, forget_old_marks
-from archive._queries import QueriesMixin
-from archive._retry import RECONNECT_S, Reconnector, corrupt, is_disconnect, retry_public_methods
-from archive._statements import (
+from cambrian.archive._batch import BatchMixin
+from cambrian.archive._engine import BUSY_TIMEOUT_S, COMMIT_KEY, CommitCheck, open_engine, unreachable
+from cambrian.archive._lost_commit import committed, forget_old_marks
+from cambrian.archive._queries import QueriesMixin
+from cambrian.archive._retry import RECONNECT_S, Reconnector, corrupt, is_disconnect, retry_public_methods
+from cambrian.archive._statements import (
     _DELETE_DESCRIPTORS,
     _DELETE_HOLDOUT_EVALUATIONS,
     _DELETE_STALE_EVALUATIONS,
@@ -64,7 +64,7 @@ from archive._statements import (
     explain_refused_transition,
     no_agent,
 )
-from archive.errors import (
+from cambrian.archive.errors import (
     ArchiveReadOnly,
     GenomeNotFound,
     InvalidGenome,
@@ -72,9 +72,16 @@ from archive.errors import (
     RunExists,
     RunNotFound,
 )
-from archive.genomes import check_genome_paths, genome_hash
-from archive.ledger import CostSummary, LedgerMixin, ModelCost, detached, insert_ignore, insert_ignore_statement
-from archive.models import (
+from cambrian.archive.genomes import check_genome_paths, genome_hash
+from cambrian.archive.ledger import (
+    CostSummary,
+    LedgerMixin,
+    ModelCost,
+    detached,
+    insert_ignore,
+    insert_ignore_statement,
+)
+from cambrian.archive.models import (
     Agent,
     AgentDescriptor,
     AgentStatus,
@@ -87,7 +94,7 @@ from archive.models import (
     RunStatus,
     utcnow,
 )
-from archive.schema import SchemaReport, open_schema
+from cambrian.archive.schema import SchemaReport, open_schema
 
 __all__ = ["TRANSITIONS", "Archive", "CostSummary", "ModelCost", "check_genome_paths", "genome_hash"]
 

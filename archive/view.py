@@ -15,9 +15,9 @@ from typing import Any
 
 import numpy as np
 
-from archive.errors import AgentNotFound
-from archive.lineage import _N_COUNTS, _clade_sums, _lineage_rows, _own_counts
-from archive.novelty import distances_to, knn_table, merge_into_knn
+from cambrian.archive.errors import AgentNotFound
+from cambrian.archive.lineage import _N_COUNTS, _clade_sums, _lineage_rows, _own_counts
+from cambrian.archive.novelty import distances_to, knn_table, merge_into_knn
 
 #: parent_ids value for an agent with no parent (a seed).
 NO_PARENT = -1

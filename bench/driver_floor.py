@@ -35,9 +35,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from archive.models import AgentStatus, Evaluation
-from archive.store import Archive
-from evaluators.registry import get_benchmark
+from cambrian.archive.models import AgentStatus, Evaluation
+from cambrian.archive.store import Archive
+from cambrian.evaluators.registry import get_benchmark
 
 BATCH = 8  # candidates' writes per transaction
 

@@ -57,7 +57,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from meta_agent.search import categorize
+from cambrian.meta_agent.search import categorize
 
 MODELS = ("smollm2-135m", "qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b")
 OPERATORS = ("diff", "rewrite", "diagnose", "crossover")
@@ -97,7 +97,7 @@ class Record:
 
 
 def _config(model: str, operator: str, benchmark: str, seed: int, args: argparse.Namespace, runs_dir: str) -> Any:
-    from meta_agent.config import load_config
+    from cambrian.meta_agent.config import load_config
 
     options: dict[str, Any] = {}
     if benchmark == "humaneval":
@@ -148,7 +148,7 @@ def _failure(result: Any) -> str:
 async def _evaluate(
     benchmark: Any, genome: Any, sandbox: Any, gateway: Any, config: Any, agent_id: int
 ) -> tuple[Any, float]:
-    from meta_agent.search import agent_fm_budget, evaluate_in_sandbox, run_limits
+    from cambrian.meta_agent.search import agent_fm_budget, evaluate_in_sandbox, run_limits
 
     started = time.perf_counter()
     result = await evaluate_in_sandbox(
@@ -175,9 +175,9 @@ async def _cell(
     say: Any,
 ) -> list[Record]:
     """N proposals per seed from the fixed parent(s), each evaluated while the next one is proposed."""
-    from meta_agent.operators import make_operator
-    from meta_agent.search import Proposer, build_benchmark
-    from meta_agent.search._executor import LocalExecutor
+    from cambrian.meta_agent.operators import make_operator
+    from cambrian.meta_agent.search import Proposer, build_benchmark
+    from cambrian.meta_agent.search._executor import LocalExecutor
 
     records: list[Record] = []
     for seed in seeds:
@@ -268,9 +268,9 @@ async def _evaluate_parents(
     benchmark_name: str, model: str, args: argparse.Namespace, sandbox: Any, gateway: Any, runs_dir: str
 ) -> dict[str, Any]:
     """The seed (and crossover's second parent) evaluated once: their scores and feedback go into prompts."""
-    from evaluators.base import Genome
-    from meta_agent.operators import ParentInfo, PromptContext
-    from meta_agent.search import build_benchmark
+    from cambrian.evaluators.base import Genome
+    from cambrian.meta_agent.operators import ParentInfo, PromptContext
+    from cambrian.meta_agent.search import build_benchmark
 
     config = _config(model, "diff", benchmark_name, 0, args, runs_dir)
     benchmark = build_benchmark(config)
@@ -295,8 +295,8 @@ async def _evaluate_parents(
 
 async def _model_cells(model: str, args: argparse.Namespace, say: Any) -> list[Record]:
     """Every cell of one model, with one local server and one sandbox for all of them."""
-    from meta_agent.llm import FMGateway, MemoryLedger
-    from meta_agent.search import Reporter, choose_sandbox, fm_endpoint, make_llm_client
+    from cambrian.meta_agent.llm import FMGateway, MemoryLedger
+    from cambrian.meta_agent.search import Reporter, choose_sandbox, fm_endpoint, make_llm_client
 
     records: list[Record] = []
     with tempfile.TemporaryDirectory(prefix="cambrian-efficacy-") as runs_dir:

@@ -94,10 +94,10 @@ class TaskRun:
 
 def reference_score(task: SuiteTask) -> float | None:
     """The score of the benchmark's shipped reference program (local sandbox), or None when it ships none."""
-    from evaluators.programs import ProgramBenchmark
-    from evaluators.registry import get_benchmark
-    from evaluators.runner import evaluate_agent
-    from sandbox.local import LocalSandbox
+    from cambrian.evaluators.programs import ProgramBenchmark
+    from cambrian.evaluators.registry import get_benchmark
+    from cambrian.evaluators.runner import evaluate_agent
+    from cambrian.sandbox.local import LocalSandbox
 
     benchmark = get_benchmark(task.benchmark, dict(task.options))
     if not isinstance(benchmark, ProgramBenchmark):
@@ -110,13 +110,13 @@ def reference_score(task: SuiteTask) -> float | None:
 
 
 def run_task(task: SuiteTask, seed: int, iterations: int, extra: Sequence[str], runs_dir: Path) -> TaskRun:
-    from archive.models import AgentStatus
-    from archive.store import Archive
-    from meta_agent.search import summarize_run
+    from cambrian.archive.models import AgentStatus
+    from cambrian.archive.store import Archive
+    from cambrian.meta_agent.search import summarize_run
 
     name = f"{task.name}-{seed}"
     options = [arg for key, value in task.options for arg in ("--set", f"benchmark_options.{key}={value}")]
-    command = [sys.executable, "-m", "meta_agent.cli", "run", task.benchmark, "--iterations", str(iterations),
+    command = [sys.executable, "-m", "cambrian", "run", task.benchmark, "--iterations", str(iterations),
                "--name", name, "--runs-dir", str(runs_dir), "--set", f"seed={seed}", *options, *extra]  # fmt: skip
     started = time.perf_counter()
     done = subprocess.run(command, capture_output=True, text=True, env={**os.environ, "COLUMNS": "200"})

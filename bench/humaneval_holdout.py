@@ -64,12 +64,12 @@ class SeedRun:
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    command = [sys.executable, "-m", "meta_agent.cli", *args]
+    command = [sys.executable, "-m", "cambrian", *args]
     return subprocess.run(command, capture_output=True, text=True, env={**os.environ, "COLUMNS": "200"})
 
 
 def holdout_tasks(database: Path, agent_id: int) -> dict[str, float]:
-    from archive.store import Archive
+    from cambrian.archive.store import Archive
 
     with Archive.at(database, readonly=True) as archive:
         return {e.task_id: float(e.score) for e in archive.evaluations(agent_id) if e.split == "holdout"}
@@ -80,8 +80,8 @@ def run_seed(
 ) -> SeedRun:
     """One search and its holdout evaluations; known_seed maps a seed genome hash to (run, holdout scores)
     measured already (and gets this run's when it measures one)."""
-    from archive.store import Archive
-    from meta_agent.search import summarize_run
+    from cambrian.archive.store import Archive
+    from cambrian.meta_agent.search import summarize_run
 
     name = f"humaneval-{seed}"
     started = time.perf_counter()

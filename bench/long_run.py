@@ -42,7 +42,7 @@ class Point:
 
 def curve(database: Path, name: str) -> list[Point]:
     """Every agent of run `name` in the order they were proposed, with the best score so far."""
-    from archive.store import Archive
+    from cambrian.archive.store import Archive
 
     with Archive.at(database, readonly=True) as archive:
         run = archive.get_run(name)
@@ -89,7 +89,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                "--runs-dir", str(args.runs_dir), *args.extra]  # fmt: skip
     exit_code = None
     if not args.report_only:
-        exit_code = subprocess.run([sys.executable, "-m", "meta_agent.cli", *command], env=os.environ).returncode
+        exit_code = subprocess.run([sys.executable, "-m", "cambrian", *command], env=os.environ).returncode
     database = args.runs_dir / args.name / "archive.db"
     if not database.exists():
         sys.exit(f"no archive at {database}: start the run first (without --report-only)")

@@ -42,18 +42,18 @@ from sqlalchemy import insert, text
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from archive.models import Agent, AgentStatus, Evaluation
-from archive.selection import DGM, make_selector
-from archive.store import Archive
-from archive.view import ArchiveView
-from evaluators.registry import get_benchmark
-from meta_agent.config import RunConfig
-from meta_agent.llm import Completion
-from meta_agent.operators import RewriteOperator
-from meta_agent.search import SearchLoop
-from meta_agent.search._behaviour import BehaviourSpace
-from sandbox.base import RunResult, RunSpec
-from sandbox.local import LocalSandbox
+from cambrian.archive.models import Agent, AgentStatus, Evaluation
+from cambrian.archive.selection import DGM, make_selector
+from cambrian.archive.store import Archive
+from cambrian.archive.view import ArchiveView
+from cambrian.evaluators.registry import get_benchmark
+from cambrian.meta_agent.config import RunConfig
+from cambrian.meta_agent.llm import Completion
+from cambrian.meta_agent.operators import RewriteOperator
+from cambrian.meta_agent.search import SearchLoop
+from cambrian.meta_agent.search._behaviour import BehaviourSpace
+from cambrian.sandbox.base import RunResult, RunSpec
+from cambrian.sandbox.local import LocalSandbox
 
 
 class ReplaySandbox:

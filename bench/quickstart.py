@@ -49,11 +49,11 @@ class SeedRun:
 
 
 def run_seed(seed: int, extra: Sequence[str], runs_dir: Path) -> SeedRun:
-    from archive.store import Archive
-    from meta_agent.search import summarize_run
+    from cambrian.archive.store import Archive
+    from cambrian.meta_agent.search import summarize_run
 
     name = f"quickstart-{seed}"
-    command = [sys.executable, "-m", "meta_agent.cli", *README_ARGS, "--set", f"seed={seed}", "--name", name,
+    command = [sys.executable, "-m", "cambrian", *README_ARGS, "--set", f"seed={seed}", "--name", name,
                "--runs-dir", str(runs_dir), *extra]  # fmt: skip
     started = time.perf_counter()
     done = subprocess.run(command, capture_output=True, text=True, env={**os.environ, "COLUMNS": "200"})

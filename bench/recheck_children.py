@@ -25,9 +25,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from evaluators.base import Genome
-from meta_agent.edits import EditError, check_child
-from meta_agent.search import categorize
+from cambrian.evaluators.base import Genome
+from cambrian.meta_agent.edits import EditError, check_child
+from cambrian.meta_agent.search import categorize
 
 _HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+\d+(?:,\d+)? @@")
 
@@ -85,13 +85,13 @@ def seeds(benchmark: str) -> Iterator[tuple[Genome, str | None]]:
     """(seed program, the function its harness calls) for each seed a child of `benchmark` may have been made
     from: every start for circle packing."""
     if benchmark == "circle_packing":
-        from evaluators.circle_packing import CirclePacking
+        from cambrian.evaluators.circle_packing import CirclePacking
 
         for start in ("rings", "grid"):
             packing = CirclePacking(start=start)
             yield packing.seed(), packing.entry_function
         return
-    from evaluators.registry import get_benchmark
+    from cambrian.evaluators.registry import get_benchmark
 
     built = get_benchmark(benchmark)
     yield built.seed(), getattr(built, "entry_function", None)

@@ -29,11 +29,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from sandbox._namespaces import available as namespaces_available
-from sandbox.base import RunResult, RunSpec
-from sandbox.docker import ContainerLimits, DockerSandbox, hardened_settings
-from sandbox.image import DEFAULT_IMAGE, connect_engine, image_exists, image_missing
-from sandbox.local import LocalSandbox
+from cambrian.sandbox._namespaces import available as namespaces_available
+from cambrian.sandbox.base import RunResult, RunSpec
+from cambrian.sandbox.docker import ContainerLimits, DockerSandbox, hardened_settings
+from cambrian.sandbox.image import DEFAULT_IMAGE, connect_engine, image_exists, image_missing
+from cambrian.sandbox.local import LocalSandbox
 
 PROGRAM = "print('hello from the sandbox')\n"
 SPEC = RunSpec(files={"main.py": PROGRAM}, command=("{python}", "main.py"), timeout_s=30)

@@ -32,13 +32,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import ray
 
-from evaluators.runner import Limits, TaskJob, run_task
-from meta_agent.config import RunConfig
-from meta_agent.search import AgentFMBudget
-from meta_agent.search._ray_executor import RayExecutor
-from meta_agent.testing import SleepBenchmark
-from sandbox.base import Sandbox
-from sandbox.local import LocalSandbox
+from cambrian.evaluators.runner import Limits, TaskJob, run_task
+from cambrian.meta_agent.config import RunConfig
+from cambrian.meta_agent.search import AgentFMBudget
+from cambrian.meta_agent.search._ray_executor import RayExecutor
+from cambrian.meta_agent.testing import SleepBenchmark
+from cambrian.sandbox.base import Sandbox
+from cambrian.sandbox.local import LocalSandbox
 from tests.ray_cluster import LocalRayCluster
 
 SLOTS = (1, 2, 4, 8)
@@ -49,7 +49,7 @@ RUN_LABEL = "scale-out"  # the containers' cambrian.run label
 def make_sandbox(kind: str) -> Sandbox:
     if kind == "local":
         return LocalSandbox()
-    from sandbox.docker import DockerSandbox
+    from cambrian.sandbox.docker import DockerSandbox
 
     return DockerSandbox(image=RunConfig().evaluation.image, pool_size=1, run_label=RUN_LABEL)
 
@@ -141,7 +141,7 @@ def measure(address: str, *, sandbox: str, nodes: int, slots: int, task_s: float
 
 def containers_left() -> list[str]:
     """Containers of this bench still present (there must be none once its executors are closed)."""
-    from sandbox.image import connect_engine
+    from cambrian.sandbox.image import connect_engine
 
     client = connect_engine()
     try:

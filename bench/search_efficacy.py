@@ -79,12 +79,12 @@ class RunResult:
 
 def run_one(job: Job) -> RunResult:
     """One seeded search, in a fresh archive in a temporary folder."""
-    from archive.models import AgentStatus
-    from archive.store import Archive
-    from meta_agent.config import load_config
-    from meta_agent.search import SearchLoop, build_benchmark
-    from sandbox.docker import DockerSandbox
-    from sandbox.local import LocalSandbox
+    from cambrian.archive.models import AgentStatus
+    from cambrian.archive.store import Archive
+    from cambrian.meta_agent.config import load_config
+    from cambrian.meta_agent.search import SearchLoop, build_benchmark
+    from cambrian.sandbox.docker import DockerSandbox
+    from cambrian.sandbox.local import LocalSandbox
 
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="cambrian-efficacy-") as tmp:

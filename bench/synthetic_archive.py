@@ -35,8 +35,8 @@ from sqlalchemy import Connection, Table, insert, text
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from archive.genomes import genome_hash
-from archive.models import (
+from cambrian.archive.genomes import genome_hash
+from cambrian.archive.models import (
     Agent,
     AgentDescriptor,
     AgentStatus,
@@ -48,7 +48,7 @@ from archive.models import (
     LLMResponse,
     RunStatus,
 )
-from archive.store import Archive
+from cambrian.archive.store import Archive
 
 #: Bump when the generated archive changes: the cache folder name carries it, so stale files are not reused.
 GENERATOR_VERSION = 1

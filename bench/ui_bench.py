@@ -7,7 +7,7 @@ and cached under bench/results/ui-bench-cache/), three measurements, each the me
    warm-up call, so scikit-learn's import is not counted).
 2. server: the response time of the run page HTML, every JSON endpoint the run page loads or polls,
    the runs page, and an agent page (HTML and JSON) of the best agent, from a uvicorn server in a
-   subprocess (`ui.create_app`), over HTTP on 127.0.0.1, after one warm-up request each.
+   subprocess (`cambrian.ui.create_app`), over HTTP on 127.0.0.1, after one warm-up request each.
 3. browser: time until the run page is interactive in headless Chromium (Debian's /usr/bin/chromium
    through Playwright, a fresh browser context per load, so nothing is cached): from navigation start
    to the moment the page says so (`window.cambrianReadyAt`, performance.now(): the score plot and the
@@ -47,7 +47,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from synthetic_archive import ensure_synthetic_archive
 
-from archive.store import Archive
+from cambrian.archive.store import Archive
 
 CACHE = ROOT / "bench" / "results" / "ui-bench-cache"
 RESULT = ROOT / "bench" / "results" / "ui_bench.json"
@@ -85,7 +85,7 @@ def _median_s(measure: Callable[[], Any], loads: int) -> tuple[float, list[float
 
 def time_analytics(db: Path, loads: int) -> dict[str, float]:
     """Median seconds of each ui._analytics function over the archive at `db`."""
-    from ui._analytics import budget, compare_runs, search_space
+    from cambrian.ui._analytics import budget, compare_runs, search_space
 
     with Archive.at(db, readonly=True) as archive:
         run_id = archive.list_runs()[0].key
@@ -109,7 +109,7 @@ def serve(runs_dir: Path) -> Iterator[str]:
     """A uvicorn server of `ui.create_app(runs_dir)` in a subprocess; yields its base URL."""
     port = _free_port()
     code = (
-        "import sys, uvicorn; from pathlib import Path; from ui import create_app; "
+        "import sys, uvicorn; from pathlib import Path; from cambrian.ui import create_app; "
         f"uvicorn.run(create_app(Path({str(runs_dir)!r})), host='127.0.0.1', port={port}, log_level='warning')"
     )
     process = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT)
@@ -208,7 +208,7 @@ def profile_endpoint(runs_dir: Path, path: str, *, top: int = 25) -> str:
     """
     import fastapi.routing
 
-    from ui import create_app
+    from cambrian.ui import create_app
 
     async def inline(func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         return func(*args, **kwargs)

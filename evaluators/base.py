@@ -25,8 +25,8 @@ from typing import Any, ClassVar, Protocol, TypeVar, runtime_checkable
 
 from pydantic import BaseModel, ValidationError
 
-from cambrian_errors import CambrianError
-from sandbox.base import RunResult, RunSpec
+from cambrian.errors import CambrianError
+from cambrian.sandbox.base import RunResult, RunSpec
 
 OptionsT = TypeVar("OptionsT", bound=BaseModel)
 

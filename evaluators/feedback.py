@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from evaluators.base import FeedbackPolicy, TaskScore
-from evaluators.harness.run_program import RESULT_FILE, HarnessOutcome, read_outcome
-from sandbox.base import RunResult
+from cambrian.evaluators.base import FeedbackPolicy, TaskScore
+from cambrian.evaluators.harness.run_program import RESULT_FILE, HarnessOutcome, read_outcome
+from cambrian.sandbox.base import RunResult
 
 TAIL_LINES = 12  # of a traceback or of printed output
 

@@ -17,12 +17,12 @@ from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
 from typing import Any
 
-from evaluators.arc import ArcAgentBenchmark, ArcProgramBenchmark
-from evaluators.base import Benchmark, BenchmarkError
-from evaluators.circle_packing import CirclePacking
-from evaluators.deceptive import DeceptiveTrap
-from evaluators.humaneval import HumanEval
-from evaluators.programs import PROGRAM_BENCHMARKS
+from cambrian.evaluators.arc import ArcAgentBenchmark, ArcProgramBenchmark
+from cambrian.evaluators.base import Benchmark, BenchmarkError
+from cambrian.evaluators.circle_packing import CirclePacking
+from cambrian.evaluators.deceptive import DeceptiveTrap
+from cambrian.evaluators.humaneval import HumanEval
+from cambrian.evaluators.programs import PROGRAM_BENCHMARKS
 
 ENTRY_POINT_GROUP = "cambrian.benchmarks"
 

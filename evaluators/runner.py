@@ -39,9 +39,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
-from evaluators.base import SPLITS, Benchmark, BenchmarkError, CheckedBenchmark, Genome, Stage, Task, TaskScore
-from evaluators.harness.run_program import TASK_SEED_ENV, read_outcome
-from sandbox.base import Mount, RunResult, RunSpec, Sandbox, SandboxSession
+from cambrian.evaluators.base import SPLITS, Benchmark, BenchmarkError, CheckedBenchmark, Genome, Stage, Task, TaskScore
+from cambrian.evaluators.harness.run_program import TASK_SEED_ENV, read_outcome
+from cambrian.sandbox.base import Mount, RunResult, RunSpec, Sandbox, SandboxSession
 
 TAIL_CHARS = 2000  # kept of each task's stdout/stderr, and of the joined feedback
 _EXCEPTION_SUFFIXES = ("Error", "Exception", "Interrupt", "Exit")

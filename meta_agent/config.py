@@ -18,7 +18,7 @@ from typing import Any, Literal
 import tomllib
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from meta_agent.errors import ConfigError
+from cambrian.meta_agent.errors import ConfigError
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 
@@ -322,7 +322,7 @@ def model_class(fm: FMConfig) -> str:
     .gguf file; fm.api_base points elsewhere) and large for anything else (a hosted model)."""
     if fm.model_class != "auto":
         return fm.model_class
-    from meta_agent.llm import is_local_model  # the registry of local models, read where it is needed
+    from cambrian.meta_agent.llm import is_local_model  # the registry of local models, read where it is needed
 
     return "small" if fm.api_base is None and is_local_model(fm.model) else "large"
 
@@ -454,9 +454,9 @@ def _validate(data: Mapping[str, Any], *, source: str) -> RunConfig:
 def _check_names(config: RunConfig) -> None:
     """Names that live in registries (built-in or installed plugins), checked up front so a run never starts
     half-wrong."""
-    from archive.errors import SelectorConfigError
-    from meta_agent.operators import OPERATOR_REGISTRY, operator_names
-    from meta_agent.plugins import SELECTORS, make_selector
+    from cambrian.archive.errors import SelectorConfigError
+    from cambrian.meta_agent.operators import OPERATOR_REGISTRY, operator_names
+    from cambrian.meta_agent.plugins import SELECTORS, make_selector
 
     if config.search.strategy not in SELECTORS:
         raise ConfigError(

@@ -1,8 +1,8 @@
-"""The meta-agent's user errors, and `CambrianError`, the root of every error a user sees (`cambrian_errors`)."""
+"""The meta-agent's user errors, and `CambrianError`, the root of every error a user sees (`cambrian.errors`)."""
 
 from __future__ import annotations
 
-from cambrian_errors import CambrianError
+from cambrian.errors import CambrianError
 
 __all__ = ["CambrianError", "ClusterError", "ConfigError", "RunAborted", "RunBusy", "SeedFailed"]
 

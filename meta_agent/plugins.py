@@ -13,7 +13,7 @@ A built-in name wins over an entry point of the same name. Entry points are read
 (`refresh()` reads them again). Plugins are installed packages the user chose, trusted like
 Cambrian itself: they run in the Cambrian process. Nothing an FM wrote ever gets here.
 
-(Benchmarks, `cambrian.benchmarks`, keep their own registry in `evaluators.registry`: `evaluators`
+(Benchmarks, `cambrian.benchmarks`, keep their own registry in `cambrian.evaluators.registry`: `evaluators`
 imports no other Cambrian package but `sandbox`, so it cannot use this one.)
 """
 
@@ -24,8 +24,8 @@ from collections.abc import Callable, Mapping
 from importlib.metadata import EntryPoint, entry_points
 from typing import Any, Generic, TypeVar
 
-from archive.errors import SelectorConfigError
-from archive.selection import SELECTOR_CLASSES, ParentSelector, build_selector
+from cambrian.archive.errors import SelectorConfigError
+from cambrian.archive.selection import SELECTOR_CLASSES, ParentSelector, build_selector
 
 T = TypeVar("T")
 
@@ -86,7 +86,7 @@ class PluginRegistry(Generic[T]):
             ) from exc
 
 
-#: Selection strategies: the built-ins of `archive.selection`, then `cambrian.selectors` entry points.
+#: Selection strategies: the built-ins of `cambrian.archive.selection`, then `cambrian.selectors` entry points.
 SELECTORS: PluginRegistry[type] = PluginRegistry(
     what="selection strategy", group=SELECTOR_GROUP, builtins=SELECTOR_CLASSES, error=SelectorConfigError
 )

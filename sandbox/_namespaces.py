@@ -30,7 +30,7 @@ import subprocess
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from sandbox.base import Mount
+from cambrian.sandbox.base import Mount
 
 #: The unshare flags: every namespace but the user one as root (the launcher drops to the run's uid, a real
 #: host uid that a user namespace made by root could not map), all of them otherwise.

@@ -1,7 +1,7 @@
 """The sandbox protocol: where untrusted code (anything an FM wrote) runs.
 
 A backend takes a `RunSpec` (files to place, a command, limits) and returns a
-`RunResult`. Nothing here imports another Cambrian package (only the error root, `cambrian_errors`).
+`RunResult`. Nothing here imports another Cambrian package (only the error root, `cambrian.errors`).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
-from cambrian_errors import CambrianError
+from cambrian.errors import CambrianError
 
 #: The Docker sandbox's image (sandbox/image.py builds it); here so that naming it imports no Docker client.
 DEFAULT_IMAGE = "cambrian-sandbox:bookworm"

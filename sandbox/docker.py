@@ -46,9 +46,9 @@ from typing import Any
 import docker
 import docker.errors
 
-from sandbox.base import FM_SOCKET_INSIDE, Mount, RunResult, RunSpec, SandboxError
-from sandbox.container_runner import DRAIN_GRACE_S, REAP_GRACE_S
-from sandbox.docker_container import (
+from cambrian.sandbox.base import FM_SOCKET_INSIDE, Mount, RunResult, RunSpec, SandboxError
+from cambrian.sandbox.container_runner import DRAIN_GRACE_S, REAP_GRACE_S
+from cambrian.sandbox.docker_container import (
     DOCKER_ERRORS,
     ChannelClosed,
     ContainerLimits,
@@ -59,8 +59,8 @@ from sandbox.docker_container import (
     hardened_settings,
     remove_dead_leftovers,
 )
-from sandbox.image import DEFAULT_IMAGE, ImageStatus, connect_engine, image_missing, image_stale, recipe_of
-from sandbox.local import check_relative_path
+from cambrian.sandbox.image import DEFAULT_IMAGE, ImageStatus, connect_engine, image_missing, image_stale, recipe_of
+from cambrian.sandbox.local import check_relative_path
 
 __all__ = ["DockerSandbox", "DockerSession", "ContainerLimits", "hardened_settings", "WATCHDOG_GRACE_S"]
 

@@ -24,10 +24,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sandbox.base import RunSpec, SandboxSession
+from cambrian.sandbox.base import RunSpec, SandboxSession
 
 if TYPE_CHECKING:
-    from sandbox.docker import DockerSandbox
+    from cambrian.sandbox.docker import DockerSandbox
 
 #: The only variables a task may see (the runner's scrubbed env).
 SCRUBBED_ENV = frozenset({"PATH", "HOME", "TMPDIR", "LANG", "PYTHONDONTWRITEBYTECODE", "PYTHONUNBUFFERED"})
@@ -280,7 +280,7 @@ def _runner_items(session: SandboxSession) -> list[CheckItem]:
 
 def _frame_cap_item() -> CheckItem:
     """The host breaks the channel on a reply frame over its cap instead of buffering it."""
-    from sandbox.docker_container import ChannelClosed, RunnerChannel
+    from cambrian.sandbox.docker_container import ChannelClosed, RunnerChannel
 
     host, container = socket.socketpair()
     channel = RunnerChannel(host)

@@ -30,8 +30,8 @@ import docker.errors
 import docker.types
 import requests.exceptions
 
-from sandbox.base import Mount, pid_alive
-from sandbox.image import SANDBOX_UID
+from cambrian.sandbox.base import Mount, pid_alive
+from cambrian.sandbox.image import SANDBOX_UID
 
 RUNNER_SOURCE = Path(__file__).with_name("container_runner.py").read_text(encoding="utf-8")
 DOCKER_ERRORS = (docker.errors.DockerException, requests.exceptions.RequestException)

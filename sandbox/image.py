@@ -52,13 +52,13 @@ import docker
 import docker.errors
 import requests.exceptions
 
-from sandbox.base import DEFAULT_IMAGE, SandboxError
+from cambrian.sandbox.base import DEFAULT_IMAGE, SandboxError
 
 SANDBOX_UID = 10001  # uid and gid the sandbox runs as; not 0, not any host user's usual id
 BASE_IMAGE = "python:3.11-slim"
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
 SUITE = "bookworm"
-IMAGE_LABEL = "cambrian.sandbox"
+IMAGE_LABEL = "sandbox"
 RECIPE_LABEL = "cambrian.sandbox.recipe"
 #: What the image holds, as a number: 1 = Python only (no label was written then), 2 = Python + numpy + scipy.
 RECIPE_VERSION = 2

@@ -1,6 +1,6 @@
 """The subprocess sandbox: for machines without Docker.
 
-Where bubblewrap can make Linux namespaces (`sandbox._namespaces`: `bwrap` installed, and as a non-root user
+Where bubblewrap can make Linux namespaces (`cambrian.sandbox._namespaces`: `bwrap` installed, and as a non-root user
 unprivileged user namespaces allowed), each run is in namespaces of its own: no network, its own processes
 only (its own /proc), a private /tmp, /var/tmp and /dev, and of the host file system only /usr, the
 interpreter's standard library, numpy, scipy, its work dir and its mounts (`LocalSandbox.namespaces`). It still
@@ -76,8 +76,8 @@ from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from sandbox import _namespaces
-from sandbox.base import Mount, RunResult, RunSpec, SandboxError
+from cambrian.sandbox import _namespaces
+from cambrian.sandbox.base import Mount, RunResult, RunSpec, SandboxError
 
 #: Runs inside the child: lower the rlimits (never above the current hard
 #: limit, which an unprivileged user may not raise); as root, drop to the run's
@@ -251,7 +251,7 @@ class LocalSandbox:
     ) -> None:
         self.python = python or sys.executable
         self.root = None if root is None else str(root)
-        #: Runs in Linux namespaces through bubblewrap (`sandbox._namespaces`): None uses them where they work.
+        #: Runs in Linux namespaces through bubblewrap (`cambrian.sandbox._namespaces`): None uses them where they work.
         if namespaces and not _namespaces.available():
             raise SandboxError(
                 "the local sandbox was asked for namespaces, and bubblewrap cannot make them here",

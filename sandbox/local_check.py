@@ -24,12 +24,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sandbox import _namespaces
-from sandbox.base import RunSpec
-from sandbox.docker_check import FORK_PROBE, SCRUBBED_ENV, CheckItem, CheckReport, env_item, scientific_item
+from cambrian.sandbox import _namespaces
+from cambrian.sandbox.base import RunSpec
+from cambrian.sandbox.docker_check import FORK_PROBE, SCRUBBED_ENV, CheckItem, CheckReport, env_item, scientific_item
 
 if TYPE_CHECKING:
-    from sandbox.local import LocalSandbox
+    from cambrian.sandbox.local import LocalSandbox
 
 _PROBE_TIMEOUT_S = 30.0
 _TEMP_FOLDERS = ("/tmp", "/var/tmp", "/dev/shm")

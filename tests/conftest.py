@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from meta_agent.llm import ChecksumMismatch, LocalServer, ModelDownloadError, pull
-from sandbox.local import LocalSandbox
+from cambrian.meta_agent.llm import ChecksumMismatch, LocalServer, ModelDownloadError, pull
+from cambrian.sandbox.local import LocalSandbox
 from tests.postgres import postgres_server, postgres_url, store_url  # noqa: F401 - fixtures: a real PostgreSQL
 
 SMOLLM2 = "smollm2-135m"
@@ -55,7 +55,7 @@ def local_fm(smollm2_path: Path, tmp_path_factory: pytest.TempPathFactory) -> It
 
 def docker_unavailable_reason() -> str | None:
     """Why the Docker tests cannot run here, or None when the engine answers and the image exists."""
-    from sandbox.image import DEFAULT_IMAGE, engine_available, image_status
+    from cambrian.sandbox.image import DEFAULT_IMAGE, engine_available, image_status
 
     if not engine_available():
         return "no Docker engine answers: run `.ci/run` (installs and starts one), or start dockerd as root"
@@ -84,7 +84,7 @@ LOCAL_MODES = [pytest.param(False, id="plain"), pytest.param(True, id="namespace
 def local_sandbox(namespaces: bool) -> LocalSandbox:
     """A LocalSandbox in the given mode. In namespaces where bwrap cannot make them: skipped, or FAILED where CI
     demands them (CAMBRIAN_REQUIRE_NAMESPACES=1)."""
-    from sandbox import _namespaces
+    from cambrian.sandbox import _namespaces
 
     if namespaces and not _namespaces.available():
         reason = "bubblewrap (bwrap) cannot make namespaces here"

@@ -10,23 +10,24 @@ import pkgutil
 
 import pytest
 
-from cambrian_errors import CambrianError
+from cambrian.errors import CambrianError
 
-PACKAGES = ("archive", "sandbox", "evaluators", "meta_agent", "ui")
+PACKAGES = ("cambrian.archive", "cambrian.sandbox", "cambrian.evaluators", "cambrian.meta_agent", "cambrian.ui")
 
 #: Exceptions that are not for users: raised and caught inside one module, or defined by code that runs
 #: inside the sandbox (it cannot import Cambrian), with why.
 NOT_FOR_USERS = {
-    "sandbox.docker_container.NoReply": "the container runner did not answer in time; DockerSandbox turns it into "
-    "a SandboxError",
-    "sandbox.docker_container.ChannelClosed": "the runner's channel closed; turned into a SandboxError",
-    "meta_agent.llm._gateway._HTTPError": "an HTTP status inside the gateway's request handling, answered to the agent",
-    "evaluators.harness.llm_client.LLMError": "runs inside the sandbox (agents' FM client)",
-    "evaluators.harness.llm_client.LLMBudgetExceeded": "runs inside the sandbox",
-    "evaluators.harness.run_program.UnsafeResultError": "runs inside the sandbox",
-    "evaluators.humaneval.check_driver.SolutionError": "runs inside the sandbox",
-    "evaluators.humaneval.check_driver.ImportFailed": "runs inside the sandbox",
-    "evaluators.arc.data.GridError": "a malformed grid inside the ARC scorer; becomes the task's feedback",
+    "cambrian.sandbox.docker_container.NoReply": "the container runner did not answer in time; DockerSandbox turns "
+    "it into a SandboxError",
+    "cambrian.sandbox.docker_container.ChannelClosed": "the runner's channel closed; turned into a SandboxError",
+    "cambrian.meta_agent.llm._gateway._HTTPError": "an HTTP status inside the gateway's request handling, answered "
+    "to the agent",
+    "cambrian.evaluators.harness.llm_client.LLMError": "runs inside the sandbox (agents' FM client)",
+    "cambrian.evaluators.harness.llm_client.LLMBudgetExceeded": "runs inside the sandbox",
+    "cambrian.evaluators.harness.run_program.UnsafeResultError": "runs inside the sandbox",
+    "cambrian.evaluators.humaneval.check_driver.SolutionError": "runs inside the sandbox",
+    "cambrian.evaluators.humaneval.check_driver.ImportFailed": "runs inside the sandbox",
+    "cambrian.evaluators.arc.data.GridError": "a malformed grid inside the ARC scorer; becomes the task's feedback",
 }
 
 
@@ -58,9 +59,10 @@ def test_every_user_facing_exception_derives_from_the_one_root() -> None:
 
 
 @pytest.mark.parametrize(
-    "name", ["archive.errors.RunNotFound", "sandbox.base.SandboxError", "evaluators.base.BenchmarkError",
-             "meta_agent.llm._errors.FMUnavailable", "meta_agent.edits._base.EditError",
-             "meta_agent.errors.ConfigError", "meta_agent.operators._base.UnknownOperatorError"],
+    "name", ["cambrian.archive.errors.RunNotFound", "cambrian.sandbox.base.SandboxError",
+             "cambrian.evaluators.base.BenchmarkError", "cambrian.meta_agent.llm._errors.FMUnavailable",
+             "cambrian.meta_agent.edits._base.EditError",
+             "cambrian.meta_agent.errors.ConfigError", "cambrian.meta_agent.operators._base.UnknownOperatorError"],
 )  # fmt: skip
 def test_each_family_keeps_message_and_fix(name: str) -> None:
     cls = _exception_classes()[name]

@@ -1,9 +1,10 @@
 """The layering the package docstrings promise, read from the source: who may import whom.
 
 `archive` and `sandbox` import no other Cambrian package; `evaluators` imports only `sandbox`; `ui` (the
-browser UI) only `archive`; `meta_agent` may import them all. Every package may import `cambrian_errors`,
-the error root, which imports nothing. No module imports itself back through others: imports inside
-functions count, and so do those under `if TYPE_CHECKING:` (a type checker follows them).
+browser UI) only `archive`; `meta_agent` and `cambrian` itself (the library's face) may import them all.
+Every package may import `cambrian.errors`, the error root, which imports nothing. No module imports itself
+back through others: imports inside functions count, and so do those under `if TYPE_CHECKING:` (a type
+checker follows them).
 """
 
 from __future__ import annotations
@@ -13,20 +14,28 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("archive", "sandbox", "evaluators", "meta_agent", "ui")
-ROOT_MODULE = "cambrian_errors"
+ROOT_MODULE = "cambrian.errors"
+#: Who may import whom, by the name under `cambrian.` ("" is the package's face, `cambrian` itself).
 ALLOWED = {
-    "archive": {"archive", ROOT_MODULE},
-    "sandbox": {"sandbox", ROOT_MODULE},
-    "evaluators": {"evaluators", "sandbox", ROOT_MODULE},
-    "meta_agent": {*PACKAGES, ROOT_MODULE},
-    "ui": {"ui", "archive", ROOT_MODULE},
-    ROOT_MODULE: set(),
+    "archive": {"archive", "errors"},
+    "sandbox": {"sandbox", "errors"},
+    "evaluators": {"evaluators", "sandbox", "errors"},
+    "meta_agent": {*PACKAGES, "errors"},
+    "ui": {"ui", "archive", "errors"},
+    "errors": set(),
+    "": {*PACKAGES, "errors"},
 }
 
 
 def _module_name(path: Path) -> str:
-    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    parts = ["cambrian", *path.relative_to(ROOT).with_suffix("").parts]
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _layer(module: str) -> str:
+    """The name under `cambrian.` a module belongs to: cambrian.archive.store -> archive; cambrian -> ""."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else ""
 
 
 def _imports(tree: ast.AST) -> list[tuple[int, str]]:
@@ -55,7 +64,8 @@ def _graph() -> dict[str, list[tuple[int, str]]]:
         for path in (ROOT / package).rglob("*.py")
         if "__pycache__" not in path.parts
     }
-    modules[ROOT_MODULE] = ROOT / f"{ROOT_MODULE}.py"
+    modules[ROOT_MODULE] = ROOT / "cambrian" / "errors.py"
+    modules["cambrian"] = ROOT / "cambrian" / "__init__.py"
     graph: dict[str, list[tuple[int, str]]] = {}
     for name, path in modules.items():
         targets = []
@@ -69,10 +79,9 @@ def _graph() -> dict[str, list[tuple[int, str]]]:
 def test_each_package_imports_only_what_its_layer_allows() -> None:
     broken = []
     for module, targets in _graph().items():
-        package = module.split(".")[0]
         for line, target in targets:
-            if target.split(".")[0] not in ALLOWED[package]:
-                broken.append(f"{module.replace('.', '/')}.py:{line} imports {target}")
+            if _layer(target) not in ALLOWED[_layer(module)]:
+                broken.append(f"{module.removeprefix('cambrian.').replace('.', '/')}.py:{line} imports {target}")
     assert not broken, "imports across the layering:\n" + "\n".join(broken)
 
 
@@ -110,7 +119,7 @@ def test_no_module_imports_itself_back() -> None:
 def test_the_search_package_exports_lazily_exactly_what_it_imports_for_type_checkers() -> None:
     """meta_agent.search imports its submodules on first use; its name -> module table must say what the
     `if TYPE_CHECKING:` imports say, or a name would type-check and fail at run time (or the reverse)."""
-    import meta_agent.search as search
+    import cambrian.meta_agent.search as search
 
     source = (ROOT / "meta_agent" / "search" / "__init__.py").read_text()
     guarded = next(
@@ -134,9 +143,9 @@ def test_a_read_command_imports_no_search_loop_docker_client_or_alembic() -> Non
     import sys
 
     probe = (
-        "import sys; from meta_agent.cli import app; "
-        "print(' '.join(m for m in ('meta_agent.search._loop', 'meta_agent.search._session', 'docker', 'alembic', "
-        "'meta_agent.llm', 'rich.progress') if m in sys.modules))"
+        "import sys; from cambrian.meta_agent.cli import app; "
+        "print(' '.join(m for m in ('cambrian.meta_agent.search._loop', 'cambrian.meta_agent.search._session', "
+        "'docker', 'alembic', 'cambrian.meta_agent.llm', 'rich.progress') if m in sys.modules))"
     )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert done.returncode == 0, done.stderr

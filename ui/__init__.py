@@ -16,9 +16,9 @@ checks). Templates in `templates/`, scripts and styles in `static/`; plotly.js (
 bundle) is vendored in `static/vendor/` with its licence.
 """
 
-from ui._app import CONTENT_SECURITY_POLICY, create_app
-from ui._data import Unreadable, check_run
-from ui._report import write_report
-from ui._serve import is_loopback
+from cambrian.ui._app import CONTENT_SECURITY_POLICY, create_app
+from cambrian.ui._data import Unreadable, check_run
+from cambrian.ui._report import write_report
+from cambrian.ui._serve import is_loopback
 
 __all__ = ["CONTENT_SECURITY_POLICY", "Unreadable", "check_run", "create_app", "is_loopback", "write_report"]

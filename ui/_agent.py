@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from archive.errors import AgentNotFound
-from archive.models import Agent, Evaluation, LLMCall, Run
-from archive.store import Archive
-from ui._code import FileDiff, diff_files
-from ui._data import shown_store
+from cambrian.archive.errors import AgentNotFound
+from cambrian.archive.models import Agent, Evaluation, LLMCall, Run
+from cambrian.archive.store import Archive
+from cambrian.ui._code import FileDiff, diff_files
+from cambrian.ui._data import shown_store
 
 #: What the page says for a call whose request was never stored.
 PROMPT_NOT_RECORDED = "prompt not recorded (archive written before prompts were kept)"

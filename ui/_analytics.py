@@ -23,10 +23,10 @@ import numpy as np
 from sqlalchemy import Connection, Integer, Select, Table, case, cast, func, select
 from sqlalchemy.sql.elements import ColumnElement
 
-from archive.models import Agent, AgentDescriptor, AgentStatus, Evaluation, GenomeFile, LLMCall
-from archive.novelty import CodeEmbedder
-from archive.store import Archive
-from ui._columns import posix_seconds_sql
+from cambrian.archive.models import Agent, AgentDescriptor, AgentStatus, Evaluation, GenomeFile, LLMCall
+from cambrian.archive.novelty import CodeEmbedder
+from cambrian.archive.store import Archive
+from cambrian.ui._columns import posix_seconds_sql
 
 __all__ = ["budget", "compare_runs", "search_space"]
 

@@ -1,7 +1,7 @@
 """The JSON endpoints the pages' scripts read: runs, a run's score points, its tree at a level of detail,
 what changed since the last poll, and one agent with its code and FM calls.
 
-Answers are `ui._json.dumps` text (NaN as null; `<`, `>`, `&` escaped), so untrusted text (code,
+Answers are `cambrian.ui._json.dumps` text (NaN as null; `<`, `>`, `&` escaped), so untrusted text (code,
 prompts, replies, reasons) travels as data and a script can only insert it with textContent.
 """
 
@@ -13,16 +13,16 @@ from typing import Any
 
 from fastapi import FastAPI, Query, Request, Response
 
-from archive.errors import AgentNotFound
-from ui._agent import agent_detail
-from ui._columns import agent_columns
-from ui._data import Unreadable, list_runs, open_run
-from ui._json import dumps
-from ui._live import changes
-from ui._run_page import run_panels
-from ui._run_stats import MAX_PLOT_POINTS, score_points
-from ui._settings import settings_of
-from ui._tree import DEFAULT_DEPTH, DEFAULT_MAX_CHILDREN, DEFAULT_MAX_NODES, lineage, tree_view
+from cambrian.archive.errors import AgentNotFound
+from cambrian.ui._agent import agent_detail
+from cambrian.ui._columns import agent_columns
+from cambrian.ui._data import Unreadable, list_runs, open_run
+from cambrian.ui._json import dumps
+from cambrian.ui._live import changes
+from cambrian.ui._run_page import run_panels
+from cambrian.ui._run_stats import MAX_PLOT_POINTS, score_points
+from cambrian.ui._settings import settings_of
+from cambrian.ui._tree import DEFAULT_DEPTH, DEFAULT_MAX_CHILDREN, DEFAULT_MAX_NODES, lineage, tree_view
 
 #: Most nodes one tree request may ask for.
 TREE_NODE_LIMIT = 20_000

@@ -18,12 +18,12 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 
-from archive.errors import AgentNotFound, ArchiveError, GenomeNotFound, RunNotFound
-from cambrian_errors import CambrianError
-from ui import _api, _pages
-from ui._data import Unreadable, close_stores, shown_store
-from ui._settings import STATIC_DIR, Settings, settings_of
-from ui._templates import environment
+from cambrian.archive.errors import AgentNotFound, ArchiveError, GenomeNotFound, RunNotFound
+from cambrian.errors import CambrianError
+from cambrian.ui import _api, _pages
+from cambrian.ui._data import Unreadable, close_stores, shown_store
+from cambrian.ui._settings import STATIC_DIR, Settings, settings_of
+from cambrian.ui._templates import environment
 
 #: The policy every response carries.
 CONTENT_SECURITY_POLICY = (

@@ -14,8 +14,8 @@ from typing import Any
 import numpy as np
 from sqlalchemy import ColumnElement, Float, Integer, String, Table, cast, extract, func, or_, select
 
-from archive.models import Agent
-from archive.store import Archive
+from cambrian.archive.models import Agent
+from cambrian.archive.store import Archive
 
 _AGENT: Table = Agent.__table__  # type: ignore[attr-defined]  # SQLModel sets __table__ at runtime
 

@@ -15,14 +15,14 @@ from typing import Any
 
 import numpy as np
 
-from archive.errors import RunNotFound
-from archive.models import Agent, Run
-from archive.store import Archive
-from ui._agent import agent_files, run_agent
-from ui._code import FileDiff, diff_files
-from ui._columns import agent_columns
-from ui._data import RunSummary, Unreadable, open_run, summarize_run
-from ui._run_page import analytics_available
+from cambrian.archive.errors import RunNotFound
+from cambrian.archive.models import Agent, Run
+from cambrian.archive.store import Archive
+from cambrian.ui._agent import agent_files, run_agent
+from cambrian.ui._code import FileDiff, diff_files
+from cambrian.ui._columns import agent_columns
+from cambrian.ui._data import RunSummary, Unreadable, open_run, summarize_run
+from cambrian.ui._run_page import analytics_available
 
 
 @dataclass(frozen=True)
@@ -96,7 +96,7 @@ class RunsComparison:
 
 def runs_comparison(runs_dir: Path, names: list[str], store: str | None = None) -> RunsComparison:
     """The runs named (in that order); a missing or unreadable run is reported, not raised."""
-    analytics = importlib.import_module("ui._analytics") if analytics_available() else None
+    analytics = importlib.import_module("cambrian.ui._analytics") if analytics_available() else None
     summaries, curves, problems, compared = [], {}, [], []
     for name in names:
         try:

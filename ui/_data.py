@@ -23,7 +23,7 @@ from sqlalchemy import Table, func, select
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError
 
-from archive.errors import (
+from cambrian.archive.errors import (
     ArchiveCorrupt,
     ArchiveError,
     ArchiveNotFound,
@@ -32,9 +32,9 @@ from archive.errors import (
     NotAnArchive,
     RunNotFound,
 )
-from archive.models import Agent, AgentStatus, Run, RunStatus
-from archive.store import Archive
-from ui._columns import posix_seconds
+from cambrian.archive.models import Agent, AgentStatus, Run, RunStatus
+from cambrian.archive.store import Archive
+from cambrian.ui._columns import posix_seconds
 
 ARCHIVE_FILE = "archive.db"
 

@@ -12,11 +12,11 @@ from typing import Any
 
 from sqlalchemy import Table, func, select
 
-from archive.models import Agent, Run
-from archive.store import Archive
-from ui._columns import agent_columns
-from ui._data import summarize_run
-from ui._run_stats import score_points
+from cambrian.archive.models import Agent, Run
+from cambrian.archive.store import Archive
+from cambrian.ui._columns import agent_columns
+from cambrian.ui._data import summarize_run
+from cambrian.ui._run_stats import score_points
 
 _AGENT: Table = Agent.__table__  # type: ignore[attr-defined]  # SQLModel sets __table__ at runtime
 

@@ -2,7 +2,7 @@
 
 Each page opens the run's archive read-only for the request and closes it before answering. The
 data the page's scripts draw rides in `<script type="application/json">` blocks (escaped by
-`ui._json`); the pages' own scripts are files under /static/.
+`cambrian.ui._json`); the pages' own scripts are files under /static/.
 """
 
 from __future__ import annotations
@@ -13,13 +13,13 @@ from urllib.parse import quote
 from fastapi import FastAPI, Query, Request
 from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
 
-from archive.errors import AgentNotFound, GenomeNotFound
-from ui._agent import agent_detail, agent_files, run_agent
-from ui._code import highlighted, pygments_css
-from ui._compare import agent_comparison, runs_comparison
-from ui._data import list_runs, open_run, run_names, shown_store
-from ui._run_page import FIRST_PAINT_POINTS, FIRST_PAINT_TREE_NODES, analytics_available, run_page
-from ui._settings import PLOTLY_JS, Settings, settings_of
+from cambrian.archive.errors import AgentNotFound, GenomeNotFound
+from cambrian.ui._agent import agent_detail, agent_files, run_agent
+from cambrian.ui._code import highlighted, pygments_css
+from cambrian.ui._compare import agent_comparison, runs_comparison
+from cambrian.ui._data import list_runs, open_run, run_names, shown_store
+from cambrian.ui._run_page import FIRST_PAINT_POINTS, FIRST_PAINT_TREE_NODES, analytics_available, run_page
+from cambrian.ui._settings import PLOTLY_JS, Settings, settings_of
 
 
 def plotly_js() -> FileResponse:

@@ -15,12 +15,12 @@ from pathlib import Path
 
 from markupsafe import Markup
 
-from ui._agent import agent_detail
-from ui._code import highlighted, pygments_css
-from ui._data import open_run
-from ui._run_page import run_page
-from ui._settings import PLOTLY_JS, STATIC_DIR
-from ui._templates import environment
+from cambrian.ui._agent import agent_detail
+from cambrian.ui._code import highlighted, pygments_css
+from cambrian.ui._data import open_run
+from cambrian.ui._run_page import run_page
+from cambrian.ui._settings import PLOTLY_JS, STATIC_DIR
+from cambrian.ui._templates import environment
 
 #: Levels and nodes of the report's tree.
 REPORT_TREE_DEPTH = 12

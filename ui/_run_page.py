@@ -11,12 +11,12 @@ from typing import Any
 import numpy as np
 from sqlalchemy.exc import DBAPIError
 
-from archive.models import Run
-from archive.store import Archive
-from ui._columns import agent_columns
-from ui._data import RunSummary, summarize_run
-from ui._live import last_update
-from ui._run_stats import (
+from cambrian.archive.models import Run
+from cambrian.archive.store import Archive
+from cambrian.ui._columns import agent_columns
+from cambrian.ui._data import RunSummary, summarize_run
+from cambrian.ui._live import last_update
+from cambrian.ui._run_stats import (
     MAX_PLOT_POINTS,
     EliteGrid,
     OutcomeRow,
@@ -25,7 +25,7 @@ from ui._run_stats import (
     outcome_table,
     score_points,
 )
-from ui._tree import DEFAULT_DEPTH, DEFAULT_MAX_NODES, lineage, tree_view
+from cambrian.ui._tree import DEFAULT_DEPTH, DEFAULT_MAX_NODES, lineage, tree_view
 
 
 @dataclass(frozen=True)
@@ -53,7 +53,7 @@ class RunPage:
 
 def analytics_available() -> bool:
     """Whether the analytics module (budget, search space, compare runs) is installed beside this one."""
-    return importlib.util.find_spec("ui._analytics") is not None
+    return importlib.util.find_spec("cambrian.ui._analytics") is not None
 
 
 #: Score-plot points and tree nodes the live page draws first (more on request): SVG markers cost the
@@ -110,7 +110,7 @@ def _analytics(archive: Archive, run: Run) -> dict[str, Any]:
     """The budget and search-space panels' data when the analytics module is there ({} otherwise)."""
     if not analytics_available():
         return {}
-    analytics = importlib.import_module("ui._analytics")
+    analytics = importlib.import_module("cambrian.ui._analytics")
     try:
         return {
             "budget": analytics.budget(archive, run.key),

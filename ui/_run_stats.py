@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from ui._columns import AgentColumns
+from cambrian.ui._columns import AgentColumns
 
 #: The most points the score plot carries; beyond it the ordinary evaluated points are sampled evenly
 #: (every improvement on the best, every invalid one up to the cap, and the seed always stay).

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import jinja2
 
-from ui._json import script_json
+from cambrian.ui._json import script_json
 
 TEMPLATE_DIR = Path(__file__).parent / "templates"
 

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from ui._columns import AgentColumns
+from cambrian.ui._columns import AgentColumns
 
 #: Defaults of one tree request: levels below the root, nodes in all, children shown per parent.
 DEFAULT_DEPTH = 6

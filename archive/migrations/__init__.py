@@ -1,6 +1,6 @@
 """The archive's Alembic migrations (SQLite and PostgreSQL), shipped with the package and run from code.
 
-`archive.schema` drives them on the archive's own connection (no alembic.ini at run time):
+`cambrian.archive.schema` drives them on the archive's own connection (no alembic.ini at run time):
 `alembic_config(connection)` is the Config it hands to `alembic.command`; `env.py` runs the
 migrations on that connection, inside the caller's transaction. Revision ids are the schema
 versions, four digits ("0001", "0002", ...), so a revision names the version it brings:
@@ -15,7 +15,7 @@ Each revision also writes its version into the one-row `schemaversion` table, wh
 releases from before Alembic read: they then refuse a newer archive instead of mistaking it for
 an unversioned one. Writing a revision: copy the newest in versions/, bump the id, freeze the
 DDL it needs (never import models.py there: the models move on, a revision must not), change
-models.py to match, bump `archive.schema.SCHEMA_VERSION`; tests/archive/test_migrations.py checks
+models.py to match, bump `cambrian.archive.schema.SCHEMA_VERSION`; tests/archive/test_migrations.py checks
 that the revisions from an empty database build exactly what models.py declares, on both stores.
 """
 

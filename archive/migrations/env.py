@@ -1,6 +1,6 @@
-"""Alembic's entry for the archive's migrations: on the connection `archive.schema` passes, or on a URL.
+"""Alembic's entry for the archive's migrations: on the connection `cambrian.archive.schema` passes, or on a URL.
 
-`archive.schema` hands its own connection (config.attributes["connection"]) with a transaction
+`cambrian.archive.schema` hands its own connection (config.attributes["connection"]) with a transaction
 already begun under the archive's write lock: the migrations run inside it and commit or roll
 back with it. Without one (a developer running `alembic` against `sqlalchemy.url`) this opens
 the URL and runs them in a transaction of its own; `--sql` writes the SQL instead.
@@ -12,7 +12,7 @@ from alembic import context
 from sqlalchemy import Connection, create_engine
 from sqlmodel import SQLModel
 
-import archive.models  # noqa: F401 - registers the tables on SQLModel.metadata (autogenerate compares them)
+import cambrian.archive.models  # noqa: F401 - registers the tables on SQLModel.metadata (autogenerate compares them)
 
 
 def _run(connection: Connection) -> None:

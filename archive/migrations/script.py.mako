@@ -10,7 +10,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-from archive.migrations._helpers import set_schema_version
+from cambrian.archive.migrations._helpers import set_schema_version
 
 revision = ${repr(up_revision)}
 down_revision = ${repr(down_revision)}

@@ -15,10 +15,10 @@ incremental ranking; `hgm` draws n Beta samples per pick, about 10 ms).
   k nearest neighbours), so the loop can check the run provides it.
 """
 
-from archive.selection._base import ParentSelector, SelectorNeeds, selector_needs
-from archive.selection._classic import DGM, Greedy, PowerLaw, Tournament, Uniform
-from archive.selection._open_ended import HGM, MapElites, Novelty
-from archive.selection._registry import (
+from cambrian.archive.selection._base import ParentSelector, SelectorNeeds, selector_needs
+from cambrian.archive.selection._classic import DGM, Greedy, PowerLaw, Tournament, Uniform
+from cambrian.archive.selection._open_ended import HGM, MapElites, Novelty
+from cambrian.archive.selection._registry import (
     SELECTOR_CLASSES,
     STRATEGY_NAMES,
     build_selector,

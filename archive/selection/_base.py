@@ -11,8 +11,8 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from archive.errors import EmptyView, SelectorConfigError
-from archive.view import ArchiveView
+from cambrian.archive.errors import EmptyView, SelectorConfigError
+from cambrian.archive.view import ArchiveView
 
 
 def _check_view(view: ArchiveView) -> int:

@@ -9,9 +9,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from archive.selection._base import _average_ranks, _check_k, _check_view, _draw, _require
-from archive.selection._blocks import BlockWeights
-from archive.view import ArchiveView
+from cambrian.archive.selection._base import _average_ranks, _check_k, _check_view, _draw, _require
+from cambrian.archive.selection._blocks import BlockWeights
+from cambrian.archive.view import ArchiveView
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -13,8 +13,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from archive.selection._base import SelectorNeeds, _average_ranks, _check_k, _check_view, _draw, _is_int, _require
-from archive.view import ArchiveView
+from cambrian.archive.selection._base import (
+    SelectorNeeds,
+    _average_ranks,
+    _check_k,
+    _check_view,
+    _draw,
+    _is_int,
+    _require,
+)
+from cambrian.archive.view import ArchiveView
 
 _HGM_SIGNALS = ("auto", "tasks", "improvement")
 #: Beta samples per block of Thompson draws: bounds the k x n temporaries to ~16 MB.

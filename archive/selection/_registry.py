@@ -8,10 +8,10 @@ import types
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from archive.errors import SelectorConfigError
-from archive.selection._base import ParentSelector
-from archive.selection._classic import DGM, Greedy, PowerLaw, Tournament, Uniform
-from archive.selection._open_ended import HGM, MapElites, Novelty
+from cambrian.archive.errors import SelectorConfigError
+from cambrian.archive.selection._base import ParentSelector
+from cambrian.archive.selection._classic import DGM, Greedy, PowerLaw, Tournament, Uniform
+from cambrian.archive.selection._open_ended import HGM, MapElites, Novelty
 
 #: Built-in strategy name -> its class (a frozen dataclass whose init fields are its parameters).
 SELECTOR_CLASSES: Mapping[str, type] = types.MappingProxyType(
@@ -65,7 +65,7 @@ def make_selector(name: str, **params: Any) -> ParentSelector:
     """The built-in strategy called `name` (one of `STRATEGY_NAMES`) built with keyword `params`.
 
     Params arrive as parsed from TOML: numbers, strings, booleans or lists (e.g. map_elites
-    `dims`); each strategy validates its own. (`meta_agent.plugins.make_selector` also knows
+    `dims`); each strategy validates its own. (`cambrian.meta_agent.plugins.make_selector` also knows
     the strategies installed packages register.)
 
     Raises SelectorConfigError (a ValueError) for an unknown name, an unknown parameter or

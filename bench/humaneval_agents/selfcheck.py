@@ -14,7 +14,7 @@ from typing import Any
 
 from doc_examples import docstring_examples, failing_examples
 
-from evaluators.humaneval.seed.agent import MAX_TOKENS, SYSTEM, extract_code
+from cambrian.evaluators.humaneval.seed.agent import MAX_TOKENS, SYSTEM, extract_code
 
 
 def solve(task: dict[str, Any], llm: Callable[..., str]) -> str:

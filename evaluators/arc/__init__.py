@@ -4,9 +4,9 @@
 `arc-program`: program search for one task's `transform(grid)`.
 """
 
-from evaluators.arc.agent_benchmark import ArcAgentBenchmark, ArcOptions, parse_grid_reply
-from evaluators.arc.data import ArcDataMissing, ArcPair, ArcTask, GridError, load_arc1, split_task_ids
-from evaluators.arc.program_benchmark import ArcProgramBenchmark, ArcProgramOptions
+from cambrian.evaluators.arc.agent_benchmark import ArcAgentBenchmark, ArcOptions, parse_grid_reply
+from cambrian.evaluators.arc.data import ArcDataMissing, ArcPair, ArcTask, GridError, load_arc1, split_task_ids
+from cambrian.evaluators.arc.program_benchmark import ArcProgramBenchmark, ArcProgramOptions
 
 __all__ = [
     "ArcAgentBenchmark",

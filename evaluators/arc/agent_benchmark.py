@@ -34,22 +34,13 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from evaluators.arc.common import ArcBenchmarkBase
-from evaluators.arc.data import ArcTask, Grid, GridError, Subset, check_grid, load_arc1, split_task_ids
-from evaluators.base import (
-    FeedbackPolicy,
-    Stage,
-    Task,
-    TaskScore,
-    check_stage_options,
-    staged_plan,
-)
-from evaluators.base import (
-    parse_options as parse_benchmark_options,
-)
-from evaluators.feedback import not_executed, run_failure
-from evaluators.harness.run_program import read_outcome
-from sandbox.base import RunResult
+from cambrian.evaluators.arc.common import ArcBenchmarkBase
+from cambrian.evaluators.arc.data import ArcTask, Grid, GridError, Subset, check_grid, load_arc1, split_task_ids
+from cambrian.evaluators.base import FeedbackPolicy, Stage, Task, TaskScore, check_stage_options, staged_plan
+from cambrian.evaluators.base import parse_options as parse_benchmark_options
+from cambrian.evaluators.feedback import not_executed, run_failure
+from cambrian.evaluators.harness.run_program import read_outcome
+from cambrian.sandbox.base import RunResult
 
 FUNCTION = "solve"
 SEED_ENTRY = "agent.py"

@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from importlib import resources
 from typing import ClassVar, TypeVar
 
-from evaluators.base import BenchmarkError, FeedbackPolicy, Genome, Task
-from evaluators.harness import HarnessBenchmark
+from cambrian.evaluators.base import BenchmarkError, FeedbackPolicy, Genome, Task
+from cambrian.evaluators.harness import HarnessBenchmark
 
 Self = TypeVar("Self", bound="ArcBenchmarkBase")
 
@@ -27,7 +27,12 @@ class ArcBenchmarkBase(HarnessBenchmark):
         return clone
 
     def seed(self) -> Genome:
-        text = resources.files("evaluators.arc").joinpath("seed").joinpath(self.SEED_ENTRY).read_text(encoding="utf-8")
+        text = (
+            resources.files("cambrian.evaluators.arc")
+            .joinpath("seed")
+            .joinpath(self.SEED_ENTRY)
+            .read_text(encoding="utf-8")
+        )
         return Genome(files={self.SEED_ENTRY: text}, entry=self.SEED_ENTRY)
 
     def tasks(self, split: str) -> Sequence[Task]:

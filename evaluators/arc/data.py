@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from evaluators.base import BenchmarkError
+from cambrian.evaluators.base import BenchmarkError
 
 Grid = list[list[int]]
 Subset = Literal["training", "evaluation"]

@@ -24,20 +24,22 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from evaluators.arc.common import ArcBenchmarkBase
-from evaluators.arc.data import ArcTask, Grid, GridError, cell_accuracy, check_grid, find_task, format_grid, shape
-from evaluators.base import (
-    FeedbackPolicy,
-    Stage,
-    Task,
-    TaskScore,
+from cambrian.evaluators.arc.common import ArcBenchmarkBase
+from cambrian.evaluators.arc.data import (
+    ArcTask,
+    Grid,
+    GridError,
+    cell_accuracy,
+    check_grid,
+    find_task,
+    format_grid,
+    shape,
 )
-from evaluators.base import (
-    parse_options as parse_benchmark_options,
-)
-from evaluators.feedback import run_failure
-from evaluators.harness.run_program import read_outcome
-from sandbox.base import RunResult
+from cambrian.evaluators.base import FeedbackPolicy, Stage, Task, TaskScore
+from cambrian.evaluators.base import parse_options as parse_benchmark_options
+from cambrian.evaluators.feedback import run_failure
+from cambrian.evaluators.harness.run_program import read_outcome
+from cambrian.sandbox.base import RunResult
 
 FUNCTION = "transform"
 SEED_ENTRY = "transform.py"

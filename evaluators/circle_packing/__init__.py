@@ -1,6 +1,6 @@
 """Circle packing: n circles in the unit square, maximise the sum of radii (program search)."""
 
-from evaluators.circle_packing.benchmark import (
+from cambrian.evaluators.circle_packing.benchmark import (
     CirclePacking,
     CirclePackingOptions,
     PackingCheck,

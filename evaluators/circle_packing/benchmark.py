@@ -19,13 +19,13 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from evaluators.base import BenchmarkError, FeedbackPolicy, Genome, Stage, Task, TaskScore
-from evaluators.base import parse_options as parse_benchmark_options
-from evaluators.circle_packing.feedback import describe_valid_packing
-from evaluators.feedback import opened, run_failure
-from evaluators.harness import HarnessBenchmark
-from evaluators.harness.run_program import read_outcome
-from sandbox.base import RunResult
+from cambrian.evaluators.base import BenchmarkError, FeedbackPolicy, Genome, Stage, Task, TaskScore
+from cambrian.evaluators.base import parse_options as parse_benchmark_options
+from cambrian.evaluators.circle_packing.feedback import describe_valid_packing
+from cambrian.evaluators.feedback import opened, run_failure
+from cambrian.evaluators.harness import HarnessBenchmark
+from cambrian.evaluators.harness.run_program import read_outcome
+from cambrian.sandbox.base import RunResult
 
 TOLERANCE = 1e-9  # a break of the rules up to this much is repaired by shrinking radii; more is invalid
 _NEAR = 1e-7  # pairs and edges closer than this (in floats) are checked in exact arithmetic
@@ -275,7 +275,7 @@ class CirclePacking(HarnessBenchmark):
     def seed(self) -> Genome:
         seed_file = f"{self.options.start}.py"  # seed/rings.py or seed/grid.py, evolved as packing.py
         text = (
-            resources.files("evaluators.circle_packing")
+            resources.files("cambrian.evaluators.circle_packing")
             .joinpath("seed")
             .joinpath(seed_file)
             .read_text(encoding="utf-8")

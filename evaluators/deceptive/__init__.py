@@ -1,6 +1,6 @@
 """Deceptive benchmark: concatenated trap functions, where greedy improvement is lured to a local optimum."""
 
-from evaluators.deceptive.benchmark import (
+from cambrian.evaluators.deceptive.benchmark import (
     DeceptiveOptions,
     DeceptiveTrap,
     TrapCheck,

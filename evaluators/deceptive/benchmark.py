@@ -65,12 +65,12 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from evaluators.base import BenchmarkError, FeedbackPolicy, Genome, Stage, Task, TaskScore
-from evaluators.base import parse_options as parse_benchmark_options
-from evaluators.feedback import not_executed, opened, run_failure
-from evaluators.harness import HarnessBenchmark
-from evaluators.harness.run_program import read_outcome
-from sandbox.base import RunResult
+from cambrian.evaluators.base import BenchmarkError, FeedbackPolicy, Genome, Stage, Task, TaskScore
+from cambrian.evaluators.base import parse_options as parse_benchmark_options
+from cambrian.evaluators.feedback import not_executed, opened, run_failure
+from cambrian.evaluators.harness import HarnessBenchmark
+from cambrian.evaluators.harness.run_program import read_outcome
+from cambrian.sandbox.base import RunResult
 
 FUNCTION = "solution"
 SEED_ENTRY = "bits.py"
@@ -204,7 +204,12 @@ class DeceptiveTrap(HarnessBenchmark):
         return ([1] * half + [0] * (self.block_size - half)) * self.blocks
 
     def seed(self) -> Genome:
-        text = resources.files("evaluators.deceptive").joinpath("seed").joinpath(SEED_ENTRY).read_text(encoding="utf-8")
+        text = (
+            resources.files("cambrian.evaluators.deceptive")
+            .joinpath("seed")
+            .joinpath(SEED_ENTRY)
+            .read_text(encoding="utf-8")
+        )
         # The file holds the 4 x 4 list; other shapes get their own list on the same line.
         line = "VALUES = [" + ", ".join(str(v) for v in self.seed_values()) + "]"
         text, count = _VALUES_LINE.subn(line, text, count=1)

@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from evaluators.harness.run_program import HARNESS_FILE, RESULT_FILE, harness_files
-from sandbox.base import RunSpec
+from cambrian.evaluators.harness.run_program import HARNESS_FILE, RESULT_FILE, harness_files
+from cambrian.sandbox.base import RunSpec
 
 __all__ = ["HARNESS_FILE", "RESULT_FILE", "HarnessBenchmark", "harness_files", "harness_spec"]
 

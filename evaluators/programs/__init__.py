@@ -13,15 +13,15 @@ the agent's function is driven by the benchmark's own code, a probe, under `file
 - `strip_packing`: a 300-line seed (rectangles in a strip, shelves and a bottom-left search).
 """
 
-from evaluators.programs._base import ProgramBenchmark, ProgramOptions
-from evaluators.programs.fast_primes import FastPrimes
-from evaluators.programs.graph_colouring import GraphColouring
-from evaluators.programs.job_order import JobOrder
-from evaluators.programs.knapsack import Knapsack
-from evaluators.programs.load_balancing import LoadBalancing
-from evaluators.programs.strip_packing import StripPacking
-from evaluators.programs.symbolic_regression import SymbolicRegression
-from evaluators.programs.tsp import Tsp
+from cambrian.evaluators.programs._base import ProgramBenchmark, ProgramOptions
+from cambrian.evaluators.programs.fast_primes import FastPrimes
+from cambrian.evaluators.programs.graph_colouring import GraphColouring
+from cambrian.evaluators.programs.job_order import JobOrder
+from cambrian.evaluators.programs.knapsack import Knapsack
+from cambrian.evaluators.programs.load_balancing import LoadBalancing
+from cambrian.evaluators.programs.strip_packing import StripPacking
+from cambrian.evaluators.programs.symbolic_regression import SymbolicRegression
+from cambrian.evaluators.programs.tsp import Tsp
 
 #: The suite's program benchmarks.
 PROGRAM_BENCHMARKS: tuple[type[ProgramBenchmark], ...] = (

@@ -24,12 +24,12 @@ from typing import Any, ClassVar, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from evaluators.base import BenchmarkError, FeedbackPolicy, Genome, Stage, Task, TaskScore
-from evaluators.base import parse_options as parse_benchmark_options
-from evaluators.feedback import not_executed, opened, run_failure
-from evaluators.harness import HarnessBenchmark, harness_spec
-from evaluators.harness.run_program import entry_module, read_outcome
-from sandbox.base import RunResult, RunSpec
+from cambrian.evaluators.base import BenchmarkError, FeedbackPolicy, Genome, Stage, Task, TaskScore
+from cambrian.evaluators.base import parse_options as parse_benchmark_options
+from cambrian.evaluators.feedback import not_executed, opened, run_failure
+from cambrian.evaluators.harness import HarnessBenchmark, harness_spec
+from cambrian.evaluators.harness.run_program import entry_module, read_outcome
+from cambrian.sandbox.base import RunResult, RunSpec
 
 #: Where a probe goes in the sandbox: underscored, so an agent's own file cannot take its name by accident.
 T = TypeVar("T")
@@ -163,7 +163,7 @@ class ProgramBenchmark(HarnessBenchmark):
         return not_executed(f"unusable result: {feedback}", self.feedback_policy)
 
     def _files(self) -> Any:
-        return resources.files("evaluators.programs").joinpath("files").joinpath(self.name)
+        return resources.files("cambrian.evaluators.programs").joinpath("files").joinpath(self.name)
 
     def _genome(self, kind: str) -> Genome:
         folder = self._files().joinpath(kind)

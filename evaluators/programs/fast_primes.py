@@ -20,9 +20,9 @@ import random
 from collections.abc import Sequence
 from typing import Any
 
-from evaluators.base import Task, TaskScore
-from evaluators.programs._base import ProgramBenchmark
-from sandbox.base import RunResult
+from cambrian.evaluators.base import Task, TaskScore
+from cambrian.evaluators.programs._base import ProgramBenchmark
+from cambrian.sandbox.base import RunResult
 
 N_RANGE = (40_000, 100_000)
 VALUES_PER_TASK = 3

@@ -18,9 +18,9 @@ import random
 from collections.abc import Sequence
 from typing import Any
 
-from evaluators.base import Task, TaskScore
-from evaluators.programs._base import ProgramBenchmark
-from sandbox.base import RunResult
+from cambrian.evaluators.base import Task, TaskScore
+from cambrian.evaluators.programs._base import ProgramBenchmark
+from cambrian.sandbox.base import RunResult
 
 #: Per split: (kind, vertices, edge probability, seed). In a bipartite kind the even vertices form one side.
 GRAPHS: dict[str, tuple[tuple[str, int, float, int], ...]] = {

@@ -17,9 +17,9 @@ import random
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from evaluators.base import Task, TaskScore
-from evaluators.programs._base import ProgramBenchmark
-from sandbox.base import RunResult
+from cambrian.evaluators.base import Task, TaskScore
+from cambrian.evaluators.programs._base import ProgramBenchmark
+from cambrian.sandbox.base import RunResult
 
 SEEDS = {"search": (11, 12, 13, 14), "holdout": (21, 22, 23, 24)}
 

@@ -20,9 +20,9 @@ import random
 from collections.abc import Sequence
 from typing import Any
 
-from evaluators.base import Task, TaskScore
-from evaluators.programs._base import ProgramBenchmark
-from sandbox.base import RunResult
+from cambrian.evaluators.base import Task, TaskScore
+from cambrian.evaluators.programs._base import ProgramBenchmark
+from cambrian.sandbox.base import RunResult
 
 SEEDS = {"search": (101, 102, 103, 104), "holdout": (201, 202, 203, 204)}
 #: Slack on every containment and overlap comparison, in strip width units: float sums of touching edges.

@@ -18,9 +18,9 @@ import math
 import random
 from typing import Any
 
-from evaluators.base import Task, TaskScore
-from evaluators.programs._base import ProgramBenchmark
-from sandbox.base import RunResult
+from cambrian.evaluators.base import Task, TaskScore
+from cambrian.evaluators.programs._base import ProgramBenchmark
+from cambrian.sandbox.base import RunResult
 
 X0_RANGE = (-1.0, 2.0)
 X1_RANGE = (-2.0, 2.0)

@@ -16,9 +16,9 @@ import random
 from collections.abc import Sequence
 from typing import Any
 
-from evaluators.base import Task, TaskScore
-from evaluators.programs._base import ProgramBenchmark
-from sandbox.base import RunResult
+from cambrian.evaluators.base import Task, TaskScore
+from cambrian.evaluators.programs._base import ProgramBenchmark
+from cambrian.sandbox.base import RunResult
 
 CITIES = 60
 DECIMALS = 4  # of the coordinates: the points the agent sees are exactly those measured here

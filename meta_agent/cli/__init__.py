@@ -11,25 +11,25 @@ registers them all. Also public: `diagnose` (what `cambrian doctor` checks) and 
 
 # isort: off
 # Importing a command module registers its commands; the help lists them in this order.
-from meta_agent.cli import _run, _browse, _eval, _setup, _models, _sandbox, _ui  # noqa: F401 - imported for their side effect
+from cambrian.meta_agent.cli import _run, _browse, _eval, _setup, _models, _sandbox, _ui  # noqa: F401 - imported for their side effect
 
 # isort: on
 from typing import TYPE_CHECKING
 
-from meta_agent._lazy import lazy_exports
-from meta_agent.cli._app import app, main
+from cambrian.meta_agent._lazy import lazy_exports
+from cambrian.meta_agent.cli._app import app, main
 
 if TYPE_CHECKING:
-    from meta_agent.cli._doctor import Finding, diagnose
-    from meta_agent.cli._holdout import HOLDOUT_FILE, EvalTargetError, evaluate_target, folder_config
+    from cambrian.meta_agent.cli._doctor import Finding, diagnose
+    from cambrian.meta_agent.cli._holdout import HOLDOUT_FILE, EvalTargetError, evaluate_target, folder_config
 
 
 # The doctor's and the eval pieces, imported on first use (meta_agent/_lazy.py): a command needs neither.
 __getattr__ = lazy_exports(
     __name__,
     {
-        "meta_agent.cli._doctor": ("Finding", "diagnose"),
-        "meta_agent.cli._holdout": ("HOLDOUT_FILE", "EvalTargetError", "evaluate_target", "folder_config"),
+        "cambrian.meta_agent.cli._doctor": ("Finding", "diagnose"),
+        "cambrian.meta_agent.cli._holdout": ("HOLDOUT_FILE", "EvalTargetError", "evaluate_target", "folder_config"),
     },
 )
 

@@ -1,5 +1,5 @@
-"""`python -m meta_agent.cli`: the `cambrian` command."""
+"""`python -m cambrian`: the `cambrian` command."""
 
-from meta_agent.cli import main
+from cambrian.meta_agent.cli import main
 
 main()

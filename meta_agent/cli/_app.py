@@ -15,7 +15,7 @@ from typing import Any
 import typer
 from rich.console import Console
 
-from meta_agent.errors import CambrianError
+from cambrian.meta_agent.errors import CambrianError
 
 app = typer.Typer(
     help="Cambrian: open-ended search for self-improving agents.",

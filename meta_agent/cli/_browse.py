@@ -11,15 +11,15 @@ from rich.syntax import Syntax
 from rich.table import Table
 from rich.tree import Tree
 
-from archive.errors import AgentNotFound, ArchiveCorrupt, ArchiveOutdated, ArchiveTooNew
-from archive.models import Agent, AgentStatus, Run
-from archive.store import Archive
-from meta_agent.cli._app import RunsDir, Store, app, console, err_console
-from meta_agent.errors import CambrianError
-from meta_agent.search import open_run, shown_store
+from cambrian.archive.errors import AgentNotFound, ArchiveCorrupt, ArchiveOutdated, ArchiveTooNew
+from cambrian.archive.models import Agent, AgentStatus, Run
+from cambrian.archive.store import Archive
+from cambrian.meta_agent.cli._app import RunsDir, Store, app, console, err_console
+from cambrian.meta_agent.errors import CambrianError
+from cambrian.meta_agent.search import open_run, shown_store
 
 if TYPE_CHECKING:
-    from meta_agent.search import Arm
+    from cambrian.meta_agent.search import Arm
 
 # ----- browsing ----------------------------------------------------------------------------------
 
@@ -133,8 +133,8 @@ def _print_arms(agents: list[Agent], config: dict) -> None:
     """Per (model, operator): proposals, valid children, improvements, FM time, and what the bandit learnt
     (its value, improvement per FM minute, and how often it would choose each arm next), replayed from the
     archive as a resume would replay it."""
-    from meta_agent.config import BanditConfig
-    from meta_agent.search import Arm, arm_history, restore_bandit  # the bandit's modules: only where shown
+    from cambrian.meta_agent.config import BanditConfig
+    from cambrian.meta_agent.search import Arm, arm_history, restore_bandit  # the bandit's modules: only where shown
 
     history = arm_history(agents)
     if not history:
@@ -175,8 +175,8 @@ def _print_arms(agents: list[Agent], config: dict) -> None:
 def untried_arms(history: list[tuple[Arm, float | None, float]], weights: dict[str, float]) -> list[Arm]:
     """The arms of the run's operators (positive weight) that no proposal used yet, on the models it used: the
     bandit may choose them next, so its shares are over them too."""
-    from meta_agent.operators import make_operator
-    from meta_agent.search import Arm
+    from cambrian.meta_agent.operators import make_operator
+    from cambrian.meta_agent.search import Arm
 
     models = sorted({arm.model for arm, _, _ in history if arm.model}) or [""]
     arms: list[Arm] = []
@@ -313,7 +313,7 @@ def diff(
     store: str | None = Store,
 ) -> None:
     """The unified diff between two agents' code."""
-    from archive.export import unified_diff
+    from cambrian.archive.export import unified_diff
 
     archive, r = open_run(runs_dir, run_name, readonly=True, store=store)
     with archive:
@@ -336,7 +336,7 @@ def export(
     store: str | None = Store,
 ) -> None:
     """Export agents as standalone folders: files, manifest.json and the diff chain from the seed."""
-    from archive.export import export_agent
+    from cambrian.archive.export import export_agent
 
     if to.exists() and not to.is_dir():
         raise CambrianError(f"--to {to} is a file, and the export is a folder", fix="pass a folder path to --to")

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from meta_agent.config import RunConfig
+from cambrian.meta_agent.config import RunConfig
 
 Verdict = Literal["ok", "warn", "fail"]
 MIN_FREE_GB = 3.0  # the sandbox image, a model and a run's archive fit comfortably
@@ -56,7 +56,7 @@ def diagnose(
 
 
 def _engine(add: Callable[[Finding], None]) -> bool:
-    from sandbox.image import connect_engine, engine_url
+    from cambrian.sandbox.image import connect_engine, engine_url
 
     try:
         client = connect_engine(timeout_s=5)
@@ -72,7 +72,7 @@ def _engine(add: Callable[[Finding], None]) -> bool:
 
 
 def _image(add: Callable[[Finding], None], image: str) -> bool:
-    from sandbox.image import image_status
+    from cambrian.sandbox.image import image_status
 
     status = image_status(image)
     if not status.present:
@@ -86,8 +86,8 @@ def _image(add: Callable[[Finding], None], image: str) -> bool:
 
 
 def _self_test(add: Callable[[Finding], None], image: str) -> None:
-    from sandbox.docker import DockerSandbox
-    from sandbox.docker_check import run_check
+    from cambrian.sandbox.docker import DockerSandbox
+    from cambrian.sandbox.docker_check import run_check
 
     try:
         with DockerSandbox(image=image, pool_size=0, run_label="doctor") as sandbox:
@@ -112,9 +112,9 @@ def _self_test(add: Callable[[Finding], None], image: str) -> None:
 
 
 def _local_sandbox(add: Callable[[Finding], None], *, self_test: bool) -> None:
-    from sandbox.base import RunSpec, SandboxError
-    from sandbox.local import LocalSandbox, isolation_summary
-    from sandbox.local_check import namespaces_summary, run_local_check
+    from cambrian.sandbox.base import RunSpec, SandboxError
+    from cambrian.sandbox.local import LocalSandbox, isolation_summary
+    from cambrian.sandbox.local_check import namespaces_summary, run_local_check
 
     box = LocalSandbox()
     try:
@@ -145,7 +145,7 @@ def _local_sandbox(add: Callable[[Finding], None], *, self_test: bool) -> None:
 
 
 def _model(add: Callable[[Finding], None], config: RunConfig) -> None:
-    from meta_agent.llm import is_local_model, list_models
+    from cambrian.meta_agent.llm import is_local_model, list_models
 
     spec = config.fm.model
     if not is_local_model(spec):
@@ -167,7 +167,7 @@ def _model(add: Callable[[Finding], None], config: RunConfig) -> None:
 
 
 def _endpoint(add: Callable[[Finding], None], config: RunConfig) -> None:
-    from meta_agent.llm import Endpoint, LLMError, is_local_model, probe_endpoint
+    from cambrian.meta_agent.llm import Endpoint, LLMError, is_local_model, probe_endpoint
 
     if is_local_model(config.fm.model) and config.fm.api_base is None:
         add(Finding("FM endpoint", "ok", "a local server Cambrian starts for each run (llama.cpp)"))
@@ -182,7 +182,7 @@ def _endpoint(add: Callable[[Finding], None], config: RunConfig) -> None:
 
 
 def _disk(add: Callable[[Finding], None], runs_dir: Path) -> None:
-    from meta_agent.llm import models_dir
+    from cambrian.meta_agent.llm import models_dir
 
     for label, path in (("runs folder", runs_dir), ("model cache", models_dir())):
         existing = Path(path).resolve()

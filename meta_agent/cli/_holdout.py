@@ -27,14 +27,14 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from archive.export import MANIFEST_NAME
-from archive.store import InvalidGenome, check_genome_paths, genome_hash
-from evaluators.base import SPLITS, Benchmark, Genome
-from evaluators.runner import AgentResult, Limits
-from meta_agent.config import RunConfig
-from meta_agent.errors import CambrianError
-from meta_agent.llm import ArchiveLedger, FMGateway, Ledger, LLMClient, MemoryLedger, close_http_sessions
-from meta_agent.search import (
+from cambrian.archive.export import MANIFEST_NAME
+from cambrian.archive.store import InvalidGenome, check_genome_paths, genome_hash
+from cambrian.evaluators.base import SPLITS, Benchmark, Genome
+from cambrian.evaluators.runner import AgentResult, Limits
+from cambrian.meta_agent.config import RunConfig
+from cambrian.meta_agent.errors import CambrianError
+from cambrian.meta_agent.llm import ArchiveLedger, FMGateway, Ledger, LLMClient, MemoryLedger, close_http_sessions
+from cambrian.meta_agent.search import (
     AgentFMBudget,
     Reporter,
     build_benchmark,
@@ -46,7 +46,7 @@ from meta_agent.search import (
     sandbox_with_socket_dir,
     shown_store,
 )
-from sandbox.base import socket_folder_mode
+from cambrian.sandbox.base import socket_folder_mode
 
 HOLDOUT_FILE = "holdout.json"
 #: Bumped when holdout.json's fields change meaning.

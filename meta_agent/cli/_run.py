@@ -10,16 +10,16 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from archive.selection import STRATEGY_NAMES
-from archive.store import Archive
-from meta_agent.cli._app import RunsDir, Store, app, console, err_console
-from meta_agent.config import load_config
-from meta_agent.search import archive_path, open_run, shown_store, store_in_use
+from cambrian.archive.selection import STRATEGY_NAMES
+from cambrian.archive.store import Archive
+from cambrian.meta_agent.cli._app import RunsDir, Store, app, console, err_console
+from cambrian.meta_agent.config import load_config
+from cambrian.meta_agent.search import archive_path, open_run, shown_store, store_in_use
 
 if TYPE_CHECKING:  # imported by the commands that run a search (`cambrian status` needs none of it)
     from rich.progress import Progress, TaskID
 
-    from meta_agent.search import LoopEvent, LoopOutcome, Reporter
+    from cambrian.meta_agent.search import LoopEvent, LoopOutcome, Reporter
 
 db_app = typer.Typer(help="An archive: upgrade one written by an older Cambrian.", no_args_is_help=True)
 app.add_typer(db_app, name="db")
@@ -104,7 +104,7 @@ class CliReporter:
                 self.progress = None
 
     def reporter(self) -> Reporter:
-        from meta_agent.search import Reporter
+        from cambrian.meta_agent.search import Reporter
 
         return Reporter(info=self.info, warn=self.warn, event=self.event, progress=self.progress_bar)
 
@@ -119,7 +119,7 @@ def _print_outcome(name: str, outcome: LoopOutcome, runs_dir: Path, store: str |
         if outcome.seed_score is not None:
             gain = f" (seed {outcome.seed_score:.4f}, {outcome.best_score - outcome.seed_score:+.4f})"
         console.print(f"best score [bold]{outcome.best_score:.4f}[/bold] by agent {outcome.best_agent_id}{gain}")
-    from meta_agent.search import summarize_run
+    from cambrian.meta_agent.search import summarize_run
 
     archive, run_row = open_run(runs_dir, name, readonly=True, store=store)
     with archive:
@@ -152,7 +152,7 @@ def _print_outcome(name: str, outcome: LoopOutcome, runs_dir: Path, store: str |
 
 def _exit_for(outcome: LoopOutcome) -> None:
     """Non-zero for a run that failed (1) or was interrupted with Ctrl-C (130); its summary is printed first."""
-    from meta_agent.search import INTERRUPTED
+    from cambrian.meta_agent.search import INTERRUPTED
 
     if outcome.status.value == "failed":
         raise typer.Exit(1)
@@ -212,7 +212,7 @@ def run(
         f"[bold]cambrian[/bold] run [cyan]{cfg.name}[/cyan]: {cfg.benchmark}, model {cfg.fm.model}, "
         f"strategy {cfg.search.strategy}, {cfg.budget.iterations} iterations"
     )
-    from meta_agent.search import start_run
+    from cambrian.meta_agent.search import start_run
 
     name_, outcome = start_run(cfg, CliReporter().reporter())
     _print_outcome(name_, outcome, runs_dir, cfg.store)
@@ -230,7 +230,7 @@ def resume(
     store: str | None = Store,
 ) -> None:
     """Continue a run: re-queue unfinished agents and make the missing proposals."""
-    from meta_agent.search import resume_run
+    from cambrian.meta_agent.search import resume_run
 
     budget = {"iterations": iterations, "usd": budget_usd, "wall_seconds": wall_seconds}
     outcome = resume_run(runs_dir, run_name, budget, CliReporter().reporter(), sandbox=sandbox, store=store)
@@ -246,7 +246,7 @@ def remove(
     store: str | None = Store,
 ) -> None:
     """Delete a run: its agents, evaluations and FM ledger, and its folder (refused while it is being searched)."""
-    from meta_agent.search import delete_run, run_lock
+    from cambrian.meta_agent.search import delete_run, run_lock
 
     archive, run = open_run(runs_dir, run_name, readonly=True, store=store)  # RunNotFound, with its fix
     with archive:

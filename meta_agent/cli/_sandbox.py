@@ -13,9 +13,9 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from meta_agent.cli._app import app, one_of
-from sandbox.base import DEFAULT_IMAGE
-from sandbox.docker_check import CheckReport
+from cambrian.meta_agent.cli._app import app, one_of
+from cambrian.sandbox.base import DEFAULT_IMAGE
+from cambrian.sandbox.docker_check import CheckReport
 
 sandbox_app = typer.Typer(
     help="The sandbox: build the Docker image, check the hardening of Docker or the local one.", no_args_is_help=True
@@ -33,7 +33,7 @@ def build(
     tag: str = typer.Option(DEFAULT_IMAGE, "--tag", help="image name"),
 ) -> None:
     """Build the sandbox image once (reused afterwards while its recipe is current; a stale one is rebuilt)."""
-    from sandbox.image import BuildMethod, build_image  # the Docker client: imported only when building
+    from cambrian.sandbox.image import BuildMethod, build_image  # the Docker client: imported only when building
 
     console = Console()
     info = build_image(
@@ -59,7 +59,7 @@ def check(
 ) -> None:
     """Show the backend, its limits and namespaces, and run a live hardening self-test (exit 1 if any item
     fails)."""
-    from sandbox.image import engine_available, image_status
+    from cambrian.sandbox.image import engine_available, image_status
 
     console = Console()
     choice = one_of(sandbox, ("auto", "docker", "local"), "--sandbox")
@@ -85,8 +85,8 @@ def check(
 
 
 def _docker_report(image: str) -> CheckReport:
-    from sandbox.docker import DockerSandbox  # needs the engine: imported only when checking
-    from sandbox.docker_check import run_check
+    from cambrian.sandbox.docker import DockerSandbox  # needs the engine: imported only when checking
+    from cambrian.sandbox.docker_check import run_check
 
     console = Console()
     with DockerSandbox(image=image, pool_size=0, run_label="check") as sandbox:
@@ -98,8 +98,8 @@ def _docker_report(image: str) -> CheckReport:
 
 
 def _local_report() -> CheckReport:
-    from sandbox.local import LocalSandbox
-    from sandbox.local_check import run_local_check
+    from cambrian.sandbox.local import LocalSandbox
+    from cambrian.sandbox.local_check import run_local_check
 
     box = LocalSandbox()
     try:

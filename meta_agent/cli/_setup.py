@@ -7,8 +7,8 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from meta_agent.cli._app import app, console
-from meta_agent.config import load_config
+from cambrian.meta_agent.cli._app import app, console
+from cambrian.meta_agent.config import load_config
 
 
 @app.command()
@@ -20,7 +20,7 @@ def doctor(
     quick: bool = typer.Option(False, "--quick", help="skip the sandbox's live self-test (about 10 s)"),
 ) -> None:
     """Is this machine ready to search? Engine, image and its self-test, local sandbox, model, FM, disk, user."""
-    from meta_agent.cli._doctor import Finding, diagnose
+    from cambrian.meta_agent.cli._doctor import Finding, diagnose
 
     cfg = load_config(config, overrides={"fm.model": model, "fm.api_base": api_base, "fm.api_key_env": api_key_env})
     marks = {"ok": "[green]ok[/green]  ", "warn": "[yellow]warn[/yellow]", "fail": "[red]FAIL[/red]"}
@@ -44,7 +44,7 @@ def config_(
     show_defaults: bool = typer.Option(False, "--show-defaults", help="show the defaults (the default without -c)"),
 ) -> None:
     """Every config key with its value and meaning: the defaults, or a config file (+ --set) checked and resolved."""
-    from meta_agent.config import defaults_toml
+    from cambrian.meta_agent.config import defaults_toml
 
     resolved = None if show_defaults else load_config(config, sets=set_) if (config or set_) else None
     print(defaults_toml(resolved), end="")
@@ -53,7 +53,7 @@ def config_(
 @app.command()
 def benchmarks() -> None:
     """The benchmarks this installation knows (built-in and from installed packages)."""
-    from evaluators.registry import describe_benchmarks
+    from cambrian.evaluators.registry import describe_benchmarks
 
     table = Table("benchmark", "description")
     for bench_name, description in describe_benchmarks():

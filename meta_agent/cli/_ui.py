@@ -14,8 +14,8 @@ from urllib.parse import quote
 
 import typer
 
-from meta_agent.cli._app import RunsDir, Store, app, console, err_console
-from meta_agent.errors import CambrianError
+from cambrian.meta_agent.cli._app import RunsDir, Store, app, console, err_console
+from cambrian.meta_agent.errors import CambrianError
 
 
 class PortInUse(CambrianError):
@@ -68,8 +68,8 @@ def serve_ui(
     names: another site's page cannot read the runs by pointing its own name at this machine."""
     import uvicorn
 
-    from meta_agent.search import shown_store
-    from ui import check_run, create_app, is_loopback
+    from cambrian.meta_agent.search import shown_store
+    from cambrian.ui import check_run, create_app, is_loopback
 
     where = str(Path(runs_dir).resolve()) if store is None else shown_store(store)
     if run_name is not None:
@@ -103,7 +103,7 @@ def report(
     store: str | None = Store,
 ) -> None:
     """Write one self-contained HTML file of a run (plots, tree, best agents' code and diffs) that opens offline."""
-    from ui import write_report
+    from cambrian.ui import write_report
 
     path = write_report(runs_dir, run_name, to, best=best, store=store)
     size_mb = path.stat().st_size / 1e6

@@ -25,13 +25,13 @@ The block format:
     >>>>>>> REPLACE
 """
 
-from meta_agent.edits._base import EditBlock, EditError
-from meta_agent.edits._evolve_blocks import check_outside_unchanged, evolve_regions, splice_into_region
-from meta_agent.edits._extract import extract_code, trim_prose
-from meta_agent.edits._neutral import behaviour_key
-from meta_agent.edits._pool import EditPool, edit_processes
-from meta_agent.edits._search_replace import FORMAT_HINT, apply_blocks, parse_search_replace
-from meta_agent.edits._static_check import KNOWN_IMPORTS, CheckedChild, check_child
+from cambrian.meta_agent.edits._base import EditBlock, EditError
+from cambrian.meta_agent.edits._evolve_blocks import check_outside_unchanged, evolve_regions, splice_into_region
+from cambrian.meta_agent.edits._extract import extract_code, trim_prose
+from cambrian.meta_agent.edits._neutral import behaviour_key
+from cambrian.meta_agent.edits._pool import EditPool, edit_processes
+from cambrian.meta_agent.edits._search_replace import FORMAT_HINT, apply_blocks, parse_search_replace
+from cambrian.meta_agent.edits._static_check import KNOWN_IMPORTS, CheckedChild, check_child
 
 __all__ = [
     "FORMAT_HINT", "KNOWN_IMPORTS", "CheckedChild", "EditBlock", "EditError", "EditPool", "apply_blocks",

@@ -10,7 +10,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from cambrian_errors import CambrianError
+from cambrian.errors import CambrianError
 
 _FENCE_RE = re.compile(r"^\s*(`{3,}|~{3,})\s*([^\s`]*)")
 # A line holding nothing but a fence, opening (```python) or closing (```): never a line of code.

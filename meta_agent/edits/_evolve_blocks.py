@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from meta_agent.edits._base import EditError
+from cambrian.meta_agent.edits._base import EditError
 
 # Markers count only inside a comment, so a string literal mentioning them is ignored.
 _MARKER_RE = re.compile(r"^\s*(?:#+|//+|--|;+|%+|/\*+|<!--|\*+|')\s*EVOLVE-BLOCK-(?P<kind>START|END)\b")

@@ -6,7 +6,7 @@ import ast
 import functools
 import re
 
-from meta_agent.edits._base import _FENCE_ONLY_RE, _FENCE_RE, EditError, _join_lines
+from cambrian.meta_agent.edits._base import _FENCE_ONLY_RE, _FENCE_RE, EditError, _join_lines
 
 _PYTHON_TAGS = frozenset({"python", "py", "python3", "py3"})
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pyflakes import checker as pyflakes_checker
 from pyflakes import messages as pyflakes_messages
 
-from meta_agent.edits._base import EditError
+from cambrian.meta_agent.edits._base import EditError
 
 
 def refuse_neutral(

@@ -24,9 +24,9 @@ from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
-from evaluators.base import Genome
-from meta_agent.edits._base import EditError
-from meta_agent.edits._static_check import CheckedChild, check_child
+from cambrian.evaluators.base import Genome
+from cambrian.meta_agent.edits._base import EditError
+from cambrian.meta_agent.edits._static_check import CheckedChild, check_child
 
 log = logging.getLogger(__name__)
 

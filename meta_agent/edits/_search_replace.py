@@ -20,8 +20,8 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from meta_agent.edits._base import _FENCE_ONLY_RE, _FENCE_RE, EditBlock, EditError, _join_lines
-from meta_agent.edits._evolve_blocks import _MARKER_RE, evolve_regions
+from cambrian.meta_agent.edits._base import _FENCE_ONLY_RE, _FENCE_RE, EditBlock, EditError, _join_lines
+from cambrian.meta_agent.edits._evolve_blocks import _MARKER_RE, evolve_regions
 
 FORMAT_HINT = "<<<<<<< SEARCH / old lines / ======= / new lines / >>>>>>> REPLACE"
 

@@ -20,10 +20,10 @@ from dataclasses import dataclass
 from pyflakes import checker as pyflakes_checker
 from pyflakes import messages as pyflakes_messages
 
-from evaluators.base import Genome
-from meta_agent.edits._base import EditError
-from meta_agent.edits._evolve_blocks import evolve_regions
-from meta_agent.edits._neutral import Analysed, inert_lines, is_docstring, parsed, refuse_neutral
+from cambrian.evaluators.base import Genome
+from cambrian.meta_agent.edits._base import EditError
+from cambrian.meta_agent.edits._evolve_blocks import evolve_regions
+from cambrian.meta_agent.edits._neutral import Analysed, inert_lines, is_docstring, parsed, refuse_neutral
 
 #: name -> the import line that defines it: modules of the standard library and numpy/scipy (installed in
 #: every sandbox), common aliases, and the names small models most often use without importing them.

@@ -23,7 +23,7 @@ from __future__ import annotations
 import logging
 import os
 
-from meta_agent.llm._client import (
+from cambrian.meta_agent.llm._client import (
     CallRecord,
     Completion,
     Endpoint,
@@ -38,7 +38,7 @@ from meta_agent.llm._client import (
     request_hash,
     unavailable_fix,
 )
-from meta_agent.llm._errors import (
+from cambrian.meta_agent.llm._errors import (
     ChecksumMismatch,
     FMAuthError,
     FMBadRequest,
@@ -48,7 +48,7 @@ from meta_agent.llm._errors import (
     ModelNotFound,
     ServerStartError,
 )
-from meta_agent.llm._gateway import (
+from cambrian.meta_agent.llm._gateway import (
     DEFAULT_SANDBOX_SOCKET,
     MAX_BODY_BYTES,
     SOCKET_ENV,
@@ -60,8 +60,8 @@ from meta_agent.llm._gateway import (
     prompt_token_bound,
     quiet_repeats,
 )
-from meta_agent.llm._ledger import ArchiveLedger
-from meta_agent.llm._models import (
+from cambrian.meta_agent.llm._ledger import ArchiveLedger
+from cambrian.meta_agent.llm._models import (
     REGISTRY,
     ModelSource,
     ModelSpec,
@@ -77,8 +77,8 @@ from meta_agent.llm._models import (
     resolve,
     verify,
 )
-from meta_agent.llm._remote import GatewayListener, RelayGrant, RemoteAgent, SocketRelay
-from meta_agent.llm._serve import (
+from cambrian.meta_agent.llm._remote import GatewayListener, RelayGrant, RemoteAgent, SocketRelay
+from cambrian.meta_agent.llm._serve import (
     GRAMMAR_FIELDS,
     Backend,
     LocalServer,

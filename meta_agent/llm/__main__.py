@@ -1,7 +1,7 @@
-"""`python -m meta_agent.llm --model PATH --alias A --port P`: the llama.cpp server child of `LocalServer`."""
+"""`python -m cambrian.meta_agent.llm --model PATH --alias A --port P`: the llama.cpp server child of `LocalServer`."""
 
 import sys
 
-from meta_agent.llm._serve import main
+from cambrian.meta_agent.llm._serve import main
 
 sys.exit(main())

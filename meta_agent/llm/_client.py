@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType, ModuleType
 from typing import Any, Literal, Protocol
 
-from meta_agent.llm._errors import FMAuthError, FMBadRequest, FMUnavailable, LLMError
+from cambrian.meta_agent.llm._errors import FMAuthError, FMBadRequest, FMUnavailable, LLMError
 
 Messages = Sequence[Mapping[str, Any]]
 _Failure = Literal["transient", "auth", "bad_request"]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from cambrian_errors import CambrianError
+from cambrian.errors import CambrianError
 
 
 class LLMError(CambrianError):

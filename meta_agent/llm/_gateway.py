@@ -40,9 +40,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from meta_agent.llm._client import CallRecord, LLMClient, derive_seed, request_hash
-from meta_agent.llm._errors import LLMError
-from sandbox.base import Mount
+from cambrian.meta_agent.llm._client import CallRecord, LLMClient, derive_seed, request_hash
+from cambrian.meta_agent.llm._errors import LLMError
+from cambrian.sandbox.base import Mount
 
 log = logging.getLogger(__name__)
 

@@ -6,10 +6,10 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from archive.models import GreedyAnswer, LLMCall, LLMRequest, LLMResponse
-from archive.store import Archive
-from meta_agent.llm._client import CallRecord, Completion
-from meta_agent.llm._serve import GRAMMAR_FIELDS
+from cambrian.archive.models import GreedyAnswer, LLMCall, LLMRequest, LLMResponse
+from cambrian.archive.store import Archive
+from cambrian.meta_agent.llm._client import CallRecord, Completion
+from cambrian.meta_agent.llm._serve import GRAMMAR_FIELDS
 
 
 class ArchiveLedger:

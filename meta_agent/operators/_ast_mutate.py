@@ -40,10 +40,10 @@ from typing import Literal
 
 import numpy as np
 
-from evaluators.base import Genome
-from meta_agent.edits import EditError, check_outside_unchanged, evolve_regions
-from meta_agent.operators._base import Operator, OperatorEnv, Proposal
-from meta_agent.operators._prompting import PromptContext
+from cambrian.evaluators.base import Genome
+from cambrian.meta_agent.edits import EditError, check_outside_unchanged, evolve_regions
+from cambrian.meta_agent.operators._base import Operator, OperatorEnv, Proposal
+from cambrian.meta_agent.operators._prompting import PromptContext
 
 ONE_EDIT_PROBABILITY = 0.7  # P(1 edit); the number of edits is Geometric with this p, capped at max_edits
 MAX_ATTEMPTS = 20  # draws tried before giving up on a parent whose edits never parse or never change it

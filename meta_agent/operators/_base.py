@@ -41,9 +41,9 @@ from typing import ClassVar, Protocol
 
 import numpy as np
 
-from cambrian_errors import CambrianError
-from evaluators.base import Genome
-from meta_agent.operators._prompting import PromptContext
+from cambrian.errors import CambrianError
+from cambrian.evaluators.base import Genome
+from cambrian.meta_agent.operators._prompting import PromptContext
 
 
 class UnknownOperatorError(CambrianError, ValueError):

@@ -18,13 +18,13 @@ from typing import ClassVar
 
 import numpy as np
 
-from evaluators.base import Genome
-from meta_agent.edits import EditError, evolve_regions
-from meta_agent.operators._base import Operator, OperatorEnv, Proposal
-from meta_agent.operators._focus import Focus, editable_files, has_editable_code, windows
-from meta_agent.operators._grammars import code_grammar, search_replace_grammar
-from meta_agent.operators._outline import assigned_names, outline_genome
-from meta_agent.operators._prompting import (
+from cambrian.evaluators.base import Genome
+from cambrian.meta_agent.edits import EditError, evolve_regions
+from cambrian.meta_agent.operators._base import Operator, OperatorEnv, Proposal
+from cambrian.meta_agent.operators._focus import Focus, editable_files, has_editable_code, windows
+from cambrian.meta_agent.operators._grammars import code_grammar, search_replace_grammar
+from cambrian.meta_agent.operators._outline import assigned_names, outline_genome
+from cambrian.meta_agent.operators._prompting import (
     PromptContext,
     PromptLimits,
     block_format,
@@ -39,7 +39,7 @@ from meta_agent.operators._prompting import (
     task_values,
     truncate,
 )
-from meta_agent.operators._replies import (
+from cambrian.meta_agent.operators._replies import (
     _apply_blocks_or_file,
     _apply_lines,
     _apply_rewrite,

@@ -17,8 +17,8 @@ import ast
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from evaluators.base import Genome
-from meta_agent.edits import EditError, evolve_regions
+from cambrian.evaluators.base import Genome
+from cambrian.meta_agent.edits import EditError, evolve_regions
 
 #: Simple statements the `lines` operator asks the FM to rewrite at once: 1 to this many.
 MAX_FOCUS_STATEMENTS = 3

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from evaluators.base import Genome
-from meta_agent.edits import evolve_regions
+from cambrian.evaluators.base import Genome
+from cambrian.meta_agent.edits import evolve_regions
 
 #: Blocks one constrained SEARCH/REPLACE reply may hold, and lines one SEARCH may copy (REPLACE may be any
 #: length). Measured with qwen2.5-coder-0.5b on the circle-packing seed, 6 replies each (README, "Making

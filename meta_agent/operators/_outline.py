@@ -14,8 +14,8 @@ from __future__ import annotations
 import ast
 from collections.abc import Collection
 
-from evaluators.base import Genome
-from meta_agent.operators._focus import Focus
+from cambrian.evaluators.base import Genome
+from cambrian.meta_agent.operators._focus import Focus
 
 #: What an elided function body reads (at the body's indentation).
 ELIDED = "...  # body not shown"

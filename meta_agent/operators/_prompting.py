@@ -16,10 +16,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
 
-from cambrian_errors import CambrianError
-from evaluators.base import Genome
-from meta_agent.edits import evolve_regions
-from meta_agent.operators._focus import Focus
+from cambrian.errors import CambrianError
+from cambrian.evaluators.base import Genome
+from cambrian.meta_agent.edits import evolve_regions
+from cambrian.meta_agent.operators._focus import Focus
 
 _LANGUAGES = {
     ".py": "python",
@@ -45,14 +45,14 @@ class PromptTemplateError(CambrianError):
 
 def template_names() -> list[str]:
     """The names (file stems) of the packaged templates, sorted."""
-    folder = resources.files("meta_agent.operators").joinpath("prompts")
+    folder = resources.files("cambrian.meta_agent.operators").joinpath("prompts")
     return sorted(p.name[: -len(".txt")] for p in folder.iterdir() if p.name.endswith(".txt"))
 
 
 @functools.lru_cache(maxsize=64)
 def load_template(name: str) -> string.Template:
     """The template `prompts/<name>.txt` of this package (read once per process); PromptTemplateError if none."""
-    source = resources.files("meta_agent.operators").joinpath("prompts").joinpath(f"{name}.txt")
+    source = resources.files("cambrian.meta_agent.operators").joinpath("prompts").joinpath(f"{name}.txt")
     if not source.is_file():
         raise PromptTemplateError(
             f"there is no prompt template named {name!r}; the templates are: {', '.join(template_names())}",

@@ -8,9 +8,9 @@ from types import MappingProxyType
 
 import numpy as np
 
-from meta_agent.operators._ast_mutate import AstMutation
-from meta_agent.operators._base import Operator, OperatorWeightsError, UnknownOperatorError
-from meta_agent.operators._fm import (
+from cambrian.meta_agent.operators._ast_mutate import AstMutation
+from cambrian.meta_agent.operators._base import Operator, OperatorWeightsError, UnknownOperatorError
+from cambrian.meta_agent.operators._fm import (
     CrossoverOperator,
     DiagnoseOperator,
     DiffOperator,
@@ -18,9 +18,9 @@ from meta_agent.operators._fm import (
     LinesOperator,
     RewriteOperator,
 )
-from meta_agent.operators._prompting import PromptLimits
-from meta_agent.operators._self_modify import SelfModifyOperator
-from meta_agent.plugins import OPERATOR_GROUP, PluginRegistry
+from cambrian.meta_agent.operators._prompting import PromptLimits
+from cambrian.meta_agent.operators._self_modify import SelfModifyOperator
+from cambrian.meta_agent.plugins import OPERATOR_GROUP, PluginRegistry
 
 #: The built-in operators: name -> class (each takes `limits=`, but ast_mutate, which shows no prompt).
 _BUILTINS: Mapping[str, type[Operator]] = MappingProxyType(

@@ -2,7 +2,7 @@
 
 A reply is a whole entry file (`rewrite`, `crossover`), SEARCH/REPLACE blocks (`diff`), or
 either (`diagnose`, `self_modify`). The helpers here apply it to the parent under the
-EVOLVE-BLOCK rules (`meta_agent.edits`), refuse Python that no longer parses, and refuse a
+EVOLVE-BLOCK rules (`cambrian.meta_agent.edits`), refuse Python that no longer parses, and refuse a
 child that differs from its parent only in whitespace; every refusal is an `EditError` with
 a public reason. The operators in `_fm.py` and `_self_modify.py` call them.
 """
@@ -13,8 +13,8 @@ import ast
 import re
 from collections.abc import Mapping
 
-from evaluators.base import Genome
-from meta_agent.edits import (
+from cambrian.evaluators.base import Genome
+from cambrian.meta_agent.edits import (
     EditError,
     apply_blocks,
     check_outside_unchanged,
@@ -23,8 +23,8 @@ from meta_agent.edits import (
     parse_search_replace,
     splice_into_region,
 )
-from meta_agent.operators._focus import Focus
-from meta_agent.operators._prompting import code_language
+from cambrian.meta_agent.operators._focus import Focus
+from cambrian.meta_agent.operators._prompting import code_language
 
 # A line that opens or closes a SEARCH/REPLACE block: its presence means the reply chose the block format.
 _BLOCK_MARKER_RE = re.compile(r"^\s*(?:<{5,9}\s*SEARCH|>{5,9}\s*REPLACE)\s*$", re.MULTILINE)

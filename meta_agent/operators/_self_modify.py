@@ -12,11 +12,18 @@ import re
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from evaluators.base import Genome
-from meta_agent.edits import EditError
-from meta_agent.operators._base import Operator, OperatorEnv, Proposal
-from meta_agent.operators._prompting import PromptContext, PromptLimits, format_score, recent_attempts, render, truncate
-from meta_agent.operators._replies import (
+from cambrian.evaluators.base import Genome
+from cambrian.meta_agent.edits import EditError
+from cambrian.meta_agent.operators._base import Operator, OperatorEnv, Proposal
+from cambrian.meta_agent.operators._prompting import (
+    PromptContext,
+    PromptLimits,
+    format_score,
+    recent_attempts,
+    render,
+    truncate,
+)
+from cambrian.meta_agent.operators._replies import (
     _BLOCK_MARKER_RE,
     _apply_rewrite,
     _apply_search_replace,

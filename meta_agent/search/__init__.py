@@ -20,21 +20,26 @@
 
 from typing import TYPE_CHECKING
 
-from meta_agent._lazy import lazy_exports
+from cambrian.meta_agent._lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from meta_agent.operators import RUN_REPAIR_NOTE, Proposal  # re-exported: what the loop's proposals are
-    from meta_agent.search._arms import arm_history, restore_bandit
-    from meta_agent.search._bandit import ALGORITHMS, Arm, Bandit, BanditError, improvement_reward
-    from meta_agent.search._behaviour import BehaviourSpace, TaskRow
-    from meta_agent.search._book import RunBook
-    from meta_agent.search._compose import selector_from_config
-    from meta_agent.search._evaluation import AgentFMBudget, evaluate_in_sandbox, evaluation_row, run_self_modify
-    from meta_agent.search._lock import run_lock
-    from meta_agent.search._loop import LoopEvent, LoopOutcome, SearchLoop
-    from meta_agent.search._memory import PromptMemory
-    from meta_agent.search._proposals import Proposer, agent_fm_budget, run_limits
-    from meta_agent.search._session import (
+    from cambrian.meta_agent.operators import RUN_REPAIR_NOTE, Proposal  # re-exported: what the loop's proposals are
+    from cambrian.meta_agent.search._arms import arm_history, restore_bandit
+    from cambrian.meta_agent.search._bandit import ALGORITHMS, Arm, Bandit, BanditError, improvement_reward
+    from cambrian.meta_agent.search._behaviour import BehaviourSpace, TaskRow
+    from cambrian.meta_agent.search._book import RunBook
+    from cambrian.meta_agent.search._compose import selector_from_config
+    from cambrian.meta_agent.search._evaluation import (
+        AgentFMBudget,
+        evaluate_in_sandbox,
+        evaluation_row,
+        run_self_modify,
+    )
+    from cambrian.meta_agent.search._lock import run_lock
+    from cambrian.meta_agent.search._loop import LoopEvent, LoopOutcome, SearchLoop
+    from cambrian.meta_agent.search._memory import PromptMemory
+    from cambrian.meta_agent.search._proposals import Proposer, agent_fm_budget, run_limits
+    from cambrian.meta_agent.search._session import (
         INTERRUPTED,
         Reporter,
         build_benchmark,
@@ -48,23 +53,28 @@ if TYPE_CHECKING:
         server_threads,
         start_run,
     )
-    from meta_agent.search._stores import archive_path, delete_run, open_run, shown_store, store_in_use
-    from meta_agent.search._summary import categorize, summarize_run
+    from cambrian.meta_agent.search._stores import archive_path, delete_run, open_run, shown_store, store_in_use
+    from cambrian.meta_agent.search._summary import categorize, summarize_run
 
 # Imported on first use (meta_agent/_lazy.py): `cambrian status` and the other readers need `_stores` and `_arms`,
 # not the loop, the sandbox and the FM client (0.4 s of imports a call).
 _NAMES: dict[str, tuple[str, ...]] = {
-    "meta_agent.operators": ("RUN_REPAIR_NOTE", "Proposal"),
-    "meta_agent.search._arms": ("arm_history", "restore_bandit"),
-    "meta_agent.search._bandit": ("ALGORITHMS", "Arm", "Bandit", "BanditError", "improvement_reward"),
-    "meta_agent.search._behaviour": ("BehaviourSpace", "TaskRow"),
-    "meta_agent.search._book": ("RunBook",),
-    "meta_agent.search._compose": ("selector_from_config",),
-    "meta_agent.search._evaluation": ("AgentFMBudget", "evaluate_in_sandbox", "evaluation_row", "run_self_modify"),
-    "meta_agent.search._loop": ("LoopEvent", "LoopOutcome", "SearchLoop"),
-    "meta_agent.search._memory": ("PromptMemory",),
-    "meta_agent.search._proposals": ("Proposer", "agent_fm_budget", "run_limits"),
-    "meta_agent.search._session": (
+    "cambrian.meta_agent.operators": ("RUN_REPAIR_NOTE", "Proposal"),
+    "cambrian.meta_agent.search._arms": ("arm_history", "restore_bandit"),
+    "cambrian.meta_agent.search._bandit": ("ALGORITHMS", "Arm", "Bandit", "BanditError", "improvement_reward"),
+    "cambrian.meta_agent.search._behaviour": ("BehaviourSpace", "TaskRow"),
+    "cambrian.meta_agent.search._book": ("RunBook",),
+    "cambrian.meta_agent.search._compose": ("selector_from_config",),
+    "cambrian.meta_agent.search._evaluation": (
+        "AgentFMBudget",
+        "evaluate_in_sandbox",
+        "evaluation_row",
+        "run_self_modify",
+    ),
+    "cambrian.meta_agent.search._loop": ("LoopEvent", "LoopOutcome", "SearchLoop"),
+    "cambrian.meta_agent.search._memory": ("PromptMemory",),
+    "cambrian.meta_agent.search._proposals": ("Proposer", "agent_fm_budget", "run_limits"),
+    "cambrian.meta_agent.search._session": (
         "INTERRUPTED",
         "Reporter",
         "build_benchmark",
@@ -78,9 +88,9 @@ _NAMES: dict[str, tuple[str, ...]] = {
         "server_threads",
         "start_run",
     ),
-    "meta_agent.search._lock": ("run_lock",),
-    "meta_agent.search._stores": ("archive_path", "delete_run", "open_run", "shown_store", "store_in_use"),
-    "meta_agent.search._summary": ("categorize", "summarize_run"),
+    "cambrian.meta_agent.search._lock": ("run_lock",),
+    "cambrian.meta_agent.search._stores": ("archive_path", "delete_run", "open_run", "shown_store", "store_in_use"),
+    "cambrian.meta_agent.search._summary": ("categorize", "summarize_run"),
 }
 __getattr__ = lazy_exports(__name__, _NAMES)
 

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from archive.models import Agent, AgentStatus
-from meta_agent.config import BanditConfig
-from meta_agent.operators import Operator
-from meta_agent.search._bandit import Arm, Bandit, improvement_reward
+from cambrian.archive.models import Agent, AgentStatus
+from cambrian.meta_agent.config import BanditConfig
+from cambrian.meta_agent.operators import Operator
+from cambrian.meta_agent.search._bandit import Arm, Bandit, improvement_reward
 
 __all__ = ["Arm", "arm_history", "cost_of", "improvement_reward", "operator_arms", "restore_bandit"]
 

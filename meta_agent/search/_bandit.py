@@ -41,7 +41,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from cambrian_errors import CambrianError
+from cambrian.errors import CambrianError
 
 Algorithm = Literal["ucb1", "thompson"]
 ALGORITHMS: tuple[str, ...] = ("ucb1", "thompson")
@@ -152,12 +152,7 @@ class Bandit:
         self._prior_failures = prior_strength * (1.0 - share) if prior else np.zeros(n)
 
     @classmethod
-    def replay(
-        cls,
-        arms: Sequence[Arm],
-        history: Iterable[tuple[Arm, float | None, float]],
-        **settings: Any,
-    ) -> Bandit:
+    def replay(cls, arms: Sequence[Arm], history: Iterable[tuple[Arm, float | None, float]], **settings: Any) -> Bandit:
         """A bandit in the state a live one reaches after `history`, e.g. on resume from the archive.
 
         history: (arm, reward or None while its evaluation is pending, cost) per proposal, in

@@ -27,11 +27,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from archive.novelty import CodeEmbedder, DuplicateGate, EndpointEmbedder, behaviour_vector
-from archive.store import Archive
-from archive.view import ArchiveView
-from evaluators.base import Benchmark
-from meta_agent.config import NoveltyConfig
+from cambrian.archive.novelty import CodeEmbedder, DuplicateGate, EndpointEmbedder, behaviour_vector
+from cambrian.archive.store import Archive
+from cambrian.archive.view import ArchiveView
+from cambrian.evaluators.base import Benchmark
+from cambrian.meta_agent.config import NoveltyConfig
 
 #: Generic descriptors every benchmark gets, with their binning ranges (None: categorical).
 GENERIC_DESCRIPTORS: tuple[tuple[str, tuple[float, float] | None], ...] = (

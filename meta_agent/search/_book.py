@@ -14,20 +14,20 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from archive.models import Agent, AgentStatus, RunStatus
-from archive.novelty import near_duplicate
-from archive.store import Archive, genome_hash
-from archive.view import ArchiveView
-from evaluators.base import Genome
-from evaluators.runner import AgentResult
-from meta_agent.config import RunConfig
-from meta_agent.operators import Proposal
-from meta_agent.search._arms import Arm, cost_of, improvement_reward
-from meta_agent.search._bandit import Bandit
-from meta_agent.search._behaviour import BehaviourSpace, TaskRow
-from meta_agent.search._evaluation import evaluation_row
-from meta_agent.search._memory import _LRU, PromptMemory
-from meta_agent.search._writes import GroupCommit
+from cambrian.archive.models import Agent, AgentStatus, RunStatus
+from cambrian.archive.novelty import near_duplicate
+from cambrian.archive.store import Archive, genome_hash
+from cambrian.archive.view import ArchiveView
+from cambrian.evaluators.base import Genome
+from cambrian.evaluators.runner import AgentResult
+from cambrian.meta_agent.config import RunConfig
+from cambrian.meta_agent.operators import Proposal
+from cambrian.meta_agent.search._arms import Arm, cost_of, improvement_reward
+from cambrian.meta_agent.search._bandit import Bandit
+from cambrian.meta_agent.search._behaviour import BehaviourSpace, TaskRow
+from cambrian.meta_agent.search._evaluation import evaluation_row
+from cambrian.meta_agent.search._memory import _LRU, PromptMemory
+from cambrian.meta_agent.search._writes import GroupCommit
 
 
 @dataclass(frozen=True)

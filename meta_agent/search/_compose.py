@@ -12,12 +12,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from archive.selection import ParentSelector, selector_needs, selector_parameters
-from evaluators.base import Benchmark, Genome
-from meta_agent.config import RunConfig
-from meta_agent.errors import ConfigError
-from meta_agent.operators import Operator, PromptLimits, supports_self_modify
-from meta_agent.plugins import SELECTORS, make_selector
+from cambrian.archive.selection import ParentSelector, selector_needs, selector_parameters
+from cambrian.evaluators.base import Benchmark, Genome
+from cambrian.meta_agent.config import RunConfig
+from cambrian.meta_agent.errors import ConfigError
+from cambrian.meta_agent.operators import Operator, PromptLimits, supports_self_modify
+from cambrian.meta_agent.plugins import SELECTORS, make_selector
 
 
 def selector_from_config(config: RunConfig, benchmark: Benchmark) -> ParentSelector:

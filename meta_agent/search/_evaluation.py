@@ -13,13 +13,13 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
-from archive.ledger import detached
-from archive.models import Evaluation, utcnow
-from evaluators.base import Benchmark, Genome, Task
-from evaluators.harness.run_program import read_outcome
-from evaluators.runner import AgentResult, Limits, TaskResult, evaluate_agent
-from meta_agent.llm import AgentChannel, FMGateway
-from sandbox.base import FM_SOCKET_INSIDE, RunResult, RunSpec, Sandbox, SandboxSession
+from cambrian.archive.ledger import detached
+from cambrian.archive.models import Evaluation, utcnow
+from cambrian.evaluators.base import Benchmark, Genome, Task
+from cambrian.evaluators.harness.run_program import read_outcome
+from cambrian.evaluators.runner import AgentResult, Limits, TaskResult, evaluate_agent
+from cambrian.meta_agent.llm import AgentChannel, FMGateway
+from cambrian.sandbox.base import FM_SOCKET_INSIDE, RunResult, RunSpec, Sandbox, SandboxSession
 
 
 @dataclass(frozen=True)

@@ -17,12 +17,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol
 
-from evaluators.base import Benchmark, Genome, Task
-from evaluators.runner import AgentResult, Limits
-from meta_agent.config import RunConfig
-from meta_agent.llm import FMGateway
-from meta_agent.search._evaluation import AgentFMBudget, SelfModifyRun, evaluate_in_sandbox, run_self_modify
-from sandbox.base import Sandbox
+from cambrian.evaluators.base import Benchmark, Genome, Task
+from cambrian.evaluators.runner import AgentResult, Limits
+from cambrian.meta_agent.config import RunConfig
+from cambrian.meta_agent.llm import FMGateway
+from cambrian.meta_agent.search._evaluation import AgentFMBudget, SelfModifyRun, evaluate_in_sandbox, run_self_modify
+from cambrian.sandbox.base import Sandbox
 
 
 class Executor(Protocol):
@@ -142,6 +142,6 @@ def make_executor(config: RunConfig, sandbox: Sandbox | None, *, warn: Callable[
         if sandbox is None:
             raise ValueError("the local executor needs this machine's sandbox")
         return LocalExecutor(sandbox, slots=config.evaluation.concurrency)
-    from meta_agent.search._ray_executor import RayExecutor  # imports ray: only runs that use it pay for it
+    from cambrian.meta_agent.search._ray_executor import RayExecutor  # imports ray: only runs that use it pay for it
 
     return RayExecutor.connect(config, warn=warn)

@@ -16,7 +16,7 @@ import socket
 from collections.abc import Iterator
 from pathlib import Path
 
-from meta_agent.errors import RunBusy
+from cambrian.meta_agent.errors import RunBusy
 
 LOCK_FILE = "run.lock"
 

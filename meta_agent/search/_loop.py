@@ -20,27 +20,40 @@ from typing import Any
 
 import numpy as np
 
-from archive.models import Agent, Run, RunStatus
-from archive.selection import ParentSelector
-from archive.store import Archive
-from evaluators.base import Benchmark, Genome
-from evaluators.runner import AgentResult
-from meta_agent.config import RunConfig
-from meta_agent.errors import ConfigError, RunAborted, SeedFailed
-from meta_agent.llm import FMAuthError, FMBadRequest, FMGateway, FMUnavailable, GatewayError, LLMClient, derive_seed
-from meta_agent.llm import model_label as label_of_model
-from meta_agent.operators import Operator, ParentInfo, PromptContext, Proposal, choose_operator, make_operator
-from meta_agent.search._arms import Arm, operator_arms, restore_bandit
-from meta_agent.search._behaviour import BehaviourSpace
-from meta_agent.search._book import Acceptance, LoopEvent, LoopOutcome, Origin, RunBook
-from meta_agent.search._compose import check_operators, check_selector_needs, prompt_limits, selector_from_config
-from meta_agent.search._evaluation import failed_run, mean_result, repeat_limits
-from meta_agent.search._executor import Executor, LocalExecutor
-from meta_agent.search._memory import _LRU, PromptMemory
-from meta_agent.search._proposals import Proposer, agent_fm_budget, run_limits
-from meta_agent.search._reflection import Outcome, RunNotes, changed_lines, result_text
-from meta_agent.search._writes import GroupCommit
-from sandbox.base import Sandbox, SandboxError
+from cambrian.archive.models import Agent, Run, RunStatus
+from cambrian.archive.selection import ParentSelector
+from cambrian.archive.store import Archive
+from cambrian.evaluators.base import Benchmark, Genome
+from cambrian.evaluators.runner import AgentResult
+from cambrian.meta_agent.config import RunConfig
+from cambrian.meta_agent.errors import ConfigError, RunAborted, SeedFailed
+from cambrian.meta_agent.llm import (
+    FMAuthError,
+    FMBadRequest,
+    FMGateway,
+    FMUnavailable,
+    GatewayError,
+    LLMClient,
+    derive_seed,
+)
+from cambrian.meta_agent.llm import model_label as label_of_model
+from cambrian.meta_agent.operators import Operator, ParentInfo, PromptContext, Proposal, choose_operator, make_operator
+from cambrian.meta_agent.search._arms import Arm, operator_arms, restore_bandit
+from cambrian.meta_agent.search._behaviour import BehaviourSpace
+from cambrian.meta_agent.search._book import Acceptance, LoopEvent, LoopOutcome, Origin, RunBook
+from cambrian.meta_agent.search._compose import (
+    check_operators,
+    check_selector_needs,
+    prompt_limits,
+    selector_from_config,
+)
+from cambrian.meta_agent.search._evaluation import failed_run, mean_result, repeat_limits
+from cambrian.meta_agent.search._executor import Executor, LocalExecutor
+from cambrian.meta_agent.search._memory import _LRU, PromptMemory
+from cambrian.meta_agent.search._proposals import Proposer, agent_fm_budget, run_limits
+from cambrian.meta_agent.search._reflection import Outcome, RunNotes, changed_lines, result_text
+from cambrian.meta_agent.search._writes import GroupCommit
+from cambrian.sandbox.base import Sandbox, SandboxError
 
 #: Consecutive infrastructure faults (sandbox or FM) after which the run stops for the user.
 MAX_CONSECUTIVE_FAULTS = 5
@@ -69,7 +82,7 @@ class SearchLoop:
         embed_endpoint: Callable[[list[str]], list[list[float]]] | None = None,
         executor: Executor | None = None,
     ) -> None:
-        """selector: draws parents (`archive.selection`, or any `ParentSelector`). operators: name -> operator
+        """selector: draws parents (`cambrian.archive.selection`, or any `ParentSelector`). operators: name -> operator
         for every operator `config.search.operators` weighs (the weights stay in the config).
         llm / model_label: the run's FM (`fm.model`); None only when every operator is local (ast_mutate).
         more_llms: label -> client for `fm.models`. gateway: serves the FM to agents under evaluation (each

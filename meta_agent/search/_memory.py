@@ -12,11 +12,11 @@ from typing import Generic, TypeVar
 
 import numpy as np
 
-from archive.models import Agent
-from archive.store import AgentContext, Archive
-from archive.view import ArchiveView
-from evaluators.base import Genome
-from meta_agent.operators import ParentInfo
+from cambrian.archive.models import Agent
+from cambrian.archive.store import AgentContext, Archive
+from cambrian.archive.view import ArchiveView
+from cambrian.evaluators.base import Genome
+from cambrian.meta_agent.operators import ParentInfo
 
 K = TypeVar("K")
 V = TypeVar("V")

@@ -18,12 +18,12 @@ from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
-from evaluators.base import Benchmark, Genome
-from evaluators.runner import Limits
-from meta_agent.config import RunConfig
-from meta_agent.edits import EditError, EditPool, check_child, edit_processes
-from meta_agent.llm import Completion, FMBadRequest, FMGateway, LLMClient, derive_seed
-from meta_agent.operators import (
+from cambrian.evaluators.base import Benchmark, Genome
+from cambrian.evaluators.runner import Limits
+from cambrian.meta_agent.config import RunConfig
+from cambrian.meta_agent.edits import EditError, EditPool, check_child, edit_processes
+from cambrian.meta_agent.llm import Completion, FMBadRequest, FMGateway, LLMClient, derive_seed
+from cambrian.meta_agent.operators import (
     FMOperator,
     Operator,
     PromptContext,
@@ -31,8 +31,8 @@ from meta_agent.operators import (
     run_repair_note,
     supports_self_modify,
 )
-from meta_agent.search._evaluation import AgentFMBudget
-from meta_agent.search._executor import Executor
+from cambrian.meta_agent.search._evaluation import AgentFMBudget
+from cambrian.meta_agent.search._executor import Executor
 
 
 def run_limits(config: RunConfig) -> Limits:

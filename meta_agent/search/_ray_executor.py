@@ -48,14 +48,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from evaluators.base import Benchmark, Genome, Task
-from evaluators.runner import AgentResult, Limits, StagedPlan, TaskJob, TaskRun
-from meta_agent.config import RunConfig
-from meta_agent.errors import ClusterError
-from meta_agent.llm import FMGateway, GatewayListener, RelayGrant, RemoteAgent
-from meta_agent.search._evaluation import AgentFMBudget, SelfModifyRun, parent_run_outcome, parent_run_spec
-from meta_agent.search._ray_node import NodeFault, NodeSettings, TaskOrder
-from meta_agent.search._ray_pools import (
+from cambrian.evaluators.base import Benchmark, Genome, Task
+from cambrian.evaluators.runner import AgentResult, Limits, StagedPlan, TaskJob, TaskRun
+from cambrian.meta_agent.config import RunConfig
+from cambrian.meta_agent.errors import ClusterError
+from cambrian.meta_agent.llm import FMGateway, GatewayListener, RelayGrant, RemoteAgent
+from cambrian.meta_agent.search._evaluation import AgentFMBudget, SelfModifyRun, parent_run_outcome, parent_run_spec
+from cambrian.meta_agent.search._ray_node import NodeFault, NodeSettings, TaskOrder
+from cambrian.meta_agent.search._ray_pools import (
     NO_CLUSTER_FIX,
     START_TIMEOUT_S,
     awaited,
@@ -67,8 +67,8 @@ from meta_agent.search._ray_pools import (
     start_pools,
     stop_actor,
 )
-from meta_agent.search._ray_slots import FreeSlots, NodeHandle, Slot
-from sandbox.base import RunResult, SandboxError
+from cambrian.meta_agent.search._ray_slots import FreeSlots, NodeHandle, Slot
+from cambrian.sandbox.base import RunResult, SandboxError
 
 log = logging.getLogger(__name__)
 

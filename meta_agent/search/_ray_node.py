@@ -38,10 +38,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from evaluators.base import Benchmark, Genome
-from evaluators.runner import Limits, TaskJob, TaskRun, run_task
-from meta_agent.llm import SOCKET_ENV, TOKEN_ENV, GatewayError, RelayGrant, SocketRelay
-from sandbox.base import (
+from cambrian.evaluators.base import Benchmark, Genome
+from cambrian.evaluators.runner import Limits, TaskJob, TaskRun, run_task
+from cambrian.meta_agent.llm import SOCKET_ENV, TOKEN_ENV, GatewayError, RelayGrant, SocketRelay
+from cambrian.sandbox.base import (
     FM_SOCKET_INSIDE,
     RunResult,
     RunSpec,
@@ -185,8 +185,8 @@ class NodePool:
         return NodeReport(self.node_id, host, sandbox.name, note=note)
 
     def _build_sandbox(self) -> tuple[Sandbox, str]:
-        from sandbox.image import engine_available, image_status
-        from sandbox.local import LocalSandbox, isolation_summary
+        from cambrian.sandbox.image import engine_available, image_status
+        from cambrian.sandbox.local import LocalSandbox, isolation_summary
 
         settings = self.settings
         choice = settings.sandbox
@@ -198,7 +198,7 @@ class NodePool:
             choice = "docker"
         if choice == "local":
             return LocalSandbox(), ""
-        from sandbox.docker import DockerSandbox
+        from cambrian.sandbox.docker import DockerSandbox
 
         assert self._dir is not None
         fm_dir = self._dir / "fm"

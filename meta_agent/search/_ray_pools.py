@@ -8,11 +8,11 @@ import socket
 from collections.abc import Callable
 from typing import Any
 
-from meta_agent.config import RunConfig
-from meta_agent.errors import ClusterError
-from meta_agent.search._ray_node import NodePool, NodeReport, NodeSettings
-from meta_agent.search._ray_slots import NodeHandle
-from sandbox.base import SandboxError
+from cambrian.meta_agent.config import RunConfig
+from cambrian.meta_agent.errors import ClusterError
+from cambrian.meta_agent.search._ray_node import NodePool, NodeReport, NodeSettings
+from cambrian.meta_agent.search._ray_slots import NodeHandle
+from cambrian.sandbox.base import SandboxError
 
 START_TIMEOUT_S = 300.0  # a node's pool may pull nothing but still start containers
 

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from sandbox.base import SandboxError
+from cambrian.sandbox.base import SandboxError
 
 SLOT_POLL_S = 0.5  # how often a task waiting for a slot checks that some node is still alive
 

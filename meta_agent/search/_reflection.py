@@ -14,9 +14,9 @@ from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from archive.store import Archive
-from meta_agent.llm import LLMClient
-from meta_agent.operators import render
+from cambrian.archive.store import Archive
+from cambrian.meta_agent.llm import LLMClient
+from cambrian.meta_agent.operators import render
 
 #: The most characters of notes kept (and shown to prompts).
 MAX_NOTES_CHARS = 900

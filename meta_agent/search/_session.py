@@ -19,16 +19,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from archive.errors import RunExists
-from archive.models import AgentStatus, Run, RunStatus
-from archive.store import Archive
-from evaluators.base import Benchmark, FeedbackPolicy
-from evaluators.registry import get_benchmark
-from meta_agent import __version__
-from meta_agent.config import RunConfig
-from meta_agent.edits import EditError, evolve_regions
-from meta_agent.errors import CambrianError, ConfigError
-from meta_agent.llm import (
+from cambrian.archive.errors import RunExists
+from cambrian.archive.models import AgentStatus, Run, RunStatus
+from cambrian.archive.store import Archive
+from cambrian.evaluators.base import Benchmark, FeedbackPolicy
+from cambrian.evaluators.registry import get_benchmark
+from cambrian.meta_agent import __version__
+from cambrian.meta_agent.config import RunConfig
+from cambrian.meta_agent.edits import EditError, evolve_regions
+from cambrian.meta_agent.errors import CambrianError, ConfigError
+from cambrian.meta_agent.llm import (
     GRAMMAR_FIELDS,
     ArchiveLedger,
     Endpoint,
@@ -45,16 +45,16 @@ from meta_agent.llm import (
     resolve,
     server_grammar_field,
 )
-from meta_agent.operators import make_operator
-from meta_agent.search._compose import check_models, check_seed_editable, fm_needed, prompt_limits
-from meta_agent.search._executor import make_executor
-from meta_agent.search._lock import run_lock
-from meta_agent.search._loop import LoopEvent, LoopOutcome, SearchLoop
-from meta_agent.search._stores import archive_path, delete_run, open_run, shown_store, store_in_use
-from sandbox.base import Sandbox, socket_folder_mode
-from sandbox.docker import DockerSandbox
-from sandbox.image import ImageStatus, engine_available, image_status
-from sandbox.local import LocalSandbox, isolation_summary
+from cambrian.meta_agent.operators import make_operator
+from cambrian.meta_agent.search._compose import check_models, check_seed_editable, fm_needed, prompt_limits
+from cambrian.meta_agent.search._executor import make_executor
+from cambrian.meta_agent.search._lock import run_lock
+from cambrian.meta_agent.search._loop import LoopEvent, LoopOutcome, SearchLoop
+from cambrian.meta_agent.search._stores import archive_path, delete_run, open_run, shown_store, store_in_use
+from cambrian.sandbox.base import Sandbox, socket_folder_mode
+from cambrian.sandbox.docker import DockerSandbox
+from cambrian.sandbox.image import ImageStatus, engine_available, image_status
+from cambrian.sandbox.local import LocalSandbox, isolation_summary
 
 
 @dataclass

@@ -8,10 +8,10 @@ from pathlib import Path
 
 from sqlalchemy.engine import make_url
 
-from archive.errors import ArchiveOutdated, RunNotFound
-from archive.models import Run
-from archive.store import Archive
-from meta_agent.errors import ConfigError
+from cambrian.archive.errors import ArchiveOutdated, RunNotFound
+from cambrian.archive.models import Run
+from cambrian.archive.store import Archive
+from cambrian.meta_agent.errors import ConfigError
 
 ARCHIVE_FILE = "archive.db"
 

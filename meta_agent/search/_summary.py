@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
-from archive.models import Agent, AgentStatus
-from archive.store import Archive
+from cambrian.archive.models import Agent, AgentStatus
+from cambrian.archive.store import Archive
 
 _CATEGORIES: tuple[tuple[str, str], ...] = (
     (r"no SEARCH/REPLACE block", "format: no SEARCH/REPLACE block"),

@@ -19,7 +19,7 @@ import logging
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from archive.store import Archive
+from cambrian.archive.store import Archive
 
 T = TypeVar("T")
 

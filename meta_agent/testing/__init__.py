@@ -11,8 +11,8 @@
 The contracts import pytest only inside their tests: pytest is needed to run them, not to import this.
 """
 
-from meta_agent.testing._contracts import BenchmarkContract, SandboxContract, json_forms
-from meta_agent.testing._fake_fm import ScriptedFM
-from meta_agent.testing._sleep_benchmark import ASKS_FM_AGENT, SleepBenchmark
+from cambrian.meta_agent.testing._contracts import BenchmarkContract, SandboxContract, json_forms
+from cambrian.meta_agent.testing._fake_fm import ScriptedFM
+from cambrian.meta_agent.testing._sleep_benchmark import ASKS_FM_AGENT, SleepBenchmark
 
 __all__ = ["ASKS_FM_AGENT", "BenchmarkContract", "SandboxContract", "ScriptedFM", "SleepBenchmark", "json_forms"]

@@ -25,11 +25,11 @@ from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
-from evaluators.base import Benchmark, BenchmarkError, Task
-from evaluators.registry import get_benchmark
-from evaluators.runner import AgentResult, evaluate_agent
-from sandbox.base import RunSpec, Sandbox, SandboxError, SandboxSession
-from sandbox.local import LocalSandbox
+from cambrian.evaluators.base import Benchmark, BenchmarkError, Task
+from cambrian.evaluators.registry import get_benchmark
+from cambrian.evaluators.runner import AgentResult, evaluate_agent
+from cambrian.sandbox.base import RunSpec, Sandbox, SandboxError, SandboxSession
+from cambrian.sandbox.local import LocalSandbox
 
 _WRITE_RESULT = "import json\nopen('result.json', 'w').write(json.dumps({'sum': sum(range(10))}))\nprint('done')\n"
 

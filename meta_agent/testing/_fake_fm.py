@@ -6,7 +6,7 @@ import asyncio
 import hashlib
 from typing import Any
 
-from meta_agent.llm import Completion
+from cambrian.meta_agent.llm import Completion
 
 
 class ScriptedFM:

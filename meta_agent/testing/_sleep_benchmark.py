@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from evaluators.base import FeedbackPolicy, Genome, Stage, Task, TaskScore, staged_plan
-from evaluators.harness.llm_client import LLM_CLIENT_FILE, llm_client_text
-from sandbox.base import RunResult, RunSpec
+from cambrian.evaluators.base import FeedbackPolicy, Genome, Stage, Task, TaskScore, staged_plan
+from cambrian.evaluators.harness.llm_client import LLM_CLIENT_FILE, llm_client_text
+from cambrian.sandbox.base import RunResult, RunSpec
 
 SEED_AGENT = """import sys
 import time

@@ -14,9 +14,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from archive.models import AgentStatus, Evaluation, LLMCall
-from archive.schema import SCHEMA_VERSION, UNVERSIONED
-from archive.store import Archive
+from cambrian.archive.models import AgentStatus, Evaluation, LLMCall
+from cambrian.archive.schema import SCHEMA_VERSION, UNVERSIONED
+from cambrian.archive.store import Archive
 from tests.archive.test_archive_schema import make_version_1_archive
 from tests.archive.test_migrations import make_old_archive
 from tests.postgres import PostgresServer

@@ -16,10 +16,10 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.exc import OperationalError
 
-from archive._engine import CommitCheck
-from archive.errors import ArchiveUnreachable
-from archive.models import AgentStatus, Evaluation, LLMCall
-from archive.store import Archive
+from cambrian.archive._engine import CommitCheck
+from cambrian.archive.errors import ArchiveUnreachable
+from cambrian.archive.models import AgentStatus, Evaluation, LLMCall
+from cambrian.archive.store import Archive
 from tests.postgres import PostgresServer, start_private_server
 
 
@@ -86,10 +86,7 @@ def _lost_answer(commit: Callable[[], None], *, committed: bool) -> Callable[[],
     return lossy
 
 
-@pytest.mark.parametrize(
-    "case",
-    ["committed", "rolled-back", "rolled-back-id-reused"],
-)
+@pytest.mark.parametrize("case", ["committed", "rolled-back", "rolled-back-id-reused"])
 def test_a_commit_whose_answer_is_lost_is_resolved_by_asking_the_server(
     postgres_url: str, monkeypatch: pytest.MonkeyPatch, case: str
 ) -> None:

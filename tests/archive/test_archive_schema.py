@@ -18,12 +18,12 @@ import pytest
 from sqlalchemy import event
 from sqlalchemy.pool import Pool
 
-from archive.errors import ArchiveOutdated, ArchiveTooNew, NotAnArchive
-from archive.models import AgentStatus, Evaluation, LLMCall, LLMRequest
-from archive.schema import SCHEMA_VERSION, UNVERSIONED
-from archive.store import Archive
+from cambrian.archive.errors import ArchiveOutdated, ArchiveTooNew, NotAnArchive
+from cambrian.archive.models import AgentStatus, Evaluation, LLMCall, LLMRequest
+from cambrian.archive.schema import SCHEMA_VERSION, UNVERSIONED
+from cambrian.archive.store import Archive
 
-CAMBRIAN = [sys.executable, "-m", "meta_agent.cli"]
+CAMBRIAN = [sys.executable, "-m", "cambrian"]
 
 # What `SQLModel.metadata.create_all` made from archive/models.py before schema versioning.
 VERSION_1_DDL = """

@@ -21,7 +21,7 @@ import pytest
 from sqlalchemy import inspect as sa_inspect
 from sqlalchemy.exc import IntegrityError, InternalError, OperationalError
 
-from archive.errors import (
+from cambrian.archive.errors import (
     AgentNotFound,
     ArchiveError,
     ArchiveNotFound,
@@ -33,10 +33,10 @@ from archive.errors import (
     RunExists,
     RunNotFound,
 )
-from archive.models import AgentStatus, Evaluation, LLMCall, LLMResponse, Run, RunStatus
-from archive.schema import SCHEMA_VERSION
-from archive.store import Archive, genome_hash
-from archive.view import ArchiveView
+from cambrian.archive.models import AgentStatus, Evaluation, LLMCall, LLMResponse, Run, RunStatus
+from cambrian.archive.schema import SCHEMA_VERSION
+from cambrian.archive.store import Archive, genome_hash
+from cambrian.archive.view import ArchiveView
 
 SEED_FILES = {"main.py": "def solve():\n    return 1\n"}
 
@@ -388,7 +388,7 @@ def test_a_second_archive_on_the_same_file_sees_committed_rows(archive: Archive,
     # A real second process writes; this one reads what it committed.
     script = textwrap.dedent(
         f"""
-        from archive.store import Archive
+        from cambrian.archive.store import Archive
         with Archive({url!r}) as store:
             child = store.add_agent({run.id}, files={{"main.py": "x = 2\\n"}}, entry="main.py",
                                     parent_id={seed.id}, iteration=1, operator="diff")
@@ -634,7 +634,7 @@ def test_a_reader_of_an_empty_file_waits_for_its_creator(tmp_path: Path, monkeyp
     creator.join()
     abandoned = tmp_path / "empty.db"
     abandoned.touch()
-    monkeypatch.setattr("archive.store.BUSY_TIMEOUT_S", 0.2)  # how long a reader waits for a creator
+    monkeypatch.setattr("cambrian.archive.store.BUSY_TIMEOUT_S", 0.2)  # how long a reader waits for a creator
     with pytest.raises(NotAnArchive, match="empty") as caught:
         Archive.at(abandoned, readonly=True)
     assert "creates an archive" in caught.value.fix and abandoned.stat().st_size == 0

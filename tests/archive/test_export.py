@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from archive.errors import ArchiveError, DestinationNotEmpty, InvalidGenome
-from archive.export import export_agent, unified_diff
-from archive.models import AgentStatus, Evaluation
-from archive.store import Archive, genome_hash
+from cambrian.archive.errors import ArchiveError, DestinationNotEmpty, InvalidGenome
+from cambrian.archive.export import export_agent, unified_diff
+from cambrian.archive.models import AgentStatus, Evaluation
+from cambrian.archive.store import Archive, genome_hash
 
 SEED = {"main.py": "def solve():\n    return 1\n", "util.py": "SCALE = 1\n"}
 CHILD = {"main.py": "def solve():\n    return 2\n", "util.py": "SCALE = 1\n"}

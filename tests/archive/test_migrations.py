@@ -21,13 +21,13 @@ from alembic.migration import MigrationContext
 from sqlalchemy import Engine, create_engine, event, inspect, text
 from sqlmodel import SQLModel
 
-from archive.errors import ArchiveOutdated, ArchiveTooNew
-from archive.migrations import alembic_config, revision_of, script_directory
-from archive.models import AgentStatus, Evaluation
-from archive.schema import READABLE_FROM, SCHEMA_VERSION, UNVERSIONED
-from archive.store import Archive
+from cambrian.archive.errors import ArchiveOutdated, ArchiveTooNew
+from cambrian.archive.migrations import alembic_config, revision_of, script_directory
+from cambrian.archive.models import AgentStatus, Evaluation
+from cambrian.archive.schema import READABLE_FROM, SCHEMA_VERSION, UNVERSIONED
+from cambrian.archive.store import Archive
 
-CAMBRIAN = [sys.executable, "-m", "meta_agent.cli"]
+CAMBRIAN = [sys.executable, "-m", "cambrian"]
 WHEN = datetime(2025, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
 
 
@@ -61,10 +61,7 @@ def make_old_archive(url: str, version: int, *, alembic: bool) -> None:
             ),
             {**run, "t": WHEN},
         )
-        connection.execute(
-            text("INSERT INTO genome VALUES ('g1', 'main.py', 1, 24, :t)"),
-            {"t": WHEN},
-        )
+        connection.execute(text("INSERT INTO genome VALUES ('g1', 'main.py', 1, 24, :t)"), {"t": WHEN})
         connection.execute(text("INSERT INTO genomefile VALUES ('g1', 'main.py', 'def solve():\n    return 1\n')"))
         agent = (
             "INSERT INTO agent (id, run_id, genome_hash, parent_id, second_parent_id, iteration, operator, model,"

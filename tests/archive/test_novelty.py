@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from archive.novelty import (
+from cambrian.archive.novelty import (
     CodeEmbedder,
     DuplicateGate,
     EmbeddingEndpointError,

@@ -11,8 +11,8 @@ import pytest
 from sqlalchemy import bindparam, insert, select
 from sqlalchemy.exc import IntegrityError
 
-from archive._prepared import Prepared
-from archive._statements import (
+from cambrian.archive._prepared import Prepared
+from cambrian.archive._statements import (
     _AGENT,
     _FIND_GENOME,
     _INSERT_GENOME_FILE,
@@ -20,8 +20,8 @@ from archive._statements import (
     _SELECT_AGENT,
     _SELECT_GENOME,
 )
-from archive.models import AgentStatus, Evaluation
-from archive.store import Archive
+from cambrian.archive.models import AgentStatus, Evaluation
+from cambrian.archive.store import Archive
 
 FILES = {"main.py": "def solve():\n    return 1\n", "util/helpers.py": "X = 'ü'\n"}
 

@@ -9,9 +9,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from archive.errors import AgentNotFound, EmptyView, SelectorConfigError
-from archive.selection import STRATEGY_NAMES, ParentSelector, make_selector
-from archive.view import ArchiveView
+from cambrian.archive.errors import AgentNotFound, EmptyView, SelectorConfigError
+from cambrian.archive.selection import STRATEGY_NAMES, ParentSelector, make_selector
+from cambrian.archive.view import ArchiveView
 
 N_SAMPLES = 100_000
 
@@ -339,7 +339,7 @@ def test_ranking_stays_correct_across_adds() -> None:
 
 
 def test_block_weights_draw_by_inverse_cdf_across_blocks_as_rows_change_and_grow() -> None:
-    from archive.selection._blocks import BLOCK, BlockWeights
+    from cambrian.archive.selection._blocks import BLOCK, BlockWeights
 
     rng = np.random.default_rng(7)
     weights = rng.random(3 * BLOCK + 17)

@@ -11,9 +11,9 @@ import math
 import numpy as np
 import pytest
 
-from archive.errors import SelectorConfigError
-from archive.selection import STRATEGY_NAMES, make_selector
-from archive.view import ArchiveView
+from cambrian.archive.errors import SelectorConfigError
+from cambrian.archive.selection import STRATEGY_NAMES, make_selector
+from cambrian.archive.view import ArchiveView
 
 # --- a hand-counted lineage tree --------------------------------------------------------------
 #

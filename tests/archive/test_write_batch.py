@@ -13,10 +13,10 @@ import pytest
 from sqlalchemy import event
 from sqlalchemy.exc import OperationalError
 
-from archive._engine import CommitCheck
-from archive.errors import AgentNotFound, ArchiveReadOnly, InvalidTransition
-from archive.models import Agent, AgentStatus, Evaluation
-from archive.store import Archive
+from cambrian.archive._engine import CommitCheck
+from cambrian.archive.errors import AgentNotFound, ArchiveReadOnly, InvalidTransition
+from cambrian.archive.models import Agent, AgentStatus, Evaluation
+from cambrian.archive.store import Archive
 
 SEED = {"main.py": "def solve():\n    return 1\n"}
 

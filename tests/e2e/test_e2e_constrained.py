@@ -12,14 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from archive.store import Archive
-from evaluators.circle_packing import CirclePacking
-from meta_agent.config import RunConfig
-from meta_agent.edits import EditError
-from meta_agent.llm import ArchiveLedger, LLMClient, LocalServer, MemoryLedger, derive_seed
-from meta_agent.operators import ParentInfo, PromptContext, RewriteOperator
-from meta_agent.search import SearchLoop, categorize, make_llm_client
-from sandbox.local import LocalSandbox
+from cambrian.archive.store import Archive
+from cambrian.evaluators.circle_packing import CirclePacking
+from cambrian.meta_agent.config import RunConfig
+from cambrian.meta_agent.edits import EditError
+from cambrian.meta_agent.llm import ArchiveLedger, LLMClient, LocalServer, MemoryLedger, derive_seed
+from cambrian.meta_agent.operators import ParentInfo, PromptContext, RewriteOperator
+from cambrian.meta_agent.search import SearchLoop, categorize, make_llm_client
+from cambrian.sandbox.local import LocalSandbox
 
 # A real model search: on a busy machine (load 4-13) it ran past the 900 s default; what it checks is not time.
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]

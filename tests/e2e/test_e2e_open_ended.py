@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from archive.models import AgentStatus, RunStatus
-from archive.store import Archive
+from cambrian.archive.models import AgentStatus, RunStatus
+from cambrian.archive.store import Archive
 from tests.conftest import skip_without_docker
 from tests.e2e.test_e2e_search import cambrian
 

@@ -15,15 +15,15 @@ from pathlib import Path
 
 import pytest
 
-from archive.errors import RunNotFound
-from archive.models import Agent, AgentStatus, RunStatus
-from archive.store import Archive
-from meta_agent.search import RUN_REPAIR_NOTE
+from cambrian.archive.errors import RunNotFound
+from cambrian.archive.models import Agent, AgentStatus, RunStatus
+from cambrian.archive.store import Archive
+from cambrian.meta_agent.search import RUN_REPAIR_NOTE
 from tests.conftest import SHORT_REPLIES
 
 pytestmark = pytest.mark.slow
 
-CAMBRIAN = [sys.executable, "-m", "meta_agent.cli"]
+CAMBRIAN = [sys.executable, "-m", "cambrian"]
 
 
 def cambrian(*args: str, runs_dir: Path, timeout: float = 600, check: bool = True) -> subprocess.CompletedProcess:

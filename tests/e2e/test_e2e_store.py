@@ -18,12 +18,12 @@ from pathlib import Path
 
 import pytest
 
-from archive.errors import ArchiveError
-from archive.models import RunStatus
-from archive.store import Archive
+from cambrian.archive.errors import ArchiveError
+from cambrian.archive.models import RunStatus
+from cambrian.archive.store import Archive
 from tests.postgres import PostgresServer, start_private_server
 
-CAMBRIAN = [sys.executable, "-m", "meta_agent.cli"]
+CAMBRIAN = [sys.executable, "-m", "cambrian"]
 ITERATIONS = 40
 
 

@@ -15,9 +15,9 @@ from types import ModuleType
 
 import pytest
 
-from archive.models import AgentStatus, RunStatus
-from archive.store import Archive
-from evaluators.arc import (
+from cambrian.archive.models import AgentStatus, RunStatus
+from cambrian.archive.store import Archive
+from cambrian.evaluators.arc import (
     ArcAgentBenchmark,
     ArcOptions,
     ArcProgramBenchmark,
@@ -26,16 +26,16 @@ from evaluators.arc import (
     parse_grid_reply,
     split_task_ids,
 )
-from evaluators.arc.agent_benchmark import parse_arc_options
-from evaluators.arc.program_benchmark import parse_program_options
-from evaluators.base import BenchmarkError, FeedbackPolicy, Genome, Task
-from evaluators.harness.run_program import TASK_FILE
-from evaluators.registry import benchmark_names
-from evaluators.runner import evaluate_agent
-from meta_agent.config import RunConfig
-from meta_agent.search import SearchLoop
-from meta_agent.testing import ScriptedFM
-from sandbox.local import LocalSandbox
+from cambrian.evaluators.arc.agent_benchmark import parse_arc_options
+from cambrian.evaluators.arc.program_benchmark import parse_program_options
+from cambrian.evaluators.base import BenchmarkError, FeedbackPolicy, Genome, Task
+from cambrian.evaluators.harness.run_program import TASK_FILE
+from cambrian.evaluators.registry import benchmark_names
+from cambrian.evaluators.runner import evaluate_agent
+from cambrian.meta_agent.config import RunConfig
+from cambrian.meta_agent.search import SearchLoop
+from cambrian.meta_agent.testing import ScriptedFM
+from cambrian.sandbox.local import LocalSandbox
 from tests.conftest import SHORT_REPLIES
 
 SEED_AGENT = Path(__file__).resolve().parents[2] / "evaluators" / "arc" / "seed" / "agent.py"
@@ -353,7 +353,7 @@ def test_arc_program_search_through_the_cli(tmp_path: Path, smollm2_path: Path) 
         [
             sys.executable,
             "-m",
-            "meta_agent.cli",
+            "cambrian",
             "run",
             "arc-program",
             "--name",
@@ -393,7 +393,7 @@ def test_arc_agent_search_through_the_cli_records_agent_llm_calls(tmp_path: Path
         [
             sys.executable,
             "-m",
-            "meta_agent.cli",
+            "cambrian",
             "run",
             "arc",
             "--name",

@@ -10,8 +10,8 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from evaluators.circle_packing import check_packing
-from evaluators.circle_packing.benchmark import TOLERANCE, certify
+from cambrian.evaluators.circle_packing import check_packing
+from cambrian.evaluators.circle_packing.benchmark import TOLERANCE, certify
 
 # Coordinates that stress exact arithmetic: the edges, a hair past them, and ordinary points.
 EDGE = st.sampled_from([0.0, 1.0, -TOLERANCE / 2, 1 + TOLERANCE / 2, -5e-10, 5e-324, 1 - 1e-16, 0.5])

@@ -13,20 +13,20 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from evaluators.base import Benchmark, BenchmarkError, Genome, Task
-from evaluators.circle_packing import CirclePacking, check_packing
-from evaluators.circle_packing.feedback import largest_empty_spot, room_to_grow
-from evaluators.harness.run_program import (
+from cambrian.evaluators.base import Benchmark, BenchmarkError, Genome, Task
+from cambrian.evaluators.circle_packing import CirclePacking, check_packing
+from cambrian.evaluators.circle_packing.feedback import largest_empty_spot, room_to_grow
+from cambrian.evaluators.harness.run_program import (
     HARNESS_FILE,
     RESULT_FILE,
     TASK_FILE,
     UnsafeResultError,
     to_json_safe,
 )
-from evaluators.registry import benchmark_names, describe_benchmarks, get_benchmark
-from evaluators.runner import evaluate_agent
-from sandbox.base import RunResult
-from sandbox.local import LocalSandbox
+from cambrian.evaluators.registry import benchmark_names, describe_benchmarks, get_benchmark
+from cambrian.evaluators.runner import evaluate_agent
+from cambrian.sandbox.base import RunResult
+from cambrian.sandbox.local import LocalSandbox
 
 # The seed's sum of radii for n = 26: rings around the middle, radii from the centres.
 SEED_SUM = 1.091736758942621
@@ -178,7 +178,7 @@ def test_registry_entry_point_plugin(tmp_path: Path, monkeypatch: pytest.MonkeyP
     (tmp_path / "toy_bench.py").write_text(
         textwrap.dedent(
             '''
-            from evaluators.circle_packing import CirclePacking
+            from cambrian.evaluators.circle_packing import CirclePacking
 
             def make(n=5):
                 """Toy circle packing with few circles."""
@@ -276,7 +276,7 @@ def test_room_and_empty_spot_geometry() -> None:
 
 
 def test_empty_spot_coarse_to_fine_finds_what_probing_every_point_finds() -> None:
-    from evaluators.circle_packing.feedback import EMPTY_SPOT_GRID
+    from cambrian.evaluators.circle_packing.feedback import EMPTY_SPOT_GRID
 
     ticks = (np.arange(EMPTY_SPOT_GRID) + 0.5) / EMPTY_SPOT_GRID
     px, py = (axis.ravel() for axis in np.meshgrid(ticks, ticks))
@@ -329,7 +329,7 @@ def test_harness_converts_numpy_without_importing_it() -> None:
     # only to seed it, inside the one function that does, for a program that uses it.
     import ast
 
-    from evaluators.harness.run_program import harness_text
+    from cambrian.evaluators.harness.run_program import harness_text
 
     tree = ast.parse(harness_text())
     top_imports = [alias.name for node in tree.body if isinstance(node, (ast.Import, ast.ImportFrom))

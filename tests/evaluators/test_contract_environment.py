@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from evaluators.registry import get_benchmark
+from cambrian.evaluators.registry import get_benchmark
 
 BUILT_IN = ("circle_packing", "humaneval", "arc", "arc-program", "deceptive")
 

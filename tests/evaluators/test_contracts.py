@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from evaluators.base import Benchmark, Task
-from meta_agent.testing import BenchmarkContract, json_forms
+from cambrian.evaluators.base import Benchmark, Task
+from cambrian.meta_agent.testing import BenchmarkContract, json_forms
 
 EXAMPLE_DIR = Path(__file__).resolve().parents[2] / "examples" / "cambrian-example-benchmark"
 

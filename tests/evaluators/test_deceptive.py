@@ -8,14 +8,14 @@ import json
 import numpy as np
 import pytest
 
-from evaluators.base import Benchmark, BenchmarkError, Genome
-from evaluators.circle_packing import CirclePacking
-from evaluators.deceptive import DeceptiveTrap, check_values, trap, value_to_bit
-from evaluators.harness.run_program import RESULT_FILE
-from evaluators.registry import benchmark_names, get_benchmark
-from evaluators.runner import AgentResult, evaluate_agent
-from sandbox.base import RunResult
-from sandbox.local import LocalSandbox
+from cambrian.evaluators.base import Benchmark, BenchmarkError, Genome
+from cambrian.evaluators.circle_packing import CirclePacking
+from cambrian.evaluators.deceptive import DeceptiveTrap, check_values, trap, value_to_bit
+from cambrian.evaluators.harness.run_program import RESULT_FILE
+from cambrian.evaluators.registry import benchmark_names, get_benchmark
+from cambrian.evaluators.runner import AgentResult, evaluate_agent
+from cambrian.sandbox.base import RunResult
+from cambrian.sandbox.local import LocalSandbox
 
 
 def harness_result(value: object) -> RunResult:

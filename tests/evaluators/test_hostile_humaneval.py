@@ -14,11 +14,11 @@ from collections.abc import Iterator
 
 import pytest
 
-from evaluators.base import Task
-from evaluators.humaneval import HumanEval
-from evaluators.humaneval.check_driver import decode, dumps_line, encode, loads_line
-from sandbox.base import RunResult, Sandbox
-from sandbox.local import LocalSandbox
+from cambrian.evaluators.base import Task
+from cambrian.evaluators.humaneval import HumanEval
+from cambrian.evaluators.humaneval.check_driver import decode, dumps_line, encode, loads_line
+from cambrian.sandbox.base import RunResult, Sandbox
+from cambrian.sandbox.local import LocalSandbox
 from tests.conftest import skip_without_docker
 
 TASK_ID = "HumanEval/0"  # has_close_elements: a function returning None (or anything constant) fails it
@@ -192,7 +192,7 @@ def sandbox(request: pytest.FixtureRequest) -> Iterator[Sandbox]:
         box: Sandbox = LocalSandbox()
     else:
         skip_without_docker()
-        from sandbox.docker import DockerSandbox
+        from cambrian.sandbox.docker import DockerSandbox
 
         box = DockerSandbox(pool_size=1, run_label="pytest-hostile-humaneval")
     try:

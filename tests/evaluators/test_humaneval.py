@@ -15,14 +15,14 @@ from pathlib import Path
 
 import pytest
 
-from archive.store import Archive
-from evaluators.base import BenchmarkError, FeedbackPolicy, Genome, Task
-from evaluators.humaneval import HumanEval, assemble_program, load_problems, split_task_ids
-from evaluators.humaneval.check_driver import MAX_VALUE_CHARS, plain_text
-from evaluators.runner import AgentResult, evaluate_agent
-from meta_agent.llm import ArchiveLedger, FMGateway, LLMClient
-from sandbox.base import RunResult
-from sandbox.local import LocalSandbox
+from cambrian.archive.store import Archive
+from cambrian.evaluators.base import BenchmarkError, FeedbackPolicy, Genome, Task
+from cambrian.evaluators.humaneval import HumanEval, assemble_program, load_problems, split_task_ids
+from cambrian.evaluators.humaneval.check_driver import MAX_VALUE_CHARS, plain_text
+from cambrian.evaluators.runner import AgentResult, evaluate_agent
+from cambrian.meta_agent.llm import ArchiveLedger, FMGateway, LLMClient
+from cambrian.sandbox.base import RunResult
+from cambrian.sandbox.local import LocalSandbox
 
 STAGE_OPTIONS = {"n_search": 3, "stage_sizes": [3], "thresholds": [0.0], "timeout_s": 30.0}
 
@@ -66,7 +66,7 @@ def test_split_is_fixed_disjoint_and_stable_across_processes() -> None:
     assert not search & holdout
     # Another interpreter with another hash seed draws the same split.
     script = (
-        "import json; from evaluators.humaneval import HumanEval; b = HumanEval(); "
+        "import json; from cambrian.evaluators.humaneval import HumanEval; b = HumanEval(); "
         "print(json.dumps([t.id for t in b.tasks('holdout')]))"
     )
     other = subprocess.run(

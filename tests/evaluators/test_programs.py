@@ -1,5 +1,6 @@
-"""The generality suite's program benchmarks (`evaluators.programs`): each runs the `BenchmarkContract`, and each
-ships a reference program that scores clearly above its seed on both splits, in the real local sandbox."""
+"""The generality suite's program benchmarks (`cambrian.evaluators.programs`): each runs the
+`BenchmarkContract`, and each ships a reference program that scores clearly above its seed on both splits, in
+the real local sandbox."""
 
 from __future__ import annotations
 
@@ -8,13 +9,13 @@ from collections.abc import Iterable
 
 import pytest
 
-from evaluators.base import Benchmark, Task
-from evaluators.programs import PROGRAM_BENCHMARKS, ProgramBenchmark
-from evaluators.registry import get_benchmark
-from evaluators.runner import evaluate_agent
-from meta_agent.operators import make_operator
-from meta_agent.testing import BenchmarkContract
-from sandbox.local import LocalSandbox
+from cambrian.evaluators.base import Benchmark, Task
+from cambrian.evaluators.programs import PROGRAM_BENCHMARKS, ProgramBenchmark
+from cambrian.evaluators.registry import get_benchmark
+from cambrian.evaluators.runner import evaluate_agent
+from cambrian.meta_agent.operators import make_operator
+from cambrian.meta_agent.testing import BenchmarkContract
+from cambrian.sandbox.local import LocalSandbox
 
 
 def _contract(program: type[ProgramBenchmark]) -> type[BenchmarkContract]:

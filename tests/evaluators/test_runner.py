@@ -9,12 +9,12 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from evaluators.base import BenchmarkError, Genome, Stage, Task, TaskScore
-from evaluators.circle_packing import CirclePacking
-from evaluators.harness.run_program import HARNESS_FILE, RESULT_FILE, harness_files, read_outcome
-from evaluators.runner import AgentResult, Limits, evaluate_agent
-from sandbox.base import RunResult, RunSpec
-from sandbox.local import LocalSandbox
+from cambrian.evaluators.base import BenchmarkError, Genome, Stage, Task, TaskScore
+from cambrian.evaluators.circle_packing import CirclePacking
+from cambrian.evaluators.harness.run_program import HARNESS_FILE, RESULT_FILE, harness_files, read_outcome
+from cambrian.evaluators.runner import AgentResult, Limits, evaluate_agent
+from cambrian.sandbox.base import RunResult, RunSpec
+from cambrian.sandbox.local import LocalSandbox
 
 
 def packing_genome(code: str) -> Genome:

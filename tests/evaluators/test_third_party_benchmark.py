@@ -15,15 +15,15 @@ from pathlib import Path
 
 import pytest
 
-from archive.models import AgentStatus, RunStatus
-from archive.store import Archive
+from cambrian.archive.models import AgentStatus, RunStatus
+from cambrian.archive.store import Archive
 from tests.conftest import SHORT_REPLIES
 
 pytestmark = pytest.mark.slow
 
 EXAMPLE_DIR = Path(__file__).resolve().parents[2] / "examples" / "cambrian-example-benchmark"
 DIST_NAME = "cambrian-example-benchmark"
-CAMBRIAN = [sys.executable, "-m", "meta_agent.cli"]
+CAMBRIAN = [sys.executable, "-m", "cambrian"]
 
 
 def _pip(*args: str) -> subprocess.CompletedProcess:

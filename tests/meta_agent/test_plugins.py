@@ -13,14 +13,14 @@ from importlib.metadata import EntryPoint
 import numpy as np
 import pytest
 
-import meta_agent.plugins as plugins
-from archive.errors import SelectorConfigError
-from archive.view import ArchiveView
-from evaluators.base import Genome
-from evaluators.runner import Limits
-from meta_agent.config import load_config
-from meta_agent.errors import ConfigError
-from meta_agent.operators import (
+import cambrian.meta_agent.plugins as plugins
+from cambrian.archive.errors import SelectorConfigError
+from cambrian.archive.view import ArchiveView
+from cambrian.evaluators.base import Genome
+from cambrian.evaluators.runner import Limits
+from cambrian.meta_agent.config import load_config
+from cambrian.meta_agent.errors import ConfigError
+from cambrian.meta_agent.operators import (
     OPERATOR_REGISTRY,
     Operator,
     OperatorEnv,
@@ -31,8 +31,8 @@ from meta_agent.operators import (
     make_operator,
     operator_names,
 )
-from meta_agent.plugins import SELECTORS, make_selector
-from meta_agent.search import AgentFMBudget, Proposer
+from cambrian.meta_agent.plugins import SELECTORS, make_selector
+from cambrian.meta_agent.search import AgentFMBudget, Proposer
 
 
 class Reverse(Operator):

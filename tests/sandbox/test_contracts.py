@@ -6,9 +6,9 @@ non-root user, hardened container settings; local: the uid drop as root, rlimits
 
 from __future__ import annotations
 
-from meta_agent.testing import SandboxContract
-from sandbox.base import Sandbox
-from sandbox.local import LocalSandbox
+from cambrian.meta_agent.testing import SandboxContract
+from cambrian.sandbox.base import Sandbox
+from cambrian.sandbox.local import LocalSandbox
 from tests.conftest import skip_without_docker
 
 
@@ -20,6 +20,6 @@ class TestLocalSandbox(SandboxContract):
 class TestDockerSandbox(SandboxContract):
     def make_sandbox(self) -> Sandbox:
         skip_without_docker()
-        from sandbox.docker import DockerSandbox
+        from cambrian.sandbox.docker import DockerSandbox
 
         return DockerSandbox(pool_size=1, run_label="pytest-contract")

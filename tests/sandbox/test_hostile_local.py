@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from sandbox.base import Mount, RunSpec
-from sandbox.local import LocalSandbox
+from cambrian.sandbox.base import Mount, RunSpec
+from cambrian.sandbox.local import LocalSandbox
 from tests.conftest import LOCAL_MODES, local_sandbox
 
 AS_ROOT = os.geteuid() == 0
@@ -140,7 +140,7 @@ def test_as_root_a_setsid_child_does_not_outlive_the_run(sandbox: LocalSandbox, 
 
 @pytest.mark.skipif(not AS_ROOT, reason="the interpreter check is for runs under another uid")
 def test_as_root_an_unreachable_interpreter_is_refused_naming_the_folder_to_open() -> None:
-    from sandbox.base import SandboxError
+    from cambrian.sandbox.base import SandboxError
 
     closed = Path(tempfile.mkdtemp(prefix="cambrian-closed-"))  # 0700: other users cannot pass
     try:

@@ -17,8 +17,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from sandbox.base import RunSpec
-from sandbox.docker_container import ChannelClosed, RunnerChannel
+from cambrian.sandbox.base import RunSpec
+from cambrian.sandbox.docker_container import ChannelClosed, RunnerChannel
 
 FORGED_REPLY = {"exit_code": 0, "stdout": "FORGED", "stderr": "", "duration_s": 0.1, "timed_out": False,
                 "oom_killed": False, "output_truncated": False, "files": {}}  # fmt: skip
@@ -66,7 +66,7 @@ def sandbox() -> Iterator[object]:
     from tests.conftest import skip_without_docker
 
     skip_without_docker()
-    from sandbox.docker import DockerSandbox
+    from cambrian.sandbox.docker import DockerSandbox
 
     box = DockerSandbox(pool_size=1, run_label="pytest-hostile-runner")
     try:

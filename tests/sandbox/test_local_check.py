@@ -11,7 +11,7 @@ import os
 import subprocess
 import sys
 
-from sandbox.local_check import run_local_check
+from cambrian.sandbox.local_check import run_local_check
 from tests.conftest import local_sandbox
 
 #: What the review did to the local sandbox without namespaces, each the name of one self-test item.
@@ -52,7 +52,7 @@ def test_without_namespaces_the_self_test_sees_each_attack_of_the_review() -> No
 def test_cli_checks_the_local_sandbox_and_says_which_namespaces() -> None:
     local_sandbox(True).close()  # skipped (or failed, where CI demands them) without namespaces
     done = subprocess.run(
-        [sys.executable, "-m", "meta_agent.cli", "sandbox", "check", "--sandbox", "local"],
+        [sys.executable, "-m", "cambrian", "sandbox", "check", "--sandbox", "local"],
         capture_output=True, text=True, timeout=600, env={**os.environ, "COLUMNS": "200"},
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr

@@ -20,9 +20,9 @@ from pathlib import Path
 
 import pytest
 
-from sandbox.base import Mount, RunSpec, SandboxError
-from sandbox.image import DEFAULT_IMAGE, build_image, engine_available
-from sandbox.local import UnsafePathError
+from cambrian.sandbox.base import Mount, RunSpec, SandboxError
+from cambrian.sandbox.image import DEFAULT_IMAGE, build_image, engine_available
+from cambrian.sandbox.local import UnsafePathError
 from tests.conftest import skip_without_docker
 
 skip_without_docker()
@@ -30,8 +30,8 @@ skip_without_docker()
 import docker  # noqa: E402 - only once the engine is known to answer
 import docker.errors  # noqa: E402 - as above
 
-from sandbox.docker import DockerSandbox, DockerSession  # noqa: E402 - as above
-from sandbox.docker_check import run_check  # noqa: E402 - as above
+from cambrian.sandbox.docker import DockerSandbox, DockerSession  # noqa: E402 - as above
+from cambrian.sandbox.docker_check import run_check  # noqa: E402 - as above
 
 NORMAL = "print(sum(range(10)))\n"
 
@@ -372,7 +372,7 @@ def test_check_reports_every_item_passing(sandbox: DockerSandbox) -> None:
 
 def test_check_cli_prints_numpy_and_scipy_versions() -> None:
     done = subprocess.run(
-        [sys.executable, "-c", "from meta_agent.cli import main; main()", "sandbox", "check"],
+        [sys.executable, "-c", "from cambrian.meta_agent.cli import main; main()", "sandbox", "check"],
         capture_output=True,
         text=True,
         timeout=300,
@@ -400,8 +400,8 @@ def test_numpy_and_scipy_work_and_nothing_else_of_site_packages(session: DockerS
 
 
 def test_circle_packing_seed_scores_through_docker(sandbox: DockerSandbox) -> None:
-    from evaluators.circle_packing import CirclePacking
-    from evaluators.runner import evaluate_agent
+    from cambrian.evaluators.circle_packing import CirclePacking
+    from cambrian.evaluators.runner import evaluate_agent
 
     bench = CirclePacking()
     result = evaluate_agent(bench, bench.seed(), sandbox)

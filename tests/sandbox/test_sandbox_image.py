@@ -29,8 +29,8 @@ import docker.errors
 import pytest
 import requests.exceptions
 
-from sandbox.base import RunSpec, SandboxError
-from sandbox.image import (
+from cambrian.sandbox.base import RunSpec, SandboxError
+from cambrian.sandbox.image import (
     BASE_IMAGE,
     DEFAULT_IMAGE,
     RECIPE_LABEL,
@@ -318,7 +318,7 @@ def build_rootfs(client: docker.DockerClient, tmp_path_factory: pytest.TempPathF
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-c", "from meta_agent.cli import main; main()", *args],
+        [sys.executable, "-c", "from cambrian.meta_agent.cli import main; main()", *args],
         capture_output=True,
         text=True,
         timeout=1200,
@@ -346,7 +346,7 @@ def test_fresh_auto_build_makes_a_working_image(
     client: docker.DockerClient, test_tag: str, build_rootfs: str | None
 ) -> None:
     """`cambrian sandbox build` from nothing, the probe included: no traceback, and numpy/scipy run inside."""
-    from sandbox.docker import DockerSandbox
+    from cambrian.sandbox.docker import DockerSandbox
 
     assert not image_status(test_tag, client=client).present
     done = run_cli("sandbox", "build", "--tag", test_tag, *(["--rootfs", build_rootfs] if build_rootfs else []))
@@ -375,10 +375,10 @@ def make_stale_copy(client: docker.DockerClient, tag: str, *, recipe_label: str)
 def test_stale_image_is_refused_by_the_docker_sandbox_and_avoided_by_auto(
     client: docker.DockerClient, test_tag: str, recipe_label: str
 ) -> None:
-    from meta_agent.config import RunConfig
-    from meta_agent.search import choose_sandbox
-    from sandbox.docker import DockerSandbox
-    from sandbox.local import LocalSandbox
+    from cambrian.meta_agent.config import RunConfig
+    from cambrian.meta_agent.search import choose_sandbox
+    from cambrian.sandbox.docker import DockerSandbox
+    from cambrian.sandbox.local import LocalSandbox
 
     skip_without_docker()
     make_stale_copy(client, test_tag, recipe_label=recipe_label)

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from sandbox.base import Mount, RunSpec, Sandbox, SandboxError
-from sandbox.local import LocalSandbox, UnsafePathError
+from cambrian.sandbox.base import Mount, RunSpec, Sandbox, SandboxError
+from cambrian.sandbox.local import LocalSandbox, UnsafePathError
 from tests.conftest import LOCAL_MODES, local_sandbox
 
 
@@ -334,7 +334,7 @@ def test_close_kills_the_runs_in_progress_and_each_raises() -> None:
 def test_removing_a_work_dir_never_changes_the_folder_that_holds_it(tmp_path: Path) -> None:
     # A work dir already gone, or one whose own removal fails, once made its parent 0700: run from /tmp, that
     # closed /tmp to every other user (the local sandbox's uids, PostgreSQL) for the rest of the session.
-    from sandbox.local import _remove_tree
+    from cambrian.sandbox.local import _remove_tree
 
     holder = tmp_path / "holder"
     holder.mkdir()

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from archive.models import AgentStatus, Evaluation, LLMCall, LLMRequest, LLMResponse
-from archive.store import Archive
+from cambrian.archive.models import AgentStatus, Evaluation, LLMCall, LLMRequest, LLMResponse
+from cambrian.archive.store import Archive
 from tests.conftest import SHORT_REPLIES
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -139,7 +139,7 @@ def runs_dir(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, 
 def real_run(smollm2_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, str]]:
     """(runs folder, run name) of a real 4-iteration circle_packing search by SmolLM2-135M in the local sandbox."""
     folder = tmp_path_factory.mktemp("ui-real")
-    command = [sys.executable, "-m", "meta_agent.cli", "run", "circle_packing", "--model", "smollm2-135m",
+    command = [sys.executable, "-m", "cambrian", "run", "circle_packing", "--model", "smollm2-135m",
                "--sandbox", "local", "--iterations", "4", "--name", "ui-run", "--runs-dir", str(folder),
                *SHORT_REPLIES]  # fmt: skip
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=1800, env={**os.environ})

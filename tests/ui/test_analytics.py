@@ -19,10 +19,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from archive.models import AgentStatus, Evaluation, LLMCall
-from archive.store import Archive
+from cambrian.archive.models import AgentStatus, Evaluation, LLMCall
+from cambrian.archive.store import Archive
+from cambrian.ui._analytics import budget, compare_runs, search_space
 from tests.conftest import SHORT_REPLIES
-from ui._analytics import budget, compare_runs, search_space
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = {"evaluation": {"concurrency": 2}, "fm": {"concurrency": 1}}
@@ -141,9 +141,7 @@ def test_budget_timeline_shows_busy_slots_and_fm_time(small: tuple[Archive, int,
     assert line["fm_utilisation"] == pytest.approx(125 / 600, abs=1e-5)
 
 
-def test_compare_runs_steps_best_score_against_proposals_tokens_and_usd(
-    small: tuple[Archive, int, list[int]],
-) -> None:
+def test_compare_runs_steps_best_score_against_proposals_tokens_and_usd(small: tuple[Archive, int, list[int]]) -> None:
     archive, run_id, ids = small
     (run,) = compare_runs([("dgm / m1", archive, run_id)])["runs"]
     assert (run["label"], run["run_name"], run["benchmark"]) == ("dgm / m1", "small", "circle_packing")
@@ -217,7 +215,7 @@ def test_analytics_of_a_run_with_nothing_yet(tmp_path: Path) -> None:
 def second_run(smollm2_path: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     """(runs folder, run name) of a second real search, greedy this time, for compare_runs."""
     folder = tmp_path_factory.mktemp("ui-analytics")
-    command = [sys.executable, "-m", "meta_agent.cli", "run", "circle_packing", "--model", "smollm2-135m",
+    command = [sys.executable, "-m", "cambrian", "run", "circle_packing", "--model", "smollm2-135m",
                "--sandbox", "local", "--iterations", "2", "--strategy", "greedy", "--seed", "1", "--name", "b",
                "--runs-dir", str(folder), *SHORT_REPLIES]  # fmt: skip
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=1800, env={**os.environ})
@@ -282,7 +280,7 @@ def test_analytics_of_real_runs_agree_with_the_archive(
 
 
 def test_sample_keeps_the_best_half_and_a_spread_taking_turns() -> None:
-    from ui._analytics import _sample
+    from cambrian.ui._analytics import _sample
 
     ids = np.arange(1, 11)
     scores = ids.astype(float)  # agent 10 is the best

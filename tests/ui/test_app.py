@@ -21,10 +21,10 @@ from urllib.parse import quote
 import pytest
 from fastapi.testclient import TestClient
 
-from archive.models import AgentStatus
-from archive.store import Archive
+from cambrian.archive.models import AgentStatus
+from cambrian.archive.store import Archive
+from cambrian.ui import CONTENT_SECURITY_POLICY, create_app, write_report
 from tests.ui.conftest import HOSTILE_RUN, IMG, PAYLOAD, SCRIPT
-from ui import CONTENT_SECURITY_POLICY, create_app, write_report
 
 Runs = tuple[Path, dict[str, int], dict[str, int]]
 RAW_MARKUP = ("<script>alert", "<img src=x", "onerror=alert(1)>")

@@ -29,8 +29,8 @@ from urllib.parse import quote
 
 import pytest
 
-from archive.models import AgentStatus, Evaluation, LLMCall, LLMRequest, LLMResponse
-from archive.store import Archive
+from cambrian.archive.models import AgentStatus, Evaluation, LLMCall, LLMRequest, LLMResponse
+from cambrian.archive.store import Archive
 from tests.ui import conftest as ui_fixtures
 from tests.ui.conftest import HOSTILE_RUN, IMG, SCRIPT, write_hostile_run
 
@@ -85,7 +85,7 @@ def served(runs_dir: Path) -> Iterator[str]:
     port = _free_port()
     base = f"http://127.0.0.1:{port}"
     log_path = runs_dir.parent / f"cambrian-ui-{port}.log"
-    command = [sys.executable, "-m", "meta_agent.cli", "ui", "--runs-dir", str(runs_dir), "--port", str(port)]
+    command = [sys.executable, "-m", "cambrian", "ui", "--runs-dir", str(runs_dir), "--port", str(port)]
     with log_path.open("w") as log:
         server = subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, text=True)
     try:
@@ -272,8 +272,8 @@ def test_the_live_page_shows_an_agent_another_process_writes(tmp_path: Path) -> 
     ids = write_clean_run(tmp_path / "runs")
     writer = f"""
 from pathlib import Path
-from archive.models import AgentStatus, Evaluation
-from archive.store import Archive
+from cambrian.archive.models import AgentStatus, Evaluation
+from cambrian.archive.store import Archive
 with Archive.at(Path({str(tmp_path / "runs" / "clean" / "archive.db")!r})) as archive:
     run = archive.get_run("clean")
     child = archive.add_agent(run.key, files={{"main.py": "def solve():\\n    return 9\\n"}}, entry="main.py",
@@ -305,7 +305,7 @@ def test_a_reader_polling_at_20_hz_beside_a_writing_run_sees_no_error_and_causes
     runs.mkdir()
     # ast_mutate proposes without an FM, so the run needs no model: it names a hosted one whose key is a
     # placeholder (no local server is started, and nothing calls it: the archive records no FM call).
-    command = [sys.executable, "-m", "meta_agent.cli", "run", "deceptive", "--sandbox", "local", "--iterations", "60",
+    command = [sys.executable, "-m", "cambrian", "run", "deceptive", "--sandbox", "local", "--iterations", "60",
                "--name", "w", "--runs-dir", str(runs), "--set", "search.operators={ast_mutate = 1.0}",
                "--model", "openai/gpt-4o-mini", "--api-key-env", "CAMBRIAN_TEST_UNUSED_KEY"]  # fmt: skip
     answers: list[tuple[str, int]] = []

@@ -13,15 +13,15 @@ from pathlib import Path
 import httpx
 import pytest
 
+from cambrian.ui import is_loopback
 from tests.ui.conftest import ROOT
-from ui import is_loopback
 
 Runs = tuple[Path, dict[str, int], dict[str, int]]
 
 
 def cambrian(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "COLUMNS": "200"}
-    return subprocess.run([sys.executable, "-m", "meta_agent.cli", *args], cwd=ROOT, capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "cambrian", *args], cwd=ROOT, capture_output=True, text=True,
                           timeout=timeout, env=env)  # fmt: skip
 
 
@@ -34,7 +34,7 @@ def free_port() -> int:
 def test_ui_serves_the_run_on_loopback_and_stops_on_ctrl_c(runs_dir: Runs) -> None:
     folder, _, _ = runs_dir
     port = free_port()
-    command = [sys.executable, "-m", "meta_agent.cli", "ui", "big", "--runs-dir", str(folder), "--port", str(port)]
+    command = [sys.executable, "-m", "cambrian", "ui", "big", "--runs-dir", str(folder), "--port", str(port)]
     server = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                               env={**os.environ, "COLUMNS": "200"})  # fmt: skip
     try:

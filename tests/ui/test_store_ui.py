@@ -20,11 +20,11 @@ from fastapi.testclient import TestClient
 from sqlalchemy import func, insert, select, text
 from sqlmodel import SQLModel
 
-from archive.store import Archive
+from cambrian.archive.store import Archive
+from cambrian.ui import create_app
+from cambrian.ui._data import _STORES
 from tests.postgres import PostgresServer, start_private_server
 from tests.ui.conftest import write_big_run, write_hostile_run
-from ui import create_app
-from ui._data import _STORES
 
 #: Tables whose rows are copied (the schema's own bookkeeping is made by the target's creation).
 _BOOKKEEPING = {"schemaversion"}
@@ -170,8 +170,8 @@ def test_sqlite_times_read_as_posix_seconds_exact_to_the_microsecond(tmp_path: P
     """What every time the UI bins goes through: the julianday() form missed all 200, by up to 0.51 ms."""
     from datetime import datetime, timedelta, timezone
 
-    from archive.models import Run
-    from ui._columns import posix_seconds_sql
+    from cambrian.archive.models import Run
+    from cambrian.ui._columns import posix_seconds_sql
 
     runs = Run.__table__  # type: ignore[attr-defined]  # SQLModel sets __table__ at runtime
     moments = [datetime(2026, 11, 26, 3, 2, 31, 45805, tzinfo=timezone.utc) + timedelta(microseconds=977 * i)

@@ -16,7 +16,7 @@ from collections.abc import Callable
 import sqlalchemy as sa
 from alembic import op
 
-from archive.migrations._helpers import existing_tables
+from cambrian.archive.migrations._helpers import existing_tables
 
 revision = "0001"
 down_revision = None

@@ -12,7 +12,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-from archive.migrations._helpers import existing_columns, existing_tables, set_schema_version
+from cambrian.archive.migrations._helpers import existing_columns, existing_tables, set_schema_version
 
 revision = "0002"
 down_revision = "0001"

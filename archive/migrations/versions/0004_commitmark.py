@@ -13,7 +13,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-from archive.migrations._helpers import existing_tables, set_schema_version
+from cambrian.archive.migrations._helpers import existing_tables, set_schema_version
 
 revision = "0004"
 down_revision = "0003"

@@ -16,7 +16,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-from archive.migrations._helpers import existing_columns, set_schema_version
+from cambrian.archive.migrations._helpers import existing_columns, set_schema_version
 
 revision = "0006"
 down_revision = "0005"

@@ -22,11 +22,11 @@ import math
 from collections.abc import Sequence
 from importlib import resources
 
-from evaluators.base import BenchmarkError, FeedbackPolicy, Genome, Stage, Task, TaskScore
-from evaluators.feedback import not_executed, run_failure
-from evaluators.harness import harness_spec
-from evaluators.harness.run_program import entry_module, read_outcome
-from sandbox.base import RunResult, RunSpec
+from cambrian.evaluators.base import BenchmarkError, FeedbackPolicy, Genome, Stage, Task, TaskScore
+from cambrian.evaluators.feedback import not_executed, run_failure
+from cambrian.evaluators.harness import harness_spec
+from cambrian.evaluators.harness.run_program import entry_module, read_outcome
+from cambrian.sandbox.base import RunResult, RunSpec
 
 SEED_ENTRY = "curve.py"
 PROBE_FILE = "_example_probe.py"  # the probe's name inside the sandbox; underscored so it cannot clash

@@ -8,10 +8,10 @@
 
 then `cambrian run example --set 'search.operators={scale_constant=1}' --strategy top_fraction
 --set search.params.fraction=0.3`. Both work with any benchmark whose seed has numbers in its
-EVOLVE-BLOCK. An operator subclasses `meta_agent.operators.Operator`: a `name` and one method,
+EVOLVE-BLOCK. An operator subclasses `cambrian.meta_agent.operators.Operator`: a `name` and one method,
 `propose(context, env)`; this one calls no FM, one seeded draw (`env.rng()`) per child, and hands
 the child to the static check (`env.check`) as every operator does. A strategy is a
-`ParentSelector` (see `archive.selection`): `probabilities(view)` and `select(view, k, rng)`, pure.
+`ParentSelector` (see `cambrian.archive.selection`): `probabilities(view)` and `select(view, k, rng)`, pure.
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from evaluators.base import Genome
-from meta_agent.edits import EditError  # its message is the public reason a child could not be made
-from meta_agent.operators import Operator, OperatorEnv, PromptContext, Proposal
+from cambrian.evaluators.base import Genome
+from cambrian.meta_agent.edits import EditError  # its message is the public reason a child could not be made
+from cambrian.meta_agent.operators import Operator, OperatorEnv, PromptContext, Proposal
 
 START, END = "# EVOLVE-BLOCK-START", "# EVOLVE-BLOCK-END"
 

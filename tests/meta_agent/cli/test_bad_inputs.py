@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from archive.store import Archive
+from cambrian.archive.store import Archive
 
-CAMBRIAN = [sys.executable, "-m", "meta_agent.cli"]
+CAMBRIAN = [sys.executable, "-m", "cambrian"]
 
 
 def cambrian(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
@@ -53,8 +53,8 @@ def test_a_damaged_archive_is_named_with_the_fix_and_runs_lists_the_healthy_ones
 
 def test_status_shows_what_the_bandit_would_choose_next_among_all_the_runs_operators(tmp_path: Path) -> None:
     # No rewrite was proposed yet, but the bandit may choose it next: it is in the table, with its share.
-    from archive.models import AgentStatus
-    from meta_agent.config import RunConfig
+    from cambrian.archive.models import AgentStatus
+    from cambrian.meta_agent.config import RunConfig
 
     config = RunConfig.model_validate({"name": "arms", "search": {"operators": {"lines": 0.5, "rewrite": 0.5}}})
     with Archive.at(tmp_path / "arms" / "archive.db") as archive:
@@ -76,7 +76,7 @@ def test_status_shows_what_the_bandit_would_choose_next_among_all_the_runs_opera
 
 
 def test_export_to_a_file_or_an_impossible_path_is_one_line_with_the_fix(tmp_path: Path) -> None:
-    from archive.models import AgentStatus
+    from cambrian.archive.models import AgentStatus
 
     runs = tmp_path / "runs"
     with Archive.at(runs / "r" / "archive.db") as archive:
@@ -164,7 +164,7 @@ def hand_export(folder: Path, files: dict[str, str], **options: object) -> Path:
     """An export folder as a stranger might send it: the files, and a manifest whose hash matches them."""
     import json
 
-    from archive.store import genome_hash
+    from cambrian.archive.store import genome_hash
 
     folder.mkdir(parents=True)
     for name, text in files.items():

@@ -7,9 +7,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from meta_agent.cli import diagnose
-from meta_agent.config import RunConfig
-from meta_agent.llm import free_port
+from cambrian.meta_agent.cli import diagnose
+from cambrian.meta_agent.config import RunConfig
+from cambrian.meta_agent.llm import free_port
 from tests.conftest import docker_unavailable_reason
 
 
@@ -35,13 +35,13 @@ def test_doctor_names_each_problem_with_its_fix(tmp_path: Path) -> None:
 def test_cli_doctor_exits_non_zero_on_a_problem_and_zero_when_ready() -> None:
     dead = f"http://127.0.0.1:{free_port()}/v1"
     done = subprocess.run(
-        [sys.executable, "-m", "meta_agent.cli", "doctor", "--quick", "--model", "openai/x", "--api-base", dead],
+        [sys.executable, "-m", "cambrian", "doctor", "--quick", "--model", "openai/x", "--api-base", dead],
         capture_output=True, text=True, timeout=300, env={"COLUMNS": "300", "PATH": "/usr/bin:/bin"},
     )  # fmt: skip
     assert done.returncode == 1, done.stdout + done.stderr
     assert "FAIL  FM endpoint" in done.stdout and "fix: nothing answers at" in done.stdout
     if docker_unavailable_reason() is None:
-        ready = subprocess.run([sys.executable, "-m", "meta_agent.cli", "doctor", "--model", "smollm2-135m"],
+        ready = subprocess.run([sys.executable, "-m", "cambrian", "doctor", "--model", "smollm2-135m"],
                                capture_output=True, text=True, timeout=300,
                                env={"COLUMNS": "300", "PATH": "/usr/bin:/bin"})  # fmt: skip
         assert "ok    sandbox self-test" in ready.stdout and "ok    numpy and scipy in the image" in ready.stdout

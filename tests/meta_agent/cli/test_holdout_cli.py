@@ -18,19 +18,19 @@ from pathlib import Path
 
 import pytest
 
-from archive.models import AgentStatus
-from archive.store import Archive
-from evaluators.base import FeedbackPolicy
-from meta_agent.cli import HOLDOUT_FILE, EvalTargetError, evaluate_target
-from meta_agent.config import RunConfig
-from meta_agent.operators import PromptContext, make_operator
-from meta_agent.search import Reporter, SearchLoop, build_benchmark
-from meta_agent.testing import ScriptedFM
-from sandbox.local import LocalSandbox
+from cambrian.archive.models import AgentStatus
+from cambrian.archive.store import Archive
+from cambrian.evaluators.base import FeedbackPolicy
+from cambrian.meta_agent.cli import HOLDOUT_FILE, EvalTargetError, evaluate_target
+from cambrian.meta_agent.config import RunConfig
+from cambrian.meta_agent.operators import PromptContext, make_operator
+from cambrian.meta_agent.search import Reporter, SearchLoop, build_benchmark
+from cambrian.meta_agent.testing import ScriptedFM
+from cambrian.sandbox.local import LocalSandbox
 from tests.meta_agent.search.test_loop_fake_fm import fenced
 
 EXAMPLE_DIR = Path(__file__).resolve().parents[3] / "examples" / "cambrian-example-benchmark"
-CAMBRIAN = [sys.executable, "-m", "meta_agent.cli"]
+CAMBRIAN = [sys.executable, "-m", "cambrian"]
 RUN = "fit"
 
 GOOD_FIT = """import math
@@ -236,7 +236,7 @@ def test_cli_eval_show_tree_export_and_exported_dir_fake_fm(
 
 
 def test_a_folders_manifest_cannot_choose_the_fm_endpoint_key_or_sandbox() -> None:
-    from meta_agent.cli import folder_config
+    from cambrian.meta_agent.cli import folder_config
 
     hostile = {
         "benchmark": "circle_packing", "benchmark_options": {"n": 7}, "seed": 3,

@@ -16,11 +16,11 @@ from pathlib import Path
 from fastapi.testclient import TestClient
 from sqlalchemy.engine import make_url
 
-from archive.models import AgentStatus, RunStatus
-from archive.store import Archive
-from ui import create_app
+from cambrian.archive.models import AgentStatus, RunStatus
+from cambrian.archive.store import Archive
+from cambrian.ui import create_app
 
-CAMBRIAN = [sys.executable, "-m", "meta_agent.cli"]
+CAMBRIAN = [sys.executable, "-m", "cambrian"]
 NO_FM = ["--sandbox", "local", "--set", "search.operators={ast_mutate = 1.0}", "--model", "openai/gpt-4o-mini",
          "--api-key-env", "CAMBRIAN_TEST_UNUSED_KEY"]  # fmt: skip
 PASSWORD = "s3cret-pw"

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from meta_agent.edits import (
+from cambrian.meta_agent.edits import (
     EditBlock,
     EditError,
     apply_blocks,

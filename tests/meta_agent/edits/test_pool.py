@@ -14,15 +14,15 @@ from pathlib import Path
 
 import pytest
 
-from archive.store import Archive
-from evaluators.base import Genome
-from evaluators.circle_packing import CirclePacking
-from meta_agent.config import RunConfig
-from meta_agent.edits import CheckedChild, EditError, EditPool, check_child, edit_processes
-from meta_agent.operators import ParentInfo, PromptContext, RewriteOperator
-from meta_agent.search import SearchLoop
-from meta_agent.testing import ScriptedFM
-from sandbox.local import LocalSandbox
+from cambrian.archive.store import Archive
+from cambrian.evaluators.base import Genome
+from cambrian.evaluators.circle_packing import CirclePacking
+from cambrian.meta_agent.config import RunConfig
+from cambrian.meta_agent.edits import CheckedChild, EditError, EditPool, check_child, edit_processes
+from cambrian.meta_agent.operators import ParentInfo, PromptContext, RewriteOperator
+from cambrian.meta_agent.search import SearchLoop
+from cambrian.meta_agent.testing import ScriptedFM
+from cambrian.sandbox.local import LocalSandbox
 
 PARENT = CirclePacking(start="grid").seed()
 CODE = PARENT.files[PARENT.entry]

@@ -11,9 +11,9 @@ import random
 
 import pytest
 
-from evaluators.circle_packing.benchmark import CirclePacking
-from meta_agent.edits import EditError, extract_code, trim_prose
-from meta_agent.operators import DiffOperator, RewriteOperator
+from cambrian.evaluators.circle_packing.benchmark import CirclePacking
+from cambrian.meta_agent.edits import EditError, extract_code, trim_prose
+from cambrian.meta_agent.operators import DiffOperator, RewriteOperator
 
 SEED = CirclePacking(start="grid").seed()
 TEXT = SEED.files["packing.py"]

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from evaluators.base import Genome
-from evaluators.circle_packing import CirclePacking
-from evaluators.humaneval import HumanEval
-from meta_agent.edits import EditError, behaviour_key, check_child
+from cambrian.evaluators.base import Genome
+from cambrian.evaluators.circle_packing import CirclePacking
+from cambrian.evaluators.humaneval import HumanEval
+from cambrian.meta_agent.edits import EditError, behaviour_key, check_child
 
 # The grid seed (start = "grid"): a fixed parent, so these line-precise checks do not move with the default seed.
 SEED = CirclePacking(start="grid").seed()

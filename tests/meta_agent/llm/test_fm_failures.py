@@ -16,8 +16,16 @@ from pathlib import Path
 
 import pytest
 
-from archive.models import RunStatus
-from meta_agent.llm import Endpoint, FMAuthError, FMUnavailable, LLMClient, MemoryLedger, free_port, probe_endpoint
+from cambrian.archive.models import RunStatus
+from cambrian.meta_agent.llm import (
+    Endpoint,
+    FMAuthError,
+    FMUnavailable,
+    LLMClient,
+    MemoryLedger,
+    free_port,
+    probe_endpoint,
+)
 from tests.meta_agent.search.test_loop_fake_fm import make_loop
 
 
@@ -101,7 +109,7 @@ def test_refused_or_missing_credentials_fail_at_once_with_the_flag_to_use(
 def test_cli_run_on_a_dead_endpoint_fails_before_the_seed_with_cause_and_fix(tmp_path: Path) -> None:
     dead = f"http://127.0.0.1:{free_port()}/v1"
     done = subprocess.run(
-        [sys.executable, "-m", "meta_agent.cli", "run", "circle_packing", "--model", "openai/x", "--api-base", dead,
+        [sys.executable, "-m", "cambrian", "run", "circle_packing", "--model", "openai/x", "--api-base", dead,
          "--iterations", "2", "--sandbox", "local", "--runs-dir", str(tmp_path), "--name", "dead"],
         capture_output=True, text=True, timeout=300, env={"COLUMNS": "300", "PATH": "/usr/bin:/bin"},
     )  # fmt: skip
@@ -136,7 +144,7 @@ def test_a_run_whose_fm_dies_ends_failed_with_the_cause_and_fix_fake_fm(tmp_path
 
 
 def cambrian(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "meta_agent.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "cambrian", *args], capture_output=True, text=True,
                           timeout=120, env={"COLUMNS": "300", "PATH": "/usr/bin:/bin"})  # fmt: skip
 
 
@@ -160,9 +168,9 @@ def test_an_unknown_command_is_a_usage_error_not_a_traceback() -> None:
 
 
 def test_a_seed_without_evolve_markers_is_said_to_be_editable_as_a_whole() -> None:
-    from evaluators.base import Genome
-    from evaluators.circle_packing import CirclePacking
-    from meta_agent.search import Reporter, say_what_is_editable
+    from cambrian.evaluators.base import Genome
+    from cambrian.evaluators.circle_packing import CirclePacking
+    from cambrian.meta_agent.search import Reporter, say_what_is_editable
 
     said: list[str] = []
     reporter = Reporter(info=said.append, warn=said.append, event=lambda e: None, progress=lambda d, t: None)  # type: ignore[arg-type]

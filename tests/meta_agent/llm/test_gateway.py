@@ -22,10 +22,10 @@ from typing import Any, TypeVar
 import pytest
 from sqlmodel import Session, select
 
-from archive.models import LLMCall
-from archive.store import Archive
-from evaluators.harness.llm_client import LLM_CLIENT_FILE, llm_client_text
-from meta_agent.llm import (
+from cambrian.archive.models import LLMCall
+from cambrian.archive.store import Archive
+from cambrian.evaluators.harness.llm_client import LLM_CLIENT_FILE, llm_client_text
+from cambrian.meta_agent.llm import (
     MAX_BODY_BYTES,
     SOCKET_ENV,
     TOKEN_ENV,
@@ -40,8 +40,8 @@ from meta_agent.llm import (
     free_port,
     prompt_token_bound,
 )
-from sandbox.base import RunResult, RunSpec
-from sandbox.local import LocalSandbox
+from cambrian.sandbox.base import RunResult, RunSpec
+from cambrian.sandbox.local import LocalSandbox
 
 RUN_SEED = 4242
 ITERATION = 3
@@ -411,7 +411,7 @@ def test_channel_lifecycle_errors(setup: Setup) -> None:
 
 
 def test_agent_in_docker_container_calls_the_fm(local_fm: LocalServer, setup: Setup) -> None:
-    from sandbox.docker import DockerSandbox
+    from cambrian.sandbox.docker import DockerSandbox
     from tests.conftest import skip_without_docker
 
     skip_without_docker()

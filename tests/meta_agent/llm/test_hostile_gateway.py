@@ -22,8 +22,8 @@ from typing import Any
 
 import pytest
 
-from archive.store import Archive
-from meta_agent.llm import (
+from cambrian.archive.store import Archive
+from cambrian.meta_agent.llm import (
     AgentChannel,
     ArchiveLedger,
     Endpoint,
@@ -32,7 +32,7 @@ from meta_agent.llm import (
     RepeatFilter,
     prompt_token_bound,
 )
-from meta_agent.testing import ScriptedFM
+from cambrian.meta_agent.testing import ScriptedFM
 
 
 @pytest.fixture
@@ -182,8 +182,8 @@ def test_repeated_log_lines_are_held_back_and_counted() -> None:
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="as another user a local program has the user's rights on the folder")
 def test_a_local_program_cannot_find_or_guess_another_agents_socket(gateway_parts) -> None:  # type: ignore[no-untyped-def]
-    from sandbox.base import RunSpec
-    from sandbox.local import LocalSandbox
+    from cambrian.sandbox.base import RunSpec
+    from cambrian.sandbox.local import LocalSandbox
 
     client, socket_dir, fake = gateway_parts
     code = f"""
@@ -227,8 +227,8 @@ def test_a_private_socket_folder_keeps_every_other_host_user_out(gateway_parts) 
     import subprocess
     import sys
 
-    from sandbox.base import socket_folder_mode
-    from sandbox.local import LocalSandbox
+    from cambrian.sandbox.base import socket_folder_mode
+    from cambrian.sandbox.local import LocalSandbox
 
     client, socket_dir, fake = gateway_parts
     os.chmod(socket_dir, 0o711)

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from archive.store import Archive
-from meta_agent.llm import (
+from cambrian.archive.store import Archive
+from cambrian.meta_agent.llm import (
     ArchiveLedger,
     Completion,
     Endpoint,

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from meta_agent.llm import (
+from cambrian.meta_agent.llm import (
     REGISTRY,
     ChecksumMismatch,
     ModelDownloadError,

@@ -16,8 +16,8 @@ import tempfile
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from meta_agent.llm import Endpoint, FMGateway, GatewayListener, LLMClient, MemoryLedger, SocketRelay
-from meta_agent.testing import ScriptedFM
+from cambrian.meta_agent.llm import Endpoint, FMGateway, GatewayListener, LLMClient, MemoryLedger, SocketRelay
+from cambrian.meta_agent.testing import ScriptedFM
 
 CHAT = json.dumps({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 8}).encode()
 

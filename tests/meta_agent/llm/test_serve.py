@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from meta_agent.llm import LocalServer, ServerStartError, choose_backend, gpu_available
+from cambrian.meta_agent.llm import LocalServer, ServerStartError, choose_backend, gpu_available
 
 
 def _get_json(url: str) -> tuple[int, dict]:
@@ -106,7 +106,7 @@ def test_server_exits_when_its_parent_dies(smollm2_path: Path, tmp_path: Path) -
         f"""
         import time
         from pathlib import Path
-        from meta_agent.llm import LocalServer
+        from cambrian.meta_agent.llm import LocalServer
         server = LocalServer(Path({str(smollm2_path)!r}), alias="orphan", n_ctx=1024, n_parallel=1,
                              backend="llamacpp", log_path=Path({str(tmp_path / "orphan.log")!r}))
         server.start(timeout_s=180)
@@ -142,8 +142,8 @@ def test_backend_choice() -> None:
 
 
 def test_fm_concurrency_is_one_for_models_llama_cpp_serves_on_the_cpu_unless_set() -> None:
-    from meta_agent.config import load_config
-    from meta_agent.search import resolve_fm_concurrency
+    from cambrian.meta_agent.config import load_config
+    from cambrian.meta_agent.search import resolve_fm_concurrency
 
     if choose_backend() != "llamacpp":
         pytest.skip("vLLM and a GPU are present: local models are not served on the CPU here")
@@ -157,9 +157,9 @@ def test_fm_concurrency_is_one_for_models_llama_cpp_serves_on_the_cpu_unless_set
 
 
 def test_several_local_model_servers_share_the_cores_instead_of_each_taking_them_all() -> None:
-    from meta_agent.config import load_config
-    from meta_agent.llm import default_threads
-    from meta_agent.search import server_threads
+    from cambrian.meta_agent.config import load_config
+    from cambrian.meta_agent.llm import default_threads
+    from cambrian.meta_agent.search import server_threads
 
     assert server_threads(load_config(overrides={"fm.model": "smollm2-135m"})) is None  # one server: one per core
     two = {"fm.model": "qwen2.5-coder-1.5b", "evaluation.agent_model": "qwen2.5-coder-0.5b"}

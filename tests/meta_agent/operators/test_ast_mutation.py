@@ -7,11 +7,11 @@ import ast
 import numpy as np
 import pytest
 
-from evaluators.base import Genome
-from evaluators.circle_packing import CirclePacking
-from evaluators.deceptive import DeceptiveTrap, check_values, value_to_bit
-from meta_agent.edits import EditError
-from meta_agent.operators import AstMutation, collect_sites
+from cambrian.evaluators.base import Genome
+from cambrian.evaluators.circle_packing import CirclePacking
+from cambrian.evaluators.deceptive import DeceptiveTrap, check_values, value_to_bit
+from cambrian.meta_agent.edits import EditError
+from cambrian.meta_agent.operators import AstMutation, collect_sites
 
 GUARDED = """\
 \"\"\"Constants outside the block must never change: 7, 2.5, a + b.\"\"\"

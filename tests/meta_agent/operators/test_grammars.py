@@ -11,10 +11,10 @@ import re
 
 import pytest
 
-from evaluators.base import Genome
-from evaluators.circle_packing.benchmark import CirclePacking
-from evaluators.humaneval import HumanEval
-from meta_agent.operators import (
+from cambrian.evaluators.base import Genome
+from cambrian.evaluators.circle_packing.benchmark import CirclePacking
+from cambrian.evaluators.humaneval import HumanEval
+from cambrian.meta_agent.operators import (
     DiffOperator,
     Focus,
     LinesOperator,

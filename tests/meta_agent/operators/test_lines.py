@@ -9,13 +9,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from evaluators.base import Genome
-from evaluators.circle_packing.benchmark import CirclePacking
-from evaluators.humaneval import HumanEval
-from evaluators.programs import Knapsack
-from evaluators.runner import evaluate_agent
-from meta_agent.edits import EditError
-from meta_agent.operators import (
+from cambrian.evaluators.base import Genome
+from cambrian.evaluators.circle_packing.benchmark import CirclePacking
+from cambrian.evaluators.humaneval import HumanEval
+from cambrian.evaluators.programs import Knapsack
+from cambrian.evaluators.runner import evaluate_agent
+from cambrian.meta_agent.edits import EditError
+from cambrian.meta_agent.operators import (
     Focus,
     KnobOperator,
     LinesOperator,
@@ -24,7 +24,7 @@ from meta_agent.operators import (
     make_operator,
     operator_names,
 )
-from sandbox.local import LocalSandbox
+from cambrian.sandbox.local import LocalSandbox
 
 ONE_RETURN = '''\
 """How early an item goes in."""
@@ -215,8 +215,8 @@ def context(parent: Genome, **values: object) -> PromptContext:
 
 
 def test_whole_region_operators_cannot_edit_a_region_longer_than_a_reply() -> None:
-    from evaluators.programs import StripPacking
-    from meta_agent.operators import PromptLimits
+    from cambrian.evaluators.programs import StripPacking
+    from cambrian.meta_agent.operators import PromptLimits
 
     long_seed = StripPacking().seed()  # about 300 lines in its EVOLVE-BLOCK
     for name in ("rewrite", "crossover"):

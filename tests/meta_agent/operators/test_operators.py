@@ -11,9 +11,9 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from evaluators.base import Genome
-from meta_agent.edits import EditError, evolve_regions
-from meta_agent.operators import (
+from cambrian.evaluators.base import Genome
+from cambrian.meta_agent.edits import EditError, evolve_regions
+from cambrian.meta_agent.operators import (
     OPERATORS,
     DiffOperator,
     FMOperator,

@@ -12,13 +12,13 @@ import ast
 
 import pytest
 
-from evaluators.base import Genome
-from evaluators.circle_packing.benchmark import CirclePacking
-from evaluators.harness.run_program import read_outcome
-from evaluators.humaneval import HumanEval
-from meta_agent.edits import EditError
-from meta_agent.llm import LLMClient, LocalServer, MemoryLedger
-from meta_agent.operators import (
+from cambrian.evaluators.base import Genome
+from cambrian.evaluators.circle_packing.benchmark import CirclePacking
+from cambrian.evaluators.harness.run_program import read_outcome
+from cambrian.evaluators.humaneval import HumanEval
+from cambrian.meta_agent.edits import EditError
+from cambrian.meta_agent.llm import LLMClient, LocalServer, MemoryLedger
+from cambrian.meta_agent.operators import (
     AstMutation,
     CrossoverOperator,
     DiagnoseOperator,
@@ -30,7 +30,7 @@ from meta_agent.operators import (
     make_operator,
     supports_self_modify,
 )
-from sandbox.local import LocalSandbox
+from cambrian.sandbox.local import LocalSandbox
 
 SEED = """\
 import math

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import ast
 
-from evaluators.base import Genome
-from evaluators.programs import StripPacking
-from meta_agent.operators import Focus, KnobOperator, LinesOperator, ParentInfo, PromptContext
-from meta_agent.operators._outline import ELIDED, assigned_names, outline, outline_genome
-from meta_agent.operators._prompting import PromptLimits
+from cambrian.evaluators.base import Genome
+from cambrian.evaluators.programs import StripPacking
+from cambrian.meta_agent.operators import Focus, KnobOperator, LinesOperator, ParentInfo, PromptContext
+from cambrian.meta_agent.operators._outline import ELIDED, assigned_names, outline, outline_genome
+from cambrian.meta_agent.operators._prompting import PromptLimits
 
 PROGRAM = '''\
 """A module."""

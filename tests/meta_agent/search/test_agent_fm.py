@@ -13,15 +13,15 @@ from pathlib import Path
 
 import pytest
 
-from archive.models import AgentStatus
-from archive.store import Archive
-from evaluators.base import Genome
-from evaluators.circle_packing import CirclePacking
-from meta_agent.config import RunConfig
-from meta_agent.llm import ArchiveLedger, Endpoint, FMGateway, LLMClient, MemoryLedger
-from meta_agent.search import SearchLoop
-from meta_agent.testing import ASKS_FM_AGENT, ScriptedFM, SleepBenchmark
-from sandbox.local import LocalSandbox
+from cambrian.archive.models import AgentStatus
+from cambrian.archive.store import Archive
+from cambrian.evaluators.base import Genome
+from cambrian.evaluators.circle_packing import CirclePacking
+from cambrian.meta_agent.config import RunConfig
+from cambrian.meta_agent.llm import ArchiveLedger, Endpoint, FMGateway, LLMClient, MemoryLedger
+from cambrian.meta_agent.search import SearchLoop
+from cambrian.meta_agent.testing import ASKS_FM_AGENT, ScriptedFM, SleepBenchmark
+from cambrian.sandbox.local import LocalSandbox
 from tests.conftest import skip_without_docker
 from tests.meta_agent.search.test_loop_fake_fm import fenced
 
@@ -60,7 +60,7 @@ def _sandbox(kind: str, fm_dir: Path):
     if kind == "local":
         return LocalSandbox()
     skip_without_docker()
-    from sandbox.docker import DockerSandbox
+    from cambrian.sandbox.docker import DockerSandbox
 
     return DockerSandbox(pool_size=1, run_label="test-agent-fm", fm_dir_root=fm_dir)
 

@@ -7,15 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from archive.models import AgentStatus, RunStatus
-from archive.store import Archive
-from evaluators.base import Genome
-from evaluators.circle_packing import CirclePacking
-from meta_agent.config import RunConfig
-from meta_agent.errors import SeedFailed
-from meta_agent.search import SearchLoop
-from meta_agent.testing import ScriptedFM
-from sandbox.local import LocalSandbox
+from cambrian.archive.models import AgentStatus, RunStatus
+from cambrian.archive.store import Archive
+from cambrian.evaluators.base import Genome
+from cambrian.evaluators.circle_packing import CirclePacking
+from cambrian.meta_agent.config import RunConfig
+from cambrian.meta_agent.errors import SeedFailed
+from cambrian.meta_agent.search import SearchLoop
+from cambrian.meta_agent.testing import ScriptedFM
+from cambrian.sandbox.local import LocalSandbox
 
 VALID = """import math
 
@@ -250,8 +250,8 @@ def test_a_second_ctrl_c_kills_the_running_evaluation_and_its_agent_stays_queued
     import signal
     import time
 
-    from meta_agent.search._session import _run_with_signals
-    from meta_agent.testing import SleepBenchmark
+    from cambrian.meta_agent.search._session import _run_with_signals
+    from cambrian.meta_agent.testing import SleepBenchmark
 
     loop, archive = make_loop(
         tmp_path, ScriptedFM([fenced(VALID)]), benchmark=SleepBenchmark(tasks=1, seconds=60.0, timeout_s=120.0),
@@ -281,7 +281,7 @@ def test_a_second_ctrl_c_kills_the_running_evaluation_and_its_agent_stays_queued
 def test_an_operator_that_cannot_edit_the_parent_is_skipped_before_any_fm_call_fake_fm(tmp_path: Path) -> None:
     # The knapsack seed is one `return value`: no number for ast_mutate, one line for `lines`. Every iteration
     # goes to `lines`; nothing is stored as an ast_mutate failure.
-    from evaluators.programs import Knapsack
+    from cambrian.evaluators.programs import Knapsack
 
     # No reply writes a number or an operator, so no child gives ast_mutate anything to change either.
     rules = ("max(value, weight)", "min(value, weight)", "max(value, capacity)", "round(value)")
@@ -321,7 +321,7 @@ def test_a_program_the_run_already_has_is_proposed_again_not_stored_fake_fm(tmp_
 def test_a_valid_child_below_the_optimum_is_not_sent_back_to_be_fixed_fake_fm(tmp_path: Path) -> None:
     # Knapsack passes a task only at the optimum: a child that scores below it ran well and is no failed run.
     # Asked to "fix" such a child, models sent it back unchanged (stored as a duplicate, invalid).
-    from evaluators.programs import Knapsack
+    from cambrian.evaluators.programs import Knapsack
 
     fm = ScriptedFM(["```python\nreturn value * 2\n```", "```python\nreturn value + weight\n```"])
     loop, archive = make_loop(tmp_path, fm, benchmark=Knapsack(), budget={"iterations": 2},

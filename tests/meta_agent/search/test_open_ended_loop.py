@@ -13,16 +13,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from archive.models import AgentStatus, RunStatus
-from archive.selection import STRATEGY_NAMES
-from archive.store import Archive
-from evaluators.circle_packing import CirclePacking
-from evaluators.deceptive import DeceptiveTrap
-from meta_agent.config import RunConfig
-from meta_agent.errors import ConfigError
-from meta_agent.search import Arm, SearchLoop, arm_history
-from meta_agent.testing import ScriptedFM
-from sandbox.local import LocalSandbox
+from cambrian.archive.models import AgentStatus, RunStatus
+from cambrian.archive.selection import STRATEGY_NAMES
+from cambrian.archive.store import Archive
+from cambrian.evaluators.circle_packing import CirclePacking
+from cambrian.evaluators.deceptive import DeceptiveTrap
+from cambrian.meta_agent.config import RunConfig
+from cambrian.meta_agent.errors import ConfigError
+from cambrian.meta_agent.search import Arm, SearchLoop, arm_history
+from cambrian.meta_agent.testing import ScriptedFM
+from cambrian.sandbox.local import LocalSandbox
 from tests.meta_agent.search.test_loop_fake_fm import VALID, fenced
 
 
@@ -187,7 +187,7 @@ def test_two_models_are_both_tried_by_the_bandit_and_recorded(tmp_path: Path, lo
     """Two labelled clients of the real SmolLM2 server stand for two models: UCB1 tries every arm once."""
     import dataclasses
 
-    from meta_agent.llm import ArchiveLedger, LLMClient
+    from cambrian.meta_agent.llm import ArchiveLedger, LLMClient
 
     config = _config(
         tmp_path,
@@ -228,8 +228,8 @@ def solve(task, llm):
 
 def test_self_modify_runs_the_parent_agent_in_the_sandbox_and_its_answer_is_the_child(tmp_path: Path) -> None:
     """The parent's own solve writes the child (no FM needed by this scripted agent; the sandbox is real)."""
-    from evaluators.base import Genome
-    from evaluators.humaneval import HumanEval
+    from cambrian.evaluators.base import Genome
+    from cambrian.evaluators.humaneval import HumanEval
 
     class SelfWritingHumanEval(HumanEval):
         def seed(self) -> Genome:
@@ -248,7 +248,7 @@ def test_self_modify_runs_the_parent_agent_in_the_sandbox_and_its_answer_is_the_
 
 def test_a_parent_writing_its_child_is_credited_to_the_model_agents_call(tmp_path: Path) -> None:
     """With evaluation.agent_model set, self_modify's arm (and so its children's model) is that model, not fm.model."""
-    from evaluators.humaneval import HumanEval
+    from cambrian.evaluators.humaneval import HumanEval
 
     evaluation = {"concurrency": 1, "timeout_s": 10, "agent_fm": False, "agent_model": "qwen2.5-coder-0.5b"}
     config = _config(tmp_path, search={"operators": {"self_modify": 1.0}}, evaluation=evaluation)

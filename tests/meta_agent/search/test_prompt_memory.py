@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from archive.models import AgentStatus
-from archive.store import Archive
-from evaluators.base import Genome
-from meta_agent.search import PromptMemory
+from cambrian.archive.models import AgentStatus
+from cambrian.archive.store import Archive
+from cambrian.evaluators.base import Genome
+from cambrian.meta_agent.search import PromptMemory
 
 SEED = {"main.py": "def solve():\n    return 0\n"}
 CHILD = {"main.py": "def solve():\n    return 1\n"}

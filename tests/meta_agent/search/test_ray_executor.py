@@ -22,20 +22,20 @@ import pytest
 
 pytest.importorskip("ray", reason="ray is not installed (pip install 'ray[default]'); the Ray executor needs it")
 
-from archive.models import AgentStatus, RunStatus
-from archive.store import Archive
-from evaluators.base import Genome
-from evaluators.runner import Limits
-from meta_agent.config import RunConfig
-from meta_agent.errors import ClusterError
-from meta_agent.llm import Endpoint, FMGateway, LLMClient, MemoryLedger
-from meta_agent.search import AgentFMBudget, SearchLoop
-from meta_agent.search._executor import make_executor
-from meta_agent.search._ray_executor import RayExecutor
-from meta_agent.search._ray_slots import FreeSlots, NodeHandle, Slot
-from meta_agent.testing import ASKS_FM_AGENT, ScriptedFM, SleepBenchmark
-from sandbox.base import SandboxError
-from sandbox.local import LocalSandbox
+from cambrian.archive.models import AgentStatus, RunStatus
+from cambrian.archive.store import Archive
+from cambrian.evaluators.base import Genome
+from cambrian.evaluators.runner import Limits
+from cambrian.meta_agent.config import RunConfig
+from cambrian.meta_agent.errors import ClusterError
+from cambrian.meta_agent.llm import Endpoint, FMGateway, LLMClient, MemoryLedger
+from cambrian.meta_agent.search import AgentFMBudget, SearchLoop
+from cambrian.meta_agent.search._executor import make_executor
+from cambrian.meta_agent.search._ray_executor import RayExecutor
+from cambrian.meta_agent.search._ray_slots import FreeSlots, NodeHandle, Slot
+from cambrian.meta_agent.testing import ASKS_FM_AGENT, ScriptedFM, SleepBenchmark
+from cambrian.sandbox.base import SandboxError
+from cambrian.sandbox.local import LocalSandbox
 from tests.conftest import skip_without_docker
 from tests.meta_agent.search.test_loop_fake_fm import fenced
 from tests.ray_cluster import LocalRayCluster, free_port
@@ -399,8 +399,8 @@ def test_no_cluster_at_the_address_is_a_clear_error_at_once(tmp_path: Path) -> N
 def test_the_driver_needs_a_sandbox_only_for_the_local_executor(tmp_path: Path) -> None:
     """Under Ray every agent runs on the nodes, a parent writing its child (self_modify) included: a
     self-modifying search is built with no sandbox on the driver; the local executor needs this machine's."""
-    from evaluators.humaneval import HumanEval
-    from meta_agent.search._executor import LocalExecutor
+    from cambrian.evaluators.humaneval import HumanEval
+    from cambrian.meta_agent.search._executor import LocalExecutor
 
     def config(executor: str, operators: dict[str, float]) -> RunConfig:
         return RunConfig.model_validate(
@@ -435,7 +435,7 @@ def test_a_parent_writing_its_child_runs_on_a_node_and_calls_the_fm_through_its_
     """A self-modifying search on the cluster with no sandbox on the driver: the parent's run (and the
     child's evaluation) happen on the nodes. Then a parent that asks the FM: through a grant of its own,
     recorded as self_modify for its iteration, the grant closed after its run."""
-    from evaluators.humaneval import HumanEval
+    from cambrian.evaluators.humaneval import HumanEval
     from tests.meta_agent.search.test_open_ended_loop import SELF_WRITING_AGENT
 
     class SelfWritingHumanEval(HumanEval):

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from meta_agent.search._ray_node import NODE_DIR_PREFIX, remove_dead_node_dirs
+from cambrian.meta_agent.search._ray_node import NODE_DIR_PREFIX, remove_dead_node_dirs
 
 
 def dead_pid() -> int:

@@ -7,8 +7,8 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from meta_agent.search._reflection import MAX_NOTES_CHARS, RunNotes, changed_lines, clean_notes, result_text
-from meta_agent.testing import ScriptedFM
+from cambrian.meta_agent.search._reflection import MAX_NOTES_CHARS, RunNotes, changed_lines, clean_notes, result_text
+from cambrian.meta_agent.testing import ScriptedFM
 from tests.meta_agent.search.test_loop_fake_fm import VALID, fenced, make_loop
 
 
@@ -52,8 +52,8 @@ def test_every_n_proposals_the_fm_writes_notes_that_later_prompts_show_fake_fm(t
 
 
 def test_a_resumed_run_reads_its_notes_back_from_the_ledger(tmp_path: Path) -> None:
-    from archive.models import LLMCall, LLMResponse
-    from archive.store import Archive
+    from cambrian.archive.models import LLMCall, LLMResponse
+    from cambrian.archive.store import Archive
 
     with Archive.at(tmp_path / "a.db") as archive:
         run_id = int(archive.create_run(name="r", benchmark="b", seed=0, config_json="{}").id)

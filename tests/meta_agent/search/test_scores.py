@@ -8,18 +8,18 @@ import asyncio
 from collections.abc import Sequence
 from pathlib import Path
 
-from archive.models import AgentStatus
-from archive.store import Archive
-from evaluators.base import FeedbackPolicy, Genome, Stage, Task, TaskScore
-from evaluators.feedback import run_failure
-from evaluators.harness import HarnessBenchmark
-from evaluators.harness.run_program import read_outcome
-from evaluators.runner import Limits, evaluate_agent
-from meta_agent.config import RunConfig
-from meta_agent.search import SearchLoop
-from meta_agent.testing import ScriptedFM
-from sandbox.base import RunResult
-from sandbox.local import LocalSandbox
+from cambrian.archive.models import AgentStatus
+from cambrian.archive.store import Archive
+from cambrian.evaluators.base import FeedbackPolicy, Genome, Stage, Task, TaskScore
+from cambrian.evaluators.feedback import run_failure
+from cambrian.evaluators.harness import HarnessBenchmark
+from cambrian.evaluators.harness.run_program import read_outcome
+from cambrian.evaluators.runner import Limits, evaluate_agent
+from cambrian.meta_agent.config import RunConfig
+from cambrian.meta_agent.search import SearchLoop
+from cambrian.meta_agent.testing import ScriptedFM
+from cambrian.sandbox.base import RunResult
+from cambrian.sandbox.local import LocalSandbox
 
 STEADY = "# EVOLVE-BLOCK-START\nBASE = 1.0\n\n\ndef value(x):\n    return BASE * x\n# EVOLVE-BLOCK-END\n"
 NOISY = (

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from archive.models import AgentStatus
-from archive.store import Archive
-from meta_agent.search import categorize, summarize_run
+from cambrian.archive.models import AgentStatus
+from cambrian.archive.store import Archive
+from cambrian.meta_agent.search import categorize, summarize_run
 
 FILES = {"p.py": "x = 1\n"}
 
@@ -100,7 +100,7 @@ def test_reasons_fall_into_categories() -> None:
 
 
 def test_a_rewrite_without_code_for_the_region_is_not_called_an_edit_outside_it() -> None:
-    from meta_agent.search import categorize
+    from cambrian.meta_agent.search import categorize
 
     reason = ("the rewritten packing.py has no code for the EVOLVE-BLOCK region: every line of the reply already "
               "occurs outside the markers (still failing after 1 repair round(s))")  # fmt: skip
