@@ -6,7 +6,7 @@ folder or an archived agent apart from the search), `doctor`/`config`/`benchmark
 `_doctor`), `models`/`serve` (`_models`), `sandbox build|check` (`_sandbox`) and `ui`/`report` (`_ui`: the browser
 UI and the self-contained HTML report, from the `ui` package). Importing this package
 registers them all. Also public: `diagnose` (what `cambrian doctor` checks) and the eval pieces
-`evaluate_target`, `folder_config`, `EvalTargetError`, `HOLDOUT_FILE`.
+`evaluate_target` (an `EvalOutcome`), `folder_config`, `EvalTargetError`, `HOLDOUT_FILE`.
 """
 
 # isort: off
@@ -21,7 +21,13 @@ from cambrian.meta_agent.cli._app import app, main
 
 if TYPE_CHECKING:
     from cambrian.meta_agent.cli._doctor import Finding, diagnose
-    from cambrian.meta_agent.cli._holdout import HOLDOUT_FILE, EvalTargetError, evaluate_target, folder_config
+    from cambrian.meta_agent.cli._holdout import (
+        HOLDOUT_FILE,
+        EvalOutcome,
+        EvalTargetError,
+        evaluate_target,
+        folder_config,
+    )
 
 
 # The doctor's and the eval pieces, imported on first use (meta_agent/_lazy.py): a command needs neither.
@@ -29,8 +35,17 @@ __getattr__ = lazy_exports(
     __name__,
     {
         "cambrian.meta_agent.cli._doctor": ("Finding", "diagnose"),
-        "cambrian.meta_agent.cli._holdout": ("HOLDOUT_FILE", "EvalTargetError", "evaluate_target", "folder_config"),
+        "cambrian.meta_agent.cli._holdout": (
+            "HOLDOUT_FILE",
+            "EvalOutcome",
+            "EvalTargetError",
+            "evaluate_target",
+            "folder_config",
+        ),  # fmt: skip
     },
 )
 
-__all__ = ["HOLDOUT_FILE", "EvalTargetError", "Finding", "app", "diagnose", "evaluate_target", "folder_config", "main"]
+__all__ = [
+    "HOLDOUT_FILE", "EvalOutcome", "EvalTargetError", "Finding", "app", "diagnose", "evaluate_target", "folder_config",
+    "main",
+]  # fmt: skip

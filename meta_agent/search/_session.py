@@ -65,6 +65,9 @@ class Reporter:
     warn: Callable[[str], None]
     event: Callable[[LoopEvent], None]
     progress: Callable[[int, int], contextlib.AbstractContextManager]  # (completed, total) -> context
+    #: Given, once the search starts, a function any thread may call to stop it as a first Ctrl-C does (no
+    #: more proposals; running evaluations finish and are stored): how the library API cancels a search.
+    started: Callable[[Callable[[str], None]], None] | None = None
 
 
 def choose_sandbox(config: RunConfig, warn: Callable[[str], None], *, fm_dir: Path | None = None) -> Sandbox:
@@ -378,7 +381,7 @@ def _search_with_resources(
                 if config.evaluation.agent_fm and agent_llm
                 else None
             )
-            return asyncio.run(_run_with_signals(loop, gateway))
+            return asyncio.run(_run_with_signals(loop, gateway, reporter.started))
 
 
 def _agent_llm(
@@ -553,7 +556,9 @@ def build_benchmark(config: RunConfig) -> Benchmark:
 INTERRUPTED = "interrupted (Ctrl-C)"  # the start of a run's stop reason when the user pressed Ctrl-C
 
 
-async def _run_with_signals(loop: SearchLoop, gateway: FMGateway | None) -> LoopOutcome:
+async def _run_with_signals(
+    loop: SearchLoop, gateway: FMGateway | None, started: Callable[[Callable[[str], None]], None] | None = None
+) -> LoopOutcome:
     """Run the loop (with the agents' FM gateway when asked). First Ctrl-C: stop proposing and let running
     evaluations finish. Second: kill those running, here or on the Ray nodes."""
     event_loop = asyncio.get_running_loop()
@@ -568,8 +573,14 @@ async def _run_with_signals(loop: SearchLoop, gateway: FMGateway | None) -> Loop
             loop.executor.kill_running()  # their agents stay queued for resume
 
     for sig in (signal.SIGINT, signal.SIGTERM):
-        with contextlib.suppress(NotImplementedError, RuntimeError):
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):  # not in the main thread: none
             event_loop.add_signal_handler(sig, on_interrupt)
+    if started is not None:
+
+        def stop(reason: str) -> None:
+            event_loop.call_soon_threadsafe(loop.request_stop, reason)
+
+        started(stop)
     loop.gateway = gateway
     try:
         return await loop.run_until_done()
