@@ -89,7 +89,8 @@ class Run:
 
     @property
     def status(self) -> str:
-        """created | running | finished | failed (a run killed mid-search stays `running` until resumed)."""
+        """running | stopped (Ctrl-C, a cancelled `search_async`) | finished | failed; a run killed mid-search
+        stays `running` until it is resumed."""
         with self._archive() as (archive, run_id):
             return str(archive.get_run(run_id).status.value)
 

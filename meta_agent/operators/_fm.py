@@ -283,7 +283,7 @@ class LinesOperator(FMOperator):
     """The FM rewrites a few lines the proposer picks (name "lines"), replying with the new lines in one code
     block: a run of simple statements, a condition's or a loop's header, or a short compound statement, of
     any editable file (see `_focus`). Small models asked for a free edit copy what they see; asked to
-    rewrite named lines, in a short prompt, they change them (README, "Making small models' replies count")."""
+    rewrite named lines, in a short prompt, they change them (docs/results/small-models.md)."""
 
     name: ClassVar[str] = "lines"
     #: The reply is a few lines: far below fm.max_tokens.
@@ -362,7 +362,7 @@ class KnobOperator(LinesOperator):
     knobs a program's author left to turn. A program with none gets `lines`' own windows.
 
     Why: a one-number change is an edit small models make reliably, and a knob is in few of the `lines`
-    operator's windows (README, "Tuning the knobs")."""
+    operator's windows (docs/results/humaneval.md, "Tuning the knobs")."""
 
     name: ClassVar[str] = "knob"
 

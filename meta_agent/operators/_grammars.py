@@ -21,8 +21,8 @@ from cambrian.evaluators.base import Genome
 from cambrian.meta_agent.edits import evolve_regions
 
 #: Blocks one constrained SEARCH/REPLACE reply may hold, and lines one SEARCH may copy (REPLACE may be any
-#: length). Measured with qwen2.5-coder-0.5b on the circle-packing seed, 6 replies each (README, "Making
-#: small models' replies count"): 3 blocks of any length 2/6 usable (the rest repeated the function
+#: length). Measured with qwen2.5-coder-0.5b on the circle-packing seed, 6 replies each
+#: (docs/results/small-models.md): 3 blocks of any length 2/6 usable (the rest repeated the function
 #: unchanged or ran past max_tokens), 1 block of any length 2/6, 2 blocks of <= 6 lines 3/6, 1 block of
 #: <= 4 lines 6/6. A small anchor makes the model write the change, not copy the function.
 MAX_BLOCKS = 1
