@@ -1,0 +1,541 @@
+"""Cambrian beside its peers: OpenEvolve and ShinkaEvolve with the same model, seed program and proposal budget.
+
+One local llama.cpp server (Cambrian's `LocalServer`) serves all three, one system after another, through a
+counting relay (bench/peers/fm_meter.py) that records every FM request the same way for each. All three start
+from OpenEvolve's circle-packing initial program (bench/peers/circle_packing/, n = 26, maximise the sum of
+radii) and make `--proposals` proposals:
+- Cambrian: its default search configuration, as `cambrian run --model MODEL` sets it for a model served on
+  this machine, but for the budget, the run seed and the endpoint (the shared server). Its genome is
+  OpenEvolve's file plus a fixed `pack_circles(n)` below the EVOLVE-BLOCK that calls `run_packing()`, so the
+  same evolvable code is scored by Cambrian's circle-packing benchmark (exact checks, its own sandbox).
+- OpenEvolve (`openevolve` from PyPI) with its circle-packing example config, and ShinkaEvolve
+  (`shinka-evolve`) with its shipped default config, each run by a driver (bench/peers/*_driver.py) in the
+  peers' own virtual environment (`--peers-python`), scored by OpenEvolve's example evaluator. The peers are
+  bench-only dependencies, never Cambrian's. The drivers' docstrings list every setting changed.
+
+Every system's best program (and the seed) is then re-scored with BOTH evaluators: OpenEvolve's evaluator.py
+(in a peers-venv subprocess) and Cambrian's scorer (Cambrian's sandbox). The report gives one row per system
+at the proposal budget (proposals, valid ones, FM calls and tokens, the seed's and the best's scores, the
+proposal at which the best was reached, wall seconds, proposals per minute) and a second view at equal wall
+time: what each had reached by the time the fastest system finished.
+
+    .venv/bin/python bench/peer_efficacy.py --model smollm2-135m --proposals 2 --max-tokens 256 --label smoke
+    .venv/bin/python bench/peer_efficacy.py --model qwen2.5-coder-1.5b --proposals 20 --seed 0
+    .venv/bin/python bench/peer_efficacy.py --systems cambrian,openevolve --wall-seconds 3600
+    .venv/bin/python bench/peer_efficacy.py --report bench/results/peers-qwen2.5-coder-1.5b-20p-s0.json
+
+The peers' venv: `python3 -m venv /work/peers-venv && /work/peers-venv/bin/pip install openevolve==0.4.0
+shinka-evolve==0.0.7`. Results go to bench/results/peers-<label>.json, rewritten after every system and after
+the re-scoring. A valid proposal is one whose program its own system scored above 0 (a valid packing).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import dataclasses
+import hashlib
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.peers.fm_meter import FMMeter
+from cambrian.evaluators.base import Genome
+from cambrian.evaluators.circle_packing import CirclePacking
+
+BENCH = Path(__file__).resolve().parent
+PEERS = BENCH / "peers"
+EXAMPLE = PEERS / "circle_packing"
+RESULTS_DIR = BENCH / "results"
+SYSTEMS = ("cambrian", "openevolve", "shinka")
+ENTRY = "packing.py"  # Cambrian's entry file for the genome
+#: Cambrian's entry point over OpenEvolve's fixed `run_packing()`; appended below the EVOLVE-BLOCK, never evolved.
+ADAPTER = """
+
+# Fixed (not evolved): Cambrian's entry point, scoring what run_packing() returns.
+def pack_circles(n):
+    centers, radii, _ = run_packing()
+    return [(float(x), float(y), float(r)) for (x, y), r in zip(centers, radii)]
+"""
+_SCORE_TIMEOUT_S = 900  # one re-scoring by OpenEvolve's evaluator (it gives the program 600 s)
+
+
+def seed_program() -> str:
+    """OpenEvolve's initial program exactly as it ships: the copy without its provenance header."""
+    lines = (EXAMPLE / "initial_program.py").read_text().splitlines(keepends=True)
+    start = next(i for i, line in enumerate(lines) if line.startswith("# EVOLVE-BLOCK-START"))
+    return "".join(lines[start:])
+
+
+def sha(code: str) -> str:
+    return hashlib.sha256(code.encode()).hexdigest()[:16]
+
+
+def cambrian_genome(code: str) -> Genome:
+    """A program in OpenEvolve's form as Cambrian's genome: the adapter appended unless it is there already."""
+    return Genome(files={ENTRY: code if "def pack_circles(" in code else code + ADAPTER}, entry=ENTRY)
+
+
+class OpenEvolveSeedPacking(CirclePacking):
+    """Cambrian's circle packing (n = 26), started from OpenEvolve's initial program with the adapter."""
+
+    def seed(self) -> Genome:
+        return cambrian_genome(seed_program())
+
+    def _contract(self) -> str:
+        return super()._contract() + (
+            "\nIn this program `pack_circles(n)` is fixed, outside the EVOLVE-BLOCK: it calls `run_packing()`, "
+            "which calls `construct_packing()`. Improve `construct_packing()` and its helpers inside the block; "
+            "it must return (centers, radii, sum_of_radii): numpy arrays of shape (26, 2) and (26,), and their sum."
+        )
+
+
+# ----- one system's run ---------------------------------------------------------------------------
+
+
+@dataclass
+class SystemRun:
+    """One system's search: every proposal in the order its score (or failure) became known."""
+
+    system: str
+    version: str = ""
+    exit_code: int = 0
+    error: str = ""  # why the run has no (or a partial) result, with its log's tail
+    wall_seconds: float = 0.0
+    seed_score: float | None = None  # by the system's own evaluator (sum of radii)
+    seed_sha: str = ""
+    #: {"index": 1-based, "t": seconds since the run started, "score": own evaluator or None, "sha", "note"}
+    trajectory: list[dict[str, Any]] = field(default_factory=list)
+    fm_calls: int = 0
+    fm_hung_up: int = 0  # requests whose client gave up before the answer (its own timeout)
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    settings: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def valid(self) -> int:
+        return sum(1 for p in self.trajectory if (p["score"] or 0.0) > 0)
+
+    def best(self, by_seconds: float | None = None) -> dict[str, Any] | None:
+        """The first program that reached the best own score (within `by_seconds` of the start): the seed (index
+        0) unless a proposal beat it; None when nothing was scored."""
+        best: dict[str, Any] | None = None
+        if self.seed_score is not None:
+            best = {"index": 0, "t": 0.0, "score": self.seed_score, "sha": self.seed_sha, "note": "the seed"}
+        for proposal in self.trajectory:
+            if by_seconds is not None and proposal["t"] > by_seconds:
+                break
+            if proposal["score"] is not None and (best is None or proposal["score"] > best["score"]):
+                best = proposal
+        return best
+
+
+def from_payload(system: str, payload: dict[str, Any], codes: dict[str, str]) -> SystemRun:
+    """A SystemRun from a driver's JSON; the code of each proposal that set a new best goes into `codes`."""
+    started = float(payload["started"])
+    run = SystemRun(
+        system=system, version=str(payload.get("version", "")), wall_seconds=float(payload["finished"]) - started,
+        seed_score=payload["seed"].get("score"), seed_sha=sha(seed_program()), settings=payload.get("settings", {}),
+    )  # fmt: skip
+    record = run.seed_score if run.seed_score is not None else -math.inf  # as SystemRun.best decides
+    for index, proposal in enumerate(sorted(payload["proposals"], key=lambda p: p["t"]), start=1):
+        code, score = proposal.get("code"), proposal.get("score")
+        step = {"index": index, "t": round(float(proposal["t"]) - started, 2), "score": score,
+                "sha": sha(code) if code else None, "note": proposal.get("note", "")[:200]}  # fmt: skip
+        if code and score is not None and score > record:
+            record = score
+            codes[step["sha"]] = code
+        run.trajectory.append(step)
+    return run
+
+
+def run_cambrian(args: argparse.Namespace, endpoint: Any, workdir: Path, say: Callable[[str], None]) -> dict[str, Any]:
+    """Cambrian's search, built as `cambrian run` builds it, with the shared server's endpoint; a driver payload."""
+    from cambrian.archive.models import AgentStatus
+    from cambrian.archive.store import Archive
+    from cambrian.evaluators.base import FeedbackPolicy
+    from cambrian.meta_agent import __version__
+    from cambrian.meta_agent.config import load_config
+    from cambrian.meta_agent.llm import ArchiveLedger, close_http_sessions
+    from cambrian.meta_agent.search import SearchLoop, choose_sandbox, make_llm_client
+
+    config = load_config(
+        sets=args.cambrian_set,
+        overrides={
+            "name": "cambrian", "benchmark": "circle_packing", "seed": args.seed, "runs_dir": str(workdir),
+            "budget.iterations": args.proposals, "budget.wall_seconds": args.wall_seconds,
+            # A registry name, as `cambrian run --model NAME` gets it: the operator mix for a model served here.
+            "fm.model": args.model, "fm.concurrency": args.fm_parallel, "fm.max_tokens": args.max_tokens,
+        },
+    )  # fmt: skip
+    benchmark = OpenEvolveSeedPacking.from_options(config.benchmark_options)
+    benchmark.feedback_policy = FeedbackPolicy.from_options(config.evaluation.feedback.model_dump())
+    sandbox = choose_sandbox(config, say)
+
+    async def search(loop: SearchLoop) -> Any:
+        try:
+            return await loop.run_until_done()
+        finally:
+            await close_http_sessions()
+
+    try:
+        with Archive.at(workdir / "cambrian" / "archive.db") as archive:
+            run = archive.create_run(name="cambrian", benchmark=config.benchmark, seed=args.seed,
+                                     config_json=config.to_json(), cambrian_version=__version__)  # fmt: skip
+            llm = make_llm_client(endpoint, config, ledger=ArchiveLedger(archive, run.key), warn=say)
+            loop = SearchLoop.from_config(archive=archive, run=run, config=config, benchmark=benchmark,
+                                          sandbox=sandbox, llm=llm, model_label=args.model)  # fmt: skip
+            started = time.time()
+            outcome = asyncio.run(search(loop))
+            finished = time.time()
+            agents = archive.agents(run.key)
+            codes = {a.key: archive.get_genome(a.genome_hash) for a in agents if a.genome_hash}
+    finally:
+        sandbox.close()
+    say(f"cambrian: {outcome.status.value} ({outcome.reason})")
+    seed = next((a for a in agents if a.operator == "seed"), None)
+    done = (AgentStatus.evaluated, AgentStatus.invalid, AgentStatus.failed)
+    proposals = []
+    for agent in agents:
+        if agent.iteration <= 0 or agent.status not in done:
+            continue
+        evaluated = agent.status == AgentStatus.evaluated
+        files, entry = codes.get(agent.key, ({}, ENTRY))
+        proposals.append({
+            "t": _unix(agent.updated_at), "score": agent.score if evaluated else None,
+            "code": files.get(entry) if evaluated else None, "note": agent.invalid_reason or "",
+        })  # fmt: skip
+    return {
+        "system": "cambrian", "version": __version__, "started": started, "finished": finished,
+        "seed": {"score": seed.score if seed is not None else None}, "proposals": proposals,
+        "settings": {**json.loads(config.to_json()), "sandbox": sandbox.name},
+    }  # fmt: skip
+
+
+def _unix(moment: datetime) -> float:
+    """Unix seconds of an archive time (SQLite gives them back without their zone: UTC)."""
+    return (moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)).timestamp()
+
+
+def run_peer(system: str, args: argparse.Namespace, api_base: str, workdir: Path) -> dict[str, Any]:
+    """One peer's driver in the peers' venv; its payload, or RuntimeError with the tail of its log."""
+    folder = workdir / system
+    folder.mkdir(parents=True, exist_ok=True)
+    program, out = folder / "initial_program.py", folder / f"{system}.json"
+    program.write_text(seed_program())
+    common = ["--program", str(program), "--api-base", api_base, "--model", args.model, "--seed", str(args.seed),
+              "--llm-timeout", str(args.llm_timeout), "--workers", str(args.fm_parallel),
+              "--workdir", str(folder), "--out", str(out)]  # fmt: skip
+    if args.wall_seconds is not None:
+        common += ["--wall-seconds", str(args.wall_seconds)]
+    if args.max_tokens is not None:
+        common += ["--max-tokens", str(args.max_tokens)]
+    if system == "openevolve":
+        extra = ["--evaluator", str(EXAMPLE / "evaluator.py"), "--config", str(EXAMPLE / "config_phase_1.yaml"),
+                 "--iterations", str(args.proposals)]  # fmt: skip
+    else:
+        extra = ["--proposals", str(args.proposals)]
+    # A safety net only: each system stops itself at its budget (and at --wall-seconds).
+    limit = (args.wall_seconds or args.proposals * args.llm_timeout) + args.llm_timeout + 600
+    code = run_group([args.peers_python, str(PEERS / f"{system}_driver.py"), *common, *extra],
+                     cwd=folder, log=folder / "driver.log", timeout_s=limit)  # fmt: skip
+    if code != 0 or not out.exists():
+        raise RuntimeError(f"{system} driver exited {code}:\n{_tail(folder / 'driver.log')}")
+    return json.loads(out.read_text())
+
+
+def run_group(command: list[str], *, cwd: Path, log: Path, timeout_s: float) -> int:
+    """Run `command` in a process group of its own (output to `log`); past `timeout_s` the whole group is killed
+    (the peers start worker and evaluation processes of their own). The exit status, -9 when killed."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}  # not Cambrian's venv
+    with log.open("w") as handle:
+        process = subprocess.Popen(command, cwd=cwd, stdout=handle, stderr=subprocess.STDOUT, env=env,
+                                   stdin=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
+        try:
+            return process.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            return -9
+        finally:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(process.pid, signal.SIGKILL)  # leftovers (evaluations) of a finished run too
+            process.wait()
+
+
+def _tail(path: Path, n_chars: int = 3000) -> str:
+    try:
+        return path.read_text(errors="replace")[-n_chars:]
+    except OSError:
+        return "(no log)"
+
+
+# ----- re-scoring --------------------------------------------------------------------------------
+
+
+def score_openevolve(code: str, args: argparse.Namespace, folder: Path) -> float | None:
+    """Sum of radii by OpenEvolve's evaluator (0 for an invalid packing), None when the scoring itself failed."""
+    folder.mkdir(parents=True, exist_ok=True)
+    program, out = folder / f"{sha(code)}.py", folder / f"{sha(code)}.score.json"
+    program.write_text(code)
+    command = [args.peers_python, str(PEERS / "openevolve_score.py"), "--program", str(program), "--out", str(out)]
+    run_group(command, cwd=folder, log=folder / f"{sha(code)}.log", timeout_s=_SCORE_TIMEOUT_S)
+    try:
+        return float(json.loads(out.read_text())["metrics"].get("sum_radii", 0.0))
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+def score_cambrian(code: str, benchmark: CirclePacking, sandbox: Any, limits: Any) -> float:
+    """Sum of radii by Cambrian's circle-packing scorer, the program run in Cambrian's sandbox (0: invalid)."""
+    from cambrian.evaluators.runner import evaluate_agent
+
+    return float(evaluate_agent(benchmark, cambrian_genome(code), sandbox, limits=limits).score)
+
+
+# ----- the report --------------------------------------------------------------------------------
+
+
+def _fmt(value: float | None, digits: int = 4) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def _reached(best: dict[str, Any] | None) -> str:
+    if best is None:
+        return "-"
+    return "0 (the seed)" if best["index"] == 0 else f"{best['index']} ({best['t']:.0f} s)"
+
+
+def equal_seconds(runs: Sequence[SystemRun]) -> float | None:
+    """The wall time of the fastest system that finished (the equal-time cut), None without any."""
+    finished = [r.wall_seconds for r in runs if r.wall_seconds > 0 and not r.error]
+    return min(finished) if finished else None
+
+
+def table(saved: dict[str, Any]) -> str:
+    """Both views: at the proposal budget, and at the fastest system's wall time."""
+    runs = [SystemRun(**row) for row in saved["runs"]]
+    scores: dict[str, dict[str, float | None]] = saved["scores"]
+    seed = saved["seed"]
+    meta = saved["meta"]
+
+    def rescored(sha_: str | None, evaluator: str) -> str:
+        return _fmt(scores.get(sha_ or "", {}).get(evaluator)) if sha_ else "-"
+
+    lines = [
+        f"model {meta['model']}, seed program {seed['sha']} (OpenEvolve's circle_packing/initial_program.py): "
+        f"OpenEvolve's evaluator {_fmt(seed['openevolve'])}, Cambrian's {_fmt(seed['cambrian'])}; "
+        f"budget {meta['proposals']} proposals, run seed {meta['seed']}"
+        + (f", cap {meta['wall_seconds']:g} s" if meta.get("wall_seconds") else ""),
+        "",
+        f"At the proposal budget ({meta['proposals']} proposals):",
+        "",
+        "| system | proposals | valid | FM calls (tokens in / out) | seed, own eval | best, own eval "
+        "| best, OpenEvolve eval | best, Cambrian eval | best at proposal | wall s | proposals/min |",
+        "|" + "---|" * 11,
+    ]
+    for run in runs:
+        if run.error and not run.trajectory:
+            lines.append(f"| {run.system} | failed: {run.error.splitlines()[0][:80]} |" + " |" * 9)
+            continue
+        best = run.best()
+        rate = len(run.trajectory) / (run.wall_seconds / 60) if run.wall_seconds > 0 else 0.0
+        lines.append(
+            f"| {run.system} | {len(run.trajectory)} | {run.valid} | {run.fm_calls} ({run.prompt_tokens} / "
+            f"{run.completion_tokens}) | {_fmt(run.seed_score)} | {_fmt(best['score'] if best else None)} "
+            f"| {rescored(best and best['sha'], 'openevolve')} | {rescored(best and best['sha'], 'cambrian')} "
+            f"| {best['index'] if best else '-'} | {run.wall_seconds:.0f} | {rate:.2f} |"
+        )
+    cut = meta.get("equal_seconds")
+    if cut:
+        lines += [
+            "",
+            f"At equal wall time ({cut:.0f} s, the fastest system's whole run):",
+            "",
+            "| system | proposals by then | best, own eval | best, OpenEvolve eval | best, Cambrian eval "
+            "| reached at proposal (s) |",
+            "|" + "---|" * 6,
+        ]
+        for run in runs:
+            if run.error and not run.trajectory:
+                continue
+            best = run.best(cut)
+            made = sum(1 for p in run.trajectory if p["t"] <= cut)
+            lines.append(
+                f"| {run.system} | {made} | {_fmt(best['score'] if best else run.seed_score)} "
+                f"| {rescored(best and best['sha'], 'openevolve')} | {rescored(best and best['sha'], 'cambrian')} "
+                f"| {_reached(best)} |"
+            )
+    lines.append("\nown eval: the system's own evaluator (Cambrian's scorer for Cambrian, OpenEvolve's evaluator for "
+                 "the peers); '-' for a best: no proposal scored")  # fmt: skip
+    return "\n".join(lines)
+
+
+# ----- main --------------------------------------------------------------------------------------
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="qwen2.5-coder-1.5b", help="a local model (`cambrian models list`)")
+    parser.add_argument("--proposals", type=int, default=20, help="proposals per system (default 20)")
+    parser.add_argument("--wall-seconds", type=float, default=None, help="also stop each system after this long")
+    parser.add_argument("--seed", type=int, default=0, help="run seed of every system")
+    parser.add_argument("--systems", default=",".join(SYSTEMS), help="comma-separated, run in this order")
+    parser.add_argument("--peers-python", default="/work/peers-venv/bin/python", help="the peers' interpreter")
+    parser.add_argument("--llm-timeout", type=int, default=1800, help="the peers' seconds per LLM request")
+    parser.add_argument("--fm-parallel", type=int, default=1, help="FM requests each system makes at once")
+    parser.add_argument("--n-ctx", type=int, default=8192, help="the server's context per request (tokens)")
+    parser.add_argument("--threads", type=int, default=None, help="the server's CPU threads (default: one per core)")
+    parser.add_argument("--max-tokens", type=int, default=None,
+                        help="cap every system's reply length (default: each system's own setting)")  # fmt: skip
+    parser.add_argument("--cambrian-set", action="append", default=[], metavar="KEY=VALUE",
+                        help="another Cambrian config key (not the budget, seed, model, fm.concurrency or "
+                             "fm.max_tokens: this script sets those)")  # fmt: skip
+    parser.add_argument("--label", default=None, help="names the result file (default: MODEL-Np-sSEED)")
+    parser.add_argument("--keep-runs", type=Path, default=None, help="keep every system's files here")
+    parser.add_argument("--report", type=Path, default=None, help="print the tables of an earlier JSON file only")
+    args = parser.parse_args(argv)
+    if args.report is not None:
+        print(table(json.loads(args.report.read_text())))
+        return
+    systems = [s for s in args.systems.split(",") if s]
+    unknown = set(systems) - set(SYSTEMS)
+    if unknown:
+        parser.error(f"unknown system(s) {', '.join(sorted(unknown))}; the systems are {', '.join(SYSTEMS)}")
+    if any(s != "cambrian" for s in systems) and not Path(args.peers_python).exists():
+        parser.error(f"no peers' interpreter at {args.peers_python}: make the venv (see this script's docstring)")
+    label = args.label or f"{args.model}-{args.proposals}p-s{args.seed}"
+    out = RESULTS_DIR / f"peers-{label}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+
+    def say(line: str) -> None:
+        print(line, flush=True)
+
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=BENCH)
+    saved: dict[str, Any] = {
+        "meta": {
+            "command": "bench/peer_efficacy.py " + " ".join(sys.argv[1:] if argv is None else argv),
+            "model": args.model, "proposals": args.proposals, "seed": args.seed, "wall_seconds": args.wall_seconds,
+            "fm_parallel": args.fm_parallel, "llm_timeout": args.llm_timeout, "max_tokens": args.max_tokens,
+            "n_ctx": args.n_ctx, "threads": args.threads, "commit": commit.stdout.strip(),
+            "started": datetime.now(timezone.utc).isoformat(timespec="seconds"), "load": os.getloadavg()[0],
+        },
+        "seed": {"sha": sha(seed_program()), "openevolve": None, "cambrian": None},
+        "runs": [], "scores": {}, "codes": {},
+    }  # fmt: skip
+
+    def write() -> None:
+        out.write_text(json.dumps(saved, indent=1))
+
+    folder: contextlib.AbstractContextManager[str] = tempfile.TemporaryDirectory(prefix="cambrian-peers-")
+    if args.keep_runs is not None:
+        args.keep_runs.mkdir(parents=True, exist_ok=True)
+        folder = contextlib.nullcontext(str(args.keep_runs))
+    with folder as where:
+        workdir = Path(where)
+        runs = run_systems(systems, args, workdir, saved, write, say)
+        saved["meta"]["equal_seconds"] = equal_seconds(runs)
+        rescore(runs, args, workdir, saved, write, say)
+    print(table(saved))
+    print(f"results: {out}")
+
+
+def run_systems(
+    systems: Sequence[str],
+    args: argparse.Namespace,
+    workdir: Path,
+    saved: dict[str, Any],
+    write: Callable[[], None],
+    say: Callable[[str], None],
+) -> list[SystemRun]:
+    """Start the shared server and its relay, run each system in turn, and record each as it ends."""
+    from cambrian.meta_agent.llm import LocalServer, resolve
+
+    server = LocalServer(resolve(args.model, progress=say), alias=args.model, n_ctx=args.n_ctx, n_parallel=2,
+                         threads=args.threads, backend="llamacpp", log_path=workdir / "server.log")  # fmt: skip
+    say(f"starting the shared llama.cpp server for {args.model}")
+    server.start(timeout_s=300)
+    runs: list[SystemRun] = []
+    try:
+        with FMMeter(server.base_url) as meter:
+            for system in systems:
+                meter.system = system
+                say(f"{system}: {args.proposals} proposals ...")
+                try:
+                    if system == "cambrian":
+                        endpoint = dataclasses.replace(server.endpoint(), api_base=meter.base_url)
+                        payload = run_cambrian(args, endpoint, workdir, say)
+                    else:
+                        payload = run_peer(system, args, meter.base_url, workdir)
+                    run = from_payload(system, payload, saved["codes"])
+                except Exception as exc:  # noqa: BLE001 - one system's failure is reported, the others still run
+                    run = SystemRun(system=system, exit_code=1, error=f"{type(exc).__name__}: {exc}")
+                calls = meter.calls(system)
+                run.fm_calls = sum(1 for c in calls if c.path.endswith("/completions"))
+                run.fm_hung_up = sum(1 for c in calls if c.status == 0)
+                run.prompt_tokens = sum(c.prompt_tokens for c in calls)
+                run.completion_tokens = sum(c.completion_tokens for c in calls)
+                runs.append(run)
+                saved["runs"] = [asdict(r) for r in runs]
+                write()
+                best = run.best()
+                say(f"{system}: {len(run.trajectory)} proposals, {run.valid} valid, seed {_fmt(run.seed_score)} -> "
+                    f"best {_fmt(best['score'] if best else None)}, {run.fm_calls} FM calls, "
+                    f"{run.wall_seconds:.0f} s" + (f"\n{run.error}" if run.error else ""))  # fmt: skip
+    finally:
+        server.stop()
+    return runs
+
+
+def rescore(
+    runs: Sequence[SystemRun],
+    args: argparse.Namespace,
+    workdir: Path,
+    saved: dict[str, Any],
+    write: Callable[[], None],
+    say: Callable[[str], None],
+) -> None:
+    """The seed and each system's best (at the budget and at equal time) by both evaluators."""
+    from cambrian.meta_agent.config import load_config
+    from cambrian.meta_agent.search import choose_sandbox, run_limits
+
+    config = load_config(overrides={"seed": args.seed})
+    benchmark = OpenEvolveSeedPacking()
+    sandbox = choose_sandbox(config, lambda line: None)
+    cut = saved["meta"].get("equal_seconds")
+    wanted = {sha(seed_program()): seed_program()}
+    saved["codes"].update(wanted)
+    for run in runs:
+        for best in (run.best(), run.best(cut) if cut else None):
+            if best is not None and best["sha"]:
+                wanted[best["sha"]] = saved["codes"][best["sha"]]
+    try:
+        for key, code in wanted.items():
+            scores = {
+                "openevolve": score_openevolve(code, args, workdir / "rescore"),
+                "cambrian": score_cambrian(code, benchmark, sandbox, run_limits(config)),
+            }
+            saved["scores"][key] = scores
+            say(f"re-scored {key}: OpenEvolve's evaluator {_fmt(scores['openevolve'])}, "
+                f"Cambrian's {_fmt(scores['cambrian'])}")  # fmt: skip
+            write()
+    finally:
+        sandbox.close()
+    saved["seed"].update(saved["scores"][sha(seed_program())])
+    saved["codes"] = {k: v for k, v in saved["codes"].items() if k in wanted}
+    write()
+
+
+if __name__ == "__main__":
+    main()

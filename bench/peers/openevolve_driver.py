@@ -1,0 +1,142 @@
+"""Run OpenEvolve on one seed program with its circle-packing example settings, and write what every proposal did.
+
+Runs in the peers' virtual environment (`openevolve` from PyPI), never in Cambrian's: bench/peer_efficacy.py
+starts it as a subprocess. The settings are OpenEvolve's own `examples/circle_packing/config_phase_1.yaml`
+(full rewrites, its system message, 4 islands, cascade evaluation, 60 s evaluation timeout, temperature 0.7,
+top_p 0.95, max_tokens 8192) with these changes only: one model at the shared server instead of the two hosted
+ones, the iteration budget, the run seed (OpenEvolve sends a seed derived from it with every request), the LLM
+timeout (the example's 600 s is short for a CPU model), the worker processes, and max_tokens where
+`--max-tokens` asks.
+
+    /work/peers-venv/bin/python bench/peers/openevolve_driver.py --program SEED.py --evaluator EVAL.py \\
+        --config bench/peers/circle_packing/config_phase_1.yaml --api-base http://127.0.0.1:PORT/v1 \\
+        --model qwen2.5-coder-1.5b --iterations 20 --seed 0 --workdir DIR --out DIR/openevolve.json
+
+The output JSON: the seed's and every proposal's sum of radii by OpenEvolve's own evaluator, the time it was
+known (Unix seconds), and the code of every valid proposal; proposals that failed before evaluation (no code
+in the reply, an LLM error) are listed with their error and no score.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import re
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+_ITERATION_ERROR = re.compile(r"^Iteration (\d+) error: (.*?)(?: \| tokens: .*)?$", re.DOTALL)
+
+
+class ErrorLog(logging.Handler):
+    """Keeps OpenEvolve's 'Iteration N error: ...' lines (the proposals that never reached its evaluator)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.errors: list[dict[str, Any]] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        match = _ITERATION_ERROR.match(record.getMessage())
+        if match:
+            self.errors.append({"iteration": int(match[1]), "t": record.created, "note": match[2][:300]})
+
+
+def settings(args: argparse.Namespace) -> dict[str, Any]:
+    """The example's config with only the endpoint, budget, seed, LLM timeout and workers changed."""
+    config = yaml.safe_load(Path(args.config).read_text())
+    llm = {k: v for k, v in config["llm"].items() if not k.startswith("secondary_model")}
+    llm.update(primary_model=args.model, primary_model_weight=1.0, api_base=args.api_base, api_key="none",
+               timeout=args.llm_timeout)  # fmt: skip
+    if args.max_tokens is not None:
+        llm["max_tokens"] = args.max_tokens
+    config["llm"] = llm
+    config["max_iterations"] = args.iterations
+    config["random_seed"] = args.seed
+    config["log_dir"] = str(Path(args.workdir) / "logs")
+    config["evaluator"] = {**config["evaluator"], "parallel_evaluations": args.workers}
+    return config
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--program", required=True, help="the seed program")
+    parser.add_argument("--evaluator", required=True, help="OpenEvolve's evaluator.py")
+    parser.add_argument("--config", required=True, help="OpenEvolve's example config (YAML)")
+    parser.add_argument("--api-base", required=True)
+    parser.add_argument("--model", required=True)
+    parser.add_argument("--iterations", type=int, required=True, help="proposals")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--llm-timeout", type=int, default=1800, help="seconds per LLM request")
+    parser.add_argument("--workers", type=int, default=1, help="worker processes (LLM call + evaluation each)")
+    parser.add_argument("--wall-seconds", type=float, default=None, help="ask OpenEvolve to stop after this long")
+    parser.add_argument("--max-tokens", type=int, default=None, help="replace the example's max_tokens")
+    parser.add_argument("--workdir", required=True)
+    parser.add_argument("--out", required=True)
+    args = parser.parse_args()
+
+    import openevolve
+    from openevolve.config import Config
+    from openevolve.controller import OpenEvolve
+
+    errors = ErrorLog()
+    logging.getLogger("openevolve").addHandler(errors)
+    config_dict = settings(args)
+    config = Config.from_dict(json.loads(json.dumps(config_dict)))
+    # What openevolve.config.load_config does after reading a YAML file.
+    config.llm.update_model_params({"system_message": config.prompt.system_message})
+
+    started = time.time()
+    controller = OpenEvolve(args.program, args.evaluator, config, output_dir=str(Path(args.workdir) / "output"))
+    added: list[dict[str, Any]] = []
+    add = controller.database.add
+
+    def recording_add(program: Any, *rest: Any, **options: Any) -> Any:
+        if not program.metadata.get("migrant"):  # a migrant is a copy of a program already recorded
+            metrics = program.metrics or {}
+            added.append({
+                "iteration": program.iteration_found, "t": program.timestamp, "code": program.code,
+                # No sum_radii: the evaluator failed (an error, a timeout) and scored the program 0.
+                "score": float(metrics.get("sum_radii", 0.0)), "note": str(metrics.get("error", ""))[:300],
+                "metrics": {k: v for k, v in metrics.items() if isinstance(v, (int, float))},
+            })  # fmt: skip
+        return add(program, *rest, **options)
+
+    controller.database.add = recording_add  # every program, before the database may evict it
+    timer = threading.Timer(args.wall_seconds or 0.0, lambda: _stop(controller))
+    timer.daemon = True
+    if args.wall_seconds is not None:
+        timer.start()
+    asyncio.run(controller.run(iterations=args.iterations))
+    finished = time.time()
+    timer.cancel()
+
+    seed = next((a for a in added if a["iteration"] == 0), None)
+    proposals = [{"t": a["t"], "score": a["score"], "note": a["note"], "code": a["code"], "metrics": a["metrics"]}
+                 for a in added if a["iteration"] > 0]  # fmt: skip
+    proposals += [{"t": e["t"], "score": None, "note": e["note"], "code": None} for e in errors.errors]
+    payload = {
+        "system": "openevolve",
+        "version": openevolve.__version__,
+        "started": started,
+        "finished": finished,
+        "seed": {"score": seed["score"] if seed else None, "metrics": seed["metrics"] if seed else {}},
+        "proposals": sorted(proposals, key=lambda p: p["t"]),
+        "settings": {k: v for k, v in config_dict.items() if k != "prompt"} | {"prompt": "the example's"},
+    }
+    Path(args.out).write_text(json.dumps(payload, indent=1))
+
+
+def _stop(controller: Any) -> None:
+    """The wall-clock cap: what OpenEvolve's own SIGTERM handler does (finish the proposal being processed)."""
+    if controller.parallel_controller is not None:
+        controller.parallel_controller.request_shutdown()
+
+
+if __name__ == "__main__":
+    main()
