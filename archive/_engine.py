@@ -66,9 +66,14 @@ def open_engine(url: str, *, readonly: bool) -> tuple[Engine, str, bool]:
     try:
         engine: Engine = create_engine(parsed, **options)
     except (NoSuchModuleError, ModuleNotFoundError) as error:
+        if parsed.get_backend_name() == "postgresql":
+            raise InvalidStoreURL(
+                f"the archive on PostgreSQL ({where}) needs psycopg, which is not installed: {error}",
+                fix="pip install 'cambrian[postgres]'",
+            ) from None
         raise InvalidStoreURL(
             f"no database driver for {where}: {error}",
-            fix="use sqlite:///PATH or postgresql+psycopg://USER@HOST/DATABASE (psycopg is installed with Cambrian)",
+            fix="use sqlite:///PATH or postgresql+psycopg://USER@HOST/DATABASE (with pip install 'cambrian[postgres]')",
         ) from None
     if sqlite:
         _configure_sqlite(engine, readonly=readonly)

@@ -70,3 +70,28 @@ def test_the_installed_wheel_imports_as_cambrian_outside_the_checkout(wheel: Pat
     where, entry, old_names = done.stdout.strip().splitlines()
     assert where.startswith(site) and entry == "packing.py"
     assert old_names == "[]"  # no generic top-level name is installed
+
+
+def test_a_missing_extra_is_a_clear_error_naming_the_pip_command(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ray and psycopg are extras (`cambrian[ray]`, `cambrian[postgres]`): without them, the run that needs one
+    says which, before it starts."""
+    import importlib.util
+
+    from cambrian.archive.store import Archive
+    from cambrian.errors import CambrianError
+    from cambrian.meta_agent.config import RunConfig
+    from cambrian.meta_agent.search._executor import make_executor
+
+    monkeypatch.setitem(sys.modules, "psycopg", None)  # as if not installed: importing it fails
+    with pytest.raises(CambrianError) as no_driver:
+        Archive("postgresql+psycopg://someone@127.0.0.1:1/cambrian")
+    assert "psycopg" in str(no_driver.value) and no_driver.value.fix == "pip install 'cambrian[postgres]'"
+
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "ray" else real_find_spec(name, *a)
+    )
+    config = RunConfig.model_validate({"evaluation": {"executor": "ray"}})
+    with pytest.raises(CambrianError) as no_ray:
+        make_executor(config, None, warn=lambda message: None)
+    assert "Ray" in str(no_ray.value) and "pip install 'cambrian[ray]'" in no_ray.value.fix

@@ -20,6 +20,7 @@ from typing import Protocol
 from cambrian.evaluators.base import Benchmark, Genome, Task
 from cambrian.evaluators.runner import AgentResult, Limits
 from cambrian.meta_agent.config import RunConfig
+from cambrian.meta_agent.errors import ConfigError
 from cambrian.meta_agent.llm import FMGateway
 from cambrian.meta_agent.search._evaluation import AgentFMBudget, SelfModifyRun, evaluate_in_sandbox, run_self_modify
 from cambrian.sandbox.base import Sandbox
@@ -142,6 +143,13 @@ def make_executor(config: RunConfig, sandbox: Sandbox | None, *, warn: Callable[
         if sandbox is None:
             raise ValueError("the local executor needs this machine's sandbox")
         return LocalExecutor(sandbox, slots=config.evaluation.concurrency)
+    import importlib.util
+
+    if importlib.util.find_spec("ray") is None:
+        raise ConfigError(
+            "evaluation.executor = ray needs Ray, which is not installed",
+            fix="pip install 'cambrian[ray]' on this machine and on every node, or use --executor local",
+        )
     from cambrian.meta_agent.search._ray_executor import RayExecutor  # imports ray: only runs that use it pay for it
 
     return RayExecutor.connect(config, warn=warn)
