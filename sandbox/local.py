@@ -559,6 +559,8 @@ def _package_folders(python: str) -> dict[str, str]:
             found = dict(json.loads(done.stdout))
         except (OSError, subprocess.SubprocessError, ValueError):
             return {}  # no such interpreter (run() then says so) or no answer: standard library only
+    # Real paths: a venv reached through a link (.venv -> elsewhere) is bound, in namespaces, where it really is.
+    found = {name: os.path.realpath(folder) for name, folder in found.items()}
     folders = dict(found)
     for name, package_dir in found.items():
         bundled = os.path.join(os.path.dirname(package_dir), f"{name}.libs")

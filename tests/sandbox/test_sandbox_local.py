@@ -89,6 +89,28 @@ def test_numpy_and_scipy_import_the_rest_of_site_packages_does_not(sandbox: Loca
         assert failed.exit_code == 1 and f"No module named '{forbidden}'" in failed.stderr
 
 
+@pytest.mark.parametrize("namespaces", LOCAL_MODES)
+def test_an_interpreter_reached_through_a_linked_venv_folder_still_imports_numpy(namespaces: bool) -> None:
+    """`.venv -> /elsewhere/venv`: the package links point where the packages really are, which is what
+    namespaces bind (a link's path was not there, and numpy was missing)."""
+    if sys.prefix == sys.base_prefix:
+        pytest.skip("Cambrian runs outside a virtual environment here")
+    holder = Path(tempfile.mkdtemp(prefix="cambrian-venvlink-", dir="/tmp"))
+    try:
+        os.chmod(holder, 0o755)
+        (holder / "venv").symlink_to(sys.prefix, target_is_directory=True)
+        box = local_sandbox(namespaces)
+        linked = LocalSandbox(python=str(holder / "venv" / "bin" / "python"), namespaces=box.namespaces)
+        box.close()
+        try:
+            result = linked.run(python_spec("import numpy, scipy.optimize\nprint(numpy.zeros(2).sum())"))
+        finally:
+            linked.close()
+        assert result.ok and result.stdout.strip() == "0.0", result.stderr
+    finally:
+        shutil.rmtree(holder, ignore_errors=True)
+
+
 def test_package_folder_holds_only_numpy_and_scipy_and_is_read_only(sandbox: LocalSandbox) -> None:
     folder = sandbox.packages_dir()
     names = {entry.name for entry in folder.iterdir()}
