@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -34,8 +35,21 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("cambrian")
 
-#: Where runs go unless told (the CLI's default too: ./runs).
+#: Where runs go unless told and CAMBRIAN_RUNS_DIR is unset (the CLI's default too).
 DEFAULT_RUNS_DIR = Path("runs")
+
+
+def _runs_dir(value: str | Path | None) -> Path:
+    """`value`, or as the CLI: the folder CAMBRIAN_RUNS_DIR names, else ./runs."""
+    if value is not None:
+        return Path(value)
+    return Path(os.environ.get("CAMBRIAN_RUNS_DIR") or DEFAULT_RUNS_DIR)
+
+
+def _store(value: str | None) -> str | None:
+    """`value`, or as the CLI: the database URL CAMBRIAN_STORE names (where a password belongs), else None
+    (each run's own archive.db)."""
+    return value if value is not None else (os.environ.get("CAMBRIAN_STORE") or None)
 
 
 @dataclass(frozen=True)
@@ -69,10 +83,10 @@ class Run:
     Made by `search`, `search_async` or `open_run`.
     """
 
-    def __init__(self, name: str, *, runs_dir: str | Path = DEFAULT_RUNS_DIR, store: str | None = None) -> None:
+    def __init__(self, name: str, *, runs_dir: str | Path | None = None, store: str | None = None) -> None:
         self.name = name
-        self.runs_dir = Path(runs_dir)
-        self.store = store
+        self.runs_dir = _runs_dir(runs_dir)
+        self.store = _store(store)
         with self._archive():
             pass  # RunNotFound (with its fix) now rather than at the first read
 
@@ -181,12 +195,16 @@ class Run:
 
 
 def open_run(name_or_path: str | Path, *, runs_dir: str | Path | None = None, store: str | None = None) -> Run:
-    """A run by name (in `runs_dir`, default ./runs, or in `store`, a database URL shared by runs) or by the
-    path of its folder (the one holding archive.db). RunNotFound, with the runs there, when there is none."""
+    """A run by name, or by the path of its folder (the one holding archive.db). RunNotFound, with the runs
+    there, when there is none.
+
+    runs_dir: where runs are (default, as the CLI: the folder CAMBRIAN_RUNS_DIR names, else ./runs); store: a
+    database URL holding runs (default: CAMBRIAN_STORE, else each run's own archive.db).
+    """
     path = Path(name_or_path)
     if runs_dir is None and store is None and (path / "archive.db").is_file():
         return Run(path.name, runs_dir=path.parent)
-    return Run(str(name_or_path), runs_dir=DEFAULT_RUNS_DIR if runs_dir is None else runs_dir, store=store)
+    return Run(str(name_or_path), runs_dir=runs_dir, store=store)
 
 
 def search(
@@ -195,7 +213,7 @@ def search(
     model: str | None = None,
     iterations: int | None = None,
     sandbox: str | None = None,
-    runs_dir: str | Path = DEFAULT_RUNS_DIR,
+    runs_dir: str | Path | None = None,
     name: str | None = None,
     config: Mapping[str, Any] | None = None,
     store: str | None = None,
@@ -204,9 +222,10 @@ def search(
     """Search `benchmark` to its budget, as `cambrian run` does, and return the run.
 
     model: a local model name, a .gguf path or a litellm model string (default: the config's, the local
-    qwen2.5-coder-1.5b). iterations: proposals to make. sandbox: auto | docker | local. name: the run's name
-    (default: BENCHMARK-TIMESTAMP). config: any other settings as nested keys, e.g.
-    `{"search": {"strategy": "greedy"}, "fm": {"concurrency": 2}}` (the keyword arguments win over it).
+    qwen2.5-coder-1.5b). iterations: proposals to make. sandbox: auto | docker | local. runs_dir and store:
+    where the run is kept, as for `open_run`. name: the run's name (default: BENCHMARK-TIMESTAMP). config:
+    any other settings as nested keys, e.g. `{"search": {"strategy": "greedy"}, "fm": {"concurrency": 2}}`
+    (the keyword arguments win over it).
     on_event: called with each loop event (a proposal, an evaluation). Messages go to the `cambrian` logger.
     Raises the same errors the CLI shows (each a CambrianError with its fix). From inside a running event
     loop (a notebook), the search runs in a worker thread and this call still blocks; use `search_async` to
@@ -238,7 +257,7 @@ async def search_async(
     model: str | None = None,
     iterations: int | None = None,
     sandbox: str | None = None,
-    runs_dir: str | Path = DEFAULT_RUNS_DIR,
+    runs_dir: str | Path | None = None,
     name: str | None = None,
     config: Mapping[str, Any] | None = None,
     store: str | None = None,
@@ -297,16 +316,23 @@ def _quietly(stop: Callable[[str], None], reason: str) -> None:
 
 
 def _settings(
-    benchmark: str, model: str | None, iterations: int | None, sandbox: str | None, runs_dir: str | Path,
+    benchmark: str, model: str | None, iterations: int | None, sandbox: str | None, runs_dir: str | Path | None,
     name: str | None, config: Mapping[str, Any] | None, store: str | None,
 ) -> Any:  # fmt: skip
     from cambrian.meta_agent.config import load_config
 
     overrides = dict(_dotted(config or {}))
-    overrides.update({
-        "benchmark": benchmark, "name": name, "runs_dir": Path(runs_dir), "store": store, "fm.model": model,
-        "evaluation.sandbox": sandbox, "budget.iterations": iterations,
-    })  # fmt: skip
+    overrides.update(
+        {
+            "benchmark": benchmark,
+            "name": name,
+            "runs_dir": _runs_dir(runs_dir),
+            "store": _store(store),
+            "fm.model": model,
+            "evaluation.sandbox": sandbox,
+            "budget.iterations": iterations,
+        }
+    )
     return load_config(overrides=overrides).with_default_name()
 
 

@@ -61,6 +61,17 @@ def test_bad_calls_are_cambrian_errors_with_a_fix(tmp_path: Path) -> None:
         cambrian.search("deceptive", runs_dir=tmp_path, iterations=1, config={"search": {"bogus": 1}})
 
 
+def test_the_runs_folder_defaults_to_the_environment_as_in_the_cli(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("CAMBRIAN_RUNS_DIR", str(tmp_path / "elsewhere"))
+    run = cambrian.search("symbolic_regression", iterations=1, sandbox="local", name="env", config=NO_FM)
+    assert run.runs_dir == tmp_path / "elsewhere" and (tmp_path / "elsewhere" / "env" / "archive.db").is_file()
+    assert not (tmp_path / "runs").exists()
+    assert cambrian.open_run("env").agent(run.best(1)[0].id) == run.best(1)[0]
+
+
 def test_search_inside_a_running_event_loop_blocks_in_a_worker_thread(tmp_path: Path) -> None:
     async def notebook_cell() -> cambrian.Run:
         return _search(tmp_path, "in-loop", 2)  # a notebook calls it from inside its loop
