@@ -295,7 +295,8 @@ async def _evaluate_parents(
 
 async def _model_cells(model: str, args: argparse.Namespace, say: Any) -> list[Record]:
     """Every cell of one model, with one local server and one sandbox for all of them."""
-    from cambrian.meta_agent.llm import FMGateway, MemoryLedger
+    from cambrian.meta_agent.llm import MemoryLedger
+    from cambrian.meta_agent.llm.gateway import FMGateway
     from cambrian.meta_agent.search import Reporter, choose_sandbox, fm_endpoint, make_llm_client
 
     records: list[Record] = []

@@ -460,7 +460,8 @@ def run_systems(
     say: Callable[[str], None],
 ) -> list[SystemRun]:
     """Start the shared server and its relay, run each system in turn, and record each as it ends."""
-    from cambrian.meta_agent.llm import LocalServer, resolve
+    from cambrian.meta_agent.llm.models import resolve
+    from cambrian.meta_agent.llm.serve import LocalServer
 
     server = LocalServer(resolve(args.model, progress=say), alias=args.model, n_ctx=args.n_ctx, n_parallel=2,
                          threads=args.threads, backend="llamacpp", log_path=workdir / "server.log")  # fmt: skip

@@ -4,7 +4,7 @@ For each thread count and each number of background busy processes (pure-Python 
 another search's sandbox runs, a test suite), it starts the local model server, asks it for one short
 reply several times (the prompt cached after the first), and prints the decoding speed (completion tokens
 per second of the call) and the whole call's time. What it informs: `fm.threads` and the default that
-`cambrian.meta_agent.llm.default_threads` picks.
+`cambrian.meta_agent.llm.serve.default_threads` picks.
 
     .venv/bin/python bench/threads.py                                  # 1.5B, threads 1 and 2, 0..2 busy
     .venv/bin/python bench/threads.py --model qwen2.5-coder-0.5b --threads 1,2,4 --busy 0,1
@@ -49,7 +49,8 @@ def _ask(base_url: str, alias: str, max_tokens: int) -> tuple[int, float]:
 
 
 def measure(model: str, threads: int, busy: int, calls: int, max_tokens: int) -> dict[str, float]:
-    from cambrian.meta_agent.llm import LocalServer, resolve
+    from cambrian.meta_agent.llm.models import resolve
+    from cambrian.meta_agent.llm.serve import LocalServer
 
     stop = multiprocessing.Event()
     spinners = [multiprocessing.Process(target=_spin, args=(stop,), daemon=True) for _ in range(busy)]

@@ -322,7 +322,7 @@ def model_class(fm: FMConfig) -> str:
     .gguf file; fm.api_base points elsewhere) and large for anything else (a hosted model)."""
     if fm.model_class != "auto":
         return fm.model_class
-    from cambrian.meta_agent.llm import is_local_model  # the registry of local models, read where it is needed
+    from cambrian.meta_agent.llm.models import is_local_model  # the registry of local models, read where it is needed
 
     return "small" if fm.api_base is None and is_local_model(fm.model) else "large"
 

@@ -18,7 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from cambrian.meta_agent.llm import ChecksumMismatch, LocalServer, ModelDownloadError, pull
+from cambrian.meta_agent.llm import ChecksumMismatch, ModelDownloadError
+from cambrian.meta_agent.llm.models import pull
+from cambrian.meta_agent.llm.serve import LocalServer
 from cambrian.sandbox.local import LocalSandbox
 from tests.postgres import postgres_server, postgres_url, store_url  # noqa: F401 - fixtures: a real PostgreSQL
 

@@ -145,7 +145,7 @@ def _local_sandbox(add: Callable[[Finding], None], *, self_test: bool) -> None:
 
 
 def _model(add: Callable[[Finding], None], config: RunConfig) -> None:
-    from cambrian.meta_agent.llm import is_local_model, list_models
+    from cambrian.meta_agent.llm.models import is_local_model, list_models
 
     spec = config.fm.model
     if not is_local_model(spec):
@@ -167,7 +167,8 @@ def _model(add: Callable[[Finding], None], config: RunConfig) -> None:
 
 
 def _endpoint(add: Callable[[Finding], None], config: RunConfig) -> None:
-    from cambrian.meta_agent.llm import Endpoint, LLMError, is_local_model, probe_endpoint
+    from cambrian.meta_agent.llm import Endpoint, LLMError, probe_endpoint
+    from cambrian.meta_agent.llm.models import is_local_model
 
     if is_local_model(config.fm.model) and config.fm.api_base is None:
         add(Finding("FM endpoint", "ok", "a local server Cambrian starts for each run (llama.cpp)"))
@@ -182,7 +183,7 @@ def _endpoint(add: Callable[[Finding], None], config: RunConfig) -> None:
 
 
 def _disk(add: Callable[[Finding], None], runs_dir: Path) -> None:
-    from cambrian.meta_agent.llm import models_dir
+    from cambrian.meta_agent.llm.models import models_dir
 
     for label, path in (("runs folder", runs_dir), ("model cache", models_dir())):
         existing = Path(path).resolve()

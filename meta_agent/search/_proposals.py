@@ -22,7 +22,8 @@ from cambrian.evaluators.base import Benchmark, Genome
 from cambrian.evaluators.runner import Limits
 from cambrian.meta_agent.config import RunConfig
 from cambrian.meta_agent.edits import EditError, EditPool, check_child, edit_processes
-from cambrian.meta_agent.llm import Completion, FMBadRequest, FMGateway, LLMClient, derive_seed
+from cambrian.meta_agent.llm import Completion, FMBadRequest, LLMClient, derive_seed
+from cambrian.meta_agent.llm.gateway import FMGateway
 from cambrian.meta_agent.operators import (
     FMOperator,
     Operator,

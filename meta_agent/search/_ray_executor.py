@@ -27,7 +27,7 @@ SandboxError.
 
 FM for agents: with a gateway, each evaluation opens one channel (its budget) on the gateway's TCP
 listener and sends the nodes its `RelayGrant`; the channel closes when the evaluation ends, and the
-token with it (meta_agent.llm._remote).
+token with it (meta_agent.llm.remote).
 
 A parent agent writing its child (`self_modify`) runs on a node too (`run_parent`): one free slot, a
 session of its own closed after the run, its FM calls through a grant of their own (purpose
@@ -52,7 +52,8 @@ from cambrian.evaluators.base import Benchmark, Genome, Task
 from cambrian.evaluators.runner import AgentResult, Limits, StagedPlan, TaskJob, TaskRun
 from cambrian.meta_agent.config import RunConfig
 from cambrian.meta_agent.errors import ClusterError
-from cambrian.meta_agent.llm import FMGateway, GatewayListener, RelayGrant, RemoteAgent
+from cambrian.meta_agent.llm.gateway import FMGateway
+from cambrian.meta_agent.llm.remote import GatewayListener, RelayGrant, RemoteAgent
 from cambrian.meta_agent.search._evaluation import AgentFMBudget, SelfModifyRun, parent_run_outcome, parent_run_spec
 from cambrian.meta_agent.search._ray_node import NodeFault, NodeSettings, TaskOrder
 from cambrian.meta_agent.search._ray_pools import (

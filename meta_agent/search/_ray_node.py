@@ -40,7 +40,8 @@ from typing import Any
 
 from cambrian.evaluators.base import Benchmark, Genome
 from cambrian.evaluators.runner import Limits, TaskJob, TaskRun, run_task
-from cambrian.meta_agent.llm import SOCKET_ENV, TOKEN_ENV, GatewayError, RelayGrant, SocketRelay
+from cambrian.meta_agent.llm.gateway import SOCKET_ENV, TOKEN_ENV, GatewayError
+from cambrian.meta_agent.llm.remote import RelayGrant, SocketRelay
 from cambrian.sandbox.base import (
     FM_SOCKET_INSIDE,
     RunResult,

@@ -28,21 +28,14 @@ from cambrian.meta_agent import __version__
 from cambrian.meta_agent.config import RunConfig
 from cambrian.meta_agent.edits import EditError, evolve_regions
 from cambrian.meta_agent.errors import CambrianError, ConfigError
-from cambrian.meta_agent.llm import (
+from cambrian.meta_agent.llm import ArchiveLedger, Endpoint, Ledger, LLMClient, close_http_sessions, probe_endpoint
+from cambrian.meta_agent.llm.gateway import FMGateway
+from cambrian.meta_agent.llm.models import is_local_model, model_label, resolve
+from cambrian.meta_agent.llm.serve import (
     GRAMMAR_FIELDS,
-    ArchiveLedger,
-    Endpoint,
-    FMGateway,
-    Ledger,
-    LLMClient,
     LocalServer,
     choose_backend,
-    close_http_sessions,
     default_threads,
-    is_local_model,
-    model_label,
-    probe_endpoint,
-    resolve,
     server_grammar_field,
 )
 from cambrian.meta_agent.operators import make_operator

@@ -16,7 +16,8 @@ from cambrian.archive.store import Archive
 from cambrian.evaluators.circle_packing import CirclePacking
 from cambrian.meta_agent.config import RunConfig
 from cambrian.meta_agent.edits import EditError
-from cambrian.meta_agent.llm import ArchiveLedger, LLMClient, LocalServer, MemoryLedger, derive_seed
+from cambrian.meta_agent.llm import ArchiveLedger, LLMClient, MemoryLedger, derive_seed
+from cambrian.meta_agent.llm.serve import LocalServer
 from cambrian.meta_agent.operators import ParentInfo, PromptContext, RewriteOperator
 from cambrian.meta_agent.search import SearchLoop, categorize, make_llm_client
 from cambrian.sandbox.local import LocalSandbox

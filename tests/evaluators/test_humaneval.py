@@ -20,7 +20,8 @@ from cambrian.evaluators.base import BenchmarkError, FeedbackPolicy, Genome, Tas
 from cambrian.evaluators.humaneval import HumanEval, assemble_program, load_problems, split_task_ids
 from cambrian.evaluators.humaneval.check_driver import MAX_VALUE_CHARS, plain_text
 from cambrian.evaluators.runner import AgentResult, evaluate_agent
-from cambrian.meta_agent.llm import ArchiveLedger, FMGateway, LLMClient
+from cambrian.meta_agent.llm import ArchiveLedger, LLMClient
+from cambrian.meta_agent.llm.gateway import FMGateway
 from cambrian.sandbox.base import RunResult
 from cambrian.sandbox.local import LocalSandbox
 

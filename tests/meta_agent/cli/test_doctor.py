@@ -9,7 +9,7 @@ from pathlib import Path
 
 from cambrian.meta_agent.cli import diagnose
 from cambrian.meta_agent.config import RunConfig
-from cambrian.meta_agent.llm import free_port
+from cambrian.meta_agent.llm.serve import free_port
 from tests.conftest import docker_unavailable_reason
 
 

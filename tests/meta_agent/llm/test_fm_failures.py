@@ -17,15 +17,8 @@ from pathlib import Path
 import pytest
 
 from cambrian.archive.models import RunStatus
-from cambrian.meta_agent.llm import (
-    Endpoint,
-    FMAuthError,
-    FMUnavailable,
-    LLMClient,
-    MemoryLedger,
-    free_port,
-    probe_endpoint,
-)
+from cambrian.meta_agent.llm import Endpoint, FMAuthError, FMUnavailable, LLMClient, MemoryLedger, probe_endpoint
+from cambrian.meta_agent.llm.serve import free_port
 from tests.meta_agent.search.test_loop_fake_fm import make_loop
 
 

@@ -25,21 +25,17 @@ from sqlmodel import Session, select
 from cambrian.archive.models import LLMCall
 from cambrian.archive.store import Archive
 from cambrian.evaluators.harness.llm_client import LLM_CLIENT_FILE, llm_client_text
-from cambrian.meta_agent.llm import (
+from cambrian.meta_agent.llm import ArchiveLedger, Endpoint, LLMClient, derive_seed
+from cambrian.meta_agent.llm.gateway import (
     MAX_BODY_BYTES,
     SOCKET_ENV,
     TOKEN_ENV,
     AgentChannel,
-    ArchiveLedger,
-    Endpoint,
     FMGateway,
     GatewayError,
-    LLMClient,
-    LocalServer,
-    derive_seed,
-    free_port,
     prompt_token_bound,
 )
+from cambrian.meta_agent.llm.serve import LocalServer, free_port
 from cambrian.sandbox.base import RunResult, RunSpec
 from cambrian.sandbox.local import LocalSandbox
 

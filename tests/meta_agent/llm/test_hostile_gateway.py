@@ -23,15 +23,8 @@ from typing import Any
 import pytest
 
 from cambrian.archive.store import Archive
-from cambrian.meta_agent.llm import (
-    AgentChannel,
-    ArchiveLedger,
-    Endpoint,
-    FMGateway,
-    LLMClient,
-    RepeatFilter,
-    prompt_token_bound,
-)
+from cambrian.meta_agent.llm import ArchiveLedger, Endpoint, LLMClient
+from cambrian.meta_agent.llm.gateway import AgentChannel, FMGateway, RepeatFilter, prompt_token_bound
 from cambrian.meta_agent.testing import ScriptedFM
 
 

@@ -27,13 +27,11 @@ from cambrian.meta_agent.llm import (
     FMBadRequest,
     FMUnavailable,
     LLMClient,
-    LocalServer,
     MemoryLedger,
-    answer_key,
     derive_seed,
-    free_port,
-    request_hash,
 )
+from cambrian.meta_agent.llm._client import answer_key, request_hash
+from cambrian.meta_agent.llm.serve import LocalServer, free_port
 
 MESSAGES = [
     {"role": "system", "content": "You are a terse assistant."},

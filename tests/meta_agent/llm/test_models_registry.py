@@ -9,11 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from cambrian.meta_agent.llm import (
+from cambrian.meta_agent.llm import ChecksumMismatch, ModelDownloadError, ModelNotFound
+from cambrian.meta_agent.llm.models import (
     REGISTRY,
-    ChecksumMismatch,
-    ModelDownloadError,
-    ModelNotFound,
     get_spec,
     is_local_model,
     list_models,

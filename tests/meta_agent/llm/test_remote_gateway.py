@@ -16,7 +16,9 @@ import tempfile
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from cambrian.meta_agent.llm import Endpoint, FMGateway, GatewayListener, LLMClient, MemoryLedger, SocketRelay
+from cambrian.meta_agent.llm import Endpoint, LLMClient, MemoryLedger
+from cambrian.meta_agent.llm.gateway import FMGateway
+from cambrian.meta_agent.llm.remote import GatewayListener, SocketRelay
 from cambrian.meta_agent.testing import ScriptedFM
 
 CHAT = json.dumps({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 8}).encode()

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from cambrian.meta_agent.llm import LocalServer, ServerStartError, choose_backend, gpu_available
+from cambrian.meta_agent.llm import ServerStartError
+from cambrian.meta_agent.llm.serve import LocalServer, choose_backend, gpu_available
 
 
 def _get_json(url: str) -> tuple[int, dict]:
@@ -106,7 +107,7 @@ def test_server_exits_when_its_parent_dies(smollm2_path: Path, tmp_path: Path) -
         f"""
         import time
         from pathlib import Path
-        from cambrian.meta_agent.llm import LocalServer
+        from cambrian.meta_agent.llm.serve import LocalServer
         server = LocalServer(Path({str(smollm2_path)!r}), alias="orphan", n_ctx=1024, n_parallel=1,
                              backend="llamacpp", log_path=Path({str(tmp_path / "orphan.log")!r}))
         server.start(timeout_s=180)
@@ -158,7 +159,7 @@ def test_fm_concurrency_is_one_for_models_llama_cpp_serves_on_the_cpu_unless_set
 
 def test_several_local_model_servers_share_the_cores_instead_of_each_taking_them_all() -> None:
     from cambrian.meta_agent.config import load_config
-    from cambrian.meta_agent.llm import default_threads
+    from cambrian.meta_agent.llm.serve import default_threads
     from cambrian.meta_agent.search import server_threads
 
     assert server_threads(load_config(overrides={"fm.model": "smollm2-135m"})) is None  # one server: one per core

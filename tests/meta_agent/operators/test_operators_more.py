@@ -17,7 +17,8 @@ from cambrian.evaluators.circle_packing.benchmark import CirclePacking
 from cambrian.evaluators.harness.run_program import read_outcome
 from cambrian.evaluators.humaneval import HumanEval
 from cambrian.meta_agent.edits import EditError
-from cambrian.meta_agent.llm import LLMClient, LocalServer, MemoryLedger
+from cambrian.meta_agent.llm import LLMClient, MemoryLedger
+from cambrian.meta_agent.llm.serve import LocalServer
 from cambrian.meta_agent.operators import (
     AstMutation,
     CrossoverOperator,

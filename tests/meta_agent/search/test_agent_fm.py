@@ -18,7 +18,8 @@ from cambrian.archive.store import Archive
 from cambrian.evaluators.base import Genome
 from cambrian.evaluators.circle_packing import CirclePacking
 from cambrian.meta_agent.config import RunConfig
-from cambrian.meta_agent.llm import ArchiveLedger, Endpoint, FMGateway, LLMClient, MemoryLedger
+from cambrian.meta_agent.llm import ArchiveLedger, Endpoint, LLMClient, MemoryLedger
+from cambrian.meta_agent.llm.gateway import FMGateway
 from cambrian.meta_agent.search import SearchLoop
 from cambrian.meta_agent.testing import ASKS_FM_AGENT, ScriptedFM, SleepBenchmark
 from cambrian.sandbox.local import LocalSandbox

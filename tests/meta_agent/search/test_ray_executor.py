@@ -28,7 +28,8 @@ from cambrian.evaluators.base import Genome
 from cambrian.evaluators.runner import Limits
 from cambrian.meta_agent.config import RunConfig
 from cambrian.meta_agent.errors import ClusterError
-from cambrian.meta_agent.llm import Endpoint, FMGateway, LLMClient, MemoryLedger
+from cambrian.meta_agent.llm import Endpoint, LLMClient, MemoryLedger
+from cambrian.meta_agent.llm.gateway import FMGateway
 from cambrian.meta_agent.search import AgentFMBudget, SearchLoop
 from cambrian.meta_agent.search._executor import make_executor
 from cambrian.meta_agent.search._ray_executor import RayExecutor

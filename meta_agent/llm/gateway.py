@@ -44,6 +44,22 @@ from cambrian.meta_agent.llm._client import CallRecord, LLMClient, derive_seed, 
 from cambrian.meta_agent.llm._errors import LLMError
 from cambrian.sandbox.base import Mount
 
+__all__ = [
+    "AGENT_CALL_SEED_BASE",
+    "AgentChannel",
+    "DEFAULT_SANDBOX_SOCKET",
+    "FMGateway",
+    "GatewayError",
+    "MAX_BODY_BYTES",
+    "MESSAGE_OVERHEAD_TOKENS",
+    "PROMPT_OVERHEAD_TOKENS",
+    "prompt_token_bound",
+    "quiet_repeats",
+    "RepeatFilter",
+    "SOCKET_ENV",
+    "TOKEN_ENV",
+]
+
 log = logging.getLogger(__name__)
 
 SOCKET_ENV = "CAMBRIAN_FM_SOCKET"  # the variable naming the socket inside the sandbox

@@ -32,7 +32,19 @@ from typing import Literal
 
 from cambrian.meta_agent.llm._client import Endpoint
 from cambrian.meta_agent.llm._errors import ServerStartError
-from cambrian.meta_agent.llm._models import is_local_model, resolve
+from cambrian.meta_agent.llm.models import is_local_model, resolve
+
+__all__ = [
+    "Backend",
+    "choose_backend",
+    "default_threads",
+    "free_port",
+    "gpu_available",
+    "GRAMMAR_FIELDS",
+    "LocalServer",
+    "serve_forever",
+    "server_grammar_field",
+]
 
 Backend = Literal["auto", "llamacpp", "vllm"]
 

