@@ -148,7 +148,7 @@ def _failure(result: Any) -> str:
 async def _evaluate(
     benchmark: Any, genome: Any, sandbox: Any, gateway: Any, config: Any, agent_id: int
 ) -> tuple[Any, float]:
-    from cambrian.meta_agent.search import agent_fm_budget, evaluate_in_sandbox, run_limits
+    from cambrian.meta_agent.search.evaluation import agent_fm_budget, evaluate_in_sandbox, run_limits
 
     started = time.perf_counter()
     result = await evaluate_in_sandbox(
@@ -176,8 +176,9 @@ async def _cell(
 ) -> list[Record]:
     """N proposals per seed from the fixed parent(s), each evaluated while the next one is proposed."""
     from cambrian.meta_agent.operators import make_operator
-    from cambrian.meta_agent.search import Proposer, build_benchmark
+    from cambrian.meta_agent.search import Proposer
     from cambrian.meta_agent.search._executor import LocalExecutor
+    from cambrian.meta_agent.search.session import build_benchmark
 
     records: list[Record] = []
     for seed in seeds:
@@ -270,7 +271,7 @@ async def _evaluate_parents(
     """The seed (and crossover's second parent) evaluated once: their scores and feedback go into prompts."""
     from cambrian.evaluators.base import Genome
     from cambrian.meta_agent.operators import ParentInfo, PromptContext
-    from cambrian.meta_agent.search import build_benchmark
+    from cambrian.meta_agent.search.session import build_benchmark
 
     config = _config(model, "diff", benchmark_name, 0, args, runs_dir)
     benchmark = build_benchmark(config)
@@ -297,7 +298,8 @@ async def _model_cells(model: str, args: argparse.Namespace, say: Any) -> list[R
     """Every cell of one model, with one local server and one sandbox for all of them."""
     from cambrian.meta_agent.llm import MemoryLedger
     from cambrian.meta_agent.llm.gateway import FMGateway
-    from cambrian.meta_agent.search import Reporter, choose_sandbox, fm_endpoint, make_llm_client
+    from cambrian.meta_agent.search import Reporter
+    from cambrian.meta_agent.search.session import choose_sandbox, fm_endpoint, make_llm_client
 
     records: list[Record] = []
     with tempfile.TemporaryDirectory(prefix="cambrian-efficacy-") as runs_dir:

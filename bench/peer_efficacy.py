@@ -170,7 +170,8 @@ def run_cambrian(args: argparse.Namespace, endpoint: Any, workdir: Path, say: Ca
     from cambrian.meta_agent import __version__
     from cambrian.meta_agent.config import load_config
     from cambrian.meta_agent.llm import ArchiveLedger, close_http_sessions
-    from cambrian.meta_agent.search import SearchLoop, choose_sandbox, make_llm_client
+    from cambrian.meta_agent.search import SearchLoop
+    from cambrian.meta_agent.search.session import choose_sandbox, make_llm_client
 
     config = load_config(
         sets=args.cambrian_set,
@@ -509,7 +510,8 @@ def rescore(
 ) -> None:
     """The seed and each system's best (at the budget and at equal time) by both evaluators."""
     from cambrian.meta_agent.config import load_config
-    from cambrian.meta_agent.search import choose_sandbox, run_limits
+    from cambrian.meta_agent.search.evaluation import run_limits
+    from cambrian.meta_agent.search.session import choose_sandbox
 
     config = load_config(overrides={"seed": args.seed})
     benchmark = OpenEvolveSeedPacking()

@@ -34,8 +34,8 @@ import ray
 
 from cambrian.evaluators.runner import Limits, TaskJob, run_task
 from cambrian.meta_agent.config import RunConfig
-from cambrian.meta_agent.search import AgentFMBudget
 from cambrian.meta_agent.search._ray_executor import RayExecutor
+from cambrian.meta_agent.search.evaluation import AgentFMBudget
 from cambrian.meta_agent.testing import SleepBenchmark
 from cambrian.sandbox.base import Sandbox
 from cambrian.sandbox.local import LocalSandbox

@@ -82,7 +82,8 @@ def run_one(job: Job) -> RunResult:
     from cambrian.archive.models import AgentStatus
     from cambrian.archive.store import Archive
     from cambrian.meta_agent.config import load_config
-    from cambrian.meta_agent.search import SearchLoop, build_benchmark
+    from cambrian.meta_agent.search import SearchLoop
+    from cambrian.meta_agent.search.session import build_benchmark
     from cambrian.sandbox.docker import DockerSandbox
     from cambrian.sandbox.local import LocalSandbox
 

@@ -95,7 +95,7 @@ class Run:
 
     @contextlib.contextmanager
     def _archive(self) -> Iterator[tuple[Archive, int]]:
-        from cambrian.meta_agent.search import open_run as open_archive
+        from cambrian.meta_agent.search.stores import open_run as open_archive
 
         archive, row = open_archive(self.runs_dir, self.name, readonly=True, store=self.store)
         with archive:

@@ -105,7 +105,7 @@ class NoveltyConfig(_Section):
 
 
 class BanditConfig(_Section):
-    """Choose (model, operator) per proposal by what each has earned in this run (meta_agent/search/_bandit.py).
+    """Choose (model, operator) per proposal by what each has earned in this run (meta_agent/search/bandit.py).
 
     The reward of a proposal is its child's improvement over its parent (0 for an invalid child or a no-op).
     With cost_aware, arms are ranked by expected reward per FM second (each arm's draw divided by the mean wall

@@ -144,7 +144,7 @@ def test_a_read_command_imports_no_search_loop_docker_client_or_alembic() -> Non
 
     probe = (
         "import sys; from cambrian.meta_agent.cli import app; "
-        "print(' '.join(m for m in ('cambrian.meta_agent.search._loop', 'cambrian.meta_agent.search._session', "
+        "print(' '.join(m for m in ('cambrian.meta_agent.search._loop', 'cambrian.meta_agent.search.session', "
         "'docker', 'alembic', 'cambrian.meta_agent.llm', 'rich.progress') if m in sys.modules))"
     )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, cwd=ROOT)

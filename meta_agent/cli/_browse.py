@@ -16,10 +16,10 @@ from cambrian.archive.models import Agent, AgentStatus, Run
 from cambrian.archive.store import Archive
 from cambrian.meta_agent.cli._app import RunsDir, Store, app, console, err_console
 from cambrian.meta_agent.errors import CambrianError
-from cambrian.meta_agent.search import open_run, shown_store
+from cambrian.meta_agent.search.stores import open_run, shown_store
 
 if TYPE_CHECKING:
-    from cambrian.meta_agent.search import Arm
+    from cambrian.meta_agent.search.bandit import Arm
 
 # ----- browsing ----------------------------------------------------------------------------------
 
@@ -134,7 +134,8 @@ def _print_arms(agents: list[Agent], config: dict) -> None:
     (its value, improvement per FM minute, and how often it would choose each arm next), replayed from the
     archive as a resume would replay it."""
     from cambrian.meta_agent.config import BanditConfig
-    from cambrian.meta_agent.search import Arm, arm_history, restore_bandit  # the bandit's modules: only where shown
+    from cambrian.meta_agent.search.arms import arm_history, restore_bandit
+    from cambrian.meta_agent.search.bandit import Arm
 
     history = arm_history(agents)
     if not history:
@@ -176,7 +177,7 @@ def untried_arms(history: list[tuple[Arm, float | None, float]], weights: dict[s
     """The arms of the run's operators (positive weight) that no proposal used yet, on the models it used: the
     bandit may choose them next, so its shares are over them too."""
     from cambrian.meta_agent.operators import make_operator
-    from cambrian.meta_agent.search import Arm
+    from cambrian.meta_agent.search.bandit import Arm
 
     models = sorted({arm.model for arm, _, _ in history if arm.model}) or [""]
     arms: list[Arm] = []

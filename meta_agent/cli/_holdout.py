@@ -35,18 +35,10 @@ from cambrian.meta_agent.config import RunConfig
 from cambrian.meta_agent.errors import CambrianError
 from cambrian.meta_agent.llm import ArchiveLedger, Ledger, LLMClient, MemoryLedger, close_http_sessions
 from cambrian.meta_agent.llm.gateway import FMGateway
-from cambrian.meta_agent.search import (
-    AgentFMBudget,
-    Reporter,
-    build_benchmark,
-    evaluate_in_sandbox,
-    evaluation_row,
-    fm_endpoint,
-    make_llm_client,
-    open_run,
-    sandbox_with_socket_dir,
-    shown_store,
-)
+from cambrian.meta_agent.search import Reporter
+from cambrian.meta_agent.search.evaluation import AgentFMBudget, evaluate_in_sandbox, evaluation_row
+from cambrian.meta_agent.search.session import build_benchmark, fm_endpoint, make_llm_client, sandbox_with_socket_dir
+from cambrian.meta_agent.search.stores import open_run, shown_store
 from cambrian.sandbox.base import socket_folder_mode
 
 HOLDOUT_FILE = "holdout.json"

@@ -14,7 +14,7 @@ from cambrian.archive.selection import STRATEGY_NAMES
 from cambrian.archive.store import Archive
 from cambrian.meta_agent.cli._app import RunsDir, Store, app, console, err_console
 from cambrian.meta_agent.config import load_config
-from cambrian.meta_agent.search import archive_path, open_run, shown_store, store_in_use
+from cambrian.meta_agent.search.stores import archive_path, open_run, shown_store, store_in_use
 
 if TYPE_CHECKING:  # imported by the commands that run a search (`cambrian status` needs none of it)
     from rich.progress import Progress, TaskID
@@ -246,7 +246,7 @@ def remove(
     store: str | None = Store,
 ) -> None:
     """Delete a run: its agents, evaluations and FM ledger, and its folder (refused while it is being searched)."""
-    from cambrian.meta_agent.search import delete_run, run_lock
+    from cambrian.meta_agent.search.stores import delete_run, run_lock
 
     archive, run = open_run(runs_dir, run_name, readonly=True, store=store)  # RunNotFound, with its fix
     with archive:

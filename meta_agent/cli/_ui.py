@@ -68,7 +68,7 @@ def serve_ui(
     names: another site's page cannot read the runs by pointing its own name at this machine."""
     import uvicorn
 
-    from cambrian.meta_agent.search import shown_store
+    from cambrian.meta_agent.search.stores import shown_store
     from cambrian.ui import check_run, create_app, is_loopback
 
     where = str(Path(runs_dir).resolve()) if store is None else shown_store(store)

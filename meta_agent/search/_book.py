@@ -22,12 +22,12 @@ from cambrian.evaluators.base import Genome
 from cambrian.evaluators.runner import AgentResult
 from cambrian.meta_agent.config import RunConfig
 from cambrian.meta_agent.operators import Proposal
-from cambrian.meta_agent.search._arms import Arm, cost_of, improvement_reward
-from cambrian.meta_agent.search._bandit import Bandit
 from cambrian.meta_agent.search._behaviour import BehaviourSpace, TaskRow
-from cambrian.meta_agent.search._evaluation import evaluation_row
 from cambrian.meta_agent.search._memory import _LRU, PromptMemory
 from cambrian.meta_agent.search._writes import GroupCommit
+from cambrian.meta_agent.search.arms import cost_of
+from cambrian.meta_agent.search.bandit import Arm, Bandit, improvement_reward
+from cambrian.meta_agent.search.evaluation import evaluation_row
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from cambrian.evaluators.runner import AgentResult, Limits
 from cambrian.meta_agent.config import RunConfig
 from cambrian.meta_agent.errors import ConfigError
 from cambrian.meta_agent.llm.gateway import FMGateway
-from cambrian.meta_agent.search._evaluation import AgentFMBudget, SelfModifyRun, evaluate_in_sandbox, run_self_modify
+from cambrian.meta_agent.search.evaluation import AgentFMBudget, SelfModifyRun, evaluate_in_sandbox, run_self_modify
 from cambrian.sandbox.base import Sandbox
 
 

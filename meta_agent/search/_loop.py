@@ -31,7 +31,6 @@ from cambrian.meta_agent.llm import FMAuthError, FMBadRequest, FMUnavailable, LL
 from cambrian.meta_agent.llm.gateway import FMGateway, GatewayError
 from cambrian.meta_agent.llm.models import model_label as label_of_model
 from cambrian.meta_agent.operators import Operator, ParentInfo, PromptContext, Proposal, choose_operator, make_operator
-from cambrian.meta_agent.search._arms import Arm, operator_arms, restore_bandit
 from cambrian.meta_agent.search._behaviour import BehaviourSpace
 from cambrian.meta_agent.search._book import Acceptance, LoopEvent, LoopOutcome, Origin, RunBook
 from cambrian.meta_agent.search._compose import (
@@ -40,12 +39,14 @@ from cambrian.meta_agent.search._compose import (
     prompt_limits,
     selector_from_config,
 )
-from cambrian.meta_agent.search._evaluation import failed_run, mean_result, repeat_limits
 from cambrian.meta_agent.search._executor import Executor, LocalExecutor
 from cambrian.meta_agent.search._memory import _LRU, PromptMemory
-from cambrian.meta_agent.search._proposals import Proposer, agent_fm_budget, run_limits
+from cambrian.meta_agent.search._proposals import Proposer
 from cambrian.meta_agent.search._reflection import Outcome, RunNotes, changed_lines, result_text
 from cambrian.meta_agent.search._writes import GroupCommit
+from cambrian.meta_agent.search.arms import operator_arms, restore_bandit
+from cambrian.meta_agent.search.bandit import Arm
+from cambrian.meta_agent.search.evaluation import agent_fm_budget, failed_run, mean_result, repeat_limits, run_limits
 from cambrian.sandbox.base import Sandbox, SandboxError
 
 #: Consecutive infrastructure faults (sandbox or FM) after which the run stops for the user.

@@ -32,29 +32,8 @@ from cambrian.meta_agent.operators import (
     run_repair_note,
     supports_self_modify,
 )
-from cambrian.meta_agent.search._evaluation import AgentFMBudget
 from cambrian.meta_agent.search._executor import Executor
-
-
-def run_limits(config: RunConfig) -> Limits:
-    """The per-task limits a run's `evaluation.*` settings override (None keeps the benchmark's), and the run's
-    seed, from which each task's random seed is derived."""
-    return Limits(
-        timeout_s=config.evaluation.timeout_s,
-        memory_mb=config.evaluation.memory_mb,
-        max_output_bytes=config.evaluation.max_output_bytes,
-        seed=config.seed,
-    )
-
-
-def agent_fm_budget(config: RunConfig) -> AgentFMBudget:
-    """What one agent may spend through the gateway per task (`evaluation.agent_fm_*`); an evaluation gets
-    `.times(its tasks)`, a parent writing its child (one run) this."""
-    return AgentFMBudget(
-        max_calls=config.evaluation.agent_fm_calls,
-        max_tokens=config.evaluation.agent_fm_tokens,
-        run_seed=config.seed,
-    )
+from cambrian.meta_agent.search.evaluation import AgentFMBudget, agent_fm_budget, run_limits
 
 
 class Proposer:

@@ -54,7 +54,6 @@ from cambrian.meta_agent.config import RunConfig
 from cambrian.meta_agent.errors import ClusterError
 from cambrian.meta_agent.llm.gateway import FMGateway
 from cambrian.meta_agent.llm.remote import GatewayListener, RelayGrant, RemoteAgent
-from cambrian.meta_agent.search._evaluation import AgentFMBudget, SelfModifyRun, parent_run_outcome, parent_run_spec
 from cambrian.meta_agent.search._ray_node import NodeFault, NodeSettings, TaskOrder
 from cambrian.meta_agent.search._ray_pools import (
     NO_CLUSTER_FIX,
@@ -69,6 +68,7 @@ from cambrian.meta_agent.search._ray_pools import (
     stop_actor,
 )
 from cambrian.meta_agent.search._ray_slots import FreeSlots, NodeHandle, Slot
+from cambrian.meta_agent.search.evaluation import AgentFMBudget, SelfModifyRun, parent_run_outcome, parent_run_spec
 from cambrian.sandbox.base import RunResult, SandboxError
 
 log = logging.getLogger(__name__)

@@ -19,7 +19,8 @@ from cambrian.meta_agent.edits import EditError
 from cambrian.meta_agent.llm import ArchiveLedger, LLMClient, MemoryLedger, derive_seed
 from cambrian.meta_agent.llm.serve import LocalServer
 from cambrian.meta_agent.operators import ParentInfo, PromptContext, RewriteOperator
-from cambrian.meta_agent.search import SearchLoop, categorize, make_llm_client
+from cambrian.meta_agent.search import SearchLoop, categorize
+from cambrian.meta_agent.search.session import make_llm_client
 from cambrian.sandbox.local import LocalSandbox
 
 # A real model search: on a busy machine (load 4-13) it ran past the 900 s default; what it checks is not time.

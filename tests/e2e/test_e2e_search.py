@@ -18,7 +18,7 @@ import pytest
 from cambrian.archive.errors import RunNotFound
 from cambrian.archive.models import Agent, AgentStatus, RunStatus
 from cambrian.archive.store import Archive
-from cambrian.meta_agent.search import RUN_REPAIR_NOTE
+from cambrian.meta_agent.operators import RUN_REPAIR_NOTE
 from tests.conftest import SHORT_REPLIES
 
 pytestmark = pytest.mark.slow

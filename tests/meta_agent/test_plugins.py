@@ -32,7 +32,8 @@ from cambrian.meta_agent.operators import (
     operator_names,
 )
 from cambrian.meta_agent.plugins import SELECTORS, make_selector
-from cambrian.meta_agent.search import AgentFMBudget, Proposer
+from cambrian.meta_agent.search import Proposer
+from cambrian.meta_agent.search.evaluation import AgentFMBudget
 
 
 class Reverse(Operator):

@@ -376,7 +376,7 @@ def test_stale_image_is_refused_by_the_docker_sandbox_and_avoided_by_auto(
     client: docker.DockerClient, test_tag: str, recipe_label: str
 ) -> None:
     from cambrian.meta_agent.config import RunConfig
-    from cambrian.meta_agent.search import choose_sandbox
+    from cambrian.meta_agent.search.session import choose_sandbox
     from cambrian.sandbox.docker import DockerSandbox
     from cambrian.sandbox.local import LocalSandbox
 

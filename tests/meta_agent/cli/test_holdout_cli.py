@@ -24,7 +24,8 @@ from cambrian.evaluators.base import FeedbackPolicy
 from cambrian.meta_agent.cli import HOLDOUT_FILE, EvalTargetError, evaluate_target
 from cambrian.meta_agent.config import RunConfig
 from cambrian.meta_agent.operators import PromptContext, make_operator
-from cambrian.meta_agent.search import Reporter, SearchLoop, build_benchmark
+from cambrian.meta_agent.search import Reporter, SearchLoop
+from cambrian.meta_agent.search.session import build_benchmark
 from cambrian.meta_agent.testing import ScriptedFM
 from cambrian.sandbox.local import LocalSandbox
 from tests.meta_agent.search.test_loop_fake_fm import fenced

@@ -163,7 +163,8 @@ def test_an_unknown_command_is_a_usage_error_not_a_traceback() -> None:
 def test_a_seed_without_evolve_markers_is_said_to_be_editable_as_a_whole() -> None:
     from cambrian.evaluators.base import Genome
     from cambrian.evaluators.circle_packing import CirclePacking
-    from cambrian.meta_agent.search import Reporter, say_what_is_editable
+    from cambrian.meta_agent.search import Reporter
+    from cambrian.meta_agent.search.session import say_what_is_editable
 
     said: list[str] = []
     reporter = Reporter(info=said.append, warn=said.append, event=lambda e: None, progress=lambda d, t: None)  # type: ignore[arg-type]

@@ -144,7 +144,7 @@ def test_backend_choice() -> None:
 
 def test_fm_concurrency_is_one_for_models_llama_cpp_serves_on_the_cpu_unless_set() -> None:
     from cambrian.meta_agent.config import load_config
-    from cambrian.meta_agent.search import resolve_fm_concurrency
+    from cambrian.meta_agent.search.session import resolve_fm_concurrency
 
     if choose_backend() != "llamacpp":
         pytest.skip("vLLM and a GPU are present: local models are not served on the CPU here")
@@ -160,7 +160,7 @@ def test_fm_concurrency_is_one_for_models_llama_cpp_serves_on_the_cpu_unless_set
 def test_several_local_model_servers_share_the_cores_instead_of_each_taking_them_all() -> None:
     from cambrian.meta_agent.config import load_config
     from cambrian.meta_agent.llm.serve import default_threads
-    from cambrian.meta_agent.search import server_threads
+    from cambrian.meta_agent.search.session import server_threads
 
     assert server_threads(load_config(overrides={"fm.model": "smollm2-135m"})) is None  # one server: one per core
     two = {"fm.model": "qwen2.5-coder-1.5b", "evaluation.agent_model": "qwen2.5-coder-0.5b"}

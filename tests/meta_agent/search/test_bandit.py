@@ -10,7 +10,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from cambrian.meta_agent.search import ALGORITHMS, Arm, Bandit, BanditError, improvement_reward
+from cambrian.meta_agent.search.bandit import ALGORITHMS, Arm, Bandit, BanditError, improvement_reward
 
 ARMS = [Arm("qwen", "diff"), Arm("qwen", "rewrite"), Arm("smol", "diff")]
 PROBABILITIES = {ARMS[0]: 0.2, ARMS[1]: 0.7, ARMS[2]: 0.4}

@@ -16,9 +16,9 @@ from cambrian.archive.models import AgentStatus
 from cambrian.archive.store import Archive
 from cambrian.evaluators.base import Genome
 from cambrian.meta_agent.operators import Proposal
-from cambrian.meta_agent.search._arms import Arm
 from cambrian.meta_agent.search._book import Origin
 from cambrian.meta_agent.search._writes import GroupCommit
+from cambrian.meta_agent.search.bandit import Arm
 from cambrian.meta_agent.testing import ScriptedFM
 from tests.archive.test_write_batch import count_commits, seeded_run
 from tests.meta_agent.search.test_loop_fake_fm import VALID, make_loop

@@ -250,7 +250,7 @@ def test_a_second_ctrl_c_kills_the_running_evaluation_and_its_agent_stays_queued
     import signal
     import time
 
-    from cambrian.meta_agent.search._session import _run_with_signals
+    from cambrian.meta_agent.search.session import _run_with_signals
     from cambrian.meta_agent.testing import SleepBenchmark
 
     loop, archive = make_loop(

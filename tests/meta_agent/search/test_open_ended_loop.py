@@ -20,7 +20,9 @@ from cambrian.evaluators.circle_packing import CirclePacking
 from cambrian.evaluators.deceptive import DeceptiveTrap
 from cambrian.meta_agent.config import RunConfig
 from cambrian.meta_agent.errors import ConfigError
-from cambrian.meta_agent.search import Arm, SearchLoop, arm_history
+from cambrian.meta_agent.search import SearchLoop
+from cambrian.meta_agent.search.arms import arm_history
+from cambrian.meta_agent.search.bandit import Arm
 from cambrian.meta_agent.testing import ScriptedFM
 from cambrian.sandbox.local import LocalSandbox
 from tests.meta_agent.search.test_loop_fake_fm import VALID, fenced

@@ -30,10 +30,11 @@ from cambrian.meta_agent.config import RunConfig
 from cambrian.meta_agent.errors import ClusterError
 from cambrian.meta_agent.llm import Endpoint, LLMClient, MemoryLedger
 from cambrian.meta_agent.llm.gateway import FMGateway
-from cambrian.meta_agent.search import AgentFMBudget, SearchLoop
+from cambrian.meta_agent.search import SearchLoop
 from cambrian.meta_agent.search._executor import make_executor
 from cambrian.meta_agent.search._ray_executor import RayExecutor
 from cambrian.meta_agent.search._ray_slots import FreeSlots, NodeHandle, Slot
+from cambrian.meta_agent.search.evaluation import AgentFMBudget
 from cambrian.meta_agent.testing import ASKS_FM_AGENT, ScriptedFM, SleepBenchmark
 from cambrian.sandbox.base import SandboxError
 from cambrian.sandbox.local import LocalSandbox

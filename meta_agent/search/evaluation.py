@@ -18,8 +18,24 @@ from cambrian.archive.models import Evaluation, utcnow
 from cambrian.evaluators.base import Benchmark, Genome, Task
 from cambrian.evaluators.harness.run_program import read_outcome
 from cambrian.evaluators.runner import AgentResult, Limits, TaskResult, evaluate_agent
+from cambrian.meta_agent.config import RunConfig
 from cambrian.meta_agent.llm.gateway import AgentChannel, FMGateway
 from cambrian.sandbox.base import FM_SOCKET_INSIDE, RunResult, RunSpec, Sandbox, SandboxSession
+
+__all__ = [
+    "AgentFMBudget",
+    "SelfModifyRun",
+    "agent_fm_budget",
+    "evaluate_in_sandbox",
+    "evaluation_row",
+    "failed_run",
+    "mean_result",
+    "parent_run_outcome",
+    "parent_run_spec",
+    "repeat_limits",
+    "run_limits",
+    "run_self_modify",
+]
 
 
 @dataclass(frozen=True)
@@ -269,3 +285,24 @@ def failed_run(result: AgentResult) -> bool:
     scores, below the benchmark's optimum, did not fail: asked to "fix" it, a model sends it back unchanged
     (measured: 31 of 72 refusals on five suite tasks were such replies)."""
     return not result.valid or not any(task.passed or task.score > 0 for task in result.task_results)
+
+
+def run_limits(config: RunConfig) -> Limits:
+    """The per-task limits a run's `evaluation.*` settings override (None keeps the benchmark's), and the run's
+    seed, from which each task's random seed is derived."""
+    return Limits(
+        timeout_s=config.evaluation.timeout_s,
+        memory_mb=config.evaluation.memory_mb,
+        max_output_bytes=config.evaluation.max_output_bytes,
+        seed=config.seed,
+    )
+
+
+def agent_fm_budget(config: RunConfig) -> AgentFMBudget:
+    """What one agent may spend through the gateway per task (`evaluation.agent_fm_*`); an evaluation gets
+    `.times(its tasks)`, a parent writing its child (one run) this."""
+    return AgentFMBudget(
+        max_calls=config.evaluation.agent_fm_calls,
+        max_tokens=config.evaluation.agent_fm_tokens,
+        run_seed=config.seed,
+    )

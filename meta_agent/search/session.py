@@ -41,13 +41,33 @@ from cambrian.meta_agent.llm.serve import (
 from cambrian.meta_agent.operators import make_operator
 from cambrian.meta_agent.search._compose import check_models, check_seed_editable, fm_needed, prompt_limits
 from cambrian.meta_agent.search._executor import make_executor
-from cambrian.meta_agent.search._lock import run_lock
 from cambrian.meta_agent.search._loop import LoopEvent, LoopOutcome, SearchLoop
-from cambrian.meta_agent.search._stores import archive_path, delete_run, open_run, shown_store, store_in_use
+from cambrian.meta_agent.search.stores import archive_path, delete_run, open_run, run_lock, shown_store, store_in_use
 from cambrian.sandbox.base import Sandbox, socket_folder_mode
 from cambrian.sandbox.docker import DockerSandbox
 from cambrian.sandbox.image import ImageStatus, engine_available, image_status
 from cambrian.sandbox.local import LocalSandbox, isolation_summary
+
+__all__ = [
+    "BACKEND_FILE",
+    "INTERRUPTED",
+    "Reporter",
+    "backend_record",
+    "build_benchmark",
+    "check_backend",
+    "choose_sandbox",
+    "embedding_endpoint",
+    "fm_endpoint",
+    "make_llm_client",
+    "planned_backend",
+    "record_backend",
+    "resolve_fm_concurrency",
+    "resume_run",
+    "sandbox_with_socket_dir",
+    "say_what_is_editable",
+    "server_threads",
+    "start_run",
+]
 
 
 @dataclass

@@ -43,6 +43,8 @@ import numpy as np
 
 from cambrian.errors import CambrianError
 
+__all__ = ["ALGORITHMS", "Arm", "ArmStats", "Bandit", "BanditError", "improvement_reward"]
+
 Algorithm = Literal["ucb1", "thompson"]
 ALGORITHMS: tuple[str, ...] = ("ucb1", "thompson")
 

@@ -14,9 +14,9 @@ from collections.abc import Mapping, Sequence
 from cambrian.archive.models import Agent, AgentStatus
 from cambrian.meta_agent.config import BanditConfig
 from cambrian.meta_agent.operators import Operator
-from cambrian.meta_agent.search._bandit import Arm, Bandit, improvement_reward
+from cambrian.meta_agent.search.bandit import Arm, Bandit, improvement_reward
 
-__all__ = ["Arm", "arm_history", "cost_of", "improvement_reward", "operator_arms", "restore_bandit"]
+__all__ = ["arm_history", "cost_of", "operator_arms", "restore_bandit"]
 
 
 def operator_arms(

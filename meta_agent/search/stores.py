@@ -1,9 +1,22 @@
 """Where a run's archive lives: its own SQLite file (RUNS_DIR/<name>/archive.db) or a database shared by
-many runs (`--store URL`, recorded in RUNS_DIR/<name>/config.json), and opening an existing run by name."""
+many runs (`--store URL`, recorded in RUNS_DIR/<name>/config.json), and opening an existing run by name.
+
+The run's lock, `RUNS_DIR/<run>/run.lock` (`run_lock`): one process searches a run at a time.
+Two `cambrian resume`s of one run (or a `run --name` of a run being searched) once both went on, crashed on
+the agents they both claimed (`InvalidTransition`) and left the run marked failed. Now the second is refused,
+naming the process that holds the run. The lock is an advisory `flock` on the file, so the kernel releases it
+when its holder ends however it ends (killed included): a stale lock cannot outlive its process. It guards
+the runs of one machine's runs folder; runs kept in a shared store are searched from one machine at a time.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
+import os
+import socket
+from collections.abc import Iterator
 from pathlib import Path
 
 from sqlalchemy.engine import make_url
@@ -11,7 +24,20 @@ from sqlalchemy.engine import make_url
 from cambrian.archive.errors import ArchiveOutdated, RunNotFound
 from cambrian.archive.models import Run
 from cambrian.archive.store import Archive
-from cambrian.meta_agent.errors import ConfigError
+from cambrian.meta_agent.errors import ConfigError, RunBusy
+
+__all__ = [
+    "ARCHIVE_FILE",
+    "LOCK_FILE",
+    "RUN_FILES",
+    "archive_path",
+    "delete_run",
+    "open_run",
+    "run_lock",
+    "shown_store",
+    "store_in_use",
+    "store_of_run",
+]
 
 ARCHIVE_FILE = "archive.db"
 
@@ -125,3 +151,35 @@ def delete_run(runs_dir: Path, name: str, *, store: str | None = None, keep_logs
     if folder.is_dir() and not any(folder.iterdir()):
         folder.rmdir()
     return agents
+
+
+LOCK_FILE = "run.lock"
+
+
+@contextlib.contextmanager
+def run_lock(folder: Path, name: str) -> Iterator[None]:
+    """Hold the lock of the run kept in `folder` (created if needed) while the block runs; RunBusy, naming the
+    holder's pid and host, when another process holds it."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / LOCK_FILE
+    with open(path, "a+", encoding="utf-8") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "another process"
+            raise RunBusy(
+                f"run {name!r} is being searched now, by {holder}",
+                fix=f"let it finish, or stop it (Ctrl-C in its terminal, or `kill -INT PID`), then `cambrian resume "
+                f"{name}`; `cambrian status {name}` shows its progress meanwhile",
+            ) from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"pid {os.getpid()} on {socket.gethostname()}\n")
+        handle.flush()
+        try:
+            yield
+        finally:
+            handle.seek(0)
+            handle.truncate()
+            handle.flush()
