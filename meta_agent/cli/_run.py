@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
+import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -35,8 +36,7 @@ class CliReporter:
         self.progress: Progress | None = None
         self.task_id: TaskID | None = None
         self.seed_score: float | None = None
-        self.done = 0  # proposals ended, for the plain lines (not a terminal)
-        self.total = 0
+        self.total = 0  # the run's iterations, for the plain lines (not a terminal)
 
     def info(self, message: str) -> None:
         console.print(f"[dim]{message}[/dim]")
@@ -61,10 +61,10 @@ class CliReporter:
         self.progress.update(self.task_id, advance=advance, description=f"best {best}{seed}")
 
     def _line(self, event: LoopEvent) -> None:
-        """One plain line when a proposal ends (refused, or scored), or the seed is scored."""
+        """One plain line when a proposal ends (refused, or scored), or the seed is scored. Numbered by its
+        iteration, which a resumed run keeps (proposals end out of order when several run at once)."""
         if event.kind not in ("rejected", "evaluated", "invalid"):
             return
-        self.done += event.kind != "evaluated" or event.iteration > 0
         best = "-" if event.best_score is None else f"{event.best_score:.4f}"
         if event.iteration == 0:
             console.print(f"seed #{event.agent_id}: {event.score:.4f}", markup=False, highlight=False)
@@ -72,18 +72,16 @@ class CliReporter:
         what = (
             "refused" if event.kind == "rejected" else "invalid" if event.score is None else f"scored {event.score:.4f}"
         )
-        why = f": {event.message.splitlines()[0][:160]}" if event.message else ""
-        console.print(
-            f"proposal {self.done} (iteration {event.iteration}/{self.total}) {event.operator} on #{event.parent_id} "
-            f"-> #{event.agent_id} {what}{why}; best {best}",
-            markup=False, highlight=False, soft_wrap=True,
-        )  # fmt: skip
+        first = (event.message or "").strip().split("\n", 1)[0]
+        why = f": {textwrap.shorten(first, 160, placeholder=' ...')}" if first else ""
+        line = f"iteration {event.iteration}/{self.total}: {event.operator} on #{event.parent_id} -> #{event.agent_id}"
+        console.print(f"{line} {what}{why}; best {best}", markup=False, highlight=False, soft_wrap=True)
 
     @contextlib.contextmanager
     def progress_bar(self, completed: int, total: int) -> Iterator[None]:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-        self.done, self.total = completed, total
+        self.total = total
         if not console.is_terminal:
             yield
             return
