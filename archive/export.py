@@ -16,8 +16,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from cambrian.archive.errors import ArchiveError, DestinationNotEmpty, InvalidGenome
-from cambrian.archive.models import Agent
+from cambrian.archive.errors import AgentNotFound, ArchiveError, DestinationNotEmpty, InvalidGenome
+from cambrian.archive.models import Agent, Run
 from cambrian.archive.store import Archive, check_genome_paths
 
 MANIFEST_NAME = "manifest.json"
@@ -57,6 +57,35 @@ def _mark_missing_newline(line: str) -> str:
     if line.endswith("\n"):
         return line
     return line + _NO_NEWLINE
+
+
+def export_agents(archive: Archive, run: Run, to: Path, *, best: int = 1, agent: int | None = None) -> list[Path]:
+    """Write the `best` best agents of `run` (or its one agent `agent`) as folders `to/agent-<id>`, with the
+    run's frozen config in each manifest; returns the folders (what `cambrian export` and `Run.export` do).
+
+    Refused before anything is written: a `to` that is a file, an `agent` of another run (AgentNotFound,
+    naming its run), a run with no evaluated agent yet.
+    """
+    to = Path(to)
+    if to.exists() and not to.is_dir():
+        raise ArchiveError(f"{to} is a file, and the export is a folder", fix="export to a folder path")
+    if agent is not None:
+        row = archive.get_agent(agent)
+        if row.run_id != run.id:
+            owner = archive.get_run(int(row.run_id)).name
+            raise AgentNotFound(
+                f"agent {agent} is not in run {run.name}: it belongs to run {owner} in the same archive",
+                fix=f"pick an agent of {run.name}: `cambrian tree {run.name}` lists them",
+            )
+        ids = [agent]
+    else:
+        ids = [a.key for a in archive.best(run.key, n=best)]
+    if not ids:
+        raise ArchiveError(
+            f"run {run.name} has no evaluated agent to export yet",
+            fix=f"wait until its seed is evaluated, or `cambrian resume {run.name}`",
+        )
+    return [export_agent(archive, i, to / f"agent-{i}", config_json=run.config_json) for i in ids]
 
 
 def export_agent(archive: Archive, agent_id: int, dest: Path, *, config_json: str | None = None) -> Path:

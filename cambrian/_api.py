@@ -30,8 +30,8 @@ from cambrian.errors import CambrianError
 if TYPE_CHECKING:
     from cambrian.archive.models import Agent as AgentRow
     from cambrian.archive.store import Archive
-    from cambrian.meta_agent.cli import EvalOutcome
     from cambrian.meta_agent.search import LoopEvent, Reporter
+    from cambrian.meta_agent.search.holdout import EvalOutcome
 
 log = logging.getLogger("cambrian")
 
@@ -159,26 +159,16 @@ class Run:
     def export(self, to: str | Path, *, best: int = 1, agent: int | None = None) -> list[Path]:
         """Write the `best` best agents (or the one `agent`) as standalone folders `to/agent-<id>` (files,
         manifest.json, the diff chain from the seed), as `cambrian export` does; returns the folders."""
-        from cambrian.archive.export import export_agent
+        from cambrian.archive.export import export_agents
 
-        to = Path(to)
-        if to.exists() and not to.is_dir():
-            raise CambrianError(f"{to} is a file, and the export is a folder", fix="export to a folder path")
         with self._archive() as (archive, run_id):
-            ids = [self.agent(agent).id] if agent is not None else [a.key for a in archive.best(run_id, best)]
-            if not ids:
-                raise CambrianError(
-                    f"run {self.name} has no evaluated agent to export yet",
-                    fix="wait until its seed is evaluated (or resume the run)",
-                )
-            config_json = archive.get_run(run_id).config_json
-            return [export_agent(archive, i, to / f"agent-{i}", config_json=config_json) for i in ids]
+            return export_agents(archive, archive.get_run(run_id), Path(to), best=best, agent=agent)
 
     def evaluate(self, agent: int | Agent, *, split: str = "holdout", sandbox: str | None = None) -> EvalOutcome:
         """Score one agent on `split` (default: the holdout tasks, never seen by selection) and store the
         result apart from its search score, as `cambrian eval RUN:AGENT` does. sandbox: auto | docker | local
         (default: the run's)."""
-        from cambrian.meta_agent.cli import evaluate_target
+        from cambrian.meta_agent.search.holdout import evaluate_target
 
         agent_id = agent.id if isinstance(agent, Agent) else int(agent)
         return evaluate_target(

@@ -1,12 +1,12 @@
 """`cambrian`: start a search, browse its lineage, export the best agents.
 
 The app (`app`, `main`) and its command groups, one module each: `run`/`resume`/`db upgrade` (`_run`),
-`runs`/`status`/`tree`/`show`/`diff`/`export` (`_browse`), `eval` (`_eval`, with `_holdout`: scoring a
-folder or an archived agent apart from the search), `doctor`/`config`/`benchmarks` (`_setup`, with
-`_doctor`), `models`/`serve` (`_models`), `sandbox build|check` (`_sandbox`) and `ui`/`report` (`_ui`: the browser
-UI and the self-contained HTML report, from the `ui` package). Importing this package
-registers them all. Also public: `diagnose` (what `cambrian doctor` checks) and the eval pieces
-`evaluate_target` (an `EvalOutcome`), `folder_config`, `EvalTargetError`, `HOLDOUT_FILE`.
+`runs`/`status`/`tree`/`show`/`diff`/`export` (`_browse`), `eval` (`_eval`, over
+`cambrian.meta_agent.search.holdout`: scoring a folder or an archived agent apart from the search),
+`doctor`/`config`/`benchmarks` (`_setup`, with `_doctor`), `models`/`serve` (`_models`), `sandbox
+build|check` (`_sandbox`) and `ui`/`report` (`_ui`: the browser UI and the self-contained HTML report, from
+the `ui` package). Each is a thin layer: the work is done by the same calls the library API (`cambrian`)
+makes. Importing this package registers them all. Also public: `diagnose` and `Finding` (what `cambrian doctor` checks).
 """
 
 # isort: off
@@ -21,31 +21,14 @@ from cambrian.meta_agent.cli._app import app, main
 
 if TYPE_CHECKING:
     from cambrian.meta_agent.cli._doctor import Finding, diagnose
-    from cambrian.meta_agent.cli._holdout import (
-        HOLDOUT_FILE,
-        EvalOutcome,
-        EvalTargetError,
-        evaluate_target,
-        folder_config,
-    )
 
 
-# The doctor's and the eval pieces, imported on first use (meta_agent/_lazy.py): a command needs neither.
+# The doctor's pieces, imported on first use (meta_agent/_lazy.py): a command needs neither.
 __getattr__ = lazy_exports(
     __name__,
     {
         "cambrian.meta_agent.cli._doctor": ("Finding", "diagnose"),
-        "cambrian.meta_agent.cli._holdout": (
-            "HOLDOUT_FILE",
-            "EvalOutcome",
-            "EvalTargetError",
-            "evaluate_target",
-            "folder_config",
-        ),  # fmt: skip
     },
 )
 
-__all__ = [
-    "HOLDOUT_FILE", "EvalOutcome", "EvalTargetError", "Finding", "app", "diagnose", "evaluate_target", "folder_config",
-    "main",
-]  # fmt: skip
+__all__ = ["Finding", "app", "diagnose", "main"]

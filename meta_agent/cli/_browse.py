@@ -337,19 +337,18 @@ def export(
     store: str | None = Store,
 ) -> None:
     """Export agents as standalone folders: files, manifest.json and the diff chain from the seed."""
-    from cambrian.archive.export import export_agent
+    from cambrian.archive.export import export_agents
 
-    if to.exists() and not to.is_dir():
-        raise CambrianError(f"--to {to} is a file, and the export is a folder", fix="pass a folder path to --to")
+    if agent is not None and best != 1:
+        raise typer.BadParameter("give --agent or --best, not both", param_hint="--best")
     archive, r = open_run(runs_dir, run_name, readonly=True, store=store)
     with archive:
-        ids = [agent_of_run(archive, r, agent, store=store).key] if agent is not None else []
-        ids = ids or [a.key for a in archive.best(r.key, n=best)]
-        if not ids:
-            console.print(f"run {run_name} has no evaluated agent to export yet")
-            raise typer.Exit(1)
-        for agent_id in ids:
-            dest = export_agent(archive, agent_id, to / f"agent-{agent_id}", config_json=r.config_json)
-            exported = archive.get_agent(agent_id)
-            console.print(f"exported agent {agent_id} ({fmt_scores(exported.score, exported.holdout_score)}) to {dest}")
-        console.print(f"score an export on the holdout split: cambrian eval {to / f'agent-{ids[0]}'} --split holdout")
+        if agent is not None:
+            agent_of_run(archive, r, agent, store=store)  # names the owner run and its --store
+        folders = export_agents(archive, r, to, best=best, agent=agent)
+        for dest in folders:
+            exported = archive.get_agent(int(dest.name.removeprefix("agent-")))
+            console.print(
+                f"exported agent {exported.key} ({fmt_scores(exported.score, exported.holdout_score)}) to {dest}"
+            )
+        console.print(f"score an export on the holdout split: cambrian eval {folders[0]} --split holdout")

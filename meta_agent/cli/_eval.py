@@ -38,7 +38,7 @@ def eval_(
     A folder from `export` (yours or someone else's) decides only its benchmark, options, seed and whether its
     agent calls an FM; the FM, its endpoint and key, the sandbox and the limits are yours (defaults, --config,
     the flags). RUN:AGENT of a run kept in a shared database needs --store URL (a folder ignores it)."""
-    from cambrian.meta_agent.cli._holdout import evaluate_target
+    from cambrian.meta_agent.search.holdout import evaluate_target
 
     user_config = load_config(config, overrides={"fm.api_base": api_base, "fm.api_key_env": api_key_env})
     outcome = evaluate_target(

@@ -18,6 +18,8 @@ By role, in modules of their own:
 - `cambrian.meta_agent.search.stores`: where a run's archive lives, opening and deleting a run, its lock;
 - `cambrian.meta_agent.search.evaluation`: a child's evaluation in the sandbox (`evaluate_in_sandbox`,
   `evaluation_row`, `AgentFMBudget`, `run_limits`);
+- `cambrian.meta_agent.search.holdout`: one agent (archived or exported) scored on a split and stored apart
+  from its search score (`evaluate_target`: what `cambrian eval` and `Run.evaluate` do);
 - `cambrian.meta_agent.search.bandit`: choosing (model, operator) arms by reward (`Bandit`, `Arm`,
   `ALGORITHMS`, `improvement_reward`); `cambrian.meta_agent.search.arms`: a run's arms and the bandit's
   state, read back from the archive (`arm_history`, `restore_bandit`).

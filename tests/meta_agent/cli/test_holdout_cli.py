@@ -21,10 +21,10 @@ import pytest
 from cambrian.archive.models import AgentStatus
 from cambrian.archive.store import Archive
 from cambrian.evaluators.base import FeedbackPolicy
-from cambrian.meta_agent.cli import HOLDOUT_FILE, EvalTargetError, evaluate_target
 from cambrian.meta_agent.config import RunConfig
 from cambrian.meta_agent.operators import PromptContext, make_operator
 from cambrian.meta_agent.search import Reporter, SearchLoop
+from cambrian.meta_agent.search.holdout import HOLDOUT_FILE, EvalTargetError, evaluate_target
 from cambrian.meta_agent.search.session import build_benchmark
 from cambrian.meta_agent.testing import ScriptedFM
 from cambrian.sandbox.local import LocalSandbox
@@ -237,7 +237,7 @@ def test_cli_eval_show_tree_export_and_exported_dir_fake_fm(
 
 
 def test_a_folders_manifest_cannot_choose_the_fm_endpoint_key_or_sandbox() -> None:
-    from cambrian.meta_agent.cli import folder_config
+    from cambrian.meta_agent.search.holdout import folder_config
 
     hostile = {
         "benchmark": "circle_packing", "benchmark_options": {"n": 7}, "seed": 3,

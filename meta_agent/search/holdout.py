@@ -1,4 +1,5 @@
-"""`cambrian eval`: run one agent (in a run's archive, or exported to a folder) on a split, store the result apart.
+"""What `cambrian eval` and `Run.evaluate` do: run one agent (in a run's archive, or exported to a folder) on a
+split, and store the result apart.
 
 A holdout score is a fact about an agent that selection must never see: for
 `RUN:AGENT` it goes to `Agent.holdout_score` (plus per-task rows with split
@@ -35,11 +36,18 @@ from cambrian.meta_agent.config import RunConfig
 from cambrian.meta_agent.errors import CambrianError
 from cambrian.meta_agent.llm import ArchiveLedger, Ledger, LLMClient, MemoryLedger, close_http_sessions
 from cambrian.meta_agent.llm.gateway import FMGateway
-from cambrian.meta_agent.search import Reporter
 from cambrian.meta_agent.search.evaluation import AgentFMBudget, evaluate_in_sandbox, evaluation_row
-from cambrian.meta_agent.search.session import build_benchmark, fm_endpoint, make_llm_client, sandbox_with_socket_dir
+from cambrian.meta_agent.search.session import (
+    Reporter,
+    build_benchmark,
+    fm_endpoint,
+    make_llm_client,
+    sandbox_with_socket_dir,
+)
 from cambrian.meta_agent.search.stores import open_run, shown_store
 from cambrian.sandbox.base import socket_folder_mode
+
+__all__ = ["HOLDOUT_FILE", "HOLDOUT_FORMAT", "EvalOutcome", "EvalTargetError", "evaluate_target", "folder_config"]
 
 HOLDOUT_FILE = "holdout.json"
 #: Bumped when holdout.json's fields change meaning.
