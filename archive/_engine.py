@@ -129,8 +129,10 @@ def _configure_postgresql(engine: Engine) -> None:
             mark = secrets.token_hex(16)  # hex only: safe inside the statement's text
             last = connection.info.get(_LAST_MARK_KEY)
             forget = f"DELETE FROM commitmark WHERE token = '{last}'; " if last else ""
-            statement = f"BEGIN; {forget}INSERT INTO commitmark (token, created_at) VALUES ('{mark}', now()); " \
-                        "SELECT txid_current()"  # fmt: skip
+            statement = (
+                f"BEGIN; {forget}INSERT INTO commitmark (token, created_at) VALUES ('{mark}', now()); "
+                "SELECT txid_current()"
+            )
         try:
             cursor = driver.execute(statement)  # no parameters: one simple-protocol query
             if write:

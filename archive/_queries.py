@@ -123,13 +123,17 @@ class QueriesMixin:
         """(agent_id, task_id, score, passed, executed) of every search-split task run of the run's
         evaluated agents, by agent id: what behaviour vectors and HGM's pooled task counts are built from."""
         query = (
-            core_select(_EVALUATION.c.agent_id, _EVALUATION.c.task_id, _EVALUATION.c.score,
-                        _EVALUATION.c.passed, _EVALUATION.c.executed)
+            core_select(
+                _EVALUATION.c.agent_id,
+                _EVALUATION.c.task_id,
+                _EVALUATION.c.score,
+                _EVALUATION.c.passed,
+                _EVALUATION.c.executed,
+            )
             .join(_AGENT, _AGENT.c.id == _EVALUATION.c.agent_id)
-            .where(_AGENT.c.run_id == run_id, _AGENT.c.status == AgentStatus.evaluated,
-                   _EVALUATION.c.split == "search")
+            .where(_AGENT.c.run_id == run_id, _AGENT.c.status == AgentStatus.evaluated, _EVALUATION.c.split == "search")
             .order_by(_EVALUATION.c.agent_id, _EVALUATION.c.id)
-        )  # fmt: skip
+        )
         with self._transaction(write=False) as connection:
             return [(int(r[0]), str(r[1]), float(r[2]), bool(r[3]), bool(r[4])) for r in connection.execute(query)]
 

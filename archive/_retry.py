@@ -112,8 +112,10 @@ class Reconnector:
                     first_failure = now
                     _log.warning(
                         "the archive %s went away (%s); reconnecting and retrying for up to %.0f s",
-                        self.where, first_line(error), self.deadline_s,
-                    )  # fmt: skip
+                        self.where,
+                        first_line(error),
+                        self.deadline_s,
+                    )
                 elif now - first_failure > self.deadline_s:
                     raise self.gave_up(error) from error
                 time.sleep(pause)

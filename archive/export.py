@@ -120,10 +120,16 @@ def export_agent(archive: Archive, agent_id: int, dest: Path, *, config_json: st
     genomes = {a.id: archive.get_genome(a.genome_hash)[0] if a.genome_hash else {} for a in lineage}
     # Everything that can fail is read before the first write: no half-written exports.
     manifest = _manifest(
-        archive, agent, run_name=run.name, benchmark=run.benchmark, cambrian_version=run.cambrian_version,
-        config_json=config_json if config_json is not None else run.config_json, entry=entry, files=files,
+        archive,
+        agent,
+        run_name=run.name,
+        benchmark=run.benchmark,
+        cambrian_version=run.cambrian_version,
+        config_json=config_json if config_json is not None else run.config_json,
+        entry=entry,
+        files=files,
         lineage=lineage,
-    )  # fmt: skip
+    )
 
     dest.mkdir(parents=True, exist_ok=True)
     for path, text in files.items():

@@ -420,14 +420,33 @@ class Archive(BatchMixin, LedgerMixin, QueriesMixin):
             )
         now = utcnow()
         values: dict[str, Any] = {
-            "run_id": run_id, "genome_hash": None, "parent_id": parent_id, "second_parent_id": second_parent_id,
-            "iteration": iteration, "operator": operator, "model": model, "status": status, "score": None,
-            "holdout_score": None, "stage_reached": 0, "n_tasks": 0, "invalid_reason": invalid_reason,
-            "feedback": feedback, "eval_attempts": int(status is AgentStatus.evaluating), "eval_seconds": None,
-            "prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens, "cost_usd": cost_usd,
-            "created_at": now, "updated_at": now, "repair_note": repair_note, "repeats": 1, "score_spread": None,
-            "behaves_as": None, "fm_seconds": fm_seconds,
-        }  # fmt: skip
+            "run_id": run_id,
+            "genome_hash": None,
+            "parent_id": parent_id,
+            "second_parent_id": second_parent_id,
+            "iteration": iteration,
+            "operator": operator,
+            "model": model,
+            "status": status,
+            "score": None,
+            "holdout_score": None,
+            "stage_reached": 0,
+            "n_tasks": 0,
+            "invalid_reason": invalid_reason,
+            "feedback": feedback,
+            "eval_attempts": int(status is AgentStatus.evaluating),
+            "eval_seconds": None,
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "cost_usd": cost_usd,
+            "created_at": now,
+            "updated_at": now,
+            "repair_note": repair_note,
+            "repeats": 1,
+            "score_spread": None,
+            "behaves_as": None,
+            "fm_seconds": fm_seconds,
+        }
         with self._transaction(write=True) as connection:
             if files is not None and entry is not None:  # files without an entry were refused above
                 values["genome_hash"] = self._put_genome(connection, files, entry)
@@ -483,10 +502,18 @@ class Archive(BatchMixin, LedgerMixin, QueriesMixin):
                 fix="finish as invalid (with the reason) when the benchmark produced no usable score",
             )
         params = {
-            "agent_id": agent_id, "now": utcnow(), "score": score, "stage_reached": stage_reached,
-            "invalid_reason": invalid_reason, "eval_seconds": eval_seconds, "n_tasks": len(evaluations),
-            "feedback": feedback, "repeats": repeats, "score_spread": score_spread, "behaves_as": behaves_as,
-        }  # fmt: skip
+            "agent_id": agent_id,
+            "now": utcnow(),
+            "score": score,
+            "stage_reached": stage_reached,
+            "invalid_reason": invalid_reason,
+            "eval_seconds": eval_seconds,
+            "n_tasks": len(evaluations),
+            "feedback": feedback,
+            "repeats": repeats,
+            "score_spread": score_spread,
+            "behaves_as": behaves_as,
+        }
         with self._transaction(write=True) as connection:
             row = _FINISH[status].run(connection, params).first()
             if row is None:

@@ -26,9 +26,17 @@ _MIN_CAPACITY = 16
 
 # The per-row arrays that `_grow` copies; 2-D ones keep their column count.
 _COLUMNS = (
-    "_ids", "_scores", "_parent_ids", "_parent_rows", "_n_children",
-    "_own", "_clade", "_descriptors", "_embeddings", "_knn",
-)  # fmt: skip
+    "_ids",
+    "_scores",
+    "_parent_ids",
+    "_parent_rows",
+    "_n_children",
+    "_own",
+    "_clade",
+    "_descriptors",
+    "_embeddings",
+    "_knn",
+)
 
 
 class ArchiveView:

@@ -33,9 +33,13 @@ RUNS = (("deceptive", "deceptive-map-elites", 80, "map_elites"), ("symbolic_regr
 def search_runs(runs_dir: Path) -> None:
     for benchmark, name, iterations, strategy in RUNS:
         cambrian.search(
-            benchmark, iterations=iterations, sandbox="local", runs_dir=runs_dir, name=name,
+            benchmark,
+            iterations=iterations,
+            sandbox="local",
+            runs_dir=runs_dir,
+            name=name,
             config={"search": {"operators": {"ast_mutate": 1.0}, "strategy": strategy}},
-        )  # fmt: skip
+        )
 
 
 def free_port() -> int:

@@ -103,10 +103,16 @@ def archive_ms(path: Path, c: Candidates) -> float:
             for i in batches[step] if step < len(batches) else ():
                 calls.append(
                     functools.partial(
-                        archive.add_agent, c.run_id, files={c.entry: c.texts[i]}, entry=c.entry,
-                        parent_id=c.root_id, operator="diff", iteration=i + 1, link_llm_calls=True,
+                        archive.add_agent,
+                        c.run_id,
+                        files={c.entry: c.texts[i]},
+                        entry=c.entry,
+                        parent_id=c.root_id,
+                        operator="diff",
+                        iteration=i + 1,
+                        link_llm_calls=True,
                     )
-                )  # fmt: skip
+                )
                 kinds.append(i)
             for i in batches[step - 1] if 0 <= step - 1 < len(batches) else ():
                 calls.append(functools.partial(archive.mark_evaluating, ids[i]))
@@ -114,10 +120,16 @@ def archive_ms(path: Path, c: Candidates) -> float:
             for i in batches[step - 2] if 0 <= step - 2 < len(batches) else ():
                 calls.append(
                     functools.partial(
-                        archive.finish_evaluation, ids[i], status=AgentStatus.evaluated, score=1.0, feedback="ok",
-                        eval_seconds=0.1, evaluations=c.evaluations, descriptor={"a": 1.0, "b": 2.0},
+                        archive.finish_evaluation,
+                        ids[i],
+                        status=AgentStatus.evaluated,
+                        score=1.0,
+                        feedback="ok",
+                        eval_seconds=0.1,
+                        evaluations=c.evaluations,
+                        descriptor={"a": 1.0, "b": 2.0},
                     )
-                )  # fmt: skip
+                )
                 kinds.append(-1)
             for i, outcome in zip(kinds, archive.write_batch(calls), strict=True):
                 assert not isinstance(outcome, Exception), outcome
@@ -160,8 +172,30 @@ def raw_ms(path: Path, c: Candidates) -> float:
         if cursor.rowcount == 1:
             cursor.execute("INSERT INTO genomefile (genome_hash, path, text) VALUES (?, ?, ?)", (digest, c.entry, text))
         at = now()
-        values = (c.run_id, digest, c.root_id, None, i + 1, "diff", None, "proposed", None, None, 0, 0, None, None, 0,
-                  None, 0, 0, 0.0, at, at, None)  # fmt: skip
+        values = (
+            c.run_id,
+            digest,
+            c.root_id,
+            None,
+            i + 1,
+            "diff",
+            None,
+            "proposed",
+            None,
+            None,
+            0,
+            0,
+            None,
+            None,
+            0,
+            None,
+            0,
+            0,
+            0.0,
+            at,
+            at,
+            None,
+        )
         cursor.execute(f"INSERT INTO agent ({_AGENT_COLUMNS}) VALUES ({', '.join('?' * 22)}) RETURNING id", values)
         ids[i] = cursor.fetchone()[0]
         cursor.execute(

@@ -122,10 +122,15 @@ def _config(model: str, operator: str, benchmark: str, seed: int, args: argparse
 
 def _change(parent: Any, child: Any, limit: int = 3000) -> str:
     """The child's entry file as a unified diff against the parent's, for reading what the model did."""
-    diff = "".join(difflib.unified_diff(
-        parent.files[parent.entry].splitlines(keepends=True), child.files[child.entry].splitlines(keepends=True),
-        "parent", "child", n=1,
-    ))  # fmt: skip
+    diff = "".join(
+        difflib.unified_diff(
+            parent.files[parent.entry].splitlines(keepends=True),
+            child.files[child.entry].splitlines(keepends=True),
+            "parent",
+            "child",
+            n=1,
+        )
+    )
     return diff if len(diff) <= limit else diff[:limit] + "\n... (cut)\n"
 
 
@@ -152,10 +157,16 @@ async def _evaluate(
 
     started = time.perf_counter()
     result = await evaluate_in_sandbox(
-        benchmark, genome, sandbox, agent_id=agent_id, iteration=agent_id, split="search",
-        limits=run_limits(config), gateway=gateway,
+        benchmark,
+        genome,
+        sandbox,
+        agent_id=agent_id,
+        iteration=agent_id,
+        split="search",
+        limits=run_limits(config),
+        gateway=gateway,
         fm_budget=agent_fm_budget(config).times(len(list(benchmark.tasks("search")))),  # per task, as a search
-    )  # fmt: skip
+    )
     return result, time.perf_counter() - started
 
 
@@ -186,9 +197,13 @@ async def _cell(
         benchmark = build_benchmark(config)
         operator = make_operator(operator_name)
         proposer = Proposer.from_config(
-            config, benchmark=benchmark, operators={operator_name: operator}, llms={model: llm},
-            executor=LocalExecutor(sandbox, slots=1), gateway=lambda: gateway,
-        )  # fmt: skip
+            config,
+            benchmark=benchmark,
+            operators={operator_name: operator},
+            llms={model: llm},
+            executor=LocalExecutor(sandbox, slots=1),
+            gateway=lambda: gateway,
+        )
         if args.idea:
             proposer.ideas = (args.idea,)  # every proposal asked for this one direction
         parent_score = parents["parent_score"]
@@ -207,9 +222,14 @@ async def _cell(
                     # As the loop does: the failed run goes back to the FM once, in the same conversation.
                     started = time.perf_counter()
                     fixed = await proposer.fix(
-                        operator_name, ctx, proposal, result.invalid_reason or result.feedback,
-                        model=model, iteration=record.index, attempt=0,
-                    )  # fmt: skip
+                        operator_name,
+                        ctx,
+                        proposal,
+                        result.invalid_reason or result.feedback,
+                        model=model,
+                        iteration=record.index,
+                        attempt=0,
+                    )
                     record.repair_s = time.perf_counter() - started
                     record.prompt_tokens += fixed.prompt_tokens
                     record.completion_tokens += fixed.completion_tokens
@@ -233,27 +253,43 @@ async def _cell(
             else:
                 record.outcome, record.reason = "failed_eval", _failure(result)
                 record.category = categorize(record.reason)
-            say(f"  {model} {operator_name} {benchmark_name} seed {seed} #{record.index}: {record.outcome}"
-                f" score {record.score} {record.category if record.outcome != 'valid' else ''}")  # fmt: skip
+            say(
+                f"  {model} {operator_name} {benchmark_name} seed {seed} #{record.index}: {record.outcome}"
+                f" score {record.score} {record.category if record.outcome != 'valid' else ''}"
+            )
 
         for index in range(1, n + 1):
             started = time.perf_counter()
             proposal = await proposer.propose(operator_name, ctx, model=model, iteration=index, attempt=0)
             seconds = time.perf_counter() - started
             record = Record(
-                model=model, operator=operator_name, benchmark=benchmark_name, seed=seed, index=index,
-                outcome="invalid_edit", reason=proposal.reason or "", category="", parent_score=parent_score,
-                score=None, improved=False, prompt_tokens=proposal.prompt_tokens,
-                completion_tokens=proposal.completion_tokens, propose_s=seconds, eval_s=0.0,
-                repair_note=getattr(proposal, "repair_note", "") or "", idea=getattr(proposal, "idea", "") or "",
-            )  # fmt: skip
+                model=model,
+                operator=operator_name,
+                benchmark=benchmark_name,
+                seed=seed,
+                index=index,
+                outcome="invalid_edit",
+                reason=proposal.reason or "",
+                category="",
+                parent_score=parent_score,
+                score=None,
+                improved=False,
+                prompt_tokens=proposal.prompt_tokens,
+                completion_tokens=proposal.completion_tokens,
+                propose_s=seconds,
+                eval_s=0.0,
+                repair_note=getattr(proposal, "repair_note", "") or "",
+                idea=getattr(proposal, "idea", "") or "",
+            )
             records.append(record)
             if proposal.genome is not None:
                 record.change = _change(ctx.parent.genome, proposal.genome)
             if proposal.genome is None:
                 record.category = categorize(record.reason)
-                say(f"  {model} {operator_name} {benchmark_name} seed {seed} #{index}: invalid edit "
-                    f"({record.category}) in {seconds:.1f} s")  # fmt: skip
+                say(
+                    f"  {model} {operator_name} {benchmark_name} seed {seed} #{index}: invalid edit "
+                    f"({record.category}) in {seconds:.1f} s"
+                )
                 continue
             agent_id = 1000 * seed + index + 10
             # One evaluation at a time, overlapping the next proposal (as a search's pipeline does).
@@ -316,14 +352,25 @@ async def _model_cells(model: str, args: argparse.Namespace, say: Any) -> list[R
                 try:
                     for benchmark_name in args.benchmarks:
                         parents = await _evaluate_parents(benchmark_name, model, args, sandbox, gateway, runs_dir)
-                        say(f"{benchmark_name}: seed scores {parents['parent_score']:.4f}, "
-                            f"crossover's second parent {parents['second_score']:.4f}")  # fmt: skip
+                        say(
+                            f"{benchmark_name}: seed scores {parents['parent_score']:.4f}, "
+                            f"crossover's second parent {parents['second_score']:.4f}"
+                        )
                         for operator_name in args.operators:
                             records += await _cell(
-                                model=model, operator_name=operator_name, benchmark_name=benchmark_name,
-                                seeds=args.seeds, n=args.n, args=args, llm=llm, parents=parents,
-                                sandbox=sandbox, gateway=gateway, runs_dir=runs_dir, say=say,
-                            )  # fmt: skip
+                                model=model,
+                                operator_name=operator_name,
+                                benchmark_name=benchmark_name,
+                                seeds=args.seeds,
+                                n=args.n,
+                                args=args,
+                                llm=llm,
+                                parents=parents,
+                                sandbox=sandbox,
+                                gateway=gateway,
+                                runs_dir=runs_dir,
+                                say=say,
+                            )
                 finally:
                     await gateway.close()
         finally:
@@ -405,16 +452,18 @@ def summarize(records: Sequence[Record]) -> list[CellSummary]:
                 reasons=dict(Counter(r.category for r in rows if r.outcome != "valid").most_common()),
                 run_repairs=sum(r.repaired_after_run for r in rows),
                 run_repairs_valid=sum(r.repaired_after_run and r.outcome == "valid" for r in rows),
-            )  # fmt: skip
+            )
         )
     return out
 
 
 def table(summaries: Sequence[CellSummary]) -> str:
     """The markdown table the README keeps."""
-    header = ("| benchmark | model | operator | valid (95% CI) | improved (95% CI) | parent | best@N | best "
-              "| tokens/proposal | s/proposal median (p90) | run repairs (valid after) "
-              "| top reasons it did not count |")  # fmt: skip
+    header = (
+        "| benchmark | model | operator | valid (95% CI) | improved (95% CI) | parent | best@N | best "
+        "| tokens/proposal | s/proposal median (p90) | run repairs (valid after) "
+        "| top reasons it did not count |"
+    )
     lines = [header, "|" + "---|" * 12]
     for s in summaries:
         _, vlo, vhi = wilson(s.valid, s.proposals)
@@ -436,8 +485,9 @@ def _fmt(value: float | None) -> str:
 def _git_commit() -> str:
     try:
         done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=10)
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True,
-                               text=True, timeout=10).stdout.strip()  # fmt: skip
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True, timeout=10
+        ).stdout.strip()
         return done.stdout.strip() + ("+dirty" if dirty else "")
     except (OSError, subprocess.SubprocessError):
         return "unknown"

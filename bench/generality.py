@@ -56,10 +56,20 @@ class SuiteTask:
 
 
 TASKS: tuple[SuiteTask, ...] = (
-    SuiteTask("circle_packing-rings", "circle_packing", "numbers in loops (rings seed)", (("start", "rings"),),
-              "2.635 (AlphaEvolve; published best)"),
-    SuiteTask("circle_packing-grid", "circle_packing", "strict local optimum (grid seed)", (("start", "grid"),),
-              "2.635 (AlphaEvolve; published best)"),
+    SuiteTask(
+        "circle_packing-rings",
+        "circle_packing",
+        "numbers in loops (rings seed)",
+        (("start", "rings"),),
+        "2.635 (AlphaEvolve; published best)",
+    ),
+    SuiteTask(
+        "circle_packing-grid",
+        "circle_packing",
+        "strict local optimum (grid seed)",
+        (("start", "grid"),),
+        "2.635 (AlphaEvolve; published best)",
+    ),
     SuiteTask("deceptive", "deceptive", "a list of numbers, deceptive", (), "1.0 (every bit 1)"),
     SuiteTask("arc-program", "arc-program", "grid transform (ARC a5313dff)", (), "1.0 (every pair exact)"),
     SuiteTask("knapsack", "knapsack", "one-return priority function"),
@@ -70,7 +80,7 @@ TASKS: tuple[SuiteTask, ...] = (
     SuiteTask("graph_colouring", "graph_colouring", "two-file genome"),
     SuiteTask("job_order", "job_order", "no numeric constants"),
     SuiteTask("strip_packing", "strip_packing", "300-line seed"),
-)  # fmt: skip
+)
 
 
 @dataclass
@@ -116,8 +126,23 @@ def run_task(task: SuiteTask, seed: int, iterations: int, extra: Sequence[str], 
 
     name = f"{task.name}-{seed}"
     options = [arg for key, value in task.options for arg in ("--set", f"benchmark_options.{key}={value}")]
-    command = [sys.executable, "-m", "cambrian", "run", task.benchmark, "--iterations", str(iterations),
-               "--name", name, "--runs-dir", str(runs_dir), "--set", f"seed={seed}", *options, *extra]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "cambrian",
+        "run",
+        task.benchmark,
+        "--iterations",
+        str(iterations),
+        "--name",
+        name,
+        "--runs-dir",
+        str(runs_dir),
+        "--set",
+        f"seed={seed}",
+        *options,
+        *extra,
+    ]
     started = time.perf_counter()
     done = subprocess.run(command, capture_output=True, text=True, env={**os.environ, "COLUMNS": "200"})
     seconds = time.perf_counter() - started
@@ -142,11 +167,20 @@ def run_task(task: SuiteTask, seed: int, iterations: int, extra: Sequence[str], 
     gain = summary.gain
     path = "; ".join(f"#{e.agent_id} {e.operator} {e.parent_score or 0:.4f}->{e.score:.4f}" for e in summary.path)
     return TaskRun(
-        task=task.name, seed=seed, exit_code=done.returncode, seconds=seconds, seed_score=summary.seed_score,
-        best_score=summary.best_score, improved=gain is not None and gain > 1e-9, proposals=summary.proposals,
-        valid=summary.valid, proposing_minutes=minutes,
-        by_operator=by_operator, path=path, tail=tail,
-    )  # fmt: skip
+        task=task.name,
+        seed=seed,
+        exit_code=done.returncode,
+        seconds=seconds,
+        seed_score=summary.seed_score,
+        best_score=summary.best_score,
+        improved=gain is not None and gain > 1e-9,
+        proposals=summary.proposals,
+        valid=summary.valid,
+        proposing_minutes=minutes,
+        by_operator=by_operator,
+        path=path,
+        tail=tail,
+    )
 
 
 def _fmt(value: float | None) -> str:
@@ -200,8 +234,9 @@ def table(runs: Sequence[TaskRun], references: dict[str, float | None]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tasks", default="", help="comma-separated task names (default: all): " +
-                        ", ".join(t.name for t in TASKS))  # fmt: skip
+    parser.add_argument(
+        "--tasks", default="", help="comma-separated task names (default: all): " + ", ".join(t.name for t in TASKS)
+    )
     parser.add_argument("--seeds", default="0,1,2", help="comma-separated run seeds")
     parser.add_argument("--iterations", type=int, default=40, help="proposals per search")
     parser.add_argument("--label", default=None, help="names the result file (default: the time)")
@@ -253,9 +288,12 @@ def main(argv: Sequence[str] | None = None) -> None:
                 run = run_task(task, seed, args.iterations, args.extra, Path(runs_dir))
                 runs.append(run)
                 rate = f"{run.proposals / run.proposing_minutes:.2f}/min" if run.proposing_minutes else "-"
-                print(f"{task.name} seed {seed}: exit {run.exit_code}, {run.seconds / 60:.1f} min, seed "
-                      f"{_fmt(run.seed_score)} -> best {_fmt(run.best_score)}, {run.valid}/{run.proposals} valid, "
-                      f"{rate}, {run.by_operator} {run.path}", flush=True)  # fmt: skip
+                print(
+                    f"{task.name} seed {seed}: exit {run.exit_code}, {run.seconds / 60:.1f} min, seed "
+                    f"{_fmt(run.seed_score)} -> best {_fmt(run.best_score)}, {run.valid}/{run.proposals} valid, "
+                    f"{rate}, {run.by_operator} {run.path}",
+                    flush=True,
+                )
                 if run.exit_code != 0:
                     print(run.tail, flush=True)
                 meta["finished"] = datetime.now(timezone.utc).isoformat(timespec="seconds")

@@ -37,9 +37,17 @@ from humaneval_holdout import RESULTS_DIR, bootstrap_mean, cli
 AGENTS_DIR = Path(__file__).resolve().parent / "humaneval_agents"
 SEED_AGENT = Path(__file__).resolve().parent.parent / "evaluators" / "humaneval" / "seed" / "agent.py"
 SEED_RUN = [
-    "--iterations", "0", "--name", "seed", "--set", "benchmark_options.n_search=5",
-    "--set", "benchmark_options.stage_sizes=[5]", "--set", "benchmark_options.thresholds=[0.2]",
-]  # fmt: skip
+    "--iterations",
+    "0",
+    "--name",
+    "seed",
+    "--set",
+    "benchmark_options.n_search=5",
+    "--set",
+    "benchmark_options.stage_sizes=[5]",
+    "--set",
+    "benchmark_options.thresholds=[0.2]",
+]
 
 
 #: Variants that are the seed agent with some of its constants set (its sampling path, off in the seed).
@@ -84,8 +92,10 @@ def evaluate(folder: Path, model: str) -> dict:
 
 def table(results: dict[str, dict]) -> str:
     seed = results["seed"]["tasks"]
-    lines = ["| agent | holdout | FM calls | minutes | gain over the seed (95% interval) | tasks changed |",
-             "|---|---|---|---|---|---|"]  # fmt: skip
+    lines = [
+        "| agent | holdout | FM calls | minutes | gain over the seed (95% interval) | tasks changed |",
+        "|---|---|---|---|---|---|",
+    ]
     for name, result in results.items():
         tasks = result["tasks"]
         changed = [f"{t} {seed[t]:.0f}->{tasks[t]:.0f}" for t in sorted(seed) if tasks.get(t) != seed[t]]
@@ -93,8 +103,10 @@ def table(results: dict[str, dict]) -> str:
         if name != "seed":
             mean, low, high = bootstrap_mean([[tasks[t] - seed[t] for t in sorted(seed)]])
             gain = f"{mean:+.4f} [{low:+.4f}, {high:+.4f}]"
-        lines.append(f"| {name} | {result['score']:.4f} | {result['fm_calls']} | {result['minutes']:.1f} | {gain} "
-                     f"| {', '.join(changed) or '-'} |")  # fmt: skip
+        lines.append(
+            f"| {name} | {result['score']:.4f} | {result['fm_calls']} | {result['minutes']:.1f} | {gain} "
+            f"| {', '.join(changed) or '-'} |"
+        )
     return "\n".join(lines)
 
 
@@ -103,10 +115,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--model", default="qwen2.5-coder-0.5b", help="the model the agents call")
     parser.add_argument("--agents", default="selfcheck,sample4", help="variants: SETTINGS or bench/humaneval_agents/")
     parser.add_argument(
-        "--agent-timeout", type=float, default=None,
+        "--agent-timeout",
+        type=float,
+        default=None,
         help="benchmark_options.timeout_s: seconds for one agent run (default: the benchmark's 180; a 1.5B agent "
         "model on 2 cores needs more for several answers)",
-    )  # fmt: skip
+    )
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--report", type=Path, default=None, help="print the table of an earlier JSON file only")
     args = parser.parse_args(argv)
@@ -116,9 +130,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         return
     label = Path(args.model).stem if args.model.endswith(".gguf") else args.model
     out = args.out or RESULTS_DIR / f"humaneval_ceiling-{label}.json"
-    meta = {"model": args.model, "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            "agent_timeout_s": args.agent_timeout or 180.0,
-            "command": f"cambrian eval DIR --split holdout --model {args.model} --allow-modified"}  # fmt: skip
+    meta = {
+        "model": args.model,
+        "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "agent_timeout_s": args.agent_timeout or 180.0,
+        "command": f"cambrian eval DIR --split holdout --model {args.model} --allow-modified",
+    }
     results: dict[str, dict] = {}
     with tempfile.TemporaryDirectory(prefix="cambrian-ceiling-") as scratch:
         runs = Path(scratch) / "runs"
@@ -133,8 +150,11 @@ def main(argv: Sequence[str] | None = None) -> None:
             if name != "seed":
                 (folder / "agent.py").write_text(assemble(name), encoding="utf-8")
             results[name] = evaluate(folder, args.model)
-            print(f"{name}: holdout {results[name]['score']:.4f} ({results[name]['fm_calls']} FM calls, "
-                  f"{results[name]['minutes']:.1f} min)", flush=True)  # fmt: skip
+            print(
+                f"{name}: holdout {results[name]['score']:.4f} ({results[name]['fm_calls']} FM calls, "
+                f"{results[name]['minutes']:.1f} min)",
+                flush=True,
+            )
             out.parent.mkdir(parents=True, exist_ok=True)
             out.write_text(json.dumps({"meta": meta, "results": results}, indent=1))
     print(table(results))

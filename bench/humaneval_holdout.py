@@ -114,12 +114,24 @@ def run_seed(
     best_tasks = seed_tasks if best_agent == seed_agent else holdout_tasks(database, best_agent)
     path = "; ".join(f"#{e.agent_id} {e.operator} {e.parent_score or 0:.4f}->{e.score:.4f}" for e in summary.path)
     return SeedRun(
-        seed=seed, search_minutes=search_minutes, holdout_minutes=holdout_minutes, exit_code=done.returncode,
-        proposals=summary.proposals, valid=summary.valid, seed_agent=seed_agent, best_agent=best_agent,
-        seed_search=summary.seed_score, best_search=summary.best_score,
-        seed_holdout=_mean(seed_tasks), best_holdout=_mean(best_tasks), path=path,
-        seed_tasks=seed_tasks, seed_tasks_from=seed_from, best_tasks=best_tasks, tail=tail,
-    )  # fmt: skip
+        seed=seed,
+        search_minutes=search_minutes,
+        holdout_minutes=holdout_minutes,
+        exit_code=done.returncode,
+        proposals=summary.proposals,
+        valid=summary.valid,
+        seed_agent=seed_agent,
+        best_agent=best_agent,
+        seed_search=summary.seed_score,
+        best_search=summary.best_score,
+        seed_holdout=_mean(seed_tasks),
+        best_holdout=_mean(best_tasks),
+        path=path,
+        seed_tasks=seed_tasks,
+        seed_tasks_from=seed_from,
+        best_tasks=best_tasks,
+        tail=tail,
+    )
 
 
 def _mean(scores: dict[str, float]) -> float | None:
@@ -142,9 +154,7 @@ def bootstrap_mean(
     group's differences resampled with replacement)."""
     mean = sum(sum(d) / len(d) for d in diffs) / len(diffs)
     rng = random.Random(rng_seed)
-    means = sorted(
-        sum(sum(rng.choices(d, k=len(d))) / len(d) for d in diffs) / len(diffs) for _ in range(draws)
-    )  # fmt: skip
+    means = sorted(sum(sum(rng.choices(d, k=len(d))) / len(d) for d in diffs) / len(diffs) for _ in range(draws))
     return mean, means[int(0.025 * draws)], means[int(0.975 * draws) - 1]
 
 
@@ -161,7 +171,7 @@ def table(runs: Sequence[SeedRun]) -> str:
         "| seed | search min | holdout min | valid children | seed: search / holdout | best: search / holdout "
         "| holdout gain | edits to the best |",
         "|" + "---|" * 8,
-    ]  # fmt: skip
+    ]
     for r in runs:
         gain = f"{r.best_holdout - r.seed_holdout:+.4f}" if _complete(r) else "-"  # type: ignore[operator]
         lines.append(
@@ -169,7 +179,7 @@ def table(runs: Sequence[SeedRun]) -> str:
             f"| {_score(r.seed_search)} / {_score(r.seed_holdout)} "
             f"| {_score(r.best_search)} / {_score(r.best_holdout)} "
             f"| {gain} | {r.path or '-'} |"
-        )  # fmt: skip
+        )
     complete = [r for r in runs if _complete(r)]
     if complete:
         mean, low, high = paired_gain(complete)
@@ -179,7 +189,7 @@ def table(runs: Sequence[SeedRun]) -> str:
             f"\nholdout gain (best - seed) over {len(complete)} seeds: {mean:+.4f}, 95% interval "
             f"[{low:+.4f}, {high:+.4f}] (paired bootstrap over holdout tasks; {verdict}); "
             f"gained in {gained} of {len(complete)} seeds"
-        )  # fmt: skip
+        )
     return "\n".join(lines)
 
 
@@ -206,10 +216,20 @@ def main(argv: Sequence[str] | None = None) -> None:
         print(table([SeedRun(**row) for row in saved["runs"]]))
         return
     search_args = [
-        "run", "humaneval", "--iterations", str(args.iterations), "--wall-seconds", str(args.wall_seconds),
-        "--set", f"benchmark_options.n_search={args.n_search}", "--set", "benchmark_options.stage_sizes=[5]",
-        "--set", "benchmark_options.thresholds=[0.2]", *args.extra,
-    ]  # fmt: skip
+        "run",
+        "humaneval",
+        "--iterations",
+        str(args.iterations),
+        "--wall-seconds",
+        str(args.wall_seconds),
+        "--set",
+        f"benchmark_options.n_search={args.n_search}",
+        "--set",
+        "benchmark_options.stage_sizes=[5]",
+        "--set",
+        "benchmark_options.thresholds=[0.2]",
+        *args.extra,
+    ]
     out = args.out or RESULTS_DIR / f"humaneval_holdout-{datetime.now().strftime('%Y%m%d-%H%M%S')}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     meta = {
@@ -233,9 +253,12 @@ def main(argv: Sequence[str] | None = None) -> None:
             r = runs[-1]
             seed_scores = f"{_score(r.seed_search)}/{_score(r.seed_holdout)}"
             best_scores = f"{_score(r.best_search)}/{_score(r.best_holdout)}"
-            print(f"seed {seed}: search {r.search_minutes:.1f} min (exit {r.exit_code}), "
-                  f"holdout {r.holdout_minutes:.1f} min; seed {seed_scores} best {best_scores} "
-                  f"({r.valid}/{r.proposals} valid) {r.path}", flush=True)  # fmt: skip
+            print(
+                f"seed {seed}: search {r.search_minutes:.1f} min (exit {r.exit_code}), "
+                f"holdout {r.holdout_minutes:.1f} min; seed {seed_scores} best {best_scores} "
+                f"({r.valid}/{r.proposals} valid) {r.path}",
+                flush=True,
+            )
             if r.tail and (r.exit_code != 0 or not _complete(r)):
                 print(r.tail, flush=True)
             out.write_text(json.dumps({"meta": meta, "runs": [asdict(x) for x in runs]}, indent=1))

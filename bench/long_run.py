@@ -55,10 +55,18 @@ def curve(database: Path, name: str) -> list[Point]:
     for number, agent in enumerate(agents):
         if agent.score is not None and agent.status.value == "evaluated":
             best = max(best, agent.score)
-        points.append(Point(
-            proposal=number, minutes=(agent.created_at - start).total_seconds() / 60, agent_id=int(agent.id or 0),
-            operator=agent.operator, model=agent.model, status=agent.status.value, score=agent.score, best=best,
-        ))  # fmt: skip
+        points.append(
+            Point(
+                proposal=number,
+                minutes=(agent.created_at - start).total_seconds() / 60,
+                agent_id=int(agent.id or 0),
+                operator=agent.operator,
+                model=agent.model,
+                status=agent.status.value,
+                score=agent.score,
+                best=best,
+            )
+        )
     return points
 
 
@@ -85,8 +93,17 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--out", type=Path, default=None, help="JSON file (default bench/results/long_run-NAME.json)")
     parser.add_argument("extra", nargs="*", help="more `cambrian run` arguments (after --)")
     args = parser.parse_args(argv)
-    command = ["run", args.benchmark, "--iterations", str(args.iterations), "--name", args.name,
-               "--runs-dir", str(args.runs_dir), *args.extra]  # fmt: skip
+    command = [
+        "run",
+        args.benchmark,
+        "--iterations",
+        str(args.iterations),
+        "--name",
+        args.name,
+        "--runs-dir",
+        str(args.runs_dir),
+        *args.extra,
+    ]
     exit_code = None
     if not args.report_only:
         exit_code = subprocess.run([sys.executable, "-m", "cambrian", *command], env=os.environ).returncode

@@ -183,20 +183,30 @@ def bench_batched_writes(
             text[entry] += f"\n# batched {i}\n"
             adds.append(
                 functools.partial(
-                    archive.add_agent, run_id, files=text, entry=entry, parent_id=parent, operator="diff",
+                    archive.add_agent,
+                    run_id,
+                    files=text,
+                    entry=entry,
+                    parent_id=parent,
+                    operator="diff",
                     iteration=first_iteration + i,
                 )
-            )  # fmt: skip
+            )
         agents = archive.write_batch(adds)
         lifecycle = []
         for agent in agents:
             lifecycle.append(functools.partial(archive.mark_evaluating, agent.key))
             lifecycle.append(
                 functools.partial(
-                    archive.finish_evaluation, agent.key, status=AgentStatus.evaluated, score=1.0, feedback="ok",
-                    eval_seconds=0.0, evaluations=[Evaluation(agent_id=0, task_id="n26", score=1.0, passed=True)],
+                    archive.finish_evaluation,
+                    agent.key,
+                    status=AgentStatus.evaluated,
+                    score=1.0,
+                    feedback="ok",
+                    eval_seconds=0.0,
+                    evaluations=[Evaluation(agent_id=0, task_id="n26", score=1.0, passed=True)],
                 )
-            )  # fmt: skip
+            )
         outcomes = archive.write_batch(lifecycle)
         assert not any(isinstance(outcome, Exception) for outcome in (*agents, *outcomes)), outcomes
         per_candidate.append((time.perf_counter() - t0) * 1e3 / k)

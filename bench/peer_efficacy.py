@@ -147,14 +147,23 @@ def from_payload(system: str, payload: dict[str, Any], codes: dict[str, str]) ->
     """A SystemRun from a driver's JSON; the code of each proposal that set a new best goes into `codes`."""
     started = float(payload["started"])
     run = SystemRun(
-        system=system, version=str(payload.get("version", "")), wall_seconds=float(payload["finished"]) - started,
-        seed_score=payload["seed"].get("score"), seed_sha=sha(seed_program()), settings=payload.get("settings", {}),
-    )  # fmt: skip
+        system=system,
+        version=str(payload.get("version", "")),
+        wall_seconds=float(payload["finished"]) - started,
+        seed_score=payload["seed"].get("score"),
+        seed_sha=sha(seed_program()),
+        settings=payload.get("settings", {}),
+    )
     record = run.seed_score if run.seed_score is not None else -math.inf  # as SystemRun.best decides
     for index, proposal in enumerate(sorted(payload["proposals"], key=lambda p: p["t"]), start=1):
         code, score = proposal.get("code"), proposal.get("score")
-        step = {"index": index, "t": round(float(proposal["t"]) - started, 2), "score": score,
-                "sha": sha(code) if code else None, "note": proposal.get("note", "")[:200]}  # fmt: skip
+        step = {
+            "index": index,
+            "t": round(float(proposal["t"]) - started, 2),
+            "score": score,
+            "sha": sha(code) if code else None,
+            "note": proposal.get("note", "")[:200],
+        }
         if code and score is not None and score > record:
             record = score
             codes[step["sha"]] = code
@@ -176,12 +185,18 @@ def run_cambrian(args: argparse.Namespace, endpoint: Any, workdir: Path, say: Ca
     config = load_config(
         sets=args.cambrian_set,
         overrides={
-            "name": "cambrian", "benchmark": "circle_packing", "seed": args.seed, "runs_dir": str(workdir),
-            "budget.iterations": args.proposals, "budget.wall_seconds": args.wall_seconds,
+            "name": "cambrian",
+            "benchmark": "circle_packing",
+            "seed": args.seed,
+            "runs_dir": str(workdir),
+            "budget.iterations": args.proposals,
+            "budget.wall_seconds": args.wall_seconds,
             # A registry name, as `cambrian run --model NAME` gets it: the operator mix for a model served here.
-            "fm.model": args.model, "fm.concurrency": args.fm_parallel, "fm.max_tokens": args.max_tokens,
+            "fm.model": args.model,
+            "fm.concurrency": args.fm_parallel,
+            "fm.max_tokens": args.max_tokens,
         },
-    )  # fmt: skip
+    )
     benchmark = OpenEvolveSeedPacking.from_options(config.benchmark_options)
     benchmark.feedback_policy = FeedbackPolicy.from_options(config.evaluation.feedback.model_dump())
     sandbox = choose_sandbox(config, say)
@@ -194,11 +209,23 @@ def run_cambrian(args: argparse.Namespace, endpoint: Any, workdir: Path, say: Ca
 
     try:
         with Archive.at(workdir / "cambrian" / "archive.db") as archive:
-            run = archive.create_run(name="cambrian", benchmark=config.benchmark, seed=args.seed,
-                                     config_json=config.to_json(), cambrian_version=__version__)  # fmt: skip
+            run = archive.create_run(
+                name="cambrian",
+                benchmark=config.benchmark,
+                seed=args.seed,
+                config_json=config.to_json(),
+                cambrian_version=__version__,
+            )
             llm = make_llm_client(endpoint, config, ledger=ArchiveLedger(archive, run.key), warn=say)
-            loop = SearchLoop.from_config(archive=archive, run=run, config=config, benchmark=benchmark,
-                                          sandbox=sandbox, llm=llm, model_label=args.model)  # fmt: skip
+            loop = SearchLoop.from_config(
+                archive=archive,
+                run=run,
+                config=config,
+                benchmark=benchmark,
+                sandbox=sandbox,
+                llm=llm,
+                model_label=args.model,
+            )
             started = time.time()
             outcome = asyncio.run(search(loop))
             finished = time.time()
@@ -215,15 +242,23 @@ def run_cambrian(args: argparse.Namespace, endpoint: Any, workdir: Path, say: Ca
             continue
         evaluated = agent.status == AgentStatus.evaluated
         files, entry = codes.get(agent.key, ({}, ENTRY))
-        proposals.append({
-            "t": _unix(agent.updated_at), "score": agent.score if evaluated else None,
-            "code": files.get(entry) if evaluated else None, "note": agent.invalid_reason or "",
-        })  # fmt: skip
+        proposals.append(
+            {
+                "t": _unix(agent.updated_at),
+                "score": agent.score if evaluated else None,
+                "code": files.get(entry) if evaluated else None,
+                "note": agent.invalid_reason or "",
+            }
+        )
     return {
-        "system": "cambrian", "version": __version__, "started": started, "finished": finished,
-        "seed": {"score": seed.score if seed is not None else None}, "proposals": proposals,
+        "system": "cambrian",
+        "version": __version__,
+        "started": started,
+        "finished": finished,
+        "seed": {"score": seed.score if seed is not None else None},
+        "proposals": proposals,
         "settings": {**json.loads(config.to_json()), "sandbox": sandbox.name},
-    }  # fmt: skip
+    }
 
 
 def _unix(moment: datetime) -> float:
@@ -237,22 +272,47 @@ def run_peer(system: str, args: argparse.Namespace, api_base: str, workdir: Path
     folder.mkdir(parents=True, exist_ok=True)
     program, out = folder / "initial_program.py", folder / f"{system}.json"
     program.write_text(seed_program())
-    common = ["--program", str(program), "--api-base", api_base, "--model", args.model, "--seed", str(args.seed),
-              "--llm-timeout", str(args.llm_timeout), "--workers", str(args.fm_parallel),
-              "--workdir", str(folder), "--out", str(out)]  # fmt: skip
+    common = [
+        "--program",
+        str(program),
+        "--api-base",
+        api_base,
+        "--model",
+        args.model,
+        "--seed",
+        str(args.seed),
+        "--llm-timeout",
+        str(args.llm_timeout),
+        "--workers",
+        str(args.fm_parallel),
+        "--workdir",
+        str(folder),
+        "--out",
+        str(out),
+    ]
     if args.wall_seconds is not None:
         common += ["--wall-seconds", str(args.wall_seconds)]
     if args.max_tokens is not None:
         common += ["--max-tokens", str(args.max_tokens)]
     if system == "openevolve":
-        extra = ["--evaluator", str(EXAMPLE / "evaluator.py"), "--config", str(EXAMPLE / "config_phase_1.yaml"),
-                 "--iterations", str(args.proposals)]  # fmt: skip
+        extra = [
+            "--evaluator",
+            str(EXAMPLE / "evaluator.py"),
+            "--config",
+            str(EXAMPLE / "config_phase_1.yaml"),
+            "--iterations",
+            str(args.proposals),
+        ]
     else:
         extra = ["--proposals", str(args.proposals)]
     # A safety net only: each system stops itself at its budget (and at --wall-seconds).
     limit = (args.wall_seconds or args.proposals * args.llm_timeout) + args.llm_timeout + 600
-    code = run_group([args.peers_python, str(PEERS / f"{system}_driver.py"), *common, *extra],
-                     cwd=folder, log=folder / "driver.log", timeout_s=limit)  # fmt: skip
+    code = run_group(
+        [args.peers_python, str(PEERS / f"{system}_driver.py"), *common, *extra],
+        cwd=folder,
+        log=folder / "driver.log",
+        timeout_s=limit,
+    )
     if code != 0 or not out.exists():
         raise RuntimeError(f"{system} driver exited {code}:\n{_tail(folder / 'driver.log')}")
     return json.loads(out.read_text())
@@ -263,8 +323,15 @@ def run_group(command: list[str], *, cwd: Path, log: Path, timeout_s: float) -> 
     (the peers start worker and evaluation processes of their own). The exit status, -9 when killed."""
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}  # not Cambrian's venv
     with log.open("w") as handle:
-        process = subprocess.Popen(command, cwd=cwd, stdout=handle, stderr=subprocess.STDOUT, env=env,
-                                   stdin=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
+        process = subprocess.Popen(
+            command,
+            cwd=cwd,
+            stdout=handle,
+            stderr=subprocess.STDOUT,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         try:
             return process.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
@@ -378,8 +445,10 @@ def table(saved: dict[str, Any]) -> str:
                 f"| {rescored(best and best['sha'], 'openevolve')} | {rescored(best and best['sha'], 'cambrian')} "
                 f"| {_reached(best)} |"
             )
-    lines.append("\nown eval: the system's own evaluator (Cambrian's scorer for Cambrian, OpenEvolve's evaluator for "
-                 "the peers); '-' for a best: no proposal scored")  # fmt: skip
+    lines.append(
+        "\nown eval: the system's own evaluator (Cambrian's scorer for Cambrian, OpenEvolve's evaluator for "
+        "the peers); '-' for a best: no proposal scored"
+    )
     return "\n".join(lines)
 
 
@@ -398,11 +467,20 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--fm-parallel", type=int, default=1, help="FM requests each system makes at once")
     parser.add_argument("--n-ctx", type=int, default=8192, help="the server's context per request (tokens)")
     parser.add_argument("--threads", type=int, default=None, help="the server's CPU threads (default: one per core)")
-    parser.add_argument("--max-tokens", type=int, default=None,
-                        help="cap every system's reply length (default: each system's own setting)")  # fmt: skip
-    parser.add_argument("--cambrian-set", action="append", default=[], metavar="KEY=VALUE",
-                        help="another Cambrian config key (not the budget, seed, model, fm.concurrency or "
-                             "fm.max_tokens: this script sets those)")  # fmt: skip
+    parser.add_argument(
+        "--max-tokens",
+        type=int,
+        default=None,
+        help="cap every system's reply length (default: each system's own setting)",
+    )
+    parser.add_argument(
+        "--cambrian-set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="another Cambrian config key (not the budget, seed, model, fm.concurrency or "
+        "fm.max_tokens: this script sets those)",
+    )
     parser.add_argument("--label", default=None, help="names the result file (default: MODEL-Np-sSEED)")
     parser.add_argument("--keep-runs", type=Path, default=None, help="keep every system's files here")
     parser.add_argument("--report", type=Path, default=None, help="print the tables of an earlier JSON file only")
@@ -427,14 +505,24 @@ def main(argv: Sequence[str] | None = None) -> None:
     saved: dict[str, Any] = {
         "meta": {
             "command": "bench/peer_efficacy.py " + " ".join(sys.argv[1:] if argv is None else argv),
-            "model": args.model, "proposals": args.proposals, "seed": args.seed, "wall_seconds": args.wall_seconds,
-            "fm_parallel": args.fm_parallel, "llm_timeout": args.llm_timeout, "max_tokens": args.max_tokens,
-            "n_ctx": args.n_ctx, "threads": args.threads, "commit": commit.stdout.strip(),
-            "started": datetime.now(timezone.utc).isoformat(timespec="seconds"), "load": os.getloadavg()[0],
+            "model": args.model,
+            "proposals": args.proposals,
+            "seed": args.seed,
+            "wall_seconds": args.wall_seconds,
+            "fm_parallel": args.fm_parallel,
+            "llm_timeout": args.llm_timeout,
+            "max_tokens": args.max_tokens,
+            "n_ctx": args.n_ctx,
+            "threads": args.threads,
+            "commit": commit.stdout.strip(),
+            "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "load": os.getloadavg()[0],
         },
         "seed": {"sha": sha(seed_program()), "openevolve": None, "cambrian": None},
-        "runs": [], "scores": {}, "codes": {},
-    }  # fmt: skip
+        "runs": [],
+        "scores": {},
+        "codes": {},
+    }
 
     def write() -> None:
         out.write_text(json.dumps(saved, indent=1))
@@ -464,8 +552,15 @@ def run_systems(
     from cambrian.meta_agent.llm.models import resolve
     from cambrian.meta_agent.llm.serve import LocalServer
 
-    server = LocalServer(resolve(args.model, progress=say), alias=args.model, n_ctx=args.n_ctx, n_parallel=2,
-                         threads=args.threads, backend="llamacpp", log_path=workdir / "server.log")  # fmt: skip
+    server = LocalServer(
+        resolve(args.model, progress=say),
+        alias=args.model,
+        n_ctx=args.n_ctx,
+        n_parallel=2,
+        threads=args.threads,
+        backend="llamacpp",
+        log_path=workdir / "server.log",
+    )
     say(f"starting the shared llama.cpp server for {args.model}")
     server.start(timeout_s=300)
     runs: list[SystemRun] = []
@@ -492,9 +587,11 @@ def run_systems(
                 saved["runs"] = [asdict(r) for r in runs]
                 write()
                 best = run.best()
-                say(f"{system}: {len(run.trajectory)} proposals, {run.valid} valid, seed {_fmt(run.seed_score)} -> "
+                say(
+                    f"{system}: {len(run.trajectory)} proposals, {run.valid} valid, seed {_fmt(run.seed_score)} -> "
                     f"best {_fmt(best['score'] if best else None)}, {run.fm_calls} FM calls, "
-                    f"{run.wall_seconds:.0f} s" + (f"\n{run.error}" if run.error else ""))  # fmt: skip
+                    f"{run.wall_seconds:.0f} s" + (f"\n{run.error}" if run.error else "")
+                )
     finally:
         server.stop()
     return runs
@@ -530,8 +627,10 @@ def rescore(
                 "cambrian": score_cambrian(code, benchmark, sandbox, run_limits(config)),
             }
             saved["scores"][key] = scores
-            say(f"re-scored {key}: OpenEvolve's evaluator {_fmt(scores['openevolve'])}, "
-                f"Cambrian's {_fmt(scores['cambrian'])}")  # fmt: skip
+            say(
+                f"re-scored {key}: OpenEvolve's evaluator {_fmt(scores['openevolve'])}, "
+                f"Cambrian's {_fmt(scores['cambrian'])}"
+            )
             write()
     finally:
         sandbox.close()

@@ -53,8 +53,19 @@ def run_seed(seed: int, extra: Sequence[str], runs_dir: Path) -> SeedRun:
     from cambrian.meta_agent.search import summarize_run
 
     name = f"quickstart-{seed}"
-    command = [sys.executable, "-m", "cambrian", *README_ARGS, "--set", f"seed={seed}", "--name", name,
-               "--runs-dir", str(runs_dir), *extra]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "cambrian",
+        *README_ARGS,
+        "--set",
+        f"seed={seed}",
+        "--name",
+        name,
+        "--runs-dir",
+        str(runs_dir),
+        *extra,
+    ]
     started = time.perf_counter()
     done = subprocess.run(command, capture_output=True, text=True, env={**os.environ, "COLUMNS": "200"})
     seconds = time.perf_counter() - started
@@ -67,10 +78,17 @@ def run_seed(seed: int, extra: Sequence[str], runs_dir: Path) -> SeedRun:
     gain = summary.gain
     path = "; ".join(f"#{e.agent_id} {e.operator} {e.parent_score or 0:.4f}->{e.score:.4f}" for e in summary.path)
     return SeedRun(
-        seed=seed, seconds=seconds, exit_code=done.returncode, seed_score=summary.seed_score,
-        best_score=summary.best_score, improved=gain is not None and gain > 1e-9, proposals=summary.proposals,
-        valid=summary.valid, path=path, tail=tail,
-    )  # fmt: skip
+        seed=seed,
+        seconds=seconds,
+        exit_code=done.returncode,
+        seed_score=summary.seed_score,
+        best_score=summary.best_score,
+        improved=gain is not None and gain > 1e-9,
+        proposals=summary.proposals,
+        valid=summary.valid,
+        path=path,
+        tail=tail,
+    )
 
 
 def table(runs: Sequence[SeedRun]) -> str:
@@ -79,8 +97,10 @@ def table(runs: Sequence[SeedRun]) -> str:
         gain = f"{r.best_score - r.seed_score:+.4f}" if r.best_score is not None and r.seed_score is not None else "-"
         best = f"{r.best_score:.4f}" if r.best_score is not None else "-"
         seed_score = f"{r.seed_score:.4f}" if r.seed_score is not None else "-"
-        lines.append(f"| {r.seed} | {r.seconds / 60:.1f} | {seed_score} | {best} | {gain} | {r.valid}/{r.proposals} "
-                     f"| {r.path or '-'} |")  # fmt: skip
+        lines.append(
+            f"| {r.seed} | {r.seconds / 60:.1f} | {seed_score} | {best} | {gain} | {r.valid}/{r.proposals} "
+            f"| {r.path or '-'} |"
+        )
     improved = sum(r.improved for r in runs)
     slowest = max((r.seconds for r in runs), default=0.0)
     lines.append(f"\nimproved on the seed in {improved} of {len(runs)} seeds; slowest {slowest / 60:.1f} min")
@@ -110,8 +130,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         for seed in [int(s) for s in args.seeds.split(",") if s]:
             runs.append(run_seed(seed, args.extra, Path(runs_dir)))
             r = runs[-1]
-            print(f"seed {seed}: {r.seconds / 60:.1f} min, exit {r.exit_code}, seed {r.seed_score} best {r.best_score}"
-                  f" ({r.valid}/{r.proposals} valid) {r.path}", flush=True)  # fmt: skip
+            print(
+                f"seed {seed}: {r.seconds / 60:.1f} min, exit {r.exit_code}, seed {r.seed_score} best {r.best_score}"
+                f" ({r.valid}/{r.proposals} valid) {r.path}",
+                flush=True,
+            )
             out.write_text(json.dumps({"meta": meta, "runs": [asdict(x) for x in runs]}, indent=1))
     print(table(runs))
 

@@ -133,13 +133,17 @@ def main(argv: Sequence[str] | None = None) -> None:
             cell[verdict] += 1
             if verdict == "refused":
                 reasons[categorize(reason)] += 1
-            print(f"  {row['model']} {row['operator']} seed {row['seed']} #{row['index']}: {verdict}"
-                  + (f": {reason}" if reason else ""))  # fmt: skip
+            print(
+                f"  {row['model']} {row['operator']} seed {row['seed']} #{row['index']}: {verdict}"
+                + (f": {reason}" if reason else "")
+            )
         print("| benchmark | model | operator | valid then | kept by today's check | refused | unknown |")
         print("|---|---|---|---|---|---|---|")
         for (benchmark, model, operator), cell in cells.items():
-            print(f"| {benchmark} | {model} | {operator} | {cell['valid then']}/{cell['proposals']} | "
-                  f"{cell['kept']}/{cell['proposals']} | {cell['refused']} | {cell['unknown']} |")  # fmt: skip
+            print(
+                f"| {benchmark} | {model} | {operator} | {cell['valid then']}/{cell['proposals']} | "
+                f"{cell['kept']}/{cell['proposals']} | {cell['refused']} | {cell['unknown']} |"
+            )
         if reasons:
             print("refused: " + ", ".join(f"{label} {count}" for label, count in reasons.most_common()))
         print()

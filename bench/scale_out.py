@@ -86,9 +86,16 @@ def sessions_opened(executor: RayExecutor) -> int:
 def measure(address: str, *, sandbox: str, nodes: int, slots: int, task_s: float, rounds: int) -> dict[str, float]:
     """Tasks/s of `rounds` x `slots` tasks spread over `nodes` nodes with `slots // nodes` slots each."""
     config = RunConfig.model_validate(
-        {"name": RUN_LABEL, "evaluation": {"executor": "ray", "ray_address": address, "sandbox": sandbox,
-                                           "concurrency": slots // nodes}}
-    )  # fmt: skip
+        {
+            "name": RUN_LABEL,
+            "evaluation": {
+                "executor": "ray",
+                "ray_address": address,
+                "sandbox": sandbox,
+                "concurrency": slots // nodes,
+            },
+        }
+    )
     executor = RayExecutor.connect(config, warn=lambda message: None)
     try:
         assert len(executor.nodes) == nodes and executor.slots == slots, (len(executor.nodes), executor.slots)
@@ -109,7 +116,7 @@ def measure(address: str, *, sandbox: str, nodes: int, slots: int, task_s: float
                         limits=Limits(),
                         gateway=None,
                         fm_budget=AgentFMBudget(0, 0, 0),
-                    )  # fmt: skip
+                    )
                     for agent in range(agents)
                 )
             )
@@ -132,11 +139,17 @@ def measure(address: str, *, sandbox: str, nodes: int, slots: int, task_s: float
     tasks = per_agent * AGENTS
     throughput = tasks / elapsed
     ideal = slots / task_s
-    return {"nodes": nodes, "slots": slots, "tasks": tasks, "seconds": round(elapsed, 3),
-            "tasks_per_s": round(throughput, 2), "ideal_per_s": round(ideal, 2),
-            "fraction_of_ideal": round(throughput / ideal, 3),
-            "driver_cpu_ms_per_task": round(1000 * driver_cpu / tasks, 2),
-            "sessions": sessions}  # fmt: skip
+    return {
+        "nodes": nodes,
+        "slots": slots,
+        "tasks": tasks,
+        "seconds": round(elapsed, 3),
+        "tasks_per_s": round(throughput, 2),
+        "ideal_per_s": round(ideal, 2),
+        "fraction_of_ideal": round(throughput / ideal, 3),
+        "driver_cpu_ms_per_task": round(1000 * driver_cpu / tasks, 2),
+        "sessions": sessions,
+    }
 
 
 def containers_left() -> list[str]:
@@ -157,8 +170,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--task-seconds", type=float, default=0.2, help="each task's sleep, seconds")
     parser.add_argument("--rounds", type=int, default=6, help="timed tasks per slot")
-    parser.add_argument("--sandbox", choices=("local", "docker"), default="local",
-                        help="the nodes' sandbox (docker: the engine and the sandbox image)")  # fmt: skip
+    parser.add_argument(
+        "--sandbox",
+        choices=("local", "docker"),
+        default="local",
+        help="the nodes' sandbox (docker: the engine and the sandbox image)",
+    )
     parser.add_argument("--out", type=Path, default=None, help="default: bench/results/scale_out-Ns-SANDBOX.json")
     args = parser.parse_args()
     out: Path = args.out or Path(f"bench/results/scale_out-{args.task_seconds:g}s-{args.sandbox}.json")
@@ -178,28 +195,41 @@ def main() -> None:
                 for slots in SLOTS:
                     if slots % nodes:
                         continue  # 1 slot cannot be spread over 2 nodes
-                    row = measure(cluster.address, sandbox=args.sandbox, nodes=nodes, slots=slots,
-                                  task_s=args.task_seconds, rounds=args.rounds)  # fmt: skip
+                    row = measure(
+                        cluster.address,
+                        sandbox=args.sandbox,
+                        nodes=nodes,
+                        slots=slots,
+                        task_s=args.task_seconds,
+                        rounds=args.rounds,
+                    )
                     row["fresh_session_bound_per_s"] = round(slots / fresh_s, 2)
                     row["kept_session_bound_per_s"] = round(slots / kept_s, 2)
                     rows.append(row)
-                    print(f"{nodes} node(s) {slots} slots: {row['tasks_per_s']:.2f} tasks/s of "
-                          f"{row['ideal_per_s']:.2f} ideal ({row['fraction_of_ideal']:.0%}), "
-                          f"{row['sessions']} sessions for {row['tasks']} tasks", flush=True)  # fmt: skip
+                    print(
+                        f"{nodes} node(s) {slots} slots: {row['tasks_per_s']:.2f} tasks/s of "
+                        f"{row['ideal_per_s']:.2f} ideal ({row['fraction_of_ideal']:.0%}), "
+                        f"{row['sessions']} sessions for {row['tasks']} tasks",
+                        flush=True,
+                    )
                 if ray.is_initialized():
                     ray.shutdown()
     left = containers_left() if args.sandbox == "docker" else []
     print()
     print(f"{args.sandbox} sandbox, {args.task_seconds:g} s tasks, {args.rounds} rounds")
-    print(f"| nodes | slots | tasks/s | ideal (slots / {args.task_seconds:g} s) | of ideal "
-          f"| slots / {kept_s:.2f} s (a run in a kept session) | slots / {fresh_s:.2f} s (in a fresh one) "
-          "| sessions / tasks | driver CPU per task |")  # fmt: skip
+    print(
+        f"| nodes | slots | tasks/s | ideal (slots / {args.task_seconds:g} s) | of ideal "
+        f"| slots / {kept_s:.2f} s (a run in a kept session) | slots / {fresh_s:.2f} s (in a fresh one) "
+        "| sessions / tasks | driver CPU per task |"
+    )
     print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for row in rows:
-        print(f"| {row['nodes']} | {row['slots']} | {row['tasks_per_s']:.2f} | {row['ideal_per_s']:.2f} | "
-              f"{row['fraction_of_ideal']:.0%} | {row['kept_session_bound_per_s']:.2f} | "
-              f"{row['fresh_session_bound_per_s']:.2f} | {row['sessions']} / {row['tasks']} | "
-              f"{row.get('driver_cpu_ms_per_task', float('nan')):.1f} ms |")  # fmt: skip
+        print(
+            f"| {row['nodes']} | {row['slots']} | {row['tasks_per_s']:.2f} | {row['ideal_per_s']:.2f} | "
+            f"{row['fraction_of_ideal']:.0%} | {row['kept_session_bound_per_s']:.2f} | "
+            f"{row['fresh_session_bound_per_s']:.2f} | {row['sessions']} / {row['tasks']} | "
+            f"{row.get('driver_cpu_ms_per_task', float('nan')):.1f} ms |"
+        )
     out.parent.mkdir(parents=True, exist_ok=True)
     report = {
         "sandbox": args.sandbox,

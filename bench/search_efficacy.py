@@ -121,9 +121,14 @@ def run_one(job: Job) -> RunResult:
                     name=str(config.name), benchmark=job.benchmark, seed=job.seed, config_json=config.to_json()
                 )
                 loop = SearchLoop.from_config(
-                    archive=archive, run=run, config=config, benchmark=benchmark, sandbox=sandbox,
-                    llm=None, model_label="",
-                )  # fmt: skip
+                    archive=archive,
+                    run=run,
+                    config=config,
+                    benchmark=benchmark,
+                    sandbox=sandbox,
+                    llm=None,
+                    model_label="",
+                )
                 asyncio.run(loop.run_until_done())
                 agents = archive.agents(int(run.id))
         finally:
@@ -149,9 +154,44 @@ def run_one(job: Job) -> RunResult:
 
 # ----- statistics ------------------------------------------------------------------------------
 
-T_975 = {n: v for n, v in zip(range(1, 31), (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262,
-         2.228, 2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069,
-         2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042))}  # fmt: skip
+T_975 = {
+    n: v
+    for n, v in zip(
+        range(1, 31),
+        (
+            12.706,
+            4.303,
+            3.182,
+            2.776,
+            2.571,
+            2.447,
+            2.365,
+            2.306,
+            2.262,
+            2.228,
+            2.201,
+            2.179,
+            2.160,
+            2.145,
+            2.131,
+            2.120,
+            2.110,
+            2.101,
+            2.093,
+            2.086,
+            2.080,
+            2.074,
+            2.069,
+            2.064,
+            2.060,
+            2.056,
+            2.052,
+            2.048,
+            2.045,
+            2.042,
+        ),
+    )
+}
 
 
 def mean_ci(values: Sequence[float]) -> tuple[float, float, float]:
@@ -210,8 +250,10 @@ def report(results: list[RunResult], targets: dict[str, Sequence[float]]) -> str
         rows = [r for r in results if r.benchmark == benchmark]
         budget = rows[0].budget
         greedy_best = [r.best for r in rows if r.strategy == "greedy"]
-        lines.append(f"\n### {benchmark}: {len(rows) // len({r.strategy for r in rows})} seeds per strategy, "
-                     f"budget {budget} proposals (AST baseline operator)\n")  # fmt: skip
+        lines.append(
+            f"\n### {benchmark}: {len(rows) // len({r.strategy for r in rows})} seeds per strategy, "
+            f"budget {budget} proposals (AST baseline operator)\n"
+        )
         header = ["strategy", "best score at budget (95% CI)", "best - greedy (95% CI)"]
         for target in targets[benchmark]:
             header += [f"reached {target:g} (95% CI)", f"evals to {target:g}, restricted mean (95% CI)"]
@@ -262,16 +304,21 @@ def main(argv: Sequence[str] | None = None) -> None:
         for seed in range(args.seeds)
         for strategy in strategies
     ]
-    print(f"{len(jobs)} runs: {', '.join(benchmarks)} x {', '.join(strategies)} x {args.seeds} seeds, "
-          f"{args.jobs} at a time, sandbox {args.sandbox}", flush=True)  # fmt: skip
+    print(
+        f"{len(jobs)} runs: {', '.join(benchmarks)} x {', '.join(strategies)} x {args.seeds} seeds, "
+        f"{args.jobs} at a time, sandbox {args.sandbox}",
+        flush=True,
+    )
     started = time.perf_counter()
     results: list[RunResult] = []
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
         for done, result in enumerate(pool.map(run_one, jobs), start=1):
             results.append(result)
-            print(f"[{done}/{len(jobs)}] {result.benchmark} {result.strategy} seed {result.seed}: best "
-                  f"{result.best:.4f} after {result.evaluations} evaluations ({result.seconds:.1f} s)",
-                  flush=True)  # fmt: skip
+            print(
+                f"[{done}/{len(jobs)}] {result.benchmark} {result.strategy} seed {result.seed}: best "
+                f"{result.best:.4f} after {result.evaluations} evaluations ({result.seconds:.1f} s)",
+                flush=True,
+            )
     wall = time.perf_counter() - started
     evaluations = sum(r.evaluations for r in results)
     print(f"\n{evaluations} evaluations in {wall:.0f} s ({evaluations / wall:.1f} per second with {args.jobs} jobs)")

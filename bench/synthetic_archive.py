@@ -301,16 +301,29 @@ def _bulk(connection: Connection, table: Table, rows: Sequence[dict[str, Any]]) 
 def _config_json(name: str, spec: SyntheticSpec) -> str:
     """A run config shaped like the stored RunConfig JSON (map_elites over two models)."""
     config = {
-        "name": name, "benchmark": "circle_packing", "seed": spec.seed, "runs_dir": "runs",
+        "name": name,
+        "benchmark": "circle_packing",
+        "seed": spec.seed,
+        "runs_dir": "runs",
         "budget": {"iterations": spec.n_agents - 1, "usd": None, "wall_seconds": None},
-        "fm": {"model": _MODELS[0], "models": [_MODELS[1]], "concurrency": spec.fm_slots, "temperature": 0.8,
-               "max_tokens": 1024, "repair_rounds": 1, "constrained": "auto"},
-        "search": {"strategy": "map_elites", "params": {"bins": 10, "dims": ["radius_spread", "border_fraction"]},
-                   "operators": dict(zip(_OPERATORS, _OPERATOR_WEIGHTS)),
-                   "bandit": {"algorithm": "ucb", "cost_aware": True, "exploration": math.sqrt(2)}},
+        "fm": {
+            "model": _MODELS[0],
+            "models": [_MODELS[1]],
+            "concurrency": spec.fm_slots,
+            "temperature": 0.8,
+            "max_tokens": 1024,
+            "repair_rounds": 1,
+            "constrained": "auto",
+        },
+        "search": {
+            "strategy": "map_elites",
+            "params": {"bins": 10, "dims": ["radius_spread", "border_fraction"]},
+            "operators": dict(zip(_OPERATORS, _OPERATOR_WEIGHTS)),
+            "bandit": {"algorithm": "ucb", "cost_aware": True, "exploration": math.sqrt(2)},
+        },
         "evaluation": {"sandbox": "docker", "concurrency": spec.eval_slots, "max_attempts": 3},
         "benchmark_options": {},
-    }  # fmt: skip
+    }
     return json.dumps(config, indent=2)
 
 
@@ -393,27 +406,52 @@ def write_synthetic_archive(path: Path, spec: SyntheticSpec, *, name: str | None
                 price_in, price_out = _PRICES[model]
                 cost = tokens_in * price_in + tokens_out * price_out
                 request_hash = hashlib.sha256(f"{spec.seed}:{i}:{purpose}".encode()).hexdigest()
-                call_rows.append({
-                    "run_id": 1, "agent_id": None if unattributed[i] else i + 1, "iteration": i, "purpose": purpose,
-                    "model": model, "prompt_tokens": tokens_in, "completion_tokens": tokens_out, "cost_usd": cost,
-                    "latency_s": seconds, "request_hash": request_hash, "seed": i, "cache_hit": False,
-                    "error": None, "created_at": at(start),
-                })  # fmt: skip
+                call_rows.append(
+                    {
+                        "run_id": 1,
+                        "agent_id": None if unattributed[i] else i + 1,
+                        "iteration": i,
+                        "purpose": purpose,
+                        "model": model,
+                        "prompt_tokens": tokens_in,
+                        "completion_tokens": tokens_out,
+                        "cost_usd": cost,
+                        "latency_s": seconds,
+                        "request_hash": request_hash,
+                        "seed": i,
+                        "cache_hit": False,
+                        "error": None,
+                        "created_at": at(start),
+                    }
+                )
                 if with_prompt[i]:
                     code = texts[int(genome_of[lineage.parent[i]])]
-                    request_rows.append({
-                        "request_hash": request_hash, "model": model, "messages": _messages(i, code, model, purpose),
-                        "params": json.dumps({"seed": i, "temperature": 0.8, "max_tokens": 1024}),
-                        "created_at": at(start - seconds),
-                    })  # fmt: skip
-                    response_rows.append({
-                        "request_hash": request_hash, "model": model, "text": _reply(i), "prompt_tokens": tokens_in,
-                        "completion_tokens": tokens_out, "cost_usd": cost, "created_at": at(start),
-                    })  # fmt: skip
+                    request_rows.append(
+                        {
+                            "request_hash": request_hash,
+                            "model": model,
+                            "messages": _messages(i, code, model, purpose),
+                            "params": json.dumps({"seed": i, "temperature": 0.8, "max_tokens": 1024}),
+                            "created_at": at(start - seconds),
+                        }
+                    )
+                    response_rows.append(
+                        {
+                            "request_hash": request_hash,
+                            "model": model,
+                            "text": _reply(i),
+                            "prompt_tokens": tokens_in,
+                            "completion_tokens": tokens_out,
+                            "cost_usd": cost,
+                            "created_at": at(start),
+                        }
+                    )
                 if not unattributed[i]:
                     agent_prompt, agent_completion, agent_cost = (
-                        agent_prompt + tokens_in, agent_completion + tokens_out, agent_cost + cost,
-                    )  # fmt: skip
+                        agent_prompt + tokens_in,
+                        agent_completion + tokens_out,
+                        agent_cost + cost,
+                    )
             fm_free[slot] = start
             created[i] = start + 0.02
         has_genome = status != 1
@@ -436,14 +474,26 @@ def write_synthetic_archive(path: Path, spec: SyntheticSpec, *, name: str | None
                     if status == 0
                     else "the program did not finish"
                 )
-                evaluation_rows.append({
-                    "agent_id": i + 1, "task_id": _TASKS[k], "split": "search", "stage": 0, "score": task_score,
-                    "passed": status == 0, "executed": status == 0, "duration_s": float(task_seconds[i, k]),
-                    "exit_code": 0 if status == 0 else 1, "timed_out": status == 2 and i % 4 == 0,
-                    "oom_killed": False, "output_truncated": False, "feedback": feedback, "stdout_tail": "",
-                    "stderr_tail": "" if status == 0 else _TRACEBACK,
-                    "created_at": at(end),
-                })  # fmt: skip
+                evaluation_rows.append(
+                    {
+                        "agent_id": i + 1,
+                        "task_id": _TASKS[k],
+                        "split": "search",
+                        "stage": 0,
+                        "score": task_score,
+                        "passed": status == 0,
+                        "executed": status == 0,
+                        "duration_s": float(task_seconds[i, k]),
+                        "exit_code": 0 if status == 0 else 1,
+                        "timed_out": status == 2 and i % 4 == 0,
+                        "oom_killed": False,
+                        "output_truncated": False,
+                        "feedback": feedback,
+                        "stdout_tail": "",
+                        "stderr_tail": "" if status == 0 else _TRACEBACK,
+                        "created_at": at(end),
+                    }
+                )
             n_tasks = runs
             eval_free[slot] = end
             eval_seconds = end - begin
@@ -464,17 +514,33 @@ def write_synthetic_archive(path: Path, spec: SyntheticSpec, *, name: str | None
             reason = _RUN_FAILURES[i % len(_RUN_FAILURES)].format(line=line, other=max(1, i // 2))
         elif status == 3:
             reason = "the sandbox died: container exited with 137 before the result (attempt 3 of 3)"
-        agent_rows.append({
-            "id": i + 1, "run_id": 1, "genome_hash": hashes[int(genome_of[i])] if has_genome else None,
-            "parent_id": None if i == 0 else int(lineage.parent[i]) + 1, "second_parent_id": None,
-            "iteration": i, "operator": "seed" if i == 0 else _OPERATORS[int(operator_of[i])],
-            "model": None if i == 0 else model,
-            "status": (AgentStatus.evaluated, AgentStatus.invalid, AgentStatus.invalid, AgentStatus.failed)[status],
-            "score": score, "holdout_score": None, "stage_reached": 1 if status == 0 else 0, "n_tasks": n_tasks,
-            "invalid_reason": reason, "feedback": feedback, "eval_attempts": 0 if status == 1 else 1,
-            "eval_seconds": eval_seconds, "prompt_tokens": agent_prompt, "completion_tokens": agent_completion,
-            "cost_usd": agent_cost, "created_at": at(created[i]), "updated_at": at(finished), "repair_note": None,
-        })  # fmt: skip
+        agent_rows.append(
+            {
+                "id": i + 1,
+                "run_id": 1,
+                "genome_hash": hashes[int(genome_of[i])] if has_genome else None,
+                "parent_id": None if i == 0 else int(lineage.parent[i]) + 1,
+                "second_parent_id": None,
+                "iteration": i,
+                "operator": "seed" if i == 0 else _OPERATORS[int(operator_of[i])],
+                "model": None if i == 0 else model,
+                "status": (AgentStatus.evaluated, AgentStatus.invalid, AgentStatus.invalid, AgentStatus.failed)[status],
+                "score": score,
+                "holdout_score": None,
+                "stage_reached": 1 if status == 0 else 0,
+                "n_tasks": n_tasks,
+                "invalid_reason": reason,
+                "feedback": feedback,
+                "eval_attempts": 0 if status == 1 else 1,
+                "eval_seconds": eval_seconds,
+                "prompt_tokens": agent_prompt,
+                "completion_tokens": agent_completion,
+                "cost_usd": agent_cost,
+                "created_at": at(created[i]),
+                "updated_at": at(finished),
+                "repair_note": None,
+            }
+        )
 
     # The best ten get holdout scores and rows, as `cambrian eval --split holdout` leaves them.
     scores = np.where(np.isnan(lineage.score), -np.inf, lineage.score)
@@ -484,12 +550,26 @@ def write_synthetic_archive(path: Path, spec: SyntheticSpec, *, name: str | None
         holdout = float(lineage.score[i]) * 0.97
         agent_rows[i]["holdout_score"] = holdout
         for k, task in enumerate(("n27", "n31")):
-            evaluation_rows.append({
-                "agent_id": i + 1, "task_id": task, "split": "holdout", "stage": 0, "score": holdout, "passed": True,
-                "executed": True, "duration_s": 2.0, "exit_code": 0, "timed_out": False, "oom_killed": False,
-                "output_truncated": False, "feedback": f"holdout {task}: sum of radii {holdout:.6f}",
-                "stdout_tail": "", "stderr_tail": "", "created_at": at(end_of_run + 10 * rank + k),
-            })  # fmt: skip
+            evaluation_rows.append(
+                {
+                    "agent_id": i + 1,
+                    "task_id": task,
+                    "split": "holdout",
+                    "stage": 0,
+                    "score": holdout,
+                    "passed": True,
+                    "executed": True,
+                    "duration_s": 2.0,
+                    "exit_code": 0,
+                    "timed_out": False,
+                    "oom_killed": False,
+                    "output_truncated": False,
+                    "feedback": f"holdout {task}: sum of radii {holdout:.6f}",
+                    "stdout_tail": "",
+                    "stderr_tail": "",
+                    "created_at": at(end_of_run + 10 * rank + k),
+                }
+            )
 
     path.parent.mkdir(parents=True, exist_ok=True)
     with Archive.at(path) as archive:

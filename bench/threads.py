@@ -36,12 +36,18 @@ def _spin(stop: multiprocessing.synchronize.Event) -> None:  # type: ignore[name
 
 
 def _ask(base_url: str, alias: str, max_tokens: int) -> tuple[int, float]:
-    body = json.dumps({
-        "model": alias, "messages": [{"role": "user", "content": PROMPT}], "max_tokens": max_tokens,
-        "temperature": 0.0, "cache_prompt": True,
-    }).encode()  # fmt: skip
-    request = urllib.request.Request(f"{base_url}/chat/completions", data=body,
-                                     headers={"Content-Type": "application/json"})  # fmt: skip
+    body = json.dumps(
+        {
+            "model": alias,
+            "messages": [{"role": "user", "content": PROMPT}],
+            "max_tokens": max_tokens,
+            "temperature": 0.0,
+            "cache_prompt": True,
+        }
+    ).encode()
+    request = urllib.request.Request(
+        f"{base_url}/chat/completions", data=body, headers={"Content-Type": "application/json"}
+    )
     started = time.perf_counter()
     with urllib.request.urlopen(request, timeout=600) as response:
         reply = json.loads(response.read())

@@ -243,8 +243,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--out", type=Path, default=RESULT)
     args = parser.parse_args(argv)
 
-    report: dict[str, Any] = {"machine": {"python": platform.python_version(), "platform": platform.platform(),
-                                          "cpus": _cpus()}, "loads": args.loads, "sizes": {}}  # fmt: skip
+    report: dict[str, Any] = {
+        "machine": {"python": platform.python_version(), "platform": platform.platform(), "cpus": _cpus()},
+        "loads": args.loads,
+        "sizes": {},
+    }
     for n in args.sizes:
         runs_dir, run, generated_s = ensure_synthetic_archive(CACHE, n)
         db = runs_dir / run / "archive.db"

@@ -172,9 +172,13 @@ class Run:
 
         agent_id = agent.id if isinstance(agent, Agent) else int(agent)
         return evaluate_target(
-            f"{self.name}:{agent_id}", split=split, runs_dir=self.runs_dir, reporter=_reporter(None),
-            sandbox=sandbox, store=self.store,
-        )  # fmt: skip
+            f"{self.name}:{agent_id}",
+            split=split,
+            runs_dir=self.runs_dir,
+            reporter=_reporter(None),
+            sandbox=sandbox,
+            store=self.store,
+        )
 
     def report(self, to: str | Path, *, best: int = 3) -> Path:
         """Write one self-contained HTML file of the run (plots, tree, the `best` agents' code and diffs),
@@ -306,9 +310,15 @@ def _quietly(stop: Callable[[str], None], reason: str) -> None:
 
 
 def _settings(
-    benchmark: str, model: str | None, iterations: int | None, sandbox: str | None, runs_dir: str | Path | None,
-    name: str | None, config: Mapping[str, Any] | None, store: str | None,
-) -> Any:  # fmt: skip
+    benchmark: str,
+    model: str | None,
+    iterations: int | None,
+    sandbox: str | None,
+    runs_dir: str | Path | None,
+    name: str | None,
+    config: Mapping[str, Any] | None,
+    store: str | None,
+) -> Any:
     from cambrian.meta_agent.config import load_config
 
     overrides = dict(_dotted(config or {}))
@@ -353,25 +363,46 @@ def _reporter(on_event: Callable[[LoopEvent], None] | None, stop: _Stopper | Non
             on_event(happened)
 
     return Reporter(
-        info=lambda message: log.info("%s", message), warn=lambda message: log.warning("%s", message), event=event,
-        progress=lambda done, total: contextlib.nullcontext(), started=None if stop is None else stop.started,
-    )  # fmt: skip
+        info=lambda message: log.info("%s", message),
+        warn=lambda message: log.warning("%s", message),
+        event=event,
+        progress=lambda done, total: contextlib.nullcontext(),
+        started=None if stop is None else stop.started,
+    )
 
 
 def _agent(archive: Archive, row: AgentRow) -> Agent:
     files, entry = archive.get_genome(row.genome_hash) if row.genome_hash else ({}, None)
     return Agent(
-        id=row.key, score=row.score, holdout_score=row.holdout_score, operator=row.operator, model=row.model,
-        parent=row.parent_id, second_parent=row.second_parent_id, iteration=row.iteration,
-        status=str(row.status.value), files=files, entry=entry, invalid_reason=row.invalid_reason,
-    )  # fmt: skip
+        id=row.key,
+        score=row.score,
+        holdout_score=row.holdout_score,
+        operator=row.operator,
+        model=row.model,
+        parent=row.parent_id,
+        second_parent=row.second_parent_id,
+        iteration=row.iteration,
+        status=str(row.status.value),
+        files=files,
+        entry=entry,
+        invalid_reason=row.invalid_reason,
+    )
 
 
 def _lineage_row(row: AgentRow) -> dict[str, Any]:
     created: datetime = row.created_at
     return {
-        "id": row.key, "parent": row.parent_id, "second_parent": row.second_parent_id, "iteration": row.iteration,
-        "operator": row.operator, "model": row.model, "status": str(row.status.value), "score": row.score,
-        "holdout_score": row.holdout_score, "invalid_reason": row.invalid_reason, "fm_seconds": row.fm_seconds,
-        "cost_usd": row.cost_usd, "created_at": created.isoformat(),
-    }  # fmt: skip
+        "id": row.key,
+        "parent": row.parent_id,
+        "second_parent": row.second_parent_id,
+        "iteration": row.iteration,
+        "operator": row.operator,
+        "model": row.model,
+        "status": str(row.status.value),
+        "score": row.score,
+        "holdout_score": row.holdout_score,
+        "invalid_reason": row.invalid_reason,
+        "fm_seconds": row.fm_seconds,
+        "cost_usd": row.cost_usd,
+        "created_at": created.isoformat(),
+    }

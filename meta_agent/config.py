@@ -235,9 +235,11 @@ class EvaluationConfig(_Section):
         "call a cheap one, as ADAS and the Darwin Goedel Machine run",
     )
     agent_fm_calls: int = Field(
-        default=8, ge=0, description="FM calls an agent may make per task; an evaluation's budget is this times "
+        default=8,
+        ge=0,
+        description="FM calls an agent may make per task; an evaluation's budget is this times "
         "its tasks, shared by them (a parent writing its child: one run)",
-    )  # fmt: skip
+    )
     agent_fm_tokens: int = Field(default=20_000, ge=0, description="FM tokens an agent may use per task, likewise")
     feedback: FeedbackConfig = Field(default_factory=FeedbackConfig, description="what failures show the FM")
     executor: Literal["local", "ray"] = Field(

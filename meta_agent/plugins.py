@@ -70,11 +70,12 @@ class PluginRegistry(Generic[T]):
         if plugin is None:
             close = difflib.get_close_matches(name, self.names(), n=1)
             raise self.error(
-                f"there is no {self.what} named {name!r}" + (f" (did you mean {close[0]!r}?)" if close else "")
+                f"there is no {self.what} named {name!r}"
+                + (f" (did you mean {close[0]!r}?)" if close else "")
                 + f"; valid choices: {', '.join(self.names())}",
                 fix=f"use one of: {', '.join(self.names())}, or install a package that registers {name!r} "
                 f"in the entry point group {self.group!r}",
-            )  # fmt: skip
+            )
         try:
             return plugin.load()
         except Exception as exc:

@@ -59,10 +59,23 @@ def available() -> bool:
         return False
     try:
         done = subprocess.run(
-            [binary, *_unshare(), "--die-with-parent", "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev",
-             "true"],
-            capture_output=True, timeout=30, check=False,
-        )  # fmt: skip
+            [
+                binary,
+                *_unshare(),
+                "--die-with-parent",
+                "--ro-bind",
+                "/",
+                "/",
+                "--proc",
+                "/proc",
+                "--dev",
+                "/dev",
+                "true",
+            ],
+            capture_output=True,
+            timeout=30,
+            check=False,
+        )
     except (OSError, subprocess.SubprocessError):
         return False
     return done.returncode == 0

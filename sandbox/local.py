@@ -158,8 +158,9 @@ class _RunUids:
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.free = [_RUN_UID_BASE + (os.getpid() % 10_000) * _RUN_UIDS_PER_PROCESS + k
-                     for k in range(_RUN_UIDS_PER_PROCESS)]  # fmt: skip
+        self.free = [
+            _RUN_UID_BASE + (os.getpid() % 10_000) * _RUN_UIDS_PER_PROCESS + k for k in range(_RUN_UIDS_PER_PROCESS)
+        ]
         self.reachable: dict[str, tuple[bool, str]] = {}  # interpreter -> (a run uid can start it, why not)
 
 
@@ -354,8 +355,14 @@ class LocalSandbox:
     def _kill_uid(self, uid: int) -> None:
         """SIGKILL every process of the run's uid (what it started with setsid() included)."""
         try:
-            subprocess.run([self.python, "-S", "-c", _KILL_UID, str(uid)], cwd="/", env={}, timeout=30,
-                           capture_output=True, check=False)  # fmt: skip
+            subprocess.run(
+                [self.python, "-S", "-c", _KILL_UID, str(uid)],
+                cwd="/",
+                env={},
+                timeout=30,
+                capture_output=True,
+                check=False,
+            )
         except (OSError, subprocess.SubprocessError):
             pass  # the interpreter was checked at the first run; the work dir goes anyway
 
@@ -367,10 +374,24 @@ class LocalSandbox:
             uid = self._take_uid()
             try:
                 done = subprocess.run(
-                    [self.python, "-S", "-c", _LAUNCHER, "", str(uid), self.python, "-S", "-c",
-                     "import json, encodings.idna"],
-                    cwd="/", env={}, timeout=60, capture_output=True, text=True,
-                )  # fmt: skip
+                    [
+                        self.python,
+                        "-S",
+                        "-c",
+                        _LAUNCHER,
+                        "",
+                        str(uid),
+                        self.python,
+                        "-S",
+                        "-c",
+                        "import json, encodings.idna",
+                    ],
+                    cwd="/",
+                    env={},
+                    timeout=60,
+                    capture_output=True,
+                    text=True,
+                )
                 reason = (done.stderr.strip().splitlines() or [f"exit code {done.returncode}"])[-1]
                 known = (done.returncode == 0, reason)
             except (OSError, subprocess.SubprocessError) as exc:
@@ -468,11 +489,14 @@ class LocalSandbox:
             try:
                 launcher = [
                     *_namespaces.command(
-                        python=self.python, workdir=workdir, packages_dir=packages, packages=targets,
+                        python=self.python,
+                        workdir=workdir,
+                        packages_dir=packages,
+                        packages=targets,
                         mounts=[*spec.mounts, *sockets],
                     ),
                     *launcher,
-                ]  # fmt: skip
+                ]
             except (OSError, subprocess.SubprocessError, ValueError) as exc:  # the interpreter's paths unknown
                 raise SandboxError(
                     f"cannot tell which folders {self.python} needs inside the namespaces: {exc}",

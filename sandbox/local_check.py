@@ -98,9 +98,14 @@ def run_local_check(sandbox: LocalSandbox) -> CheckReport:
     with sandbox.session() as session:
         items.append(scientific_item(session, packages))
     return CheckReport(
-        engine_version=described["namespaces"], image=sandbox.python, image_present=True, limits=described,
-        items=tuple(items), packages=packages, backend="local",
-    )  # fmt: skip
+        engine_version=described["namespaces"],
+        image=sandbox.python,
+        image_present=True,
+        limits=described,
+        items=tuple(items),
+        packages=packages,
+        backend="local",
+    )
 
 
 def namespaces_summary(in_force: bool) -> str:

@@ -115,15 +115,28 @@ class PostgresServer:
                 if parent.stat().st_mode & 0o001 == 0:
                     raise RuntimeError(f"{parent} is not passable by the {SERVER_USER} user (chmod o+x it)")
         if not (self.data / "PG_VERSION").exists():
-            self._as_server_user("initdb", "-D", str(self.data), "-A", "trust", "-U", self.user, "--no-sync",
-                                 "-E", "UTF8", "--locale", "C")  # fmt: skip
+            self._as_server_user(
+                "initdb",
+                "-D",
+                str(self.data),
+                "-A",
+                "trust",
+                "-U",
+                self.user,
+                "--no-sync",
+                "-E",
+                "UTF8",
+                "--locale",
+                "C",
+            )
         self._pg_ctl("start")
         return self
 
     def _pg_ctl(self, action: str, *extra: str) -> None:
         options = f"-p {self.port} -k {self.sockets} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200"
-        self._as_server_user("pg_ctl", action, "-D", str(self.data), "-l", str(self.log), "-w", "-t", "60",
-                             "-o", options, *extra)  # fmt: skip
+        self._as_server_user(
+            "pg_ctl", action, "-D", str(self.data), "-l", str(self.log), "-w", "-t", "60", "-o", options, *extra
+        )
 
     def stop(self, mode: str = "fast") -> None:
         """Stop the server (fast: disconnects every client; immediate: like a crash)."""

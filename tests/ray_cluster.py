@@ -52,8 +52,16 @@ class LocalRayCluster:
     def start_head(self, name: str = "head") -> None:
         port = free_port()
         self.address = f"{_host_ip()}:{port}"
-        self._start(name, ["--head", f"--port={port}", "--include-dashboard=false",
-                           f"--ray-client-server-port={free_port()}", f"--dashboard-port={free_port()}"])  # fmt: skip
+        self._start(
+            name,
+            [
+                "--head",
+                f"--port={port}",
+                "--include-dashboard=false",
+                f"--ray-client-server-port={free_port()}",
+                f"--dashboard-port={free_port()}",
+            ],
+        )
         self._wait_for_nodes(1)
 
     def add_node(self, name: str) -> None:
@@ -80,9 +88,18 @@ class LocalRayCluster:
     def _start(self, name: str, args: list[str]) -> None:
         log = self.log_dir / f"ray-{name}.log"
         resources = json.dumps({f"cambrian_test_{name}": 1})
-        argv = [RAY, "start", *args, f"--num-cpus={self.cpus}", f"--resources={resources}", "--block",
-                "--disable-usage-stats", f"--dashboard-agent-listen-port={free_port()}",
-                f"--dashboard-agent-grpc-port={free_port()}", f"--metrics-export-port={free_port()}"]  # fmt: skip
+        argv = [
+            RAY,
+            "start",
+            *args,
+            f"--num-cpus={self.cpus}",
+            f"--resources={resources}",
+            "--block",
+            "--disable-usage-stats",
+            f"--dashboard-agent-listen-port={free_port()}",
+            f"--dashboard-agent-grpc-port={free_port()}",
+            f"--metrics-export-port={free_port()}",
+        ]
         env = {key: value for key, value in os.environ.items() if key != "RAY_ADDRESS"}
         env["RAY_AUTH_MODE"] = "disabled"  # a local test cluster; a token file in ~/.ray must not turn it on
         with log.open("wb") as out:

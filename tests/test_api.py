@@ -90,10 +90,15 @@ def test_cancelling_search_async_stops_the_search_and_keeps_what_it_did(tmp_path
     async def scenario() -> None:
         task = asyncio.ensure_future(
             cambrian.search_async(
-                "symbolic_regression", iterations=2000, sandbox="local", runs_dir=tmp_path, name="cancelled",
-                config=NO_FM, on_event=on_event,
+                "symbolic_regression",
+                iterations=2000,
+                sandbox="local",
+                runs_dir=tmp_path,
+                name="cancelled",
+                config=NO_FM,
+                on_event=on_event,
             )
-        )  # fmt: skip
+        )
         assert await asyncio.to_thread(child_evaluated.wait, 1200), "no child was evaluated"
         task.cancel()
         with pytest.raises(asyncio.CancelledError):

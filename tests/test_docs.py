@@ -129,9 +129,13 @@ def test_python_blocks_run(page: Path, tmp_path: Path) -> None:
         script.write_text(block.text)
         try:
             done = subprocess.run(
-                [sys.executable, str(script)], cwd=tmp_path, env=_environment(), capture_output=True, text=True,
+                [sys.executable, str(script)],
+                cwd=tmp_path,
+                env=_environment(),
+                capture_output=True,
+                text=True,
                 timeout=BLOCK_TIMEOUT_S,
-            )  # fmt: skip
+            )
         except subprocess.TimeoutExpired:
             pytest.fail(f"{block.where}: the block ran past {BLOCK_TIMEOUT_S} s")
         assert done.returncode == 0, f"{block.where} failed:\n{block.text}\n--- stderr ---\n{done.stderr[-4000:]}"

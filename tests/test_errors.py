@@ -59,11 +59,17 @@ def test_every_user_facing_exception_derives_from_the_one_root() -> None:
 
 
 @pytest.mark.parametrize(
-    "name", ["cambrian.archive.errors.RunNotFound", "cambrian.sandbox.base.SandboxError",
-             "cambrian.evaluators.base.BenchmarkError", "cambrian.meta_agent.llm._errors.FMUnavailable",
-             "cambrian.meta_agent.edits._base.EditError",
-             "cambrian.meta_agent.errors.ConfigError", "cambrian.meta_agent.operators._base.UnknownOperatorError"],
-)  # fmt: skip
+    "name",
+    [
+        "cambrian.archive.errors.RunNotFound",
+        "cambrian.sandbox.base.SandboxError",
+        "cambrian.evaluators.base.BenchmarkError",
+        "cambrian.meta_agent.llm._errors.FMUnavailable",
+        "cambrian.meta_agent.edits._base.EditError",
+        "cambrian.meta_agent.errors.ConfigError",
+        "cambrian.meta_agent.operators._base.UnknownOperatorError",
+    ],
+)
 def test_each_family_keeps_message_and_fix(name: str) -> None:
     cls = _exception_classes()[name]
     error = cls("the cause", fix="the fix")

@@ -18,10 +18,14 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 #: Files read at run time, not imported: each must reach the wheel.
 DATA = (
-    "cambrian/meta_agent/operators/prompts/lines.txt", "cambrian/evaluators/circle_packing/seed/rings.py",
-    "cambrian/evaluators/harness/run_program.py", "cambrian/archive/migrations/script.py.mako",
-    "cambrian/ui/templates/base.html", "cambrian/py.typed", "cambrian/sandbox/container_runner.py",
-)  # fmt: skip
+    "cambrian/meta_agent/operators/prompts/lines.txt",
+    "cambrian/evaluators/circle_packing/seed/rings.py",
+    "cambrian/evaluators/harness/run_program.py",
+    "cambrian/archive/migrations/script.py.mako",
+    "cambrian/ui/templates/base.html",
+    "cambrian/py.typed",
+    "cambrian/sandbox/container_runner.py",
+)
 
 
 @pytest.fixture(scope="module")
@@ -52,11 +56,19 @@ def test_the_installed_wheel_imports_as_cambrian_outside_the_checkout(wheel: Pat
     python = venv / "bin" / "python"
     # This environment's packages (the dependencies) are visible through a .pth file; the wheel is unpacked
     # into the new one's own site-packages, which comes first.
-    site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                          capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+    site = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     zipfile.ZipFile(wheel).extractall(site)
-    ours = subprocess.run([sys.executable, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                          capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+    ours = subprocess.run(
+        [sys.executable, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     Path(site, "dependencies.pth").write_text(ours + "\n")
     probe = (
         "import cambrian, cambrian.meta_agent.cli, cambrian.archive.store, cambrian.evaluators.circle_packing as c;"

@@ -175,12 +175,20 @@ def budget(archive: Archive, run_id: int, *, bins: int = 120) -> dict[str, Any]:
         operator = func.coalesce(a.operator, UNATTRIBUTED)
         edge = _edge_index(posix_seconds_sql(c.created_at, dialect), origin, width_s, dialect)
         ledger = connection.execute(
-            select(c.model, c.purpose, operator, edge, func.count(), func.sum(c.prompt_tokens),
-                   func.sum(c.completion_tokens), func.sum(c.cost_usd))
+            select(
+                c.model,
+                c.purpose,
+                operator,
+                edge,
+                func.count(),
+                func.sum(c.prompt_tokens),
+                func.sum(c.completion_tokens),
+                func.sum(c.cost_usd),
+            )
             .select_from(_CALL.outerjoin(_AGENT, a.id == c.agent_id))
             .where(c.run_id == run_id)
             .group_by(c.model, c.purpose, operator, edge)
-        ).all()  # fmt: skip
+        ).all()
     edges = origin + width_s * np.arange(bins + 1)
     edges[-1] = max(end, edges[-1])  # the last edge holds every call and evaluation, whatever the rounding
     (by_model, model_series), (by_purpose, purpose_series), (by_operator, operator_series) = (

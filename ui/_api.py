@@ -92,9 +92,16 @@ def add_routes(app: FastAPI) -> None:
             columns = agent_columns(archive, row.key)
         try:
             view = tree_view(
-                columns, lineage(columns), root=root, depth=depth, expand=_ids(expand), collapse=_ids(collapse),
-                wide=_ids(wide), max_nodes=max_nodes, max_children=max_children,
-            )  # fmt: skip
+                columns,
+                lineage(columns),
+                root=root,
+                depth=depth,
+                expand=_ids(expand),
+                collapse=_ids(collapse),
+                wide=_ids(wide),
+                max_nodes=max_nodes,
+                max_children=max_children,
+            )
         except KeyError:
             raise AgentNotFound(f"agent {root} is not in run {run!r}", fix="pick a root from the run's tree") from None
         return json_response(view)

@@ -60,11 +60,13 @@ def create_app(
         host = host_name(request.headers.get("host", ""))
         if host not in allowed:
             response = _error(
-                request, 400, "Unknown host",
+                request,
+                400,
+                "Unknown host",
                 f"this UI answers to {', '.join(sorted(allowed))}, and the request named {host or 'no host'}",
                 "open the UI at the address `cambrian ui` printed; behind a proxy or under another name, start it "
                 "with `--allow-host NAME`",
-            )  # fmt: skip
+            )
         else:
             response = await call_next(request)
         response.headers["Content-Security-Policy"] = CONTENT_SECURITY_POLICY

@@ -83,14 +83,24 @@ def agent_columns(
     wanted = c.id > after_id if changed_after is None else or_(c.id > after_id, c.updated_at > changed_after)
     dialect = archive.engine.dialect.name
     query = (
-        select(c.id, func.coalesce(c.parent_id, -1), c.iteration, c.score, c.holdout_score,
-               func.coalesce(c.prompt_tokens, 0) + func.coalesce(c.completion_tokens, 0),
-               func.coalesce(c.cost_usd, 0.0), posix_seconds_sql(c.updated_at, dialect),
-               func.coalesce(c.fm_seconds, 0.0), cast(c.status, String), c.operator, func.coalesce(c.model, ""),
-               func.substr(func.coalesce(c.invalid_reason, ""), 1, REASON_CHARS))
+        select(
+            c.id,
+            func.coalesce(c.parent_id, -1),
+            c.iteration,
+            c.score,
+            c.holdout_score,
+            func.coalesce(c.prompt_tokens, 0) + func.coalesce(c.completion_tokens, 0),
+            func.coalesce(c.cost_usd, 0.0),
+            posix_seconds_sql(c.updated_at, dialect),
+            func.coalesce(c.fm_seconds, 0.0),
+            cast(c.status, String),
+            c.operator,
+            func.coalesce(c.model, ""),
+            func.substr(func.coalesce(c.invalid_reason, ""), 1, REASON_CHARS),
+        )
         .where(c.run_id == run_id, wanted)
         .order_by(c.id)
-    )  # fmt: skip
+    )
     with archive.engine.connect() as connection:
         result = connection.execute(query)
         try:

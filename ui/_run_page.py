@@ -63,9 +63,14 @@ FIRST_PAINT_TREE_NODES = 800
 
 
 def run_page(
-    archive: Archive, run: Run, *, tree_nodes: int = DEFAULT_MAX_NODES, tree_depth: int = DEFAULT_DEPTH,
-    max_points: int = MAX_PLOT_POINTS, panels: bool = True,
-) -> RunPage:  # fmt: skip
+    archive: Archive,
+    run: Run,
+    *,
+    tree_nodes: int = DEFAULT_MAX_NODES,
+    tree_depth: int = DEFAULT_DEPTH,
+    max_points: int = MAX_PLOT_POINTS,
+    panels: bool = True,
+) -> RunPage:
     """Everything the run page needs, read from the archive once.
 
     panels=False leaves out the MAP-Elites grid and the analytics panels (budget, search space), the
@@ -76,9 +81,10 @@ def run_page(
     summary = summarize_run(archive, run)
     iterations, scores, ids = best_so_far(columns)
     evaluated_scores = {
-        int(i): float(s) for i, s, st in zip(columns.ids.tolist(), columns.scores.tolist(), columns.statuses)
+        int(i): float(s)
+        for i, s, st in zip(columns.ids.tolist(), columns.scores.tolist(), columns.statuses)
         if st == "evaluated" and s == s  # s == s: not NaN
-    }  # fmt: skip
+    }
     search = summary.config.get("search") or {}
     return RunPage(
         summary=summary,

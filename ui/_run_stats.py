@@ -126,8 +126,11 @@ def outcome_table(columns: AgentColumns, keys: Sequence[str]) -> list[OutcomeRow
     for k in keys:  # a code per distinct value of each key, combined: the distinct tuples in sorted order
         values = columns.operators if k == "operator" else [model or "—" for model in columns.models]
         first_seen: dict[str, int] = {}  # a dict, not np.unique: sorting 100k Python strings takes 40 ms
-        seen = np.fromiter((first_seen.setdefault(values[row], len(first_seen)) for row in proposals.tolist()),
-                           dtype=np.int64, count=len(proposals))  # fmt: skip
+        seen = np.fromiter(
+            (first_seen.setdefault(values[row], len(first_seen)) for row in proposals.tolist()),
+            dtype=np.int64,
+            count=len(proposals),
+        )
         names = sorted(first_seen)
         rank = np.empty(len(names), dtype=np.int64)
         rank[[first_seen[name] for name in names]] = np.arange(len(names))
@@ -203,9 +206,13 @@ class EliteGrid:
 
 
 def elite_grid(
-    descriptors: dict[int, dict[str, float]], scores: dict[int, float], *, cells: int = 20,
-    x_name: str | None = None, y_name: str | None = None,
-) -> EliteGrid | None:  # fmt: skip
+    descriptors: dict[int, dict[str, float]],
+    scores: dict[int, float],
+    *,
+    cells: int = 20,
+    x_name: str | None = None,
+    y_name: str | None = None,
+) -> EliteGrid | None:
     """The grid over two descriptor axes (the first two names, or those given), `cells` bins each over
     the observed range; None when the run has no descriptors."""
     names = sorted({name for features in descriptors.values() for name in features})

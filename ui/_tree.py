@@ -190,16 +190,36 @@ def _tidy_x(n: int, tops: list[int], kids_of: dict[int, list[int]]) -> list[floa
 
 
 def _as_columns(
-    columns: AgentColumns, tree: Lineage, drawn: list[tuple[str, int, int, int, float]], xs: list[float],
-    *, root: int | None, depth: int,
-) -> dict[str, Any]:  # fmt: skip
+    columns: AgentColumns,
+    tree: Lineage,
+    drawn: list[tuple[str, int, int, int, float]],
+    xs: list[float],
+    *,
+    root: int | None,
+    depth: int,
+) -> dict[str, Any]:
     def finite(value: float) -> float | None:
         return None if math.isnan(value) else float(value)
 
     nodes: dict[str, list[Any]] = {
-        key: [] for key in ("id", "kind", "x", "y", "parent", "score", "status", "operator", "model", "hidden",
-                            "hidden_best", "clade_size", "clade_best", "best_path")
-    }  # fmt: skip
+        key: []
+        for key in (
+            "id",
+            "kind",
+            "x",
+            "y",
+            "parent",
+            "score",
+            "status",
+            "operator",
+            "model",
+            "hidden",
+            "hidden_best",
+            "clade_size",
+            "clade_best",
+            "best_path",
+        )
+    }
     for (kind, row, parent_index, hidden, hidden_best), x in zip(drawn, xs):
         nodes["id"].append(int(columns.ids[row]))
         nodes["kind"].append(kind)

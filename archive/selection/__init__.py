@@ -27,7 +27,20 @@ from cambrian.archive.selection._registry import (
 )
 
 __all__ = [
-    "DGM", "HGM", "SELECTOR_CLASSES", "STRATEGY_NAMES", "Greedy", "MapElites", "Novelty", "ParentSelector",
-    "PowerLaw", "SelectorNeeds", "Tournament", "Uniform", "build_selector", "make_selector", "selector_needs",
+    "DGM",
+    "HGM",
+    "SELECTOR_CLASSES",
+    "STRATEGY_NAMES",
+    "Greedy",
+    "MapElites",
+    "Novelty",
+    "ParentSelector",
+    "PowerLaw",
+    "SelectorNeeds",
+    "Tournament",
+    "Uniform",
+    "build_selector",
+    "make_selector",
+    "selector_needs",
     "selector_parameters",
-]  # fmt: skip
+]

@@ -51,8 +51,13 @@ def settings(args: argparse.Namespace) -> dict[str, Any]:
     """The example's config with only the endpoint, budget, seed, LLM timeout and workers changed."""
     config = yaml.safe_load(Path(args.config).read_text())
     llm = {k: v for k, v in config["llm"].items() if not k.startswith("secondary_model")}
-    llm.update(primary_model=args.model, primary_model_weight=1.0, api_base=args.api_base, api_key="none",
-               timeout=args.llm_timeout)  # fmt: skip
+    llm.update(
+        primary_model=args.model,
+        primary_model_weight=1.0,
+        api_base=args.api_base,
+        api_key="none",
+        timeout=args.llm_timeout,
+    )
     if args.max_tokens is not None:
         llm["max_tokens"] = args.max_tokens
     config["llm"] = llm
@@ -99,12 +104,17 @@ def main() -> None:
     def recording_add(program: Any, *rest: Any, **options: Any) -> Any:
         if not program.metadata.get("migrant"):  # a migrant is a copy of a program already recorded
             metrics = program.metrics or {}
-            added.append({
-                "iteration": program.iteration_found, "t": program.timestamp, "code": program.code,
-                # No sum_radii: the evaluator failed (an error, a timeout) and scored the program 0.
-                "score": float(metrics.get("sum_radii", 0.0)), "note": str(metrics.get("error", ""))[:300],
-                "metrics": {k: v for k, v in metrics.items() if isinstance(v, (int, float))},
-            })  # fmt: skip
+            added.append(
+                {
+                    "iteration": program.iteration_found,
+                    "t": program.timestamp,
+                    "code": program.code,
+                    # No sum_radii: the evaluator failed (an error, a timeout) and scored the program 0.
+                    "score": float(metrics.get("sum_radii", 0.0)),
+                    "note": str(metrics.get("error", ""))[:300],
+                    "metrics": {k: v for k, v in metrics.items() if isinstance(v, (int, float))},
+                }
+            )
         return add(program, *rest, **options)
 
     controller.database.add = recording_add  # every program, before the database may evict it
@@ -117,8 +127,11 @@ def main() -> None:
     timer.cancel()
 
     seed = next((a for a in added if a["iteration"] == 0), None)
-    proposals = [{"t": a["t"], "score": a["score"], "note": a["note"], "code": a["code"], "metrics": a["metrics"]}
-                 for a in added if a["iteration"] > 0]  # fmt: skip
+    proposals = [
+        {"t": a["t"], "score": a["score"], "note": a["note"], "code": a["code"], "metrics": a["metrics"]}
+        for a in added
+        if a["iteration"] > 0
+    ]
     proposals += [{"t": e["t"], "score": None, "note": e["note"], "code": None} for e in errors.errors]
     payload = {
         "system": "openevolve",

@@ -62,9 +62,12 @@ def settings(args: argparse.Namespace) -> dict[str, Any]:
     task = shipped("task/circle_packing.yaml")
     evo = {**budget["evo_config"], "task_sys_msg": task["evo_config"]["task_sys_msg"], "language": "python"}
     evo.update(
-        llm_models=[f"local/{args.model}@{args.api_base}"], embedding_model=None, num_generations=args.proposals + 1,
-        results_dir=str(Path(args.workdir) / "results"), job_type="local",
-    )  # fmt: skip
+        llm_models=[f"local/{args.model}@{args.api_base}"],
+        embedding_model=None,
+        num_generations=args.proposals + 1,
+        results_dir=str(Path(args.workdir) / "results"),
+        job_type="local",
+    )
     if args.max_tokens is not None:
         evo["llm_kwargs"] = {**evo["llm_kwargs"], "max_tokens": args.max_tokens}
     return {
@@ -116,12 +119,16 @@ def proposals_made(database: Path) -> list[dict[str, Any]]:
         if meta.get("_is_island_copy"):
             continue
         failed = meta.get("node_kind") == "failed_proposal"  # never reached the evaluator
-        found.append({
-            "generation": generation, "t": stamp, "code": None if failed else code,
-            "score": None if failed else float(score or 0.0) if correct else 0.0,
-            "note": str(meta.get("failure_reason") or ("" if correct else _why_incorrect(meta, feedback)))[:300],
-            "metrics": json.loads(public or "{}"),
-        })  # fmt: skip
+        found.append(
+            {
+                "generation": generation,
+                "t": stamp,
+                "code": None if failed else code,
+                "score": None if failed else float(score or 0.0) if correct else 0.0,
+                "note": str(meta.get("failure_reason") or ("" if correct else _why_incorrect(meta, feedback)))[:300],
+                "metrics": json.loads(public or "{}"),
+            }
+        )
     for generation, stamp, details in failures:
         reason = json.loads(details or "{}").get("failure_reason") or "failed before evaluation"
         found.append({"generation": generation, "t": stamp, "code": None, "score": None, "note": str(reason)[:300]})

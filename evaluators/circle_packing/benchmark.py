@@ -128,8 +128,9 @@ def check_packing(value: Any, n: int, *, tolerance: float = TOLERANCE) -> Packin
     if violations:
         return PackingCheck(valid=False, sum_of_radii=0.0, violations=tuple(violations))
     x, y, certified = certify(x, y, r)
-    touching = (np.minimum.reduce([x - certified, 1 - x - certified, y - certified, 1 - y - certified])
-                <= BORDER_TOUCH).mean()  # fmt: skip
+    touching = (
+        np.minimum.reduce([x - certified, 1 - x - certified, y - certified, 1 - y - certified]) <= BORDER_TOUCH
+    ).mean()
     return PackingCheck(
         valid=True,
         sum_of_radii=float(sum(Fraction(v) for v in certified.tolist())),
@@ -308,8 +309,10 @@ class CirclePacking(HarnessBenchmark):
             np.asarray(check.centres), np.asarray(check.radii), best_known=BEST_KNOWN.get(n), seconds=outcome.seconds
         )
         if check.shrunk > 0:
-            feedback += (f"\nScored with radii shrunk by up to {check.shrunk:.1e} to make the packing exactly valid "
-                         "(only exactly valid packings count).")  # fmt: skip
+            feedback += (
+                f"\nScored with radii shrunk by up to {check.shrunk:.1e} to make the packing exactly valid "
+                "(only exactly valid packings count)."
+            )
         return TaskScore(
             score=check.sum_of_radii, passed=True, executed=True, feedback=feedback, descriptor=check.descriptor()
         )

@@ -347,8 +347,11 @@ class CandidateProcess:
     def __init__(self, workdir: str, entry_point: str) -> None:
         self.process = subprocess.Popen(  # this interpreter, a fixed program
             [sys.executable, "-S", "-c", CODEC_SOURCE + CHILD_SOURCE, entry_point],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=workdir, close_fds=True,
-        )  # fmt: skip
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            cwd=workdir,
+            close_fds=True,
+        )
 
     def start(self) -> None:
         """Wait for the child's import of the solution; ImportFailed when it did not import."""

@@ -25,10 +25,26 @@ from cambrian.evaluators.programs.tsp import Tsp
 
 #: The suite's program benchmarks.
 PROGRAM_BENCHMARKS: tuple[type[ProgramBenchmark], ...] = (
-    Knapsack, SymbolicRegression, Tsp, FastPrimes, LoadBalancing, GraphColouring, JobOrder, StripPacking,
-)  # fmt: skip
+    Knapsack,
+    SymbolicRegression,
+    Tsp,
+    FastPrimes,
+    LoadBalancing,
+    GraphColouring,
+    JobOrder,
+    StripPacking,
+)
 
 __all__ = [
-    "PROGRAM_BENCHMARKS", "FastPrimes", "GraphColouring", "JobOrder", "Knapsack", "LoadBalancing",
-    "ProgramBenchmark", "ProgramOptions", "StripPacking", "SymbolicRegression", "Tsp",
-]  # fmt: skip
+    "PROGRAM_BENCHMARKS",
+    "FastPrimes",
+    "GraphColouring",
+    "JobOrder",
+    "Knapsack",
+    "LoadBalancing",
+    "ProgramBenchmark",
+    "ProgramOptions",
+    "StripPacking",
+    "SymbolicRegression",
+    "Tsp",
+]

@@ -127,8 +127,9 @@ class ProgramBenchmark(HarnessBenchmark):
     def tasks(self, split: str) -> Sequence[Task]:
         if split not in ("search", "holdout"):
             raise BenchmarkError(f"unknown split {split!r}", fix="use 'search' or 'holdout'")
-        return [Task(id=f"{split}-{i}", split=split, inputs=dict(inputs)) for i, inputs in
-                enumerate(self.instances(split))]  # fmt: skip
+        return [
+            Task(id=f"{split}-{i}", split=split, inputs=dict(inputs)) for i, inputs in enumerate(self.instances(split))
+        ]
 
     def stages(self) -> Sequence[Stage]:
         return [Stage(task_ids=tuple(task.id for task in self.tasks("search")))]

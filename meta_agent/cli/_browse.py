@@ -67,8 +67,10 @@ def list_runs(runs_dir: Path = RunsDir, store: str | None = Store) -> None:
         return
     console.print(table)
     for path in damaged:
-        err_console.print(f"[bold yellow]warning:[/bold yellow] {path} is damaged; `cambrian status "
-                          f"{path.parent.name}` says how to check and rescue it")  # fmt: skip
+        err_console.print(
+            f"[bold yellow]warning:[/bold yellow] {path} is damaged; `cambrian status "
+            f"{path.parent.name}` says how to check and rescue it"
+        )
 
 
 def _add_runs(table: Table, archive: Archive) -> None:
@@ -163,10 +165,15 @@ def _print_arms(agents: list[Agent], config: dict) -> None:
         seconds = sum(child.fm_seconds for child in children)
         valid = sum(child.status == AgentStatus.evaluated for child in children)
         row = [
-            arm.model or "-", arm.operator, str(len(children)), str(valid), str(sum(r > 0 for r in done)),
-            f"{sum(done) / len(done):.4g}" if done else "-", f"{seconds:.0f}",
+            arm.model or "-",
+            arm.operator,
+            str(len(children)),
+            str(valid),
+            str(sum(r > 0 for r in done)),
+            f"{sum(done) / len(done):.4g}" if done else "-",
+            f"{seconds:.0f}",
             f"{sum(done) / (seconds / 60):.4g}" if done and seconds > 0 else "-",
-        ]  # fmt: skip
+        ]
         if shares:
             row.append(f"{shares.get(arm, 0.0):.0%}")
         table.add_row(*row)

@@ -63,9 +63,15 @@ def _engine(add: Callable[[Finding], None]) -> bool:
         version = client.version().get("Version", "?")
         client.close()
     except Exception as exc:  # noqa: BLE001 - any engine trouble is this finding
-        add(Finding("docker engine", "fail", f"no engine answers at {engine_url()}: {exc}"[:300],
-                    "start it (`sudo dockerd &` or `sudo systemctl start docker`); without it runs use the weaker "
-                    "local sandbox"))  # fmt: skip
+        add(
+            Finding(
+                "docker engine",
+                "fail",
+                f"no engine answers at {engine_url()}: {exc}"[:300],
+                "start it (`sudo dockerd &` or `sudo systemctl start docker`); without it runs use the weaker "
+                "local sandbox",
+            )
+        )
         return False
     add(Finding("docker engine", "ok", f"version {version} at {engine_url()}"))
     return True
@@ -93,22 +99,45 @@ def _self_test(add: Callable[[Finding], None], image: str) -> None:
         with DockerSandbox(image=image, pool_size=0, run_label="doctor") as sandbox:
             report = run_check(sandbox)
     except Exception as exc:  # noqa: BLE001 - a sandbox that cannot even start is this finding
-        add(Finding("sandbox self-test", "fail", f"{type(exc).__name__}: {exc}"[:300],
-                    "cambrian sandbox build --force, then cambrian sandbox check"))  # fmt: skip
+        add(
+            Finding(
+                "sandbox self-test",
+                "fail",
+                f"{type(exc).__name__}: {exc}"[:300],
+                "cambrian sandbox build --force, then cambrian sandbox check",
+            )
+        )
         return
     failed = [item for item in report.items if not item.passed]
     detail = f"{len(report.items) - len(failed)}/{len(report.items)} hardening checks pass"
     if failed:
-        add(Finding("sandbox self-test", "fail", detail + ": failing " + ", ".join(i.name for i in failed),
-                    "cambrian sandbox check (details), then cambrian sandbox build --force"))  # fmt: skip
+        add(
+            Finding(
+                "sandbox self-test",
+                "fail",
+                detail + ": failing " + ", ".join(i.name for i in failed),
+                "cambrian sandbox check (details), then cambrian sandbox build --force",
+            )
+        )
     else:
         add(Finding("sandbox self-test", "ok", detail))
     if report.packages.get("numpy") and report.packages.get("scipy"):
-        add(Finding("numpy and scipy in the image", "ok",
-                    f"numpy {report.packages['numpy']}, scipy {report.packages['scipy']}"))  # fmt: skip
+        add(
+            Finding(
+                "numpy and scipy in the image",
+                "ok",
+                f"numpy {report.packages['numpy']}, scipy {report.packages['scipy']}",
+            )
+        )
     else:
-        add(Finding("numpy and scipy in the image", "fail", "a sandbox program cannot import them",
-                    "cambrian sandbox build --force"))  # fmt: skip
+        add(
+            Finding(
+                "numpy and scipy in the image",
+                "fail",
+                "a sandbox program cannot import them",
+                "cambrian sandbox build --force",
+            )
+        )
 
 
 def _local_sandbox(add: Callable[[Finding], None], *, self_test: bool) -> None:
@@ -126,22 +155,39 @@ def _local_sandbox(add: Callable[[Finding], None], *, self_test: bool) -> None:
     finally:
         box.close()
     if result.ok and result.stdout.strip() == "ok":
-        add(Finding("local sandbox", "ok", f"works, with numpy and scipy; namespaces: "
-                    f"{namespaces_summary(box.namespaces)}; {isolation_summary()}"))  # fmt: skip
+        add(
+            Finding(
+                "local sandbox",
+                "ok",
+                f"works, with numpy and scipy; namespaces: {namespaces_summary(box.namespaces)}; {isolation_summary()}",
+            )
+        )
         if report is None:
             return
         failed = [item.name for item in report.items if not item.passed]
         detail = f"{len(report.items) - len(failed)}/{len(report.items)} hardening checks pass"
         if failed:
-            add(Finding("local sandbox self-test", "warn", f"{detail}: failing {', '.join(failed)}",
-                        "install bubblewrap (apt-get install bubblewrap) for namespaces, or use Docker; "
-                        "cambrian sandbox check --sandbox local shows each item"))  # fmt: skip
+            add(
+                Finding(
+                    "local sandbox self-test",
+                    "warn",
+                    f"{detail}: failing {', '.join(failed)}",
+                    "install bubblewrap (apt-get install bubblewrap) for namespaces, or use Docker; "
+                    "cambrian sandbox check --sandbox local shows each item",
+                )
+            )
         else:
             add(Finding("local sandbox self-test", "ok", detail))
     else:
-        add(Finding("local sandbox", "warn", f"a program there cannot import numpy and scipy: "
-                    f"{(result.stderr.strip().splitlines() or ['?'])[-1][:200]}",
-                    "pip install numpy scipy into Cambrian's environment"))  # fmt: skip
+        add(
+            Finding(
+                "local sandbox",
+                "warn",
+                f"a program there cannot import numpy and scipy: "
+                f"{(result.stderr.strip().splitlines() or ['?'])[-1][:200]}",
+                "pip install numpy scipy into Cambrian's environment",
+            )
+        )
 
 
 def _model(add: Callable[[Finding], None], config: RunConfig) -> None:
@@ -160,8 +206,14 @@ def _model(add: Callable[[Finding], None], config: RunConfig) -> None:
             if status.installed:
                 add(Finding("default model", "ok", f"{spec} in {status.path}"))
             else:
-                add(Finding("default model", "warn", f"{spec} is not in the cache yet (a run fetches it first)",
-                            f"cambrian models pull {spec}"))  # fmt: skip
+                add(
+                    Finding(
+                        "default model",
+                        "warn",
+                        f"{spec} is not in the cache yet (a run fetches it first)",
+                        f"cambrian models pull {spec}",
+                    )
+                )
             return
     add(Finding("default model", "fail", f"{spec} is not a registry model", "cambrian models list"))
 
@@ -191,14 +243,26 @@ def _disk(add: Callable[[Finding], None], runs_dir: Path) -> None:
             existing = existing.parent
         free_gb = shutil.disk_usage(existing).free / 1e9
         verdict: Verdict = "ok" if free_gb >= MIN_FREE_GB else "warn"
-        add(Finding(f"free disk ({label})", verdict, f"{free_gb:.1f} GB free at {existing}",
-                    "" if verdict == "ok" else f"free space under {existing} (a model takes up to 2 GB)"))  # fmt: skip
+        add(
+            Finding(
+                f"free disk ({label})",
+                verdict,
+                f"{free_gb:.1f} GB free at {existing}",
+                "" if verdict == "ok" else f"free space under {existing} (a model takes up to 2 GB)",
+            )
+        )
 
 
 def _user(add: Callable[[Finding], None]) -> None:
     if os.geteuid() == 0:
-        add(Finding("running as root", "ok", "yes: the local sandbox runs each program as an unprivileged uid of its "
-                    "own; Docker is still the stronger sandbox"))  # fmt: skip
+        add(
+            Finding(
+                "running as root",
+                "ok",
+                "yes: the local sandbox runs each program as an unprivileged uid of its "
+                "own; Docker is still the stronger sandbox",
+            )
+        )
     else:
         add(
             Finding(

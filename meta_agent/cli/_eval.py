@@ -42,20 +42,31 @@ def eval_(
 
     user_config = load_config(config, overrides={"fm.api_base": api_base, "fm.api_key_env": api_key_env})
     outcome = evaluate_target(
-        target, split=split, runs_dir=runs_dir, reporter=CliReporter().reporter(), sandbox=sandbox,
-        model=model, agent_fm=agent_fm, allow_modified=allow_modified, user_config=user_config, store=store,
-    )  # fmt: skip
+        target,
+        split=split,
+        runs_dir=runs_dir,
+        reporter=CliReporter().reporter(),
+        sandbox=sandbox,
+        model=model,
+        agent_fm=agent_fm,
+        allow_modified=allow_modified,
+        user_config=user_config,
+        store=store,
+    )
     result = outcome.result
     table = Table("task", "score", "passed", "seconds", "feedback")
     for task in result.task_results:
         feedback = task.feedback.strip().splitlines()[0][:100] if task.feedback.strip() else ""
-        table.add_row(task.task_id, f"{task.score:.4f}", "yes" if task.passed else "no", f"{task.duration_s:.2f}",
-                      feedback)  # fmt: skip
+        table.add_row(
+            task.task_id, f"{task.score:.4f}", "yes" if task.passed else "no", f"{task.duration_s:.2f}", feedback
+        )
     console.print(table)
     passed = sum(task.passed for task in result.task_results)
-    console.print(f"[bold]{outcome.target}[/bold] on {outcome.benchmark} {outcome.split}: "
-                  f"[bold]{fmt_score(outcome.score)}[/bold] ({passed}/{len(result.task_results)} tasks passed"
-                  f"{', ' + str(outcome.fm_calls) + ' FM calls' if outcome.fm_calls else ''})")  # fmt: skip
+    console.print(
+        f"[bold]{outcome.target}[/bold] on {outcome.benchmark} {outcome.split}: "
+        f"[bold]{fmt_score(outcome.score)}[/bold] ({passed}/{len(result.task_results)} tasks passed"
+        f"{', ' + str(outcome.fm_calls) + ' FM calls' if outcome.fm_calls else ''})"
+    )
     if not result.valid and result.invalid_reason:
         console.print(f"[red]no task executed:[/red] {result.invalid_reason}")
     console.print(fmt_scores(outcome.search_score, outcome.holdout_score))

@@ -34,7 +34,20 @@ from cambrian.meta_agent.edits._search_replace import FORMAT_HINT, apply_blocks,
 from cambrian.meta_agent.edits._static_check import KNOWN_IMPORTS, CheckedChild, check_child
 
 __all__ = [
-    "FORMAT_HINT", "KNOWN_IMPORTS", "CheckedChild", "EditBlock", "EditError", "EditPool", "apply_blocks",
-    "behaviour_key", "check_child", "check_outside_unchanged", "edit_processes", "evolve_regions", "extract_code",
-    "parse_search_replace", "splice_into_region", "trim_prose",
-]  # fmt: skip
+    "FORMAT_HINT",
+    "KNOWN_IMPORTS",
+    "CheckedChild",
+    "EditBlock",
+    "EditError",
+    "EditPool",
+    "apply_blocks",
+    "behaviour_key",
+    "check_child",
+    "check_outside_unchanged",
+    "edit_processes",
+    "evolve_regions",
+    "extract_code",
+    "parse_search_replace",
+    "splice_into_region",
+    "trim_prose",
+]

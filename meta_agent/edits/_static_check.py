@@ -31,9 +31,30 @@ KNOWN_IMPORTS: Mapping[str, str] = {
     **{
         module: f"import {module}"
         for module in (
-            "math", "cmath", "random", "itertools", "functools", "collections", "heapq", "bisect", "re", "json",
-            "time", "sys", "statistics", "copy", "operator", "typing", "dataclasses", "fractions", "decimal",
-            "enum", "textwrap", "string", "numpy", "scipy",
+            "math",
+            "cmath",
+            "random",
+            "itertools",
+            "functools",
+            "collections",
+            "heapq",
+            "bisect",
+            "re",
+            "json",
+            "time",
+            "sys",
+            "statistics",
+            "copy",
+            "operator",
+            "typing",
+            "dataclasses",
+            "fractions",
+            "decimal",
+            "enum",
+            "textwrap",
+            "string",
+            "numpy",
+            "scipy",
         )
     },
     "np": "import numpy as np",
@@ -43,19 +64,56 @@ KNOWN_IMPORTS: Mapping[str, str] = {
     },
     **{
         name: f"from typing import {name}"
-        for name in ("List", "Dict", "Tuple", "Optional", "Any", "Callable", "Sequence", "Iterable", "Iterator",
-                     "Set", "FrozenSet", "Union", "Mapping")
+        for name in (
+            "List",
+            "Dict",
+            "Tuple",
+            "Optional",
+            "Any",
+            "Callable",
+            "Sequence",
+            "Iterable",
+            "Iterator",
+            "Set",
+            "FrozenSet",
+            "Union",
+            "Mapping",
+        )
     },
     **{name: f"from functools import {name}" for name in ("lru_cache", "reduce", "partial", "cache", "cmp_to_key")},
     **{
         name: f"from itertools import {name}"
-        for name in ("product", "permutations", "combinations", "combinations_with_replacement", "accumulate",
-                     "chain", "groupby", "islice")
+        for name in (
+            "product",
+            "permutations",
+            "combinations",
+            "combinations_with_replacement",
+            "accumulate",
+            "chain",
+            "groupby",
+            "islice",
+        )
     },
     **{
         name: f"from math import {name}"
-        for name in ("sqrt", "pi", "inf", "hypot", "floor", "ceil", "cos", "sin", "atan2", "exp", "log", "gcd",
-                     "isqrt", "comb", "factorial", "isclose")
+        for name in (
+            "sqrt",
+            "pi",
+            "inf",
+            "hypot",
+            "floor",
+            "ceil",
+            "cos",
+            "sin",
+            "atan2",
+            "exp",
+            "log",
+            "gcd",
+            "isqrt",
+            "comb",
+            "factorial",
+            "isclose",
+        )
     },
     **{name: f"from heapq import {name}" for name in ("heappush", "heappop", "heapify")},
     **{name: f"from bisect import {name}" for name in ("bisect_left", "bisect_right", "insort")},
@@ -63,7 +121,7 @@ KNOWN_IMPORTS: Mapping[str, str] = {
     "Fraction": "from fractions import Fraction",
     "deepcopy": "from copy import deepcopy",
     "minimize": "from scipy.optimize import minimize",
-}  # fmt: skip
+}
 
 # pyflakes findings that make a program fail when it runs; the rest (unused imports, style) are harmless.
 _FATAL = (

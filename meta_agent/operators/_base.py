@@ -98,9 +98,13 @@ class OperatorEnv(Protocol):
         ...
 
     async def complete(
-        self, messages: Sequence[Mapping[str, str]], *, purpose: str, grammar: str | None = None,
+        self,
+        messages: Sequence[Mapping[str, str]],
+        *,
+        purpose: str,
+        grammar: str | None = None,
         max_tokens: int | None = None,
-    ) -> str:  # fmt: skip
+    ) -> str:
         """The reply of the proposal's FM to `messages` (purpose: "mutate", "diagnose" or "repair", for the
         ledger). grammar: GBNF the reply must follow under constrained decoding. max_tokens: a cap below
         `fm.max_tokens` for replies short by nature. FMBadRequest when the prompt itself is refused."""

@@ -118,10 +118,18 @@ class FMOperator(Operator):
                     raise
                 messages += [
                     {"role": "assistant", "content": reply},
-                    {"role": "user", "content": render("repair", {
-                        "error": str(exc), "fix": exc.fix.rstrip("."), "format_hint": self.format_hint(ctx),
-                    }).strip()},
-                ]  # fmt: skip
+                    {
+                        "role": "user",
+                        "content": render(
+                            "repair",
+                            {
+                                "error": str(exc),
+                                "fix": exc.fix.rstrip("."),
+                                "format_hint": self.format_hint(ctx),
+                            },
+                        ).strip(),
+                    },
+                ]
                 continue
             repaired = [f"FM repair round {len(errors)} fixed: {_first_line(errors[-1])}"] if errors else []
             return dataclasses.replace(

@@ -143,8 +143,10 @@ def _apply_lines(parent: Genome, reply: str, focus: Focus) -> Genome:
     if "EVOLVE-BLOCK-" in code:  # a marker would move the region for every later child: a copied one is dropped
         code = "\n".join(line for line in code.splitlines() if "EVOLVE-BLOCK-" not in line).rstrip()
         if not code.strip():
-            raise EditError("the reply had no new lines, only EVOLVE-BLOCK markers",
-                            fix="reply with the new code only, without EVOLVE-BLOCK comments")  # fmt: skip
+            raise EditError(
+                "the reply had no new lines, only EVOLVE-BLOCK markers",
+                fix="reply with the new code only, without EVOLVE-BLOCK comments",
+            )
     placed = [
         "\n".join([*lines[: focus.start], *candidate.splitlines(), *lines[focus.end :]]) + "\n"
         for candidate in _at_indent(code, _indent(focus.text))

@@ -287,8 +287,18 @@ class RunBook:
             self.bandit.record_outcome(origin.arm, reward=0.0, cost=cost_of(agent))
         self.counters.proposals += 1
         self.counters.invalid += 1
-        self.on_event(LoopEvent("rejected", agent.key, origin.iteration, None, self.best_score(), reason,
-                                origin.arm.operator, origin.parent_id))  # fmt: skip
+        self.on_event(
+            LoopEvent(
+                "rejected",
+                agent.key,
+                origin.iteration,
+                None,
+                self.best_score(),
+                reason,
+                origin.arm.operator,
+                origin.parent_id,
+            )
+        )
 
     # ----- evaluations -------------------------------------------------------------------------
 
@@ -342,9 +352,18 @@ class RunBook:
             self.counters.evaluated += 1
         if twin is not None:
             self.memory.remember_failure(twin, f"{agent.operator}: the edit changed no output on any task (a no-op)")
-            self.on_event(LoopEvent("evaluated", agent_id, agent.iteration, score, self.best_score(),
-                                    f"no-op: the same outputs as agent {twin} on every task", agent.operator,
-                                    agent.parent_id))  # fmt: skip
+            self.on_event(
+                LoopEvent(
+                    "evaluated",
+                    agent_id,
+                    agent.iteration,
+                    score,
+                    self.best_score(),
+                    f"no-op: the same outputs as agent {twin} on every task",
+                    agent.operator,
+                    agent.parent_id,
+                )
+            )
         elif columns is not None:
             self.memory.remember_parent(agent, genome)
             view.add(
@@ -358,15 +377,35 @@ class RunBook:
             )
             if self.best is None or score > self.best[0]:
                 self.best = (float(score), agent_id)
-            self.on_event(LoopEvent("evaluated", agent_id, agent.iteration, score, self.best_score(), "",
-                                    agent.operator, agent.parent_id))  # fmt: skip
+            self.on_event(
+                LoopEvent(
+                    "evaluated",
+                    agent_id,
+                    agent.iteration,
+                    score,
+                    self.best_score(),
+                    "",
+                    agent.operator,
+                    agent.parent_id,
+                )
+            )
         else:
             self.counters.invalid += 1
             reason = result.invalid_reason or ""
             if reason:
                 self.memory.remember_failure(agent.parent_id, f"{agent.operator}: {reason}")
-            self.on_event(LoopEvent("invalid", agent_id, agent.iteration, None, self.best_score(), reason,
-                                    agent.operator, agent.parent_id))  # fmt: skip
+            self.on_event(
+                LoopEvent(
+                    "invalid",
+                    agent_id,
+                    agent.iteration,
+                    None,
+                    self.best_score(),
+                    reason,
+                    agent.operator,
+                    agent.parent_id,
+                )
+            )
         return agent
 
     def _same_outputs(self, parent_id: int, outputs: dict[str, str | None]) -> bool:

@@ -106,9 +106,16 @@ class LocalExecutor:
         fm_budget: AgentFMBudget,
     ) -> AgentResult:
         return await evaluate_in_sandbox(
-            benchmark, genome, self.sandbox, agent_id=agent_id, iteration=iteration, split=split, limits=limits,
-            gateway=gateway, fm_budget=fm_budget,
-        )  # fmt: skip
+            benchmark,
+            genome,
+            self.sandbox,
+            agent_id=agent_id,
+            iteration=iteration,
+            split=split,
+            limits=limits,
+            gateway=gateway,
+            fm_budget=fm_budget,
+        )
 
     async def run_parent(
         self,
@@ -122,9 +129,15 @@ class LocalExecutor:
         fm_budget: AgentFMBudget,
     ) -> SelfModifyRun:
         return await run_self_modify(
-            benchmark, parent, task, self.sandbox, iteration=iteration, limits=limits, gateway=gateway,
+            benchmark,
+            parent,
+            task,
+            self.sandbox,
+            iteration=iteration,
+            limits=limits,
+            gateway=gateway,
             fm_budget=fm_budget,
-        )  # fmt: skip
+        )
 
     def kill_running(self) -> None:
         self.sandbox.close()  # kills the running sandboxed processes

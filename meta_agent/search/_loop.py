@@ -123,9 +123,11 @@ class SearchLoop:
         # Agents (and so a parent writing its child) call evaluation.agent_model where one is set.
         agent_model = config.evaluation.agent_model
         self.arms = operator_arms(
-            config.search.operators, self.operators, models=list(self.llms),
+            config.search.operators,
+            self.operators,
+            models=list(self.llms),
             gateway_model=label_of_model(agent_model) if agent_model else model_label,
-        )  # fmt: skip
+        )
         self.bandit = restore_bandit(
             config.search.bandit, self.arms, archive.agents(self.run_id), weights=config.search.operators
         )
@@ -146,10 +148,17 @@ class SearchLoop:
         # The lifecycle writes of the loop and its book, committed together when ready together.
         self.writes = GroupCommit(archive)
         self.book = RunBook(
-            archive=archive, run_id=self.run_id, behaviour=self.behaviour, memory=self.memory, bandit=self.bandit,
-            arms=self.arms, on_event=lambda event: self.on_event(event), enqueue=self._enqueue,
-            writes=self.writes, idle_slot=self._idle_slot,
-        )  # fmt: skip
+            archive=archive,
+            run_id=self.run_id,
+            behaviour=self.behaviour,
+            memory=self.memory,
+            bandit=self.bandit,
+            arms=self.arms,
+            on_event=lambda event: self.on_event(event),
+            enqueue=self._enqueue,
+            writes=self.writes,
+            idle_slot=self._idle_slot,
+        )
         self._counters = self.book.counters
         # Children whose FM conversation may take their failed run back (fm.repair_rounds), until evaluated.
         self._repairable = _LRU[int, _Repairable](capacity=1024)
@@ -412,11 +421,23 @@ class SearchLoop:
         assert self.notes is not None
         done = self.archive.iterations_done(self.run_id)
         try:
-            await self.notes.reflect(self.llms[self.model_label], contract=self.benchmark.contract,
-                                     seed=derive_seed(self.config.seed, 0, done), iteration=None)  # fmt: skip
+            await self.notes.reflect(
+                self.llms[self.model_label],
+                contract=self.benchmark.contract,
+                seed=derive_seed(self.config.seed, 0, done),
+                iteration=None,
+            )
         except (FMUnavailable, FMBadRequest) as exc:
-            self.on_event(LoopEvent("note", 0, done, None, self.book.best_score(), f"the run's notes stay as they "
-                                    f"were: the FM could not write new ones ({exc})"))  # fmt: skip
+            self.on_event(
+                LoopEvent(
+                    "note",
+                    0,
+                    done,
+                    None,
+                    self.book.best_score(),
+                    f"the run's notes stay as they were: the FM could not write new ones ({exc})",
+                )
+            )
 
     def _choose_arm(self, rng: np.random.Generator, parent: ParentInfo) -> Arm:
         """The (model, operator) of this proposal: the bandit's choice, or operator by weight and model uniformly,
@@ -488,12 +509,19 @@ class SearchLoop:
         seconds = time.perf_counter() - started
         result, spread = mean_result(results)
         agent = await self.book.record_result(
-            agent_id, genome, result, seconds=seconds, view=self.view, repeats=len(results), spread=spread,
+            agent_id,
+            genome,
+            result,
+            seconds=seconds,
+            view=self.view,
+            repeats=len(results),
+            spread=spread,
             parent_id=agent.parent_id,
-        )  # fmt: skip
+        )
         if self.notes is not None and agent.parent_id is not None:
-            self._note(agent.operator, self.memory.parent_info(agent.parent_id), genome, agent.score,
-                       agent.invalid_reason)  # fmt: skip
+            self._note(
+                agent.operator, self.memory.parent_info(agent.parent_id), genome, agent.score, agent.invalid_reason
+            )
         if result.valid:
             self._has_parent.set()
         elif agent.operator == "seed" and not self._has_parent.is_set():
@@ -528,12 +556,25 @@ class SearchLoop:
             self.bandit.record_pull(arm)
         try:
             proposal = await self.proposer.fix(
-                repairable.operator, repairable.ctx, repairable.proposal, failure,
-                model=repairable.model, iteration=repairable.iteration, attempt=repairable.attempt,
-            )  # fmt: skip
+                repairable.operator,
+                repairable.ctx,
+                repairable.proposal,
+                failure,
+                model=repairable.model,
+                iteration=repairable.iteration,
+                attempt=repairable.attempt,
+            )
         except (FMUnavailable, FMAuthError) as exc:
-            self.on_event(LoopEvent("failed", agent.key, agent.iteration, None, self.book.best_score(),
-                                    f"no repair of agent {agent.id}: {exc}"))  # fmt: skip
+            self.on_event(
+                LoopEvent(
+                    "failed",
+                    agent.key,
+                    agent.iteration,
+                    None,
+                    self.book.best_score(),
+                    f"no repair of agent {agent.id}: {exc}",
+                )
+            )
             return
         self._counters.spent_usd += proposal.cost_usd
         follow_up = dataclasses.replace(repairable, proposal=proposal)
@@ -544,9 +585,16 @@ class SearchLoop:
         if not accepted.stored:  # the failed program (or another the run has) sent back: no new child
             if self.bandit is not None:
                 self.bandit.cancel_pull(arm)
-            self.on_event(LoopEvent("note", agent.key, agent.iteration, None, self.book.best_score(),
-                                    f"the repair of agent {agent.id} rebuilt agent {accepted.duplicate_of}: "
-                                    "not stored"))  # fmt: skip
+            self.on_event(
+                LoopEvent(
+                    "note",
+                    agent.key,
+                    agent.iteration,
+                    None,
+                    self.book.best_score(),
+                    f"the repair of agent {agent.id} rebuilt agent {accepted.duplicate_of}: not stored",
+                )
+            )
 
     async def _evaluations(self, agent: Agent, genome: Genome) -> list[AgentResult]:
         """The agent's evaluations, first to last (`evaluation.repeats`): one, or `repeats`, each with task seeds of
@@ -561,12 +609,12 @@ class SearchLoop:
             results.append(await self._run_in_sandbox(agent, genome, repeat=1))
             if not math.isclose(results[0].score, results[1].score, rel_tol=1e-9, abs_tol=1e-12):
                 self._repeats = NOISY_REPEATS
-                self.on_event(LoopEvent(
-                    "note", agent.key, 0, None, None,
-                    f"the seed program scored {results[0].score:.6g} and then {results[1].score:.6g}: its score varies "
-                    f"between runs, so every agent is scored by the mean of {NOISY_REPEATS} evaluations "
-                    "(evaluation.repeats)",
-                ))  # fmt: skip
+                scores = f"{results[0].score:.6g} and then {results[1].score:.6g}"
+                message = (
+                    f"the seed program scored {scores}: its score varies between runs, so every agent is scored "
+                    f"by the mean of {NOISY_REPEATS} evaluations (evaluation.repeats)"
+                )
+                self.on_event(LoopEvent("note", agent.key, 0, None, None, message))
         elif auto and self._repeats == 1 and self.book.best is not None and results[0].score > self.book.best[0]:
             results.append(await self._run_in_sandbox(agent, genome, repeat=1))  # a new best, confirmed
         while len(results) < self._repeats:

@@ -190,9 +190,13 @@ class _Env:
         return self._idea
 
     async def complete(
-        self, messages: Sequence[Mapping[str, str]], *, purpose: str, grammar: str | None = None,
+        self,
+        messages: Sequence[Mapping[str, str]],
+        *,
+        purpose: str,
+        grammar: str | None = None,
         max_tokens: int | None = None,
-    ) -> str:  # fmt: skip
+    ) -> str:
         llm = self._proposer.llms.get(self._model)
         if llm is None:
             raise ValueError(f"this proposal has no FM {self._model!r}: an operator that asks one must set uses_fm")
@@ -200,9 +204,13 @@ class _Env:
         if max_tokens is not None and limit is not None:
             max_tokens = min(int(limit), max_tokens)
         completion = await llm.complete(
-            [dict(message) for message in messages], seed=self._seed, purpose=purpose, iteration=self._iteration,
-            grammar=grammar, max_tokens=max_tokens,
-        )  # fmt: skip
+            [dict(message) for message in messages],
+            seed=self._seed,
+            purpose=purpose,
+            iteration=self._iteration,
+            grammar=grammar,
+            max_tokens=max_tokens,
+        )
         self._count(completion)
         return completion.text
 
@@ -239,9 +247,13 @@ class _Env:
     def counted(self, proposal: Proposal) -> Proposal:
         """`proposal` with what this proposal's FM calls cost, and its idea."""
         return dataclasses.replace(
-            proposal, prompt_tokens=self.prompt_tokens, completion_tokens=self.completion_tokens,
-            cost_usd=self.cost_usd, fm_seconds=self.fm_seconds, idea=proposal.idea or self._idea,
-        )  # fmt: skip
+            proposal,
+            prompt_tokens=self.prompt_tokens,
+            completion_tokens=self.completion_tokens,
+            cost_usd=self.cost_usd,
+            fm_seconds=self.fm_seconds,
+            idea=proposal.idea or self._idea,
+        )
 
     def _count(self, completion: Completion) -> None:
         self.prompt_tokens += completion.prompt_tokens

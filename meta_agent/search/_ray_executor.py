@@ -146,9 +146,11 @@ class RayExecutor:
             try:
                 # "local": a fresh cluster for this run, never one an earlier `ray start` left behind.
                 ray.init(
-                    address=address or "local", logging_level=logging.WARNING, log_to_driver=False,
+                    address=address or "local",
+                    logging_level=logging.WARNING,
+                    log_to_driver=False,
                     include_dashboard=False if address is None else None,
-                )  # fmt: skip
+                )
             except (ConnectionError, RuntimeError, ValueError) as exc:
                 raise ClusterError(f"no Ray cluster answers at {address!r}: {exc}", fix=NO_CLUSTER_FIX) from exc
         try:
@@ -159,9 +161,15 @@ class RayExecutor:
                 ray.shutdown()
             raise
         return cls(
-            nodes, slots_per_node=evaluation.concurrency, gateway_host=host, gateway_port=evaluation.gateway_port,
-            owns_connection=owns, gateway_tls=evaluation.gateway_tls, settings=node_settings(config), warn=warn,
-        )  # fmt: skip
+            nodes,
+            slots_per_node=evaluation.concurrency,
+            gateway_host=host,
+            gateway_port=evaluation.gateway_port,
+            owns_connection=owns,
+            gateway_tls=evaluation.gateway_tls,
+            settings=node_settings(config),
+            warn=warn,
+        )
 
     # ----- nodes that join -----------------------------------------------------------------
 
@@ -188,8 +196,10 @@ class RayExecutor:
             if isinstance(reply, BaseException) or reply.sandbox is None:
                 problem = f"{type(reply).__name__}: {reply}" if isinstance(reply, BaseException) else reply.problem
                 fix = "" if isinstance(reply, BaseException) else reply.fix
-                self._warn(f"Ray node {where} joined the cluster but its sandbox pool did not start ({problem}); "
-                           f"it takes no tasks in this run{'; on that node: ' + fix if fix else ''}")  # fmt: skip
+                self._warn(
+                    f"Ray node {where} joined the cluster but its sandbox pool did not start ({problem}); "
+                    f"it takes no tasks in this run{'; on that node: ' + fix if fix else ''}"
+                )
                 await asyncio.to_thread(stop_actor, actor)
                 continue
             node = NodeHandle(reply.node_id, str(info["NodeManagerAddress"]), reply.host, reply.sandbox, actor)
@@ -197,8 +207,10 @@ class RayExecutor:
             self.slots += self.slots_per_node
             if self._free is not None and self._free_loop is asyncio.get_running_loop():
                 self._free.add(Slot(node, index) for index in range(self.slots_per_node))
-            self._warn(f"Ray node {node} joined: {self.slots_per_node} more slots ({reply.sandbox} sandbox), "
-                       f"{self.slots} in all")  # fmt: skip
+            self._warn(
+                f"Ray node {node} joined: {self.slots_per_node} more slots ({reply.sandbox} sandbox), "
+                f"{self.slots} in all"
+            )
             joined += 1
         return joined
 
@@ -240,9 +252,12 @@ class RayExecutor:
         if gateway is not None:
             listener = await self._listener_for(gateway)
             remote = await listener.open_agent(
-                agent_id, max_calls=fm_budget.max_calls, max_tokens=fm_budget.max_tokens,
-                run_seed=fm_budget.run_seed, iteration=iteration,
-            )  # fmt: skip
+                agent_id,
+                max_calls=fm_budget.max_calls,
+                max_tokens=fm_budget.max_tokens,
+                run_seed=fm_budget.run_seed,
+                iteration=iteration,
+            )
         evaluation = uuid.uuid4().hex  # the key of this evaluation's sessions on the nodes
         try:
             while (jobs := plan.next_stage()) is not None:
@@ -255,9 +270,14 @@ class RayExecutor:
         return plan.result()
 
     async def _run_stage(
-        self, evaluation: str, shared: _SharedBenchmark, genome: Genome, jobs: list[TaskJob], limits: Limits,
+        self,
+        evaluation: str,
+        shared: _SharedBenchmark,
+        genome: Genome,
+        jobs: list[TaskJob],
+        limits: Limits,
         grant: RelayGrant | None,
-    ) -> list[TaskRun]:  # fmt: skip
+    ) -> list[TaskRun]:
         """Every job of one stage at once on free slots; the first fault cancels the others."""
         running = [asyncio.ensure_future(self._run_job(evaluation, shared, genome, job, limits, grant)) for job in jobs]
         try:
@@ -285,16 +305,21 @@ class RayExecutor:
         if gateway is not None:
             listener = await self._listener_for(gateway)
             remote = await listener.open_agent(
-                None, max_calls=fm_budget.max_calls, max_tokens=fm_budget.max_tokens, run_seed=fm_budget.run_seed,
-                iteration=iteration, purpose="self_modify",
-            )  # fmt: skip
+                None,
+                max_calls=fm_budget.max_calls,
+                max_tokens=fm_budget.max_tokens,
+                run_seed=fm_budget.run_seed,
+                iteration=iteration,
+                purpose="self_modify",
+            )
         grant = remote.grant if remote else None
         key = uuid.uuid4().hex  # a slot key of its own: the run keeps no session after it
         try:
             result: RunResult = await self._on_a_slot(
-                key, f"the parent's run (iteration {iteration})",
+                key,
+                f"the parent's run (iteration {iteration})",
                 lambda node, slot: node.actor.run_parent.remote(spec, grant),
-            )  # fmt: skip
+            )
         finally:
             self._free_slots().forget(key)  # its slot keeps no session for it
             if remote is not None:
@@ -302,15 +327,21 @@ class RayExecutor:
         return parent_run_outcome(result, spec.timeout_s, remote.channel if remote else None)
 
     async def _run_job(
-        self, evaluation: str, shared: _SharedBenchmark, genome: Genome, job: TaskJob, limits: Limits,
+        self,
+        evaluation: str,
+        shared: _SharedBenchmark,
+        genome: Genome,
+        job: TaskJob,
+        limits: Limits,
         grant: RelayGrant | None,
-    ) -> TaskRun:  # fmt: skip
+    ) -> TaskRun:
         return await self._on_a_slot(
-            evaluation, f"task {job.task.id}",
+            evaluation,
+            f"task {job.task.id}",
             lambda node, slot: node.actor.run_task.remote(
                 TaskOrder(evaluation, slot.index, shared.key, shared.box, genome, job, limits, grant)
             ),
-        )  # fmt: skip
+        )
 
     async def _on_a_slot(self, evaluation: str, what: str, call: Callable[[NodeHandle, Slot], Any]) -> Any:
         """`call(node, slot)` (a node actor's method) on a free slot taken for `evaluation`, awaited; run again

@@ -51,7 +51,7 @@ from cambrian.sandbox.base import (
     SandboxSession,
     pid_alive,
     socket_folder_mode,
-)  # fmt: skip
+)
 
 _BENCHMARKS_KEPT = 4  # benchmarks a node keeps deserialized (a run has one; a few for holdout and tests)
 
@@ -206,9 +206,12 @@ class NodePool:
         fm_dir.mkdir(mode=0o711)
         os.chmod(fm_dir, 0o711)
         return DockerSandbox(
-            image=settings.image, pool_size=settings.slots, run_label=settings.run_label,
-            memory_mb=settings.memory_mb or 1024, fm_dir_root=fm_dir,
-        ), ""  # fmt: skip
+            image=settings.image,
+            pool_size=settings.slots,
+            run_label=settings.run_label,
+            memory_mb=settings.memory_mb or 1024,
+            fm_dir_root=fm_dir,
+        ), ""
 
     async def run_task(self, order: TaskOrder) -> TaskRun | NodeFault:
         """Run and score one task of `order.genome` on `order.slot`, in the session this node keeps for
@@ -369,5 +372,7 @@ class NodePool:
 
 
 def _relay_fault(exc: OSError) -> NodeFault:
-    return NodeFault(f"cannot serve the agent's FM socket on this node: {exc}",
-                     "check that /tmp on the node is a writable local folder")  # fmt: skip
+    return NodeFault(
+        f"cannot serve the agent's FM socket on this node: {exc}",
+        "check that /tmp on the node is a writable local folder",
+    )

@@ -21,8 +21,13 @@ def lost_node_errors() -> tuple[type[Exception], ...]:
     """What awaiting a call on a node's actor raises when the node (or the actor) is gone."""
     import ray.exceptions
 
-    return (ray.exceptions.RayActorError, ray.exceptions.NodeDiedError, ray.exceptions.ObjectLostError,
-            ray.exceptions.WorkerCrashedError, ray.exceptions.OwnerDiedError)  # fmt: skip
+    return (
+        ray.exceptions.RayActorError,
+        ray.exceptions.NodeDiedError,
+        ray.exceptions.ObjectLostError,
+        ray.exceptions.WorkerCrashedError,
+        ray.exceptions.OwnerDiedError,
+    )
 
 
 async def awaited(reference: Any) -> Any:
@@ -53,9 +58,12 @@ def check_reachable(address: str | None) -> None:
 def node_settings(config: RunConfig) -> NodeSettings:
     evaluation = config.evaluation
     return NodeSettings(
-        sandbox=evaluation.sandbox, image=evaluation.image, slots=evaluation.concurrency,
-        memory_mb=evaluation.memory_mb, run_label=config.name or "",
-    )  # fmt: skip
+        sandbox=evaluation.sandbox,
+        image=evaluation.image,
+        slots=evaluation.concurrency,
+        memory_mb=evaluation.memory_mb,
+        run_label=config.name or "",
+    )
 
 
 def live_nodes() -> list[dict[str, Any]]:
@@ -111,8 +119,10 @@ def start_pools(config: RunConfig, *, warn: Callable[[str], None]) -> list[NodeH
                 started.append((ray.get(start), info, actor))
             except lost_node_errors() as lost:
                 # A node that died just now (Ray still listed it as alive): left out, as if it had died mid-run.
-                warn(f"Ray node {info.get('NodeManagerAddress')} (node {str(info['NodeID'])[:12]}) died while its "
-                     f"pool started ({type(lost).__name__}); the run goes on without it")  # fmt: skip
+                warn(
+                    f"Ray node {info.get('NodeManagerAddress')} (node {str(info['NodeID'])[:12]}) died while its "
+                    f"pool started ({type(lost).__name__}); the run goes on without it"
+                )
     except Exception as exc:
         for actor in actors:
             ray.kill(actor)

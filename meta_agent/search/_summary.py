@@ -117,8 +117,10 @@ class RunSummary:
             + (f"; did not count: {reasons}" if reasons else "")
         )
         if len(self.by_operator) > 1 or (self.proposals and self.valid == 0):
-            out.append("by operator: " + ", ".join(f"{name} {valid}/{made} valid"
-                                                   for name, (valid, made) in self.by_operator.items()))  # fmt: skip
+            out.append(
+                "by operator: "
+                + ", ".join(f"{name} {valid}/{made} valid" for name, (valid, made) in self.by_operator.items())
+            )
         if self.proposals and (self.valid == 0 or (gain is not None and gain <= 0)):
             out.append(self.fix())
         return out
@@ -159,8 +161,18 @@ class RunSummary:
 
 #: Reason categories that say the FM's reply was at fault (the format, the syntax, an edit that changed nothing),
 #: the program's run was (a crash, a timeout, a bad result), or the prompt was refused.
-_MODEL_CAUSES = ("format:", "SEARCH ", "no change", "near-duplicate", "syntax error", "static:", "rewrite:",
-                 "crossover copied", "edit outside", "wrote an EVOLVE-BLOCK")  # fmt: skip
+_MODEL_CAUSES = (
+    "format:",
+    "SEARCH ",
+    "no change",
+    "near-duplicate",
+    "syntax error",
+    "static:",
+    "rewrite:",
+    "crossover copied",
+    "edit outside",
+    "wrote an EVOLVE-BLOCK",
+)
 _PROGRAM_CAUSES = ("crash:", "timeout", "invalid packing", "no result", "did not produce", "unusable")
 
 
@@ -211,8 +223,11 @@ def summarize_run(archive: Archive, run_id: int) -> RunSummary:
             if agent.iteration <= 0:
                 continue
             parent = by_id.get(int(agent.parent_id)) if agent.parent_id is not None else None
-            path.append(Edit(agent.key, agent.operator, agent.model, parent.score if parent else None,
-                             float(agent.score or 0.0)))  # fmt: skip
+            path.append(
+                Edit(
+                    agent.key, agent.operator, agent.model, parent.score if parent else None, float(agent.score or 0.0)
+                )
+            )
     return RunSummary(
         seed_id=seed.key if seed is not None else None,
         seed_score=seed.score if seed is not None else None,

@@ -83,6 +83,11 @@ def restore_bandit(
     per_model = {name: sum(arm.operator == name for arm in arms) for name in weights}
     prior = {arm: weights.get(arm.operator, 0.0) / max(1, per_model.get(arm.operator, 1)) for arm in arms}
     return Bandit.replay(
-        arms, history, algorithm=settings.algorithm, cost_aware=settings.cost_aware, exploration=settings.exploration,
-        prior=prior, prior_strength=settings.prior_strength,
-    )  # fmt: skip
+        arms,
+        history,
+        algorithm=settings.algorithm,
+        cost_aware=settings.cost_aware,
+        exploration=settings.exploration,
+        prior=prior,
+        prior_strength=settings.prior_strength,
+    )

@@ -146,8 +146,12 @@ class Bandit:
         self._value_sum = np.zeros(n)
         self._max_reward = 0.0  # the largest single reward: the normaliser
         weights = np.array([float((prior or {}).get(arm, 0.0)) for arm in self.arms])
-        if not (np.isfinite(weights).all() and (weights >= 0).all() and math.isfinite(prior_strength)
-                and prior_strength >= 0):  # fmt: skip
+        if not (
+            np.isfinite(weights).all()
+            and (weights >= 0).all()
+            and math.isfinite(prior_strength)
+            and prior_strength >= 0
+        ):
             raise BanditError("prior weights and prior_strength must be finite and >= 0", fix="use e.g. {arm: 0.5}")
         share = weights / weights.sum() if weights.sum() > 0 else np.zeros(n)
         self._prior_successes = prior_strength * share if prior else np.zeros(n)

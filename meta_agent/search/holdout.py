@@ -122,9 +122,13 @@ def evaluate_target(
     folder = Path(target)
     if folder.is_dir():
         return _evaluate_folder(
-            folder, split=split, reporter=reporter, overrides=_overrides(sandbox, model, agent_fm),
-            allow_modified=allow_modified, user_config=user_config,
-        )  # fmt: skip
+            folder,
+            split=split,
+            reporter=reporter,
+            overrides=_overrides(sandbox, model, agent_fm),
+            allow_modified=allow_modified,
+            user_config=user_config,
+        )
     match = _RUN_AGENT_RE.match(target)
     if match is None:
         raise EvalTargetError(
@@ -132,9 +136,14 @@ def evaluate_target(
             fix="give RUN:AGENT (e.g. my-run:7, see `cambrian tree RUN`) or a folder made by `cambrian export`",
         )
     return _evaluate_run_agent(
-        runs_dir, match["run"], int(match["agent"]), split=split, reporter=reporter,
-        overrides=_overrides(sandbox, model, agent_fm), store=store,
-    )  # fmt: skip
+        runs_dir,
+        match["run"],
+        int(match["agent"]),
+        split=split,
+        reporter=reporter,
+        overrides=_overrides(sandbox, model, agent_fm),
+        store=store,
+    )
 
 
 def _overrides(sandbox: str | None, model: str | None, agent_fm: bool | None) -> dict[str, Any]:
@@ -162,9 +171,15 @@ def _with_overrides(config: dict[str, Any], overrides: dict[str, Any], *, source
 
 
 def _evaluate_run_agent(
-    runs_dir: Path, run_name: str, agent_id: int, *, split: str, reporter: Reporter, overrides: dict[str, Any],
+    runs_dir: Path,
+    run_name: str,
+    agent_id: int,
+    *,
+    split: str,
+    reporter: Reporter,
+    overrides: dict[str, Any],
     store: str | None = None,
-) -> EvalOutcome:  # fmt: skip
+) -> EvalOutcome:
     archive, run = open_run(runs_dir, run_name, store=store)
     in_store = f" --store {shown_store(store)}" if store is not None else ""
     with archive:
@@ -183,10 +198,14 @@ def _evaluate_run_agent(
         config = _with_overrides(json.loads(run.config_json), overrides, source=f"the config of run {run_name}")
         config = config.model_copy(update={"runs_dir": Path(runs_dir), "name": run_name})
         subject = _Subject(
-            label=f"{run_name}:{agent_id}", agent_id=agent_id, iteration=agent.iteration,
-            genome=Genome(files=files, entry=entry), config=config,
-            search_score=agent.score, holdout_score=agent.holdout_score,
-        )  # fmt: skip
+            label=f"{run_name}:{agent_id}",
+            agent_id=agent_id,
+            iteration=agent.iteration,
+            genome=Genome(files=files, entry=entry),
+            config=config,
+            search_score=agent.score,
+            holdout_score=agent.holdout_score,
+        )
         ledger = ArchiveLedger(archive, run.key)
         calls_before = len(archive.llm_calls(run.key))
         result, benchmark = _evaluate(subject, split=split, reporter=reporter, ledger=ledger)
@@ -199,9 +218,16 @@ def _evaluate_run_agent(
             holdout_score = float(result.score)
             stored_at = f"archive {shown_store(archive.url)}"  # never its password
     return EvalOutcome(
-        target=subject.label, benchmark=benchmark.name, split=split, score=float(result.score),
-        search_score=agent.score, holdout_score=holdout_score, result=result, stored_at=stored_at, fm_calls=fm_calls,
-    )  # fmt: skip
+        target=subject.label,
+        benchmark=benchmark.name,
+        split=split,
+        score=float(result.score),
+        search_score=agent.score,
+        holdout_score=holdout_score,
+        result=result,
+        stored_at=stored_at,
+        fm_calls=fm_calls,
+    )
 
 
 # ----- an exported folder -----------------------------------------------------------------------
@@ -214,9 +240,14 @@ FROM_EXPORT = ("benchmark", "benchmark_options", "seed")
 
 
 def _evaluate_folder(
-    folder: Path, *, split: str, reporter: Reporter, overrides: dict[str, Any], allow_modified: bool = False,
+    folder: Path,
+    *,
+    split: str,
+    reporter: Reporter,
+    overrides: dict[str, Any],
+    allow_modified: bool = False,
     user_config: RunConfig | None = None,
-) -> EvalOutcome:  # fmt: skip
+) -> EvalOutcome:
     manifest = _read_manifest(folder)
     genome = _read_genome(folder, manifest)
     if genome_hash(genome.files) != manifest.get("genome_hash"):
@@ -226,14 +257,21 @@ def _evaluate_folder(
                 "genome_hash): someone changed them after the export",
                 fix="evaluate them as they are with --allow-modified, or export the agent again",
             )
-        reporter.warn(f"the files in {folder} differ from the exported agent (manifest genome_hash): "
-                      "evaluating them as they are now (--allow-modified)")  # fmt: skip
+        reporter.warn(
+            f"the files in {folder} differ from the exported agent (manifest genome_hash): "
+            "evaluating them as they are now (--allow-modified)"
+        )
     config = folder_config(manifest["config"], user_config, overrides, source=f"{folder / MANIFEST_NAME}")
     agent_id = int(manifest.get("agent_id") or 0)
     subject = _Subject(
-        label=str(folder), agent_id=agent_id, iteration=0, genome=genome, config=config,
-        search_score=manifest.get("score"), holdout_score=manifest.get("holdout_score"),
-    )  # fmt: skip
+        label=str(folder),
+        agent_id=agent_id,
+        iteration=0,
+        genome=genome,
+        config=config,
+        search_score=manifest.get("score"),
+        holdout_score=manifest.get("holdout_score"),
+    )
     ledger = MemoryLedger()
     result, benchmark = _evaluate(subject, split=split, reporter=reporter, ledger=ledger, own_limits=True)
     stored_at: str | None = None
@@ -244,10 +282,16 @@ def _evaluate_folder(
         path.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
         stored_at, holdout_score = str(path), float(result.score)
     return EvalOutcome(
-        target=subject.label, benchmark=benchmark.name, split=split, score=float(result.score),
-        search_score=subject.search_score, holdout_score=holdout_score, result=result, stored_at=stored_at,
+        target=subject.label,
+        benchmark=benchmark.name,
+        split=split,
+        score=float(result.score),
+        search_score=subject.search_score,
+        holdout_score=holdout_score,
+        result=result,
+        stored_at=stored_at,
         fm_calls=len(ledger.entries),
-    )  # fmt: skip
+    )
 
 
 def folder_config(exported: Any, user_config: RunConfig | None, overrides: dict[str, Any], *, source: str) -> RunConfig:
@@ -283,8 +327,10 @@ def _checked_size(path: Path, *, limit: int) -> int:
     except FileNotFoundError:
         raise EvalTargetError(f"{path} is missing: the manifest lists it", fix=fix) from None
     if stat.S_ISLNK(info.st_mode):
-        raise EvalTargetError(f"{path} is a symbolic link; an exported agent's files are plain files",
-                              fix="replace the link with the file itself, or export the agent again")  # fmt: skip
+        raise EvalTargetError(
+            f"{path} is a symbolic link; an exported agent's files are plain files",
+            fix="replace the link with the file itself, or export the agent again",
+        )
     if not stat.S_ISREG(info.st_mode):
         kind = "a folder" if stat.S_ISDIR(info.st_mode) else "a device, fifo or socket, not a file"
         raise EvalTargetError(f"{path} is {kind}; an exported agent's files are plain files", fix=fix)
@@ -294,8 +340,10 @@ def _checked_size(path: Path, *, limit: int) -> int:
             fix="replace it with a copy of the file, or export the agent again",
         )
     if info.st_size > limit:
-        raise EvalTargetError(f"{path} has {info.st_size:,} bytes, more than the {limit:,} an exported file may",
-                              fix="an agent's files are source code: check what this folder holds")  # fmt: skip
+        raise EvalTargetError(
+            f"{path} has {info.st_size:,} bytes, more than the {limit:,} an exported file may",
+            fix="an agent's files are source code: check what this folder holds",
+        )
     return info.st_size
 
 
@@ -321,15 +369,19 @@ def _read_genome(folder: Path, manifest: dict[str, Any]) -> Genome:
     """The agent's files: plain relative paths (the archive's rule), regular files inside `folder`, no links."""
     names, entry = manifest["files"], manifest["entry"]
     if not isinstance(names, list) or not all(isinstance(n, str) for n in names) or not isinstance(entry, str):
-        raise EvalTargetError(f"{folder / MANIFEST_NAME}: 'files' must be a list of paths and 'entry' a path",
-                              fix="export the agent again")  # fmt: skip
+        raise EvalTargetError(
+            f"{folder / MANIFEST_NAME}: 'files' must be a list of paths and 'entry' a path",
+            fix="export the agent again",
+        )
     try:
         check_genome_paths(dict.fromkeys(names, ""), entry)
     except InvalidGenome as exc:
         raise EvalTargetError(f"{folder / MANIFEST_NAME}: {exc}", fix=exc.fix) from None
     if len(names) > MAX_EXPORT_FILES:
-        raise EvalTargetError(f"{folder / MANIFEST_NAME} lists {len(names):,} files, more than {MAX_EXPORT_FILES:,}",
-                              fix="an agent is a few source files: check what this folder holds")  # fmt: skip
+        raise EvalTargetError(
+            f"{folder / MANIFEST_NAME} lists {len(names):,} files, more than {MAX_EXPORT_FILES:,}",
+            fix="an agent is a few source files: check what this folder holds",
+        )
     root = folder.resolve()
     files: dict[str, str] = {}
     total = 0
@@ -350,8 +402,10 @@ def _read_genome(folder: Path, manifest: dict[str, Any]) -> Genome:
             )
         total += _checked_size(path, limit=MAX_EXPORT_FILE_BYTES)
         if total > MAX_EXPORT_BYTES:
-            raise EvalTargetError(f"the files of {folder} hold more than {MAX_EXPORT_BYTES:,} bytes in all",
-                                  fix="an agent is a few source files: check what this folder holds")  # fmt: skip
+            raise EvalTargetError(
+                f"the files of {folder} hold more than {MAX_EXPORT_BYTES:,} bytes in all",
+                fix="an agent is a few source files: check what this folder holds",
+            )
         files[relative] = path.read_text(encoding="utf-8")
     return Genome(files=files, entry=entry)
 
@@ -430,9 +484,16 @@ def _evaluate(
                 gateway = FMGateway(llm, socket_dir=socket_dir, folder_mode=mode) if llm is not None else None
                 try:
                     return await evaluate_in_sandbox(
-                        benchmark, subject.genome, sandbox, agent_id=subject.agent_id, iteration=subject.iteration,
-                        split=split, limits=limits, gateway=gateway, fm_budget=budget,
-                    )  # fmt: skip
+                        benchmark,
+                        subject.genome,
+                        sandbox,
+                        agent_id=subject.agent_id,
+                        iteration=subject.iteration,
+                        split=split,
+                        limits=limits,
+                        gateway=gateway,
+                        fm_budget=budget,
+                    )
                 finally:
                     if gateway is not None:
                         await gateway.close()

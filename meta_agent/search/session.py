@@ -109,8 +109,10 @@ def choose_sandbox(config: RunConfig, warn: Callable[[str], None], *, fm_dir: Pa
             )
             return LocalSandbox()
     if choice == "local":
-        warn(f"agents run in the local sandbox (evaluation.sandbox = local), weaker than a container: "
-             f"{isolation_summary()}")  # fmt: skip
+        warn(
+            f"agents run in the local sandbox (evaluation.sandbox = local), weaker than a container: "
+            f"{isolation_summary()}"
+        )
         return LocalSandbox()
     return DockerSandbox(
         image=image,
@@ -156,9 +158,12 @@ def fm_endpoint(config: RunConfig, reporter: Reporter, *, model: str | None = No
         else None
     )
     endpoint = Endpoint(
-        model=spec, api_base=config.fm.api_base, api_key_env=config.fm.api_key_env, label=spec,
+        model=spec,
+        api_base=config.fm.api_base,
+        api_key_env=config.fm.api_key_env,
+        label=spec,
         grammar_field=grammar_field,
-    )  # fmt: skip
+    )
     yield endpoint, spec
 
 
@@ -271,8 +276,10 @@ def say_what_is_editable(benchmark: Benchmark, reporter: Reporter) -> None:
     except Exception:  # noqa: BLE001 - the loop reports a broken seed with its cause
         return
     if not regions:
-        reporter.info(f"the seed's entry file {genome.entry} has no EVOLVE-BLOCK-START/END markers: the whole "
-                      "file is editable (mark the editable part to keep the rest fixed)")  # fmt: skip
+        reporter.info(
+            f"the seed's entry file {genome.entry} has no EVOLVE-BLOCK-START/END markers: the whole "
+            "file is editable (mark the editable part to keep the rest fixed)"
+        )
 
 
 def resume_run(
@@ -371,8 +378,10 @@ def _search_with_resources(
                 more_llms[extra_label] = make_llm_client(extra, config, ledger=ledger, warn=reporter.warn)
             agent_llm = _agent_llm(config, reporter, models, llm, {label: llm, **more_llms}, ledger)
         else:
-            reporter.info("no model server: nothing in this run calls an FM (its operators write code without "
-                          "one, and its agents call none)")  # fmt: skip
+            reporter.info(
+                "no model server: nothing in this run calls an FM (its operators write code without "
+                "one, and its agents call none)"
+            )
         loop = SearchLoop.from_config(
             archive=archive,
             run=run,

@@ -65,10 +65,14 @@ class SandboxContract:
 
     def test_runs_a_program_places_files_and_collects_its_result(self) -> None:
         spec = RunSpec(
-            files={"main.py": "from pkg.util import total\n" + _WRITE_RESULT.replace("sum(range(10))", "total()"),
-                   "pkg/__init__.py": "", "pkg/util.py": "def total():\n    return 45\n"},
-            command=("{python}", "main.py"), collect=("result.json", "never-written.txt"),
-        )  # fmt: skip
+            files={
+                "main.py": "from pkg.util import total\n" + _WRITE_RESULT.replace("sum(range(10))", "total()"),
+                "pkg/__init__.py": "",
+                "pkg/util.py": "def total():\n    return 45\n",
+            },
+            command=("{python}", "main.py"),
+            collect=("result.json", "never-written.txt"),
+        )
         with self._sandbox() as sandbox:
             result = sandbox.run(spec)
         assert result.ok and result.exit_code == 0 and "done" in result.stdout, result.stderr

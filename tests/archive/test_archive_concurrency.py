@@ -84,17 +84,25 @@ def write_continuously(path: str, count: int) -> dict[str, Any]:
         stored += 1
         try:
             child = archive.add_agent(
-                int(run.id), files={"main.py": f"x = {stored}\n"}, entry="main.py", parent_id=int(seed.id),
-                iteration=stored, operator="diff", repair_note="added `import math`" if stored % 2 else None,
-            )  # fmt: skip
+                int(run.id),
+                files={"main.py": f"x = {stored}\n"},
+                entry="main.py",
+                parent_id=int(seed.id),
+                iteration=stored,
+                operator="diff",
+                repair_note="added `import math`" if stored % 2 else None,
+            )
             archive.record_llm_call(
                 LLMCall(run_id=run.id, agent_id=child.id, iteration=stored, model="m", request_hash=f"h{stored}")
             )
             archive.mark_evaluating(int(child.id))
             archive.finish_evaluation(
-                int(child.id), status=AgentStatus.evaluated, score=stored / 1000, descriptor={"x": float(stored)},
+                int(child.id),
+                status=AgentStatus.evaluated,
+                score=stored / 1000,
+                descriptor={"x": float(stored)},
                 evaluations=[Evaluation(task_id="t0", score=0.5), Evaluation(task_id="t1", passed=True)],
-            )  # fmt: skip
+            )
         except Exception:  # noqa: BLE001 - counted: the test demands none
             errors.append(traceback.format_exc(limit=4))
         if stored % 25 == 0:  # a fresh open beside the reader: its schema check, its WAL handling
@@ -148,9 +156,12 @@ def read_while_written(path: str, min_reads: int, period_s: float) -> dict[str, 
     if archive is not None:
         archive.close()
     return {
-        "errors": errors, "opens": opens, "reads": reads, "most_agents": most_agents,
+        "errors": errors,
+        "opens": opens,
+        "reads": reads,
+        "most_agents": most_agents,
         "first_open_started": first_open_started,
-    }  # fmt: skip
+    }
 
 
 def open_and_add_a_run(path: str, name: str) -> dict[str, Any]:

@@ -32,13 +32,26 @@ def _write_agents(archive: Archive, run_id: int, seed_id: int, n: int, done: lis
     """Store, evaluate and cost `n` agents, one full lifecycle each (four transactions), as the loop does."""
     for i in range(n):
         try:
-            child = archive.add_agent(run_id, files={"main.py": f"x = {i}\n"}, entry="main.py", parent_id=seed_id,
-                                      iteration=i + 1, operator="diff")  # fmt: skip
-            archive.record_llm_call(LLMCall(run_id=run_id, agent_id=child.id, iteration=i + 1, model="m",
-                                            request_hash=f"h{i}", cost_usd=0.01))  # fmt: skip
+            child = archive.add_agent(
+                run_id,
+                files={"main.py": f"x = {i}\n"},
+                entry="main.py",
+                parent_id=seed_id,
+                iteration=i + 1,
+                operator="diff",
+            )
+            archive.record_llm_call(
+                LLMCall(
+                    run_id=run_id, agent_id=child.id, iteration=i + 1, model="m", request_hash=f"h{i}", cost_usd=0.01
+                )
+            )
             archive.mark_evaluating(child.key)
-            archive.finish_evaluation(child.key, status=AgentStatus.evaluated, score=i / n,
-                                      evaluations=[Evaluation(task_id="t0", score=i / n)])  # fmt: skip
+            archive.finish_evaluation(
+                child.key,
+                status=AgentStatus.evaluated,
+                score=i / n,
+                evaluations=[Evaluation(task_id="t0", score=i / n)],
+            )
             done.append(child.key)
         except Exception:  # noqa: BLE001 - collected: the test demands none
             errors.append(traceback.format_exc(limit=6))
@@ -131,8 +144,12 @@ def test_commit_marks_stay_few_and_old_ones_go_at_a_writable_open(postgres_url: 
             archive.add_agent(run.key, files={"main.py": f"x = {i}\n"}, entry="main.py")
         with archive.engine.begin() as connection:
             left = connection.execute(text("SELECT count(*) FROM commitmark")).scalar()
-            connection.execute(text("INSERT INTO commitmark (token, created_at) VALUES ('killed', now() - "
-                                    "interval '25 hours'), ('recent', now() - interval '1 hour')"))  # fmt: skip
+            connection.execute(
+                text(
+                    "INSERT INTO commitmark (token, created_at) VALUES ('killed', now() - "
+                    "interval '25 hours'), ('recent', now() - interval '1 hour')"
+                )
+            )
         assert left is not None and left <= 2, f"{left} marks after 21 writes on one or two connections"
     with Archive(postgres_url):
         pass

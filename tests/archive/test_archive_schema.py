@@ -215,14 +215,22 @@ def test_a_writable_open_upgrades_a_version_1_archive_keeping_every_row(
         assert requests == {} and responses == {}
         # The upgraded archive takes the new column and the whole lifecycle.
         repaired = archive.add_agent(
-            int(run.id), files={"main.py": "import math\n"}, entry="main.py", parent_id=1, iteration=2,
-            operator="diff", repair_note="added `import math`",
-        )  # fmt: skip
+            int(run.id),
+            files={"main.py": "import math\n"},
+            entry="main.py",
+            parent_id=1,
+            iteration=2,
+            operator="diff",
+            repair_note="added `import math`",
+        )
         archive.mark_evaluating(int(repaired.id))
         archive.finish_evaluation(
-            int(repaired.id), status=AgentStatus.evaluated, score=0.7, evaluations=[Evaluation(task_id="t0")],
+            int(repaired.id),
+            status=AgentStatus.evaluated,
+            score=0.7,
+            evaluations=[Evaluation(task_id="t0")],
             descriptor={"x": 1.0},
-        )  # fmt: skip
+        )
         archive.record_llm_call(LLMCall(run_id=run.id, model="qwen", request_hash="r2"))
         sent = LLMRequest(request_hash="r2", model="qwen", messages='[{"role": "user", "content": "hi"}]')
         archive.record_llm_exchange(LLMCall(run_id=run.id, model="qwen", request_hash="r2"), None, sent)
@@ -242,11 +250,20 @@ def test_a_version_5_archive_is_upgraded_by_a_writer_and_refused_by_a_reader(tmp
         run = archive.create_run(name="v5", benchmark="circle_packing", seed=0, config_json="{}")
         agent = archive.add_agent(int(run.id), files={"p.py": "x = 1\n"}, entry="p.py")
         archive.mark_evaluating(agent.key)
-        archive.finish_evaluation(agent.key, status=AgentStatus.evaluated, score=1.0,
-                                  evaluations=[Evaluation(agent_id=agent.key, task_id="t", score=1.0)])  # fmt: skip
+        archive.finish_evaluation(
+            agent.key,
+            status=AgentStatus.evaluated,
+            score=1.0,
+            evaluations=[Evaluation(agent_id=agent.key, task_id="t", score=1.0)],
+        )
     with sqlite3.connect(path) as raw:  # what version 5 wrote: no repeats, spread, no-op verdict or output hash
-        for table, column in (("agent", "repeats"), ("agent", "score_spread"), ("agent", "behaves_as"),
-                              ("agent", "fm_seconds"), ("evaluation", "output_hash")):  # fmt: skip
+        for table, column in (
+            ("agent", "repeats"),
+            ("agent", "score_spread"),
+            ("agent", "behaves_as"),
+            ("agent", "fm_seconds"),
+            ("evaluation", "output_hash"),
+        ):
             raw.execute(f"ALTER TABLE {table} DROP COLUMN {column}")
         raw.execute("UPDATE schemaversion SET version = 5")
         raw.execute("UPDATE alembic_version SET version_num = '0005'")

@@ -160,9 +160,16 @@ def test_unsafe_or_inconsistent_genomes_are_refused(archive: Archive, run: Run, 
 def test_invalid_proposal_stored_without_files(archive: Archive, run: Run) -> None:
     seed = archive.add_agent(run.id, files=SEED_FILES, entry="main.py")
     bad = archive.add_agent(
-        run.id, parent_id=seed.id, iteration=1, operator="diff", model="qwen", status=AgentStatus.invalid,
-        invalid_reason="SEARCH block not found", prompt_tokens=120, completion_tokens=40,
-    )  # fmt: skip
+        run.id,
+        parent_id=seed.id,
+        iteration=1,
+        operator="diff",
+        model="qwen",
+        status=AgentStatus.invalid,
+        invalid_reason="SEARCH block not found",
+        prompt_tokens=120,
+        completion_tokens=40,
+    )
     stored = archive.get_agent(bad.id)
     assert (stored.status, stored.genome_hash, stored.invalid_reason) == (
         AgentStatus.invalid,
@@ -180,16 +187,23 @@ def test_full_lifecycle_with_retry_and_resume(archive: Archive, run: Run) -> Non
     resumed = archive.mark_evaluating(agent.id)  # a killed run starts the evaluation again
     assert (resumed.status, resumed.eval_attempts) == (AgentStatus.evaluating, 2)
     failed = archive.finish_evaluation(
-        agent.id, status=AgentStatus.failed, invalid_reason="sandbox died",
+        agent.id,
+        status=AgentStatus.failed,
+        invalid_reason="sandbox died",
         evaluations=[Evaluation(task_id="t0", executed=False)],
-    )  # fmt: skip
+    )
     assert failed.status is AgentStatus.failed
     archive.set_holdout_score(agent.id, 0.1, evaluations=[Evaluation(task_id="h0", score=0.1)])
     archive.mark_evaluating(agent.id)  # retry after the infrastructure fault
     done = archive.finish_evaluation(
-        agent.id, status=AgentStatus.evaluated, score=0.75, stage_reached=2, feedback="2/3 tasks",
-        eval_seconds=1.5, evaluations=[Evaluation(task_id="t0", score=1.0), Evaluation(task_id="t1", score=0.5)],
-    )  # fmt: skip
+        agent.id,
+        status=AgentStatus.evaluated,
+        score=0.75,
+        stage_reached=2,
+        feedback="2/3 tasks",
+        eval_seconds=1.5,
+        evaluations=[Evaluation(task_id="t0", score=1.0), Evaluation(task_id="t1", score=0.5)],
+    )
     assert (done.status, done.score, done.n_tasks, done.eval_attempts) == (AgentStatus.evaluated, 0.75, 2, 3)
     assert done.invalid_reason is None
     rows = archive.evaluations(agent.id)
@@ -300,9 +314,14 @@ def tree(archive: Archive, run: Run) -> dict[str, int]:
 
     def grow(name: str, value: int, parent: str | None, iteration: int) -> int:
         agent = archive.add_agent(
-            run.id, files=files_with(value), entry="main.py", parent_id=ids.get(parent) if parent else None,
-            iteration=iteration, operator="seed" if parent is None else "diff", model=None if parent is None else "m",
-        )  # fmt: skip
+            run.id,
+            files=files_with(value),
+            entry="main.py",
+            parent_id=ids.get(parent) if parent else None,
+            iteration=iteration,
+            operator="seed" if parent is None else "diff",
+            model=None if parent is None else "m",
+        )
         ids[name] = agent.id
         return agent.id
 

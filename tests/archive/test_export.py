@@ -30,20 +30,31 @@ def archive(tmp_path: Path) -> Iterator[Archive]:
 @pytest.fixture
 def lineage(archive: Archive) -> list[int]:
     run = archive.create_run(
-        name="pack", benchmark="circle_packing", seed=3, config_json='{"model": "qwen", "iterations": 2}',
+        name="pack",
+        benchmark="circle_packing",
+        seed=3,
+        config_json='{"model": "qwen", "iterations": 2}',
         cambrian_version="0.1.0",
-    )  # fmt: skip
+    )
     ids: list[int] = []
     for step, (files, model, score) in enumerate([(SEED, None, 1.0), (CHILD, "qwen", 2.0), (GRANDCHILD, "gpt", 2.5)]):
         agent = archive.add_agent(
-            run.id, files=files, entry="main.py", parent_id=ids[-1] if ids else None, iteration=step,
-            operator="seed" if step == 0 else "diff", model=model,
-        )  # fmt: skip
+            run.id,
+            files=files,
+            entry="main.py",
+            parent_id=ids[-1] if ids else None,
+            iteration=step,
+            operator="seed" if step == 0 else "diff",
+            model=model,
+        )
         archive.mark_evaluating(agent.id)
         archive.finish_evaluation(
-            agent.id, status=AgentStatus.evaluated, score=score, stage_reached=2,
+            agent.id,
+            status=AgentStatus.evaluated,
+            score=score,
+            stage_reached=2,
             evaluations=[Evaluation(task_id="t0", score=score, passed=True), Evaluation(task_id="t1", score=0.0)],
-        )  # fmt: skip
+        )
         ids.append(agent.id)
     archive.set_holdout_score(ids[-1], 2.25, evaluations=[Evaluation(task_id="h0", score=2.25, passed=True)])
     return ids

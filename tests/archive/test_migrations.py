@@ -69,15 +69,19 @@ def make_old_archive(url: str, version: int, *, alembic: bool) -> None:
             " eval_seconds, prompt_tokens, completion_tokens, cost_usd, created_at, updated_at) VALUES "
         )
         connection.execute(
-            text(agent + "(1, 1, 'g1', NULL, NULL, 0, 'seed', NULL, 'evaluated', 0.5, NULL, 1, 1, NULL, 'ok', 1,"
-                 " 0.2, 0, 0, 0.0, :t, :t)"),
+            text(
+                agent + "(1, 1, 'g1', NULL, NULL, 0, 'seed', NULL, 'evaluated', 0.5, NULL, 1, 1, NULL, 'ok', 1,"
+                " 0.2, 0, 0, 0.0, :t, :t)"
+            ),
             {"t": WHEN},
-        )  # fmt: skip
+        )
         connection.execute(
-            text(agent + "(2, 1, NULL, 1, NULL, 1, 'diff', 'qwen', 'invalid', NULL, NULL, 0, 0, 'no edit', NULL, 0,"
-                 " NULL, 120, 30, 0.001, :t, :t)"),
+            text(
+                agent + "(2, 1, NULL, 1, NULL, 1, 'diff', 'qwen', 'invalid', NULL, NULL, 0, 0, 'no edit', NULL, 0,"
+                " NULL, 120, 30, 0.001, :t, :t)"
+            ),
             {"t": WHEN},
-        )  # fmt: skip
+        )
         connection.execute(
             text(
                 "INSERT INTO evaluation (id, agent_id, task_id, split, stage, score, passed, executed, duration_s,"
@@ -183,9 +187,14 @@ def test_an_older_archive_is_read_or_refused_read_only_and_upgraded_by_a_writer(
         assert [(c.agent_id, c.prompt_tokens, c.seed) for c in archive.llm_calls(run.key)] == [(2, 120, 11)]
         # The upgraded archive takes new rows with fresh ids and the new column.
         repaired = archive.add_agent(
-            run.key, files={"main.py": "import math\n"}, entry="main.py", parent_id=1, iteration=2,
-            operator="diff", repair_note="added `import math`",
-        )  # fmt: skip
+            run.key,
+            files={"main.py": "import math\n"},
+            entry="main.py",
+            parent_id=1,
+            iteration=2,
+            operator="diff",
+            repair_note="added `import math`",
+        )
         assert repaired.id == 3
         archive.mark_evaluating(repaired.key)
         archive.finish_evaluation(

@@ -85,8 +85,9 @@ def test_deep_random_trees_agree_between_from_arrays_and_add() -> None:
     successes, failures = rng.integers(0, 4, n).astype(float), rng.integers(0, 4, n).astype(float)
     incremental = ArchiveView()
     for i in range(n):
-        incremental.add(i, scores[i], None if parents[i] < 0 else int(parents[i]),
-                        successes=successes[i], failures=failures[i])  # fmt: skip
+        incremental.add(
+            i, scores[i], None if parents[i] < 0 else int(parents[i]), successes=successes[i], failures=failures[i]
+        )
     shuffled = rng.permutation(n)
     view = ArchiveView.from_arrays(
         shuffled,
@@ -126,8 +127,15 @@ def test_view_columns_survive_growth_and_reject_bad_input() -> None:
         capacity=1, descriptor_names=("x", "kind"), descriptor_bounds=((0.0, 1.0), None), embedding_dim=2
     )
     for i in range(40):
-        view.add(i, float(i), i - 1 if i else None, successes=i, failures=1.0,
-                 descriptor=[i / 40, float(i % 3)], embedding=np.array([i, -i], dtype=float))  # fmt: skip
+        view.add(
+            i,
+            float(i),
+            i - 1 if i else None,
+            successes=i,
+            failures=1.0,
+            descriptor=[i / 40, float(i % 3)],
+            embedding=np.array([i, -i], dtype=float),
+        )
     assert view.descriptors.shape == (40, 2) and view.descriptors[39].tolist() == [39 / 40, 0.0]
     assert view.embeddings.dtype == np.float32 and view.embeddings[39].tolist() == [39.0, -39.0]
     assert view.successes.tolist() == list(range(40)) and view.clade_successes[0] == sum(range(40))

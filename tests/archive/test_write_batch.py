@@ -60,12 +60,16 @@ def test_several_candidates_writes_commit_as_one_transaction_with_each_result(ar
             _child(archive, run_id, seed, 3),
             functools.partial(archive.mark_evaluating, first.key),
             functools.partial(
-                archive.finish_evaluation, second.key, status=AgentStatus.evaluated, score=0.25,
-                evaluations=rows, descriptor={"size": 3.0},
+                archive.finish_evaluation,
+                second.key,
+                status=AgentStatus.evaluated,
+                score=0.25,
+                evaluations=rows,
+                descriptor={"size": 3.0},
             ),
             functools.partial(archive.mark_failed, first.key, "sandbox fault: gone"),
         ]
-    )  # fmt: skip
+    )
     assert len(commits) == 1
     added, marked, finished, failed = outcomes
     assert added.status is AgentStatus.proposed and added.iteration == 3 and added.genome_hash is not None
@@ -76,8 +80,10 @@ def test_several_candidates_writes_commit_as_one_transaction_with_each_result(ar
     for outcome in (added, finished, failed):
         stored = archive.get_agent(outcome.key)
         assert (stored.status, stored.score, stored.eval_attempts) == (
-            outcome.status, outcome.score, outcome.eval_attempts,
-        )  # fmt: skip
+            outcome.status,
+            outcome.score,
+            outcome.eval_attempts,
+        )
     assert [e.task_id for e in archive.evaluations(second.key)] == ["t0", "t1"]
     assert archive.get_genome(str(added.genome_hash)) == ({"main.py": "def solve():\n    return 5\n"}, "main.py")
 

@@ -28,15 +28,20 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]
 
 #: What the grammars make impossible: no reply may be refused for these.
 FORMAT_FAILURES = {
-    "format: no SEARCH/REPLACE block", "format: no code block", "SEARCH did not match", "SEARCH ambiguous",
+    "format: no SEARCH/REPLACE block",
+    "format: no code block",
+    "SEARCH did not match",
+    "SEARCH ambiguous",
     "edit outside EVOLVE-BLOCK",
-}  # fmt: skip
+}
 
 
 def test_every_child_of_a_constrained_smollm2_search_parses(tmp_path: Path, local_fm: LocalServer) -> None:
     config = RunConfig.model_validate(
         {
-            "name": "constrained", "runs_dir": str(tmp_path), "seed": 3,
+            "name": "constrained",
+            "runs_dir": str(tmp_path),
+            "seed": 3,
             "budget": {"iterations": 6},
             "search": {
                 "strategy": "greedy",
@@ -48,7 +53,7 @@ def test_every_child_of_a_constrained_smollm2_search_parses(tmp_path: Path, loca
             "fm": {"concurrency": 2, "max_tokens": 400, "constrained": "on", "repair_rounds": 1, "timeout_s": 1800},
             "evaluation": {"concurrency": 2, "timeout_s": 20, "agent_fm": False},
         }
-    )  # fmt: skip
+    )
     warnings: list[str] = []
     with Archive.at(tmp_path / "archive.db") as archive:
         run = archive.create_run(name="constrained", benchmark="circle_packing", seed=3, config_json=config.to_json())
@@ -56,9 +61,14 @@ def test_every_child_of_a_constrained_smollm2_search_parses(tmp_path: Path, loca
             local_fm.endpoint(), config, ledger=ArchiveLedger(archive, int(run.id)), warn=warnings.append
         )
         loop = SearchLoop.from_config(
-            archive=archive, run=run, config=config, benchmark=CirclePacking(), sandbox=LocalSandbox(),
-            llm=llm, model_label=local_fm.alias,
-        )  # fmt: skip
+            archive=archive,
+            run=run,
+            config=config,
+            benchmark=CirclePacking(),
+            sandbox=LocalSandbox(),
+            llm=llm,
+            model_label=local_fm.alias,
+        )
         asyncio.run(loop.run_until_done())
         children = [a for a in archive.agents(int(run.id)) if a.iteration > 0]
         assert len({a.iteration for a in children}) == 6
@@ -95,9 +105,11 @@ def test_a_region_rewrite_under_the_real_server_writes_no_marker_and_changes_not
     seed = CirclePacking(start="grid").seed()
     operator = RewriteOperator()
     ctx = PromptContext(
-        contract="pack circles", benchmark="circle_packing", parent=ParentInfo(1, seed, 1.0, None),
+        contract="pack circles",
+        benchmark="circle_packing",
+        parent=ParentInfo(1, seed, 1.0, None),
         failed_attempts=("the rewrite changed line 1 of packing.py, outside the EVOLVE-BLOCK markers",),
-    )  # fmt: skip
+    )
     llm = LLMClient(local_fm.endpoint(), ledger=MemoryLedger(), max_tokens=300, constrained=True)
     for number in range(3):
         reply = llm.complete_sync(

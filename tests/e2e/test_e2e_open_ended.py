@@ -18,11 +18,26 @@ pytestmark = pytest.mark.slow
 def test_map_elites_with_the_baseline_operator_then_status_shows_the_arms(tmp_path: Path, smollm2_path: Path) -> None:
     runs = tmp_path / "runs"
     out = cambrian(
-        "run", "deceptive", "--name", "trap", "--iterations", "12", "--strategy", "map_elites",
-        "--model", "smollm2-135m", "--sandbox", "local", "--seed", "3",
-        "--set", "search.operators={ast_mutate = 1.0}", "--set", "search.bandit.algorithm=ucb1",
+        "run",
+        "deceptive",
+        "--name",
+        "trap",
+        "--iterations",
+        "12",
+        "--strategy",
+        "map_elites",
+        "--model",
+        "smollm2-135m",
+        "--sandbox",
+        "local",
+        "--seed",
+        "3",
+        "--set",
+        "search.operators={ast_mutate = 1.0}",
+        "--set",
+        "search.bandit.algorithm=ucb1",
         runs_dir=runs,
-    )  # fmt: skip
+    )
     assert "run trap finished" in out.stdout, out.stdout + out.stderr
     status = cambrian("status", "trap", runs_dir=runs).stdout
     assert "strategy map_elites" in status
@@ -38,13 +53,35 @@ def test_self_modify_the_parent_agent_writes_its_child_in_docker(tmp_path: Path,
     skip_without_docker()
     runs = tmp_path / "runs"
     out = cambrian(
-        "run", "humaneval", "--name", "dgm", "--iterations", "1", "--model", "smollm2-135m",
-        "--sandbox", "docker", "--seed", "4", "--fm-concurrency", "1", "--eval-concurrency", "1",
-        "--set", "fm.max_tokens=300", "--set", "search.operators={self_modify = 1.0}",
-        "--set", "evaluation.timeout_s=600",
-        "--set", "benchmark_options.stage_sizes=[2]", "--set", "benchmark_options.thresholds=[0.5]",
-        runs_dir=runs, timeout=1200,
-    )  # fmt: skip
+        "run",
+        "humaneval",
+        "--name",
+        "dgm",
+        "--iterations",
+        "1",
+        "--model",
+        "smollm2-135m",
+        "--sandbox",
+        "docker",
+        "--seed",
+        "4",
+        "--fm-concurrency",
+        "1",
+        "--eval-concurrency",
+        "1",
+        "--set",
+        "fm.max_tokens=300",
+        "--set",
+        "search.operators={self_modify = 1.0}",
+        "--set",
+        "evaluation.timeout_s=600",
+        "--set",
+        "benchmark_options.stage_sizes=[2]",
+        "--set",
+        "benchmark_options.thresholds=[0.5]",
+        runs_dir=runs,
+        timeout=1200,
+    )
     assert "run dgm finished" in out.stdout, out.stdout + out.stderr
     with Archive.at(runs / "dgm" / "archive.db") as archive:
         run_id = int(archive.get_run("dgm").id)

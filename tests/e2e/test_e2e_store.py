@@ -37,9 +37,29 @@ def _env() -> dict[str, str]:
 
 
 def _run_args(name: str, store: str, runs: Path) -> list[str]:
-    return [*CAMBRIAN, "run", "deceptive", "--name", name, "--iterations", str(ITERATIONS), "--seed", "3",
-            "--sandbox", "local", "--set", "search.operators={ast_mutate = 1.0}", "--model", "openai/gpt-4o-mini",
-            "--api-key-env", "CAMBRIAN_TEST_UNUSED_KEY", "--store", store, "--runs-dir", str(runs)]  # fmt: skip
+    return [
+        *CAMBRIAN,
+        "run",
+        "deceptive",
+        "--name",
+        name,
+        "--iterations",
+        str(ITERATIONS),
+        "--seed",
+        "3",
+        "--sandbox",
+        "local",
+        "--set",
+        "search.operators={ast_mutate = 1.0}",
+        "--model",
+        "openai/gpt-4o-mini",
+        "--api-key-env",
+        "CAMBRIAN_TEST_UNUSED_KEY",
+        "--store",
+        store,
+        "--runs-dir",
+        str(runs),
+    ]
 
 
 def _committed(store: str, name: str) -> dict[int, tuple[str, float | None, str | None]]:
@@ -62,8 +82,13 @@ def _wait_for(store: str, name: str, proc: subprocess.Popen, agents: int) -> Non
 
 def test_sigkill_mid_run_then_resume_from_postgresql_loses_nothing(server: PostgresServer, tmp_path: Path) -> None:
     store, runs = server.create_database(), tmp_path / "runs"
-    proc = subprocess.Popen(_run_args("killed", store, runs), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True, env=_env())  # fmt: skip
+    proc = subprocess.Popen(
+        _run_args("killed", store, runs),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+        env=_env(),
+    )
     try:
         _wait_for(store, "killed", proc, 8)
         os.killpg(proc.pid, signal.SIGKILL)  # cambrian and any sandboxed program
@@ -73,8 +98,13 @@ def test_sigkill_mid_run_then_resume_from_postgresql_loses_nothing(server: Postg
             os.killpg(proc.pid, signal.SIGKILL)
 
     before = _committed(store, "killed")
-    resumed = subprocess.run([*CAMBRIAN, "resume", "killed", "--store", store, "--runs-dir", str(runs)],
-                             capture_output=True, text=True, timeout=600, env=_env())  # fmt: skip
+    resumed = subprocess.run(
+        [*CAMBRIAN, "resume", "killed", "--store", store, "--runs-dir", str(runs)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=_env(),
+    )
     assert resumed.returncode == 0 and "run killed finished" in resumed.stdout, resumed.stdout + resumed.stderr
     after = _committed(store, "killed")
     for agent_id, (status, score, genome) in before.items():
@@ -98,8 +128,9 @@ def test_a_database_restart_mid_run_makes_the_loop_wait_and_lose_nothing(
     server: PostgresServer, tmp_path: Path
 ) -> None:
     store, runs = server.create_database(), tmp_path / "runs"
-    proc = subprocess.Popen(_run_args("steady", store, runs), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env=_env())  # fmt: skip
+    proc = subprocess.Popen(
+        _run_args("steady", store, runs), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env()
+    )
     try:
         _wait_for(store, "steady", proc, 6)
         server.restart("fast")

@@ -43,8 +43,20 @@ def test_evaluations_to_target_counts_from_one(efficacy) -> None:
 
 
 def test_a_tiny_benchmark_run_prints_the_table(efficacy, capsys) -> None:
-    efficacy.main(["--seeds", "1", "--budget", "4", "--strategies", "greedy,map_elites",
-                   "--benchmarks", "deceptive", "--jobs", "1"])  # fmt: skip
+    efficacy.main(
+        [
+            "--seeds",
+            "1",
+            "--budget",
+            "4",
+            "--strategies",
+            "greedy,map_elites",
+            "--benchmarks",
+            "deceptive",
+            "--jobs",
+            "1",
+        ]
+    )
     out = capsys.readouterr().out
     assert "### deceptive: 1 seeds per strategy, budget 4 proposals" in out
     assert "| greedy |" in out and "| map_elites |" in out

@@ -332,8 +332,9 @@ def test_harness_converts_numpy_without_importing_it() -> None:
     from cambrian.evaluators.harness.run_program import harness_text
 
     tree = ast.parse(harness_text())
-    top_imports = [alias.name for node in tree.body if isinstance(node, (ast.Import, ast.ImportFrom))
-                   for alias in node.names]  # fmt: skip
+    top_imports = [
+        alias.name for node in tree.body if isinstance(node, (ast.Import, ast.ImportFrom)) for alias in node.names
+    ]
     assert "numpy" not in top_imports
     (seeding,) = [
         node for node in tree.body if isinstance(node, ast.FunctionDef) and "import numpy" in ast.unparse(node)

@@ -256,8 +256,25 @@ def test_a_correct_solution_still_passes_with_tuples_sets_and_floats(sandbox: Sa
 
 
 def test_plain_data_round_trips_exactly_and_refuses_everything_else() -> None:
-    values = [None, True, 0, -7, 2**100, 1.5, -0.0, float("inf"), "é\n", b"\x00\xff", 1 + 2j,
-              [1, (2, 3)], (), {"a": [1], 2: (3,)}, {1, 2}, frozenset({"x"}), [[[]]]]  # fmt: skip
+    values = [
+        None,
+        True,
+        0,
+        -7,
+        2**100,
+        1.5,
+        -0.0,
+        float("inf"),
+        "é\n",
+        b"\x00\xff",
+        1 + 2j,
+        [1, (2, 3)],
+        (),
+        {"a": [1], 2: (3,)},
+        {1, 2},
+        frozenset({"x"}),
+        [[[]]],
+    ]
     for value in values:
         back = decode(loads_line(dumps_line(encode(value))))
         assert back == value and type(back) is type(value), value
@@ -266,7 +283,13 @@ def test_plain_data_round_trips_exactly_and_refuses_everything_else() -> None:
     for hostile in (type("S", (str,), {})("x"), object(), [1, object()], type("I", (int,), {})(3)):
         with pytest.raises(Exception, match="type|object|S|I"):
             encode(hostile)
-    for line in (b'{"t": [1], "s": [2]}\n', b'{"x": 1}\n', b'NaN\n', b'{"s": [[1]]}\n', b"[" * 100000 + b"\n",
-                 b'{"d": [[[1], 2]]}\n'):  # fmt: skip
+    for line in (
+        b'{"t": [1], "s": [2]}\n',
+        b'{"x": 1}\n',
+        b"NaN\n",
+        b'{"s": [[1]]}\n',
+        b"[" * 100000 + b"\n",
+        b'{"d": [[[1], 2]]}\n',
+    ):
         with pytest.raises(Exception):  # noqa: B017 - each line is malformed differently, so fails differently
             decode(loads_line(line))

@@ -377,8 +377,10 @@ def test_seed_agent_samples_until_an_answer_passes_the_docstring_examples_script
     replies = [f"```python\ndef add(a, b):\n    {body}\n```" for body in ("return a - b", "return a + b", "return 0")]
     done = subprocess.run(
         [sys.executable, "-c", SEED_SAMPLES_SCRIPT, str(tmp_path), str(samples), json.dumps(replies)],
-        capture_output=True, text=True, check=True,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     answer = json.loads(done.stdout)
     assert expected_code in answer["code"]
     assert answer["asked"] == expected_calls

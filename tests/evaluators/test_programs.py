@@ -71,7 +71,10 @@ def test_the_suite_has_the_shapes_it_promises() -> None:
     assert isinstance(function.body[-1], ast.Return) and len(function.body) == 2  # a docstring and one return
     assert any(isinstance(node, ast.ClassDef) for node in ast.parse(seeds["load_balancing"].files["balancer.py"]).body)
     assert len(seeds["graph_colouring"].files) == 2
-    numbers = [n for n in ast.walk(ast.parse(seeds["job_order"].files["order.py"])) if isinstance(n, ast.Constant)
-               and isinstance(n.value, (int, float, complex))]  # fmt: skip
+    numbers = [
+        n
+        for n in ast.walk(ast.parse(seeds["job_order"].files["order.py"]))
+        if isinstance(n, ast.Constant) and isinstance(n.value, (int, float, complex))
+    ]
     assert numbers == []
     assert len(seeds["strip_packing"].files["packer.py"].splitlines()) >= 280

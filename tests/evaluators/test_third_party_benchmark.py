@@ -69,9 +69,24 @@ def test_installed_package_is_listed_and_searched_through_the_cli(
 
     runs = tmp_path / "runs"
     out = _cli(
-        "run", "example", "--name", "ex", "--iterations", "2", "--model", "smollm2-135m", "--runs-dir", str(runs),
-        "--sandbox", "local", "--seed", "1", *SHORT_REPLIES, "--set", "benchmark_options.threshold=0.2",
-    ).stdout  # fmt: skip
+        "run",
+        "example",
+        "--name",
+        "ex",
+        "--iterations",
+        "2",
+        "--model",
+        "smollm2-135m",
+        "--runs-dir",
+        str(runs),
+        "--sandbox",
+        "local",
+        "--seed",
+        "1",
+        *SHORT_REPLIES,
+        "--set",
+        "benchmark_options.threshold=0.2",
+    ).stdout
     assert "run ex finished" in out
 
     with Archive.at(runs / "ex" / "archive.db") as archive:
@@ -90,16 +105,44 @@ def test_installed_package_is_listed_and_searched_through_the_cli(
     # The same package adds an operator and a selection strategy through their entry point groups.
     assert "top_fraction" in _cli("config", "--set", "search.strategy=top_fraction").stdout
     out = _cli(
-        "run", "example", "--name", "plug", "--iterations", "4", "--model", "smollm2-135m", "--runs-dir", str(runs),
-        "--sandbox", "local", "--seed", "1", "--strategy", "top_fraction", "--set", "search.params.fraction=0.5",
-        "--set", "search.operators={scale_constant = 1.0}",
-    ).stdout  # fmt: skip
+        "run",
+        "example",
+        "--name",
+        "plug",
+        "--iterations",
+        "4",
+        "--model",
+        "smollm2-135m",
+        "--runs-dir",
+        str(runs),
+        "--sandbox",
+        "local",
+        "--seed",
+        "1",
+        "--strategy",
+        "top_fraction",
+        "--set",
+        "search.params.fraction=0.5",
+        "--set",
+        "search.operators={scale_constant = 1.0}",
+    ).stdout
     assert "run plug finished" in out
     with Archive.at(runs / "plug" / "archive.db") as archive:
         children = [a for a in archive.agents(int(archive.get_run("plug").id)) if a.iteration > 0]
         assert len(children) == 4 and {a.operator for a in children} == {"scale_constant"}
         assert any(a.status == AgentStatus.evaluated for a in children)
         assert json.loads(archive.get_run("plug").config_json)["search"]["strategy"] == "top_fraction"
-    refused = _cli("run", "example", "--name", "bad", "--runs-dir", str(runs), "--strategy", "top_fraction",
-                   "--set", "search.params.fraction=2", check=False)  # fmt: skip
+    refused = _cli(
+        "run",
+        "example",
+        "--name",
+        "bad",
+        "--runs-dir",
+        str(runs),
+        "--strategy",
+        "top_fraction",
+        "--set",
+        "search.params.fraction=2",
+        check=False,
+    )
     assert refused.returncode != 0 and "fraction must be a number in (0, 1]" in refused.stdout + refused.stderr

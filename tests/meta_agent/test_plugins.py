@@ -60,9 +60,15 @@ def _proposal(operator: Operator, genome: Genome) -> Proposal:
     """What the search's Proposer makes of one `operator` proposal on `genome` (no FM, no sandbox)."""
     budget = AgentFMBudget(max_calls=0, max_tokens=0, run_seed=0)
     proposer = Proposer(
-        benchmark=object(), operators={operator.name: operator}, llms={}, executor=None,  # type: ignore[arg-type]  # neither is used without an FM or agent run
-        limits=Limits(), run_seed=0, fm_budget=budget, gateway=lambda: None,
-    )  # fmt: skip
+        benchmark=object(),
+        operators={operator.name: operator},
+        llms={},
+        executor=None,  # type: ignore[arg-type]  # neither is used without an FM or agent run
+        limits=Limits(),
+        run_seed=0,
+        fm_budget=budget,
+        gateway=lambda: None,
+    )
     context = PromptContext(contract="", benchmark="test", parent=ParentInfo(1, genome, 0.5, None))
     return asyncio.run(proposer.propose(operator.name, context, model="", iteration=1, attempt=0))
 

@@ -20,8 +20,16 @@ import pytest
 from cambrian.sandbox.base import RunSpec
 from cambrian.sandbox.docker_container import ChannelClosed, RunnerChannel
 
-FORGED_REPLY = {"exit_code": 0, "stdout": "FORGED", "stderr": "", "duration_s": 0.1, "timed_out": False,
-                "oom_killed": False, "output_truncated": False, "files": {}}  # fmt: skip
+FORGED_REPLY = {
+    "exit_code": 0,
+    "stdout": "FORGED",
+    "stderr": "",
+    "duration_s": 0.1,
+    "timed_out": False,
+    "oom_killed": False,
+    "output_truncated": False,
+    "files": {},
+}
 
 SPEAKS_FOR_THE_RUNNER = f"""
 import json, os, struct, sys, time

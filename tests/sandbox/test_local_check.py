@@ -16,9 +16,13 @@ from tests.conftest import local_sandbox
 
 #: What the review did to the local sandbox without namespaces, each the name of one self-test item.
 ATTACKS = {
-    "network unreachable", "host loopback unreachable", "host processes hidden", "host files not visible",
-    "Cambrian's files not visible", "temp folders private",
-}  # fmt: skip
+    "network unreachable",
+    "host loopback unreachable",
+    "host processes hidden",
+    "host files not visible",
+    "Cambrian's files not visible",
+    "temp folders private",
+}
 
 
 def test_in_namespaces_every_hardening_item_holds() -> None:
@@ -53,8 +57,11 @@ def test_cli_checks_the_local_sandbox_and_says_which_namespaces() -> None:
     local_sandbox(True).close()  # skipped (or failed, where CI demands them) without namespaces
     done = subprocess.run(
         [sys.executable, "-m", "cambrian", "sandbox", "check", "--sandbox", "local"],
-        capture_output=True, text=True, timeout=600, env={**os.environ, "COLUMNS": "200"},
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "COLUMNS": "200"},
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "namespaces: bubblewrap" in done.stdout and "host loopback unreachable" in done.stdout
     assert "FAIL" not in done.stdout

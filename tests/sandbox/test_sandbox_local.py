@@ -212,8 +212,14 @@ def test_every_limit_of_the_spec_binds_the_program(sandbox: LocalSandbox) -> Non
     result = sandbox.run(python_spec(code, memory_mb=300, timeout_s=7.5, max_file_bytes=12345, pids=17))
     assert result.ok, result.stderr
     seen = json.loads(result.stdout)
-    wanted = {"RLIMIT_AS": 300 * 1024 * 1024, "RLIMIT_CPU": 9, "RLIMIT_FSIZE": 12345, "RLIMIT_NPROC": 17,
-              "RLIMIT_NOFILE": 256, "RLIMIT_CORE": 0}  # fmt: skip
+    wanted = {
+        "RLIMIT_AS": 300 * 1024 * 1024,
+        "RLIMIT_CPU": 9,
+        "RLIMIT_FSIZE": 12345,
+        "RLIMIT_NPROC": 17,
+        "RLIMIT_NOFILE": 256,
+        "RLIMIT_CORE": 0,
+    }
     for name, value in wanted.items():
         _, host_hard = resource.getrlimit(getattr(resource, name))
         bound = value if host_hard == resource.RLIM_INFINITY else min(value, host_hard)

@@ -52,38 +52,72 @@ def write_hostile_run(runs_dir: Path, name: str) -> dict[str, int]:
         seed = archive.add_agent(run.key, files={"main.py": "def solve():\n    return 1\n"}, entry="main.py")
         _evaluate(archive, seed.key, 1.0, descriptor={"size": 1.0, "speed": 2.0})
         request = LLMRequest(
-            request_hash="h-child", model="scripted-model",
-            messages=json.dumps([{"role": "system", "content": f"system {PAYLOAD}"},
-                                 {"role": "user", "content": f"user {PAYLOAD}"}]),
+            request_hash="h-child",
+            model="scripted-model",
+            messages=json.dumps(
+                [{"role": "system", "content": f"system {PAYLOAD}"}, {"role": "user", "content": f"user {PAYLOAD}"}]
+            ),
             params=json.dumps({"temperature": 0.8}),
-        )  # fmt: skip
+        )
         archive.record_llm_exchange(
-            LLMCall(run_id=run.key, iteration=1, purpose="mutate", model="scripted-model", request_hash="h-child",
-                    prompt_tokens=50, completion_tokens=20, latency_s=0.5),
+            LLMCall(
+                run_id=run.key,
+                iteration=1,
+                purpose="mutate",
+                model="scripted-model",
+                request_hash="h-child",
+                prompt_tokens=50,
+                completion_tokens=20,
+                latency_s=0.5,
+            ),
             LLMResponse(request_hash="h-child", model="scripted-model", text=f"reply {PAYLOAD}"),
             request,
-        )  # fmt: skip
+        )
         code = f'def solve():\n    """{PAYLOAD}"""\n    return "{SCRIPT}"\n'
         child = archive.add_agent(
-            run.key, files={"main.py": code, "notes/</script>.txt": PAYLOAD}, entry="main.py", parent_id=seed.key,
-            operator="diff", model="scripted-model", iteration=1, link_llm_calls=True, feedback=f"feedback {PAYLOAD}",
-            repair_note=f"added {IMG}", prompt_tokens=50, completion_tokens=20,
-        )  # fmt: skip
+            run.key,
+            files={"main.py": code, "notes/</script>.txt": PAYLOAD},
+            entry="main.py",
+            parent_id=seed.key,
+            operator="diff",
+            model="scripted-model",
+            iteration=1,
+            link_llm_calls=True,
+            feedback=f"feedback {PAYLOAD}",
+            repair_note=f"added {IMG}",
+            prompt_tokens=50,
+            completion_tokens=20,
+        )
         archive.mark_evaluating(child.key)
         archive.finish_evaluation(
-            child.key, status=AgentStatus.evaluated, score=2.0, descriptor={"size": 3.0, "speed": 1.0},
-            evaluations=[Evaluation(agent_id=child.key, task_id=f"task {IMG}", score=2.0, feedback=f"task {PAYLOAD}",
-                                    stderr_tail=PAYLOAD)],
-        )  # fmt: skip
+            child.key,
+            status=AgentStatus.evaluated,
+            score=2.0,
+            descriptor={"size": 3.0, "speed": 1.0},
+            evaluations=[
+                Evaluation(
+                    agent_id=child.key,
+                    task_id=f"task {IMG}",
+                    score=2.0,
+                    feedback=f"task {PAYLOAD}",
+                    stderr_tail=PAYLOAD,
+                )
+            ],
+        )
         # An older call of the same agent whose request was never stored (archives before prompts were kept).
         archive.record_llm_exchange(
             LLMCall(run_id=run.key, agent_id=child.key, purpose="agent", model="scripted-model", request_hash="h-old"),
             LLMResponse(request_hash="h-old", model="scripted-model", text="old reply"),
         )
         invalid = archive.add_agent(
-            run.key, parent_id=child.key, operator=f"op {IMG}", model=f"model {SCRIPT}", iteration=2,
-            status=AgentStatus.invalid, invalid_reason=f"reason {PAYLOAD}",
-        )  # fmt: skip
+            run.key,
+            parent_id=child.key,
+            operator=f"op {IMG}",
+            model=f"model {SCRIPT}",
+            iteration=2,
+            status=AgentStatus.invalid,
+            invalid_reason=f"reason {PAYLOAD}",
+        )
         return {"seed": seed.key, "child": child.key, "invalid": invalid.key}
 
 
@@ -95,14 +129,28 @@ def write_big_run(runs_dir: Path, name: str = "big") -> dict[str, int]:
         _evaluate(archive, seed.key, 0.0)
         wide = []
         for k in range(300):
-            child = archive.add_agent(run.key, files={"main.py": f"x = {k + 1}\n"}, entry="main.py",
-                                      parent_id=seed.key, operator="diff", model="m1", iteration=k + 1)  # fmt: skip
+            child = archive.add_agent(
+                run.key,
+                files={"main.py": f"x = {k + 1}\n"},
+                entry="main.py",
+                parent_id=seed.key,
+                operator="diff",
+                model="m1",
+                iteration=k + 1,
+            )
             _evaluate(archive, child.key, k / 1000)
             wide.append(child.key)
         parent = wide[0]
         for k in range(899):
-            child = archive.add_agent(run.key, files={"main.py": f"y = {k}\n"}, entry="main.py", parent_id=parent,
-                                      operator="rewrite", model="m2", iteration=301 + k)  # fmt: skip
+            child = archive.add_agent(
+                run.key,
+                files={"main.py": f"y = {k}\n"},
+                entry="main.py",
+                parent_id=parent,
+                operator="rewrite",
+                model="m2",
+                iteration=301 + k,
+            )
             _evaluate(archive, child.key, 1.0 + k / 1000)
             parent = child.key
         return {"seed": seed.key, "wide_head": wide[0], "deepest": parent}
@@ -139,9 +187,24 @@ def runs_dir(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, 
 def real_run(smollm2_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, str]]:
     """(runs folder, run name) of a real 4-iteration circle_packing search by SmolLM2-135M in the local sandbox."""
     folder = tmp_path_factory.mktemp("ui-real")
-    command = [sys.executable, "-m", "cambrian", "run", "circle_packing", "--model", "smollm2-135m",
-               "--sandbox", "local", "--iterations", "4", "--name", "ui-run", "--runs-dir", str(folder),
-               *SHORT_REPLIES]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "cambrian",
+        "run",
+        "circle_packing",
+        "--model",
+        "smollm2-135m",
+        "--sandbox",
+        "local",
+        "--iterations",
+        "4",
+        "--name",
+        "ui-run",
+        "--runs-dir",
+        str(folder),
+        *SHORT_REPLIES,
+    ]
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=1800, env={**os.environ})
     assert done.returncode == 0, f"the real run failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
     yield folder, "ui-run"

@@ -70,9 +70,14 @@ def small(tmp_path: Path) -> Iterator[tuple[Archive, int, list[int]]]:
         )
         evaluate(child1.key, 2.0, [(250, 310)], {"size": 0.5, "speed": 3.0})
         child2 = archive.add_agent(
-            run.key, parent_id=child1.key, operator="rewrite", model="m2", iteration=2,
-            status=AgentStatus.invalid, invalid_reason="the reply has no SEARCH/REPLACE block",
-        )  # fmt: skip
+            run.key,
+            parent_id=child1.key,
+            operator="rewrite",
+            model="m2",
+            iteration=2,
+            status=AgentStatus.invalid,
+            invalid_reason="the reply has no SEARCH/REPLACE block",
+        )
         child3 = archive.add_agent(
             run.key, files=SEED_CODE, entry="main.py", parent_id=child1.key, operator="diff", model="m1", iteration=3
         )
@@ -85,9 +90,18 @@ def small(tmp_path: Path) -> Iterator[tuple[Archive, int, list[int]]]:
             (None, "mutate", "m1", 585, 590, 7, 3, 0.125),
         ]:
             archive.record_llm_call(
-                _call(run.key, agent_id, at(end), purpose=purpose, model=model, prompt_tokens=tokens_in,
-                      completion_tokens=tokens_out, cost_usd=usd, latency_s=end - start)
-            )  # fmt: skip
+                _call(
+                    run.key,
+                    agent_id,
+                    at(end),
+                    purpose=purpose,
+                    model=model,
+                    prompt_tokens=tokens_in,
+                    completion_tokens=tokens_out,
+                    cost_usd=usd,
+                    latency_s=end - start,
+                )
+            )
         ids = [seed.key, child1.key, child2.key, child3.key]
         run_id = run.key
     with Archive.at(path, readonly=True) as reader:
@@ -106,8 +120,10 @@ def test_budget_sums_the_ledger_by_model_operator_and_purpose(small: tuple[Archi
     assert _group(out["by_model"]) == {"m1": (3, 1107, 113, 1.625), "m2": (2, 250, 25, 0.25)}
     assert [r["name"] for r in out["by_operator"]] == ["diff", "rewrite", "unattributed"]
     assert _group(out["by_operator"]) == {
-        "diff": (2, 1100, 110, 1.5), "rewrite": (2, 250, 25, 0.25), "unattributed": (1, 7, 3, 0.125),
-    }  # fmt: skip
+        "diff": (2, 1100, 110, 1.5),
+        "rewrite": (2, 250, 25, 0.25),
+        "unattributed": (1, 7, 3, 0.125),
+    }
     assert _group(out["by_purpose"]) == {"mutate": (4, 1307, 133, 1.875), "repair": (1, 50, 5, 0.0)}
 
 
@@ -215,9 +231,28 @@ def test_analytics_of_a_run_with_nothing_yet(tmp_path: Path) -> None:
 def second_run(smollm2_path: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     """(runs folder, run name) of a second real search, greedy this time, for compare_runs."""
     folder = tmp_path_factory.mktemp("ui-analytics")
-    command = [sys.executable, "-m", "cambrian", "run", "circle_packing", "--model", "smollm2-135m",
-               "--sandbox", "local", "--iterations", "2", "--strategy", "greedy", "--seed", "1", "--name", "b",
-               "--runs-dir", str(folder), *SHORT_REPLIES]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "cambrian",
+        "run",
+        "circle_packing",
+        "--model",
+        "smollm2-135m",
+        "--sandbox",
+        "local",
+        "--iterations",
+        "2",
+        "--strategy",
+        "greedy",
+        "--seed",
+        "1",
+        "--name",
+        "b",
+        "--runs-dir",
+        str(folder),
+        *SHORT_REPLIES,
+    ]
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=1800, env={**os.environ})
     assert done.returncode == 0, f"the real run failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
     return folder, "b"
@@ -234,9 +269,11 @@ def test_analytics_of_real_runs_agree_with_the_archive(
             spent = budget(archive, run.key)
             ledger = archive.cost_summary(run.key)
             assert spent["totals"] == {
-                "calls": ledger.calls, "prompt_tokens": ledger.prompt_tokens,
-                "completion_tokens": ledger.completion_tokens, "cost_usd": pytest.approx(ledger.cost_usd),
-            }  # fmt: skip
+                "calls": ledger.calls,
+                "prompt_tokens": ledger.prompt_tokens,
+                "completion_tokens": ledger.completion_tokens,
+                "cost_usd": pytest.approx(ledger.cost_usd),
+            }
             assert {r["name"]: r["calls"] for r in spent["by_model"]} == {
                 name: cost.calls for name, cost in ledger.by_model.items()
             }
@@ -256,8 +293,9 @@ def test_analytics_of_real_runs_agree_with_the_archive(
             agents = {a.key: a for a in archive.agents(run.key)}
             assert space["projection"] in ("behaviour", "code") and space["n_points"] >= 1
             assert set(space["points"]["id"]) <= set(agents)
-            for agent_id, score, status in zip(space["points"]["id"], space["points"]["score"],
-                                               space["points"]["status"]):  # fmt: skip
+            for agent_id, score, status in zip(
+                space["points"]["id"], space["points"]["score"], space["points"]["status"]
+            ):
                 assert (score, status) == (agents[agent_id].score, agents[agent_id].status.value)
             json.dumps([spent, space], allow_nan=False)
 

@@ -38,8 +38,18 @@ def pages_of(run: str, ids: list[int]) -> list[str]:
     """Every page and JSON endpoint of one run, for agents `ids`."""
     base = f"/runs/{quote(run, safe='')}"
     api = f"/api/runs/{quote(run, safe='')}"
-    urls = ["/", "/?all=1", "/api/runs", base, f"{api}/points", f"{api}/panels", f"{api}/tree",
-            f"{api}/changes?after_agent=0", f"{base}/compare", f"/compare?runs={quote(run, safe='')}"]  # fmt: skip
+    urls = [
+        "/",
+        "/?all=1",
+        "/api/runs",
+        base,
+        f"{api}/points",
+        f"{api}/panels",
+        f"{api}/tree",
+        f"{api}/changes?after_agent=0",
+        f"{base}/compare",
+        f"/compare?runs={quote(run, safe='')}",
+    ]
     for agent_id in ids:
         urls += [f"{base}/agents/{agent_id}", f"{api}/agents/{agent_id}", f"{base}/agents/{agent_id}?against={ids[0]}"]
     return urls
@@ -147,8 +157,16 @@ def test_the_live_run_page_fetches_its_slow_panels_after_first_paint(runs_dir: R
 def test_every_response_carries_the_content_security_policy(runs_dir: Runs) -> None:
     folder, _, _ = runs_dir
     with client(folder) as c:
-        for url in ("/", "/runs/xss", "/api/runs/xss/tree", "/static/run.js", "/static/plotly.min.js", "/runs/nope",
-                    "/runs/corrupt", "/static/pygments.css"):  # fmt: skip
+        for url in (
+            "/",
+            "/runs/xss",
+            "/api/runs/xss/tree",
+            "/static/run.js",
+            "/static/plotly.min.js",
+            "/runs/nope",
+            "/runs/corrupt",
+            "/static/pygments.css",
+        ):
             response = c.get(url)
             assert response.headers["content-security-policy"] == CONTENT_SECURITY_POLICY, url
             assert response.headers["x-content-type-options"] == "nosniff"
@@ -214,8 +232,14 @@ def test_a_5_mb_genome_page_shows_plain_text_and_a_download_not_a_highlighted_pa
     with Archive.at(tmp_path / "huge" / "archive.db") as archive:
         run = archive.create_run(name="huge", benchmark="circle_packing", seed=0, config_json="{}")
         seed = archive.add_agent(run.key, files={"main.py": "x = []\n"}, entry="main.py")
-        child = archive.add_agent(run.key, files={"main.py": huge, "b c.py": "y = 1\n"}, entry="main.py",
-                                  parent_id=seed.key, operator="diff", iteration=1)  # fmt: skip
+        child = archive.add_agent(
+            run.key,
+            files={"main.py": huge, "b c.py": "y = 1\n"},
+            entry="main.py",
+            parent_id=seed.key,
+            operator="diff",
+            iteration=1,
+        )
     with client(tmp_path) as c:
         page = c.get(f"/runs/huge/agents/{child.key}")
         whole = c.get(f"/runs/huge/agents/{child.key}/files/main.py")
@@ -363,8 +387,14 @@ def test_changes_endpoint_reports_new_and_changed_agents(runs_dir: Runs, tmp_pat
         assert c.get(f"/api/runs/xss/changes?{query}").json()["points"]["id"] == []
         with Archive.at(copy / "xss" / "archive.db") as archive:  # another writer adds an agent
             run = archive.get_run("xss")
-            new = archive.add_agent(run.key, files={"main.py": "z = 1\n"}, entry="main.py",
-                                    parent_id=hostile["seed"], operator="diff", iteration=3)  # fmt: skip
+            new = archive.add_agent(
+                run.key,
+                files={"main.py": "z = 1\n"},
+                entry="main.py",
+                parent_id=hostile["seed"],
+                operator="diff",
+                iteration=3,
+            )
         answer = c.get(f"/api/runs/xss/changes?{query}").json()
         assert answer["points"]["id"] == [new.key] and answer["points"]["status"] == ["proposed"]
         assert answer["summary"]["agents"] == 4 and answer["last_agent"] == new.key
@@ -469,8 +499,13 @@ def test_pages_run_in_chromium_under_the_csp_and_hostile_text_runs_nothing(runs_
                 dialog.dismiss()
 
             page.on("dialog", on_dialog)
-            for url in ("/?all=1", "/runs/xss", f"/runs/xss/agents/{hostile['child']}",
-                        f"/runs/{quote(HOSTILE_RUN, safe='')}", "/compare?runs=xss,big"):  # fmt: skip
+            for url in (
+                "/?all=1",
+                "/runs/xss",
+                f"/runs/xss/agents/{hostile['child']}",
+                f"/runs/{quote(HOSTILE_RUN, safe='')}",
+                "/compare?runs=xss,big",
+            ):
                 page.goto(base + url)
                 page.wait_for_load_state("networkidle")
             page.goto(base + "/runs/big")

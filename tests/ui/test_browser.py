@@ -55,15 +55,28 @@ def write_clean_run(runs_dir: Path, name: str = "clean") -> dict[str, int]:
         )
         messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": USER}]
         archive.record_llm_exchange(
-            LLMCall(run_id=run.key, iteration=1, purpose="mutate", model="qwen", request_hash="h1",
-                    prompt_tokens=30, completion_tokens=12),
+            LLMCall(
+                run_id=run.key,
+                iteration=1,
+                purpose="mutate",
+                model="qwen",
+                request_hash="h1",
+                prompt_tokens=30,
+                completion_tokens=12,
+            ),
             LLMResponse(request_hash="h1", model="qwen", text="return 2"),
             LLMRequest(request_hash="h1", model="qwen", messages=json.dumps(messages)),
-        )  # fmt: skip
+        )
         child = archive.add_agent(
-            run.key, files={"main.py": "def solve():\n    return 2\n"}, entry="main.py", parent_id=seed.key,
-            operator="diff", model="qwen", iteration=1, link_llm_calls=True,
-        )  # fmt: skip
+            run.key,
+            files={"main.py": "def solve():\n    return 2\n"},
+            entry="main.py",
+            parent_id=seed.key,
+            operator="diff",
+            model="qwen",
+            iteration=1,
+            link_llm_calls=True,
+        )
         archive.mark_evaluating(child.key)
         archive.finish_evaluation(
             child.key, status=AgentStatus.evaluated, score=2.0, evaluations=[Evaluation(task_id="t0")]
@@ -141,10 +154,12 @@ def screenshot(page: Any, folder: Path, name: str) -> None:
 
 def plotted_agents(page: Any) -> int:
     """Markers in the score plot (every trace but the best-so-far line)."""
-    return int(page.evaluate(
-        "() => document.getElementById('score-plot').data.filter((t) => t.mode === 'markers')"
-        ".reduce((n, t) => n + t.x.length, 0)"
-    ))  # fmt: skip
+    return int(
+        page.evaluate(
+            "() => document.getElementById('score-plot').data.filter((t) => t.mode === 'markers')"
+            ".reduce((n, t) => n + t.x.length, 0)"
+        )
+    )
 
 
 def test_click_from_the_runs_page_through_the_tree_to_an_agents_prompt_and_diff(tmp_path: Path) -> None:
@@ -244,8 +259,12 @@ def test_hostile_text_runs_nothing_in_the_browser_and_shows_as_text(
 
         check("/?all=1", HOSTILE_RUN, PWN_RUN)
         screenshot(page, tmp_path, "xss-runs")
-        for run, payloads in (("xss", (SCRIPT, IMG)), (HOSTILE_RUN, (SCRIPT, IMG)), ("pwn", (PWN_SCRIPT, PWN_IMG)),
-                              (PWN_RUN, (PWN_SCRIPT, PWN_IMG))):  # fmt: skip
+        for run, payloads in (
+            ("xss", (SCRIPT, IMG)),
+            (HOSTILE_RUN, (SCRIPT, IMG)),
+            ("pwn", (PWN_SCRIPT, PWN_IMG)),
+            (PWN_RUN, (PWN_SCRIPT, PWN_IMG)),
+        ):
             path = "/runs/" + quote(run, safe="")
             child, invalid, seed = ids[run]["child"], ids[run]["invalid"], ids[run]["seed"]
             check(path, run)
@@ -305,9 +324,27 @@ def test_a_reader_polling_at_20_hz_beside_a_writing_run_sees_no_error_and_causes
     runs.mkdir()
     # ast_mutate proposes without an FM, so the run needs no model: it names a hosted one whose key is a
     # placeholder (no local server is started, and nothing calls it: the archive records no FM call).
-    command = [sys.executable, "-m", "cambrian", "run", "deceptive", "--sandbox", "local", "--iterations", "60",
-               "--name", "w", "--runs-dir", str(runs), "--set", "search.operators={ast_mutate = 1.0}",
-               "--model", "openai/gpt-4o-mini", "--api-key-env", "CAMBRIAN_TEST_UNUSED_KEY"]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "cambrian",
+        "run",
+        "deceptive",
+        "--sandbox",
+        "local",
+        "--iterations",
+        "60",
+        "--name",
+        "w",
+        "--runs-dir",
+        str(runs),
+        "--set",
+        "search.operators={ast_mutate = 1.0}",
+        "--model",
+        "openai/gpt-4o-mini",
+        "--api-key-env",
+        "CAMBRIAN_TEST_UNUSED_KEY",
+    ]
     answers: list[tuple[str, int]] = []
     failures: list[str] = []
     agents_seen: set[int] = set()  # the run's agent count in each answer: it grows while the reader polls

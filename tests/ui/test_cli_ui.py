@@ -21,8 +21,9 @@ Runs = tuple[Path, dict[str, int], dict[str, int]]
 
 def cambrian(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "COLUMNS": "200"}
-    return subprocess.run([sys.executable, "-m", "cambrian", *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=timeout, env=env)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "cambrian", *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout, env=env
+    )
 
 
 def free_port() -> int:
@@ -35,8 +36,14 @@ def test_ui_serves_the_run_on_loopback_and_stops_on_ctrl_c(runs_dir: Runs) -> No
     folder, _, _ = runs_dir
     port = free_port()
     command = [sys.executable, "-m", "cambrian", "ui", "big", "--runs-dir", str(folder), "--port", str(port)]
-    server = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                              env={**os.environ, "COLUMNS": "200"})  # fmt: skip
+    server = subprocess.Popen(
+        command,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "COLUMNS": "200"},
+    )
     try:
         assert server.stdout is not None
         line = server.stdout.readline()
@@ -102,8 +109,16 @@ def test_report_writes_one_file_that_needs_nothing_else(runs_dir: Runs, tmp_path
 
 @pytest.mark.parametrize(
     ("host", "loopback"),
-    [("127.0.0.1", True), ("127.8.0.1", True), ("::1", True), ("[::1]", True), ("localhost", True),
-     ("0.0.0.0", False), ("192.0.2.1", False), ("::", False)],
-)  # fmt: skip
+    [
+        ("127.0.0.1", True),
+        ("127.8.0.1", True),
+        ("::1", True),
+        ("[::1]", True),
+        ("localhost", True),
+        ("0.0.0.0", False),
+        ("192.0.2.1", False),
+        ("::", False),
+    ],
+)
 def test_is_loopback(host: str, loopback: bool) -> None:
     assert is_loopback(host) is loopback

@@ -64,9 +64,11 @@ def copy_archive(source_url: str, store: str) -> None:
         with target.engine.begin() as write:
             for table in ("run", "agent", "evaluation", "llmcall"):
                 write.execute(
-                    text(f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), "
-                         f"(SELECT coalesce(max(id), 0) + 1 FROM {table}), false)")
-                )  # fmt: skip
+                    text(
+                        f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), "
+                        f"(SELECT coalesce(max(id), 0) + 1 FROM {table}), false)"
+                    )
+                )
 
 
 def same(a: Any, b: Any) -> bool:
@@ -112,14 +114,16 @@ def test_every_route_answers_the_same_from_postgresql_as_from_sqlite(
     from_store = TestClient(create_app(runs_dir, store=postgres_url), base_url="http://localhost")
     agents = sorted({*hostile.values(), *big.values()})
     routes = [
-        "/api/runs", "/compare?runs=xss,big",
+        "/api/runs",
+        "/compare?runs=xss,big",
         *(f"/api/runs/{run}/{what}" for run in ("xss", "big") for what in ("points", "panels", "tree", "changes")),
         f"/api/runs/big/tree?root={big['wide_head']}&depth=3",
         f"/runs/xss/compare?a={hostile['seed']}&b={hostile['child']}",
         *(f"/api/runs/{'xss' if a in hostile.values() else 'big'}/agents/{a}" for a in agents),
         *(f"/runs/{'xss' if a in hostile.values() else 'big'}/agents/{a}" for a in agents),
-        "/runs/xss", "/runs/big",
-    ]  # fmt: skip
+        "/runs/xss",
+        "/runs/big",
+    ]
     for route in routes:
         expected, got = from_sqlite.get(route), from_store.get(route)
         assert (got.status_code, expected.status_code) == (200, 200), (route, got.text[:500])
@@ -174,8 +178,10 @@ def test_sqlite_times_read_as_posix_seconds_exact_to_the_microsecond(tmp_path: P
     from cambrian.ui._columns import posix_seconds_sql
 
     runs = Run.__table__  # type: ignore[attr-defined]  # SQLModel sets __table__ at runtime
-    moments = [datetime(2026, 11, 26, 3, 2, 31, 45805, tzinfo=timezone.utc) + timedelta(microseconds=977 * i)
-               for i in range(200)]  # fmt: skip
+    moments = [
+        datetime(2026, 11, 26, 3, 2, 31, 45805, tzinfo=timezone.utc) + timedelta(microseconds=977 * i)
+        for i in range(200)
+    ]
     with Archive.at(tmp_path / "archive.db") as archive:
         for i, moment in enumerate(moments):
             run = archive.create_run(name=f"r{i}", benchmark="b", seed=0, config_json="{}")

@@ -185,9 +185,15 @@ def _agentdescriptor() -> None:
 
 #: Every version-1 table and how to create it, parents before the tables that refer to them.
 _TABLES: dict[str, Callable[[], None]] = {
-    "run": _run, "genome": _genome, "genomefile": _genomefile, "llmresponse": _llmresponse, "agent": _agent,
-    "llmcall": _llmcall, "evaluation": _evaluation, "agentdescriptor": _agentdescriptor,
-}  # fmt: skip
+    "run": _run,
+    "genome": _genome,
+    "genomefile": _genomefile,
+    "llmresponse": _llmresponse,
+    "agent": _agent,
+    "llmcall": _llmcall,
+    "evaluation": _evaluation,
+    "agentdescriptor": _agentdescriptor,
+}
 
 
 def upgrade() -> None:

@@ -64,14 +64,18 @@ class CurveFit:
     ) -> None:
         n_search = len(SEARCH_XS) // POINTS_PER_TASK
         if not 1 <= first_stage < n_search:
-            raise BenchmarkError(f"first_stage = {first_stage} is out of range",
-                                 fix=f"set benchmark_options.first_stage to 1..{n_search - 1}")  # fmt: skip
+            raise BenchmarkError(
+                f"first_stage = {first_stage} is out of range",
+                fix=f"set benchmark_options.first_stage to 1..{n_search - 1}",
+            )
         if not 0.0 <= threshold <= 1.0:
-            raise BenchmarkError(f"threshold = {threshold} is out of range",
-                                 fix="set benchmark_options.threshold to a score in 0..1")  # fmt: skip
+            raise BenchmarkError(
+                f"threshold = {threshold} is out of range", fix="set benchmark_options.threshold to a score in 0..1"
+            )
         if timeout_s <= 0 or memory_mb < 64:
-            raise BenchmarkError("timeout_s must be > 0 and memory_mb >= 64",
-                                 fix="raise benchmark_options.timeout_s / memory_mb")  # fmt: skip
+            raise BenchmarkError(
+                "timeout_s must be > 0 and memory_mb >= 64", fix="raise benchmark_options.timeout_s / memory_mb"
+            )
         self.first_stage = first_stage
         self.threshold = threshold
         self.timeout_s = timeout_s

@@ -63,8 +63,16 @@ def test_status_shows_what_the_bandit_would_choose_next_among_all_the_runs_opera
         archive.mark_evaluating(seed.key)
         archive.finish_evaluation(seed.key, status=AgentStatus.evaluated, score=0.5)
         for k in range(3):
-            child = archive.add_agent(run.key, files={"main.py": f"x = {k + 1}\n"}, entry="main.py", parent_id=seed.key,
-                                      operator="lines", model="m", iteration=k + 1, fm_seconds=2.0)  # fmt: skip
+            child = archive.add_agent(
+                run.key,
+                files={"main.py": f"x = {k + 1}\n"},
+                entry="main.py",
+                parent_id=seed.key,
+                operator="lines",
+                model="m",
+                iteration=k + 1,
+                fm_seconds=2.0,
+            )
             archive.mark_evaluating(child.key)
             archive.finish_evaluation(child.key, status=AgentStatus.evaluated, score=0.5)
     done = cambrian("status", "arms", "--runs-dir", str(tmp_path))
@@ -99,8 +107,18 @@ def test_export_to_a_file_or_an_impossible_path_is_one_line_with_the_fix(tmp_pat
 
 
 def test_a_missing_model_file_is_refused_before_the_run_exists(tmp_path: Path) -> None:
-    done = cambrian("run", "deceptive", "--model", str(tmp_path / "no-such.gguf"), "--iterations", "1",
-                    "--sandbox", "local", "--runs-dir", str(tmp_path / "runs"))  # fmt: skip
+    done = cambrian(
+        "run",
+        "deceptive",
+        "--model",
+        str(tmp_path / "no-such.gguf"),
+        "--iterations",
+        "1",
+        "--sandbox",
+        "local",
+        "--runs-dir",
+        str(tmp_path / "runs"),
+    )
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
     assert f"no model file at {tmp_path / 'no-such.gguf'}" in done.stderr and "cambrian models list" in done.stderr
     assert not (tmp_path / "runs").exists()  # nothing left behind
@@ -111,9 +129,22 @@ def test_a_search_that_calls_no_fm_starts_no_model_server(tmp_path: Path) -> Non
     # does not even exist) is never needed, so it is neither checked nor served (nor, on a fresh machine,
     # downloaded).
     runs = tmp_path / "runs"
-    done = cambrian("run", "deceptive", "--name", "plain", "--model", str(tmp_path / "no-such.gguf"),
-                    "--iterations", "2", "--sandbox", "local", "--set", "search.operators={ast_mutate = 1.0}",
-                    "--runs-dir", str(runs))  # fmt: skip
+    done = cambrian(
+        "run",
+        "deceptive",
+        "--name",
+        "plain",
+        "--model",
+        str(tmp_path / "no-such.gguf"),
+        "--iterations",
+        "2",
+        "--sandbox",
+        "local",
+        "--set",
+        "search.operators={ast_mutate = 1.0}",
+        "--runs-dir",
+        str(runs),
+    )
     assert done.returncode == 0, done.stderr
     assert "no model server" in done.stdout + done.stderr and "starting a local inference server" not in done.stdout
     assert not list((runs / "plain").glob("server*.log"))
@@ -125,8 +156,9 @@ def test_a_search_that_calls_no_fm_starts_no_model_server(tmp_path: Path) -> Non
         == 0
     )
     [folder] = list((tmp_path / "out").glob("agent-*"))
-    evaluated = cambrian("eval", str(folder), "--split", "search", "--agent-fm", "--sandbox", "local",
-                         "--runs-dir", str(runs))  # fmt: skip
+    evaluated = cambrian(
+        "eval", str(folder), "--split", "search", "--agent-fm", "--sandbox", "local", "--runs-dir", str(runs)
+    )
     assert evaluated.returncode == 0, evaluated.stderr
     assert "no model server" in evaluated.stdout + evaluated.stderr
 
@@ -138,8 +170,13 @@ def test_a_second_resume_of_a_run_being_searched_is_refused_and_the_run_goes_on(
     runs = tmp_path / "runs"
     args = ["--sandbox", "local", "--set", "search.operators={ast_mutate = 1.0}", "--runs-dir", str(runs)]
     env = {**os.environ, "COLUMNS": "250", "NO_COLOR": "1"}
-    first = subprocess.Popen([*CAMBRIAN, "run", "deceptive", "--name", "busy", "--iterations", "100000", *args],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)  # fmt: skip
+    first = subprocess.Popen(
+        [*CAMBRIAN, "run", "deceptive", "--name", "busy", "--iterations", "100000", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     try:
         lock = runs / "busy" / "run.lock"
         deadline = time.monotonic() + 300  # a generous ceiling: the event waited for is the lock's holder line

@@ -14,11 +14,13 @@ from tests.conftest import docker_unavailable_reason
 
 
 def test_doctor_names_each_problem_with_its_fix(tmp_path: Path) -> None:
-    config = RunConfig.model_validate({
-        "fm": {"model": "openai/x", "api_base": f"http://127.0.0.1:{free_port()}/v1"},
-        "evaluation": {"image": "cambrian-sandbox:no-such-tag"},
-        "runs_dir": str(tmp_path),
-    })  # fmt: skip
+    config = RunConfig.model_validate(
+        {
+            "fm": {"model": "openai/x", "api_base": f"http://127.0.0.1:{free_port()}/v1"},
+            "evaluation": {"image": "cambrian-sandbox:no-such-tag"},
+            "runs_dir": str(tmp_path),
+        }
+    )
     findings = {f.name: f for f in diagnose(config, self_test=False)}
     endpoint = findings["FM endpoint"]
     assert (
@@ -36,12 +38,19 @@ def test_cli_doctor_exits_non_zero_on_a_problem_and_zero_when_ready() -> None:
     dead = f"http://127.0.0.1:{free_port()}/v1"
     done = subprocess.run(
         [sys.executable, "-m", "cambrian", "doctor", "--quick", "--model", "openai/x", "--api-base", dead],
-        capture_output=True, text=True, timeout=300, env={"COLUMNS": "300", "PATH": "/usr/bin:/bin"},
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={"COLUMNS": "300", "PATH": "/usr/bin:/bin"},
+    )
     assert done.returncode == 1, done.stdout + done.stderr
     assert "FAIL  FM endpoint" in done.stdout and "fix: nothing answers at" in done.stdout
     if docker_unavailable_reason() is None:
-        ready = subprocess.run([sys.executable, "-m", "cambrian", "doctor", "--model", "smollm2-135m"],
-                               capture_output=True, text=True, timeout=300,
-                               env={"COLUMNS": "300", "PATH": "/usr/bin:/bin"})  # fmt: skip
+        ready = subprocess.run(
+            [sys.executable, "-m", "cambrian", "doctor", "--model", "smollm2-135m"],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env={"COLUMNS": "300", "PATH": "/usr/bin:/bin"},
+        )
         assert "ok    sandbox self-test" in ready.stdout and "ok    numpy and scipy in the image" in ready.stdout

@@ -83,9 +83,14 @@ def example_run(tmp_path: Path, example_registered: dict[str, str]) -> tuple[Pat
     with Archive.at(runs / RUN / "archive.db") as archive:
         run = archive.create_run(name=RUN, benchmark="example", seed=0, config_json=config.to_json())
         loop = SearchLoop.from_config(
-            archive=archive, run=run, config=config, benchmark=build_benchmark(config), sandbox=LocalSandbox(),
-            llm=ScriptedFM([fenced(ROUGH_FIT), fenced(GOOD_FIT)]), model_label="scripted",
-        )  # fmt: skip
+            archive=archive,
+            run=run,
+            config=config,
+            benchmark=build_benchmark(config),
+            sandbox=LocalSandbox(),
+            llm=ScriptedFM([fenced(ROUGH_FIT), fenced(GOOD_FIT)]),
+            model_label="scripted",
+        )
         asyncio.run(loop.run_until_done())
         best = archive.best(int(run.id), n=1)[0]
     return runs, int(best.id)
@@ -93,9 +98,11 @@ def example_run(tmp_path: Path, example_registered: dict[str, str]) -> tuple[Pat
 
 def _quiet() -> Reporter:
     return Reporter(
-        info=lambda m: None, warn=lambda m: None, event=lambda e: None,
+        info=lambda m: None,
+        warn=lambda m: None,
+        event=lambda e: None,
         progress=lambda done, total: contextlib.nullcontext(),
-    )  # fmt: skip
+    )
 
 
 def _cli(*args: str, env: dict[str, str], check: bool = True) -> subprocess.CompletedProcess:
@@ -151,9 +158,14 @@ def test_selection_and_prompts_never_see_holdout_scores_fake_fm(example_run: tup
 
         config = RunConfig.from_json(run.config_json)
         loop = SearchLoop.from_config(
-            archive=archive, run=run, config=config, benchmark=build_benchmark(config), sandbox=LocalSandbox(),
-            llm=ScriptedFM(["unused"]), model_label="scripted",
-        )  # fmt: skip
+            archive=archive,
+            run=run,
+            config=config,
+            benchmark=build_benchmark(config),
+            sandbox=LocalSandbox(),
+            llm=ScriptedFM(["unused"]),
+            model_label="scripted",
+        )
         # The prompt the loop would build for this parent, with the other holdout-scored agent as inspiration.
         ctx = PromptContext(
             contract=loop.benchmark.contract,
@@ -240,15 +252,22 @@ def test_a_folders_manifest_cannot_choose_the_fm_endpoint_key_or_sandbox() -> No
     from cambrian.meta_agent.search.holdout import folder_config
 
     hostile = {
-        "benchmark": "circle_packing", "benchmark_options": {"n": 7}, "seed": 3,
+        "benchmark": "circle_packing",
+        "benchmark_options": {"n": 7},
+        "seed": 3,
         "fm": {
             "model": "openai/gpt-4o",
             "api_base": "http://attacker.example:8080/v1",
             "api_key_env": "OPENAI_API_KEY",
         },
-        "evaluation": {"sandbox": "local", "image": "attacker/image:latest", "agent_fm": True, "timeout_s": 3600,
-                       "agent_fm_tokens": 10_000_000},
-    }  # fmt: skip
+        "evaluation": {
+            "sandbox": "local",
+            "image": "attacker/image:latest",
+            "agent_fm": True,
+            "timeout_s": 3600,
+            "agent_fm_tokens": 10_000_000,
+        },
+    }
     mine = RunConfig.model_validate({"evaluation": {"sandbox": "docker"}, "fm": {"model": "smollm2-135m"}})
     config = folder_config(hostile, mine, {}, source="manifest.json")
     assert config.fm.api_base is None and config.fm.api_key_env is None and config.fm.model == "smollm2-135m"
@@ -276,16 +295,26 @@ def test_a_folder_with_a_linked_or_changed_file_is_refused(
     entry.write_text(original + "\n# changed\n")
     changed = _cli("eval", str(folder), "--split", "holdout", "--sandbox", "local", env=example_registered, check=False)
     assert changed.returncode == 2 and "genome_hash" in changed.stderr and "--allow-modified" in changed.stderr
-    allowed = _cli("eval", str(folder), "--split", "holdout", "--sandbox", "local", "--allow-modified",
-                   env=example_registered)  # fmt: skip
+    allowed = _cli(
+        "eval", str(folder), "--split", "holdout", "--sandbox", "local", "--allow-modified", env=example_registered
+    )
     assert "differ from the exported agent" in allowed.stdout + allowed.stderr
 
     secret = tmp_path / "host-secret.txt"
     secret.write_text("host secret")
     entry.unlink()
     entry.symlink_to(secret)
-    linked = _cli("eval", str(folder), "--split", "holdout", "--sandbox", "local", "--allow-modified",
-                  env=example_registered, check=False)  # fmt: skip
+    linked = _cli(
+        "eval",
+        str(folder),
+        "--split",
+        "holdout",
+        "--sandbox",
+        "local",
+        "--allow-modified",
+        env=example_registered,
+        check=False,
+    )
     assert linked.returncode == 2 and "symbolic link" in linked.stderr
 
     manifest["files"] = ["../host-secret.txt"]

@@ -11,10 +11,26 @@ from pathlib import Path
 def test_a_seed_no_operator_can_edit_is_refused_with_what_each_needs(tmp_path: Path) -> None:
     runs = tmp_path / "runs"
     done = subprocess.run(
-        [sys.executable, "-m", "cambrian", "run", "knapsack", "--name", "k", "--runs-dir", str(runs),
-         "--set", "search.operators={ast_mutate = 1}", "--sandbox", "local"],
-        capture_output=True, text=True, timeout=120, env={**os.environ, "COLUMNS": "200", "NO_COLOR": "1"},
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "cambrian",
+            "run",
+            "knapsack",
+            "--name",
+            "k",
+            "--runs-dir",
+            str(runs),
+            "--set",
+            "search.operators={ast_mutate = 1}",
+            "--sandbox",
+            "local",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "COLUMNS": "200", "NO_COLOR": "1"},
+    )
     out = done.stdout + done.stderr
     assert done.returncode != 0
     assert "Traceback" not in out

@@ -21,8 +21,16 @@ from cambrian.archive.store import Archive
 from cambrian.ui import create_app
 
 CAMBRIAN = [sys.executable, "-m", "cambrian"]
-NO_FM = ["--sandbox", "local", "--set", "search.operators={ast_mutate = 1.0}", "--model", "openai/gpt-4o-mini",
-         "--api-key-env", "CAMBRIAN_TEST_UNUSED_KEY"]  # fmt: skip
+NO_FM = [
+    "--sandbox",
+    "local",
+    "--set",
+    "search.operators={ast_mutate = 1.0}",
+    "--model",
+    "openai/gpt-4o-mini",
+    "--api-key-env",
+    "CAMBRIAN_TEST_UNUSED_KEY",
+]
 PASSWORD = "s3cret-pw"
 
 
@@ -54,8 +62,9 @@ def with_password(url: str) -> str:
 def test_two_runs_share_one_store_and_every_command_finds_them(store_url: str, tmp_path: Path) -> None:
     store, runs = with_password(store_url), tmp_path / "runs"
     for name, iterations in (("first", "4"), ("second", "3")):
-        out = cambrian("run", "deceptive", "--name", name, "--iterations", iterations, "--store", store, *NO_FM,
-                       runs=runs)  # fmt: skip
+        out = cambrian(
+            "run", "deceptive", "--name", name, "--iterations", iterations, "--store", store, *NO_FM, runs=runs
+        )
         assert f"--store {make_url(store).render_as_string(hide_password=True)}" in out.stdout
     assert not list(runs.glob("*/archive.db")), "a store run wrote an SQLite archive of its own"
 
@@ -130,8 +139,13 @@ def test_a_password_typed_in_the_store_url_is_refused_before_anything_runs(tmp_p
     env = {**os.environ, "COLUMNS": "250", "NO_COLOR": "1"}
     env.pop("CAMBRIAN_STORE", None)
     for args in (("runs",), ("status", "x"), ("run", "deceptive", "--name", "x", *NO_FM)):
-        done = subprocess.run([*CAMBRIAN, *args, "--store", url, "--runs-dir", str(tmp_path)], capture_output=True,
-                              text=True, timeout=300, env=env)  # fmt: skip
+        done = subprocess.run(
+            [*CAMBRIAN, *args, "--store", url, "--runs-dir", str(tmp_path)],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env=env,
+        )
         assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
         assert "readable by every process" in done.stderr and "CAMBRIAN_STORE=" in done.stderr
         assert PASSWORD not in done.stdout + done.stderr and "PASSWORD@127.0.0.1:1/db" in done.stderr
@@ -141,8 +155,11 @@ def test_a_password_typed_in_the_store_url_is_refused_before_anything_runs(tmp_p
 def test_a_store_that_cannot_be_reached_says_so_with_the_fix(tmp_path: Path) -> None:
     runs = tmp_path / "runs"
     down = f"postgresql+psycopg://someone:{PASSWORD}@127.0.0.1:1/db"
-    for args in (("runs", "--store", down), ("status", "x", "--store", down),
-                 ("run", "deceptive", "--name", "x", "--iterations", "1", "--store", down, *NO_FM)):  # fmt: skip
+    for args in (
+        ("runs", "--store", down),
+        ("status", "x", "--store", down),
+        ("run", "deceptive", "--name", "x", "--iterations", "1", "--store", down, *NO_FM),
+    ):
         done = cambrian(*args, runs=runs, check=False)
         assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
         assert "cannot connect to the archive postgresql+psycopg://someone:***@127.0.0.1:1/db" in done.stderr

@@ -134,9 +134,14 @@ def run_search(tmp_path: Path, processes: int) -> list[tuple]:
     with Archive.at(tmp_path / "archive.db") as archive:
         run = archive.create_run(name="t", benchmark="circle_packing", seed=0, config_json=config.to_json())
         loop = SearchLoop.from_config(
-            archive=archive, run=run, config=config, benchmark=CirclePacking(start="grid"),
-            sandbox=LocalSandbox(), llm=ScriptedFM(replies), model_label="scripted",
-        )  # fmt: skip
+            archive=archive,
+            run=run,
+            config=config,
+            benchmark=CirclePacking(start="grid"),
+            sandbox=LocalSandbox(),
+            llm=ScriptedFM(replies),
+            model_label="scripted",
+        )
         asyncio.run(loop.run_until_done())
         assert loop.proposer.edits._executor is None  # the run's end stopped the processes
         return [

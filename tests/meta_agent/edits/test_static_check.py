@@ -47,8 +47,11 @@ def test_known_names_get_their_import(used: str, line: str) -> None:
 
 def test_unknown_undefined_names_are_refused_with_the_line() -> None:
     text = TEXT.replace("radius = 0.5 / max(columns, rows)", "radius = 0.5 / max(columns, rows) * shrink")
-    with pytest.raises(EditError, match=r"static check of packing.py: undefined name 'shrink' at line 23: "
-                                        r"'radius = 0.5 / max\(columns, rows\) \* shrink'") as info:  # fmt: skip
+    with pytest.raises(
+        EditError,
+        match=r"static check of packing.py: undefined name 'shrink' at line 23: "
+        r"'radius = 0.5 / max\(columns, rows\) \* shrink'",
+    ) as info:
         check_child(child(text), SEED, entry_function="pack_circles")
     assert "shrink" in info.value.fix
 

@@ -102,10 +102,30 @@ def test_refused_or_missing_credentials_fail_at_once_with_the_flag_to_use(
 def test_cli_run_on_a_dead_endpoint_fails_before_the_seed_with_cause_and_fix(tmp_path: Path) -> None:
     dead = f"http://127.0.0.1:{free_port()}/v1"
     done = subprocess.run(
-        [sys.executable, "-m", "cambrian", "run", "circle_packing", "--model", "openai/x", "--api-base", dead,
-         "--iterations", "2", "--sandbox", "local", "--runs-dir", str(tmp_path), "--name", "dead"],
-        capture_output=True, text=True, timeout=300, env={"COLUMNS": "300", "PATH": "/usr/bin:/bin"},
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "cambrian",
+            "run",
+            "circle_packing",
+            "--model",
+            "openai/x",
+            "--api-base",
+            dead,
+            "--iterations",
+            "2",
+            "--sandbox",
+            "local",
+            "--runs-dir",
+            str(tmp_path),
+            "--name",
+            "dead",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={"COLUMNS": "300", "PATH": "/usr/bin:/bin"},
+    )
     assert done.returncode == 2, done.stdout + done.stderr
     assert "no FM server answers" in done.stderr and "fix:" in done.stderr
     assert "seed program" not in done.stdout  # nothing was evaluated
@@ -137,8 +157,13 @@ def test_a_run_whose_fm_dies_ends_failed_with_the_cause_and_fix_fake_fm(tmp_path
 
 
 def cambrian(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "cambrian", *args], capture_output=True, text=True,
-                          timeout=120, env={"COLUMNS": "300", "PATH": "/usr/bin:/bin"})  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "cambrian", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"COLUMNS": "300", "PATH": "/usr/bin:/bin"},
+    )
 
 
 def test_misspelt_names_get_a_did_you_mean_and_config_keys_are_listed() -> None:

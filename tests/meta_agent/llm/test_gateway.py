@@ -359,8 +359,9 @@ def test_token_budget_caps_max_tokens_then_refuses(local_fm: LocalServer, setup:
 
     async def scenario(gateway: FMGateway) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
         capped = await gateway.open_agent(1, max_calls=10, max_tokens=5000, run_seed=RUN_SEED, iteration=0)
-        _, by_gateway, _ = await chat(capped, max_tokens=500, messages=[
-            {"role": "user", "content": "Write a long story about a cat."}])  # fmt: skip
+        _, by_gateway, _ = await chat(
+            capped, max_tokens=500, messages=[{"role": "user", "content": "Write a long story about a cat."}]
+        )
         # What is left after the prompt's upper bound is the completion cap: 3 tokens.
         budget = prompt_token_bound([{"role": "user", "content": "Say hi"}]) + 3
         tight = await gateway.open_agent(2, max_calls=10, max_tokens=budget, run_seed=RUN_SEED, iteration=0)

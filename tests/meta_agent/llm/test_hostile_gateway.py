@@ -33,8 +33,11 @@ def gateway_parts(tmp_path: Path) -> Iterator[tuple[LLMClient, Path, ScriptedFM]
     archive = Archive.at(tmp_path / "archive.db")
     run = archive.create_run(name="hostile-gateway", benchmark="none", seed=1, config_json="{}")
     assert run.id is not None
-    client = LLMClient(Endpoint(model="openai/unused", api_base="http://127.0.0.1:9/v1"),
-                       ledger=ArchiveLedger(archive, run.id), retries=0)  # fmt: skip
+    client = LLMClient(
+        Endpoint(model="openai/unused", api_base="http://127.0.0.1:9/v1"),
+        ledger=ArchiveLedger(archive, run.id),
+        retries=0,
+    )
     fake = ScriptedFM(["ok"], delay_s=0.3, prompt_tokens=None, completion_tokens=1)
     client.complete = fake.complete  # type: ignore[method-assign]
     socket_dir = Path(tempfile.mkdtemp(prefix="cgh-", dir="/tmp"))

@@ -243,12 +243,15 @@ def _handler_for(stub: StubFM) -> type[BaseHTTPRequestHandler]:
                 time.sleep(stub.delay_s)
                 if status == 200:
                     payload = {
-                        "id": "chatcmpl-stub", "object": "chat.completion", "created": 0,
+                        "id": "chatcmpl-stub",
+                        "object": "chat.completion",
+                        "created": 0,
                         "model": "stub-model",
-                        "choices": [{"index": 0, "finish_reason": "stop",
-                                     "message": {"role": "assistant", "content": "2"}}],
+                        "choices": [
+                            {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "2"}}
+                        ],
                         "usage": {"prompt_tokens": 9, "completion_tokens": 1, "total_tokens": 10},
-                    }  # fmt: skip
+                    }
                 else:
                     payload = {"error": {"message": f"scripted {status}", "type": "stub", "code": status}}
                 data = json.dumps(payload).encode()

@@ -42,8 +42,9 @@ def _wait_until(predicate: object, timeout_s: float) -> bool:
 
 
 def test_start_answers_health_and_models_then_stop_leaves_nothing(smollm2_path: Path, tmp_path: Path) -> None:
-    server = LocalServer(smollm2_path, alias="smol-test", n_ctx=2048, n_parallel=1, backend="llamacpp",
-                         log_path=tmp_path / "server.log")  # fmt: skip
+    server = LocalServer(
+        smollm2_path, alias="smol-test", n_ctx=2048, n_parallel=1, backend="llamacpp", log_path=tmp_path / "server.log"
+    )
     server.start(timeout_s=180)
     pid = server.pid
     assert pid is not None and server.running

@@ -24,7 +24,7 @@ from cambrian.meta_agent.operators import (
     code_grammar,
     gbnf_literal,
     search_replace_grammar,
-)  # fmt: skip
+)
 
 SEED = CirclePacking(start="grid").seed()
 TEXT = SEED.files["packing.py"]
@@ -36,8 +36,13 @@ _TOKEN = re.compile(r'\s*("(?:[^"\\]|\\.)*"|\[(?:[^\]\\]|\\.)*\]|[\w-]+|[()|?*+]
 
 
 def _unescape(body: str) -> str:
-    return re.sub(r"\\(x..|u....|U........|.)", lambda m: {"n": "\n", "t": "\t", "r": "\r"}.get(
-        m.group(1), chr(int(m.group(1)[1:], 16)) if len(m.group(1)) > 1 else m.group(1)), body)  # fmt: skip
+    return re.sub(
+        r"\\(x..|u....|U........|.)",
+        lambda m: {"n": "\n", "t": "\t", "r": "\r"}.get(
+            m.group(1), chr(int(m.group(1)[1:], 16)) if len(m.group(1)) > 1 else m.group(1)
+        ),
+        body,
+    )
 
 
 def parse_gbnf(text: str) -> dict[str, list]:

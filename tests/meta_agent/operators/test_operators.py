@@ -214,8 +214,13 @@ def test_make_operator_builds_every_name_and_refuses_others() -> None:
         assert isinstance(operator, Operator) and operator.name == name
     # What each declares, for the search to check the run and pick its arms.
     assert {name for name in OPERATORS if make_operator(name).uses_fm} == {
-        "rewrite", "diff", "lines", "crossover", "diagnose", "knob"
-    }  # fmt: skip
+        "rewrite",
+        "diff",
+        "lines",
+        "crossover",
+        "diagnose",
+        "knob",
+    }
     assert [name for name in OPERATORS if make_operator(name).runs_agent] == ["self_modify"]
     assert [name for name in OPERATORS if make_operator(name).needs_second_parent] == ["crossover"]
 

@@ -122,20 +122,30 @@ def test_the_agent_budget_is_per_task_so_every_task_may_call_the_fm_fake_fm(tmp_
     # HumanEval agent calling once per problem was refused from its 21st problem on).
     fm_dir = Path(tempfile.mkdtemp(prefix="cfm-", dir="/tmp"))
     config = RunConfig.model_validate(
-        {"name": "t", "runs_dir": str(tmp_path), "budget": {"iterations": 1},
-         "search": {"strategy": "greedy", "operators": {"rewrite": 1.0}}, "fm": {"repair_rounds": 0},
-         "evaluation": {"agent_fm_calls": 1, "agent_fm_tokens": 10_000, "repeats": 1}}
-    )  # fmt: skip
+        {
+            "name": "t",
+            "runs_dir": str(tmp_path),
+            "budget": {"iterations": 1},
+            "search": {"strategy": "greedy", "operators": {"rewrite": 1.0}},
+            "fm": {"repair_rounds": 0},
+            "evaluation": {"agent_fm_calls": 1, "agent_fm_tokens": 10_000, "repeats": 1},
+        }
+    )
     archive = Archive.at(tmp_path / "archive.db")
     run = archive.create_run(name="t", benchmark="sleep", seed=0, config_json=config.to_json())
     agents_fm = ScriptedFM(["hi"])
     client = LLMClient(Endpoint(model="openai/scripted", label="scripted"), ledger=MemoryLedger(), max_tokens=8)
     client.complete = agents_fm.complete  # type: ignore[method-assign,assignment]  # the scripted FM answers
     loop = SearchLoop.from_config(
-        archive=archive, run=run, config=config, benchmark=_AgentCallsPerTask(tasks=4, seconds=0.0),
-        sandbox=LocalSandbox(), llm=ScriptedFM(["no code"]), model_label="scripted",
+        archive=archive,
+        run=run,
+        config=config,
+        benchmark=_AgentCallsPerTask(tasks=4, seconds=0.0),
+        sandbox=LocalSandbox(),
+        llm=ScriptedFM(["no code"]),
+        model_label="scripted",
         gateway=FMGateway(client, socket_dir=fm_dir),
-    )  # fmt: skip
+    )
 
     try:
         run_closing_gateway(loop)

@@ -95,8 +95,12 @@ def test_cost_aware_failures_cost_what_they_took_before_any_improvement(algorith
     # arm gets the proposals even though its prior is the smaller one.
     lines, rewrite = Arm("m", "lines"), Arm("m", "rewrite")
     costs = {lines: 2.0, rewrite: 100.0}
-    bandit = Bandit([lines, rewrite], algorithm=algorithm, cost_aware=True,  # type: ignore[arg-type]
-                    prior={lines: 0.3, rewrite: 0.7})  # fmt: skip
+    bandit = Bandit(
+        [lines, rewrite],
+        algorithm=algorithm,
+        cost_aware=True,  # type: ignore[arg-type]
+        prior={lines: 0.3, rewrite: 0.7},
+    )
     rng = np.random.default_rng(4)
     counts: Counter[Arm] = Counter()
     for _ in range(200):

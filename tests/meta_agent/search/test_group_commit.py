@@ -149,8 +149,12 @@ def test_identical_children_proposed_at_once_are_stored_once_fake_fm(tmp_path: P
 def test_near_identical_children_proposed_at_once_are_not_both_stored_fake_fm(tmp_path: Path) -> None:
     """With the similarity gate on, a child within the threshold of one still being stored waits for it, then
     is refused as its near-duplicate (and its iteration may propose again)."""
-    search = {"strategy": "greedy", "operators": {"rewrite": 1.0}, "novelty": {"duplicate_threshold": 0.995},
-              "bandit": {"algorithm": "off"}}  # fmt: skip
+    search = {
+        "strategy": "greedy",
+        "operators": {"rewrite": 1.0},
+        "novelty": {"duplicate_threshold": 0.995},
+        "bandit": {"algorithm": "off"},
+    }
     loop, archive = make_loop(tmp_path, ScriptedFM([]), budget={"iterations": 2}, search=search)
     seed = loop.book.store_seed(Genome(files={"main.py": "def pack_circles(n):\n    return []\n"}, entry="main.py"))
     origin = Origin(1, seed.key, None, Arm("scripted", "rewrite"))

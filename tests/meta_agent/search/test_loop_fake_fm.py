@@ -84,8 +84,12 @@ def test_a_child_that_fails_its_run_is_named_once_in_the_next_prompt_of_its_pare
     # Proposal 1 crashes in the sandbox; proposal 2 (same parent: greedy, the seed stays best) is made after
     # that evaluation, and its prompt names the crash once: refused proposals and failed runs alike.
     fm = ScriptedFM([fenced(CRASH), "no code at all", fenced(VALID)])
-    loop, archive = make_loop(tmp_path, fm, budget={"iterations": 3}, search={
-        "strategy": "greedy", "operators": {"rewrite": 1.0}, "max_pending": 1})  # fmt: skip
+    loop, archive = make_loop(
+        tmp_path,
+        fm,
+        budget={"iterations": 3},
+        search={"strategy": "greedy", "operators": {"rewrite": 1.0}, "max_pending": 1},
+    )
     asyncio.run(loop.run_until_done())
     prompts = ["\n".join(m["content"] for m in messages) for _, messages in fm.requests]
     assert len(prompts) == 3
@@ -198,8 +202,12 @@ def test_a_child_stored_while_a_slot_waits_is_stored_as_evaluating_fake_fm(tmp_p
     # max_pending 1: each child is proposed once the one before is scored, so both slots wait for it and it
     # is stored as evaluating (no separate mark); one evaluation attempt counted, as with the mark.
     fm = ScriptedFM([fenced(VALID.replace("0.999", f"0.99{i}")) for i in range(3)])
-    loop, archive = make_loop(tmp_path, fm, budget={"iterations": 3}, search={
-        "strategy": "greedy", "operators": {"rewrite": 1.0}, "max_pending": 1})  # fmt: skip
+    loop, archive = make_loop(
+        tmp_path,
+        fm,
+        budget={"iterations": 3},
+        search={"strategy": "greedy", "operators": {"rewrite": 1.0}, "max_pending": 1},
+    )
     stored_as = {}
 
     def on_event(event) -> None:
@@ -254,9 +262,12 @@ def test_a_second_ctrl_c_kills_the_running_evaluation_and_its_agent_stays_queued
     from cambrian.meta_agent.testing import SleepBenchmark
 
     loop, archive = make_loop(
-        tmp_path, ScriptedFM([fenced(VALID)]), benchmark=SleepBenchmark(tasks=1, seconds=60.0, timeout_s=120.0),
-        budget={"iterations": 1}, evaluation={"concurrency": 1, "agent_fm": False},
-    )  # fmt: skip
+        tmp_path,
+        ScriptedFM([fenced(VALID)]),
+        benchmark=SleepBenchmark(tasks=1, seconds=60.0, timeout_s=120.0),
+        budget={"iterations": 1},
+        evaluation={"concurrency": 1, "agent_fm": False},
+    )
 
     async def press_twice():
         search = asyncio.create_task(_run_with_signals(loop, None))
@@ -286,8 +297,13 @@ def test_an_operator_that_cannot_edit_the_parent_is_skipped_before_any_fm_call_f
     # No reply writes a number or an operator, so no child gives ast_mutate anything to change either.
     rules = ("max(value, weight)", "min(value, weight)", "max(value, capacity)", "round(value)")
     fm = ScriptedFM([f"```python\nreturn {rule}\n```" for rule in rules])
-    loop, archive = make_loop(tmp_path, fm, benchmark=Knapsack(), budget={"iterations": 4},
-                              search={"strategy": "greedy", "operators": {"ast_mutate": 3, "lines": 1}})  # fmt: skip
+    loop, archive = make_loop(
+        tmp_path,
+        fm,
+        benchmark=Knapsack(),
+        budget={"iterations": 4},
+        search={"strategy": "greedy", "operators": {"ast_mutate": 3, "lines": 1}},
+    )
     asyncio.run(loop.run_until_done())
     children = [a for a in archive.agents(1) if a.iteration > 0]
     assert len(children) == 4 and {a.operator for a in children} == {"lines"}
@@ -324,9 +340,14 @@ def test_a_valid_child_below_the_optimum_is_not_sent_back_to_be_fixed_fake_fm(tm
     from cambrian.evaluators.programs import Knapsack
 
     fm = ScriptedFM(["```python\nreturn value * 2\n```", "```python\nreturn value + weight\n```"])
-    loop, archive = make_loop(tmp_path, fm, benchmark=Knapsack(), budget={"iterations": 2},
-                              search={"strategy": "greedy", "operators": {"lines": 1}, "max_pending": 1},
-                              fm={"concurrency": 1, "repair_rounds": 1})  # fmt: skip
+    loop, archive = make_loop(
+        tmp_path,
+        fm,
+        benchmark=Knapsack(),
+        budget={"iterations": 2},
+        search={"strategy": "greedy", "operators": {"lines": 1}, "max_pending": 1},
+        fm={"concurrency": 1, "repair_rounds": 1},
+    )
     asyncio.run(loop.run_until_done())
     children = [a for a in archive.agents(1) if a.iteration > 0]
     scored = [a for a in children if a.status == AgentStatus.evaluated and (a.score or 0) > 0]
@@ -352,8 +373,9 @@ def test_a_stop_cancels_an_fm_repair_in_flight_at_once_fake_fm(tmp_path: Path) -
     # A run once ignored two Ctrl-Cs and a SIGTERM for about 3 minutes: a repair's FM call was in flight.
     fm = _HangingRepairFM([fenced(CRASH), fenced(VALID)])
     search = {"strategy": "greedy", "operators": {"rewrite": 1.0}, "max_pending": 1}
-    loop, archive = make_loop(tmp_path, fm, budget={"iterations": 10}, fm={"concurrency": 1, "repair_rounds": 1},
-                              search=search)  # fmt: skip
+    loop, archive = make_loop(
+        tmp_path, fm, budget={"iterations": 10}, fm={"concurrency": 1, "repair_rounds": 1}, search=search
+    )
 
     async def scenario():  # type: ignore[no-untyped-def]
         run = asyncio.create_task(loop.run_until_done())

@@ -52,9 +52,14 @@ def _loop(tmp_path: Path, config: RunConfig, *, benchmark=None, fm=None, archive
         else archive.create_run(name="t", benchmark=benchmark.name, seed=config.seed, config_json=config.to_json())
     )
     loop = SearchLoop.from_config(
-        archive=archive, run=run, config=config, benchmark=benchmark, sandbox=LocalSandbox(),
-        llm=fm, model_label="scripted" if fm is not None else "",
-    )  # fmt: skip
+        archive=archive,
+        run=run,
+        config=config,
+        benchmark=benchmark,
+        sandbox=LocalSandbox(),
+        llm=fm,
+        model_label="scripted" if fm is not None else "",
+    )
     return loop, archive
 
 
@@ -83,9 +88,19 @@ def test_a_resumed_run_rebuilds_the_view_the_live_run_held(tmp_path: Path) -> No
     again, _ = _loop(tmp_path, config, archive=archive)
     live, rebuilt = loop.view, again.view
     assert rebuilt.ids.tolist() == live.ids.tolist()
-    for column in ("scores", "parent_ids", "n_children", "successes", "failures", "clade_successes",
-                   "clade_failures", "clade_improved", "clade_not_improved", "embeddings",
-                   "knn_distances"):  # fmt: skip
+    for column in (
+        "scores",
+        "parent_ids",
+        "n_children",
+        "successes",
+        "failures",
+        "clade_successes",
+        "clade_failures",
+        "clade_improved",
+        "clade_not_improved",
+        "embeddings",
+        "knn_distances",
+    ):
         np.testing.assert_allclose(getattr(rebuilt, column), getattr(live, column), err_msg=column)
     np.testing.assert_array_equal(np.isnan(rebuilt.descriptors), np.isnan(live.descriptors))
     np.testing.assert_allclose(np.nan_to_num(rebuilt.descriptors), np.nan_to_num(live.descriptors))
@@ -149,8 +164,9 @@ def test_near_duplicates_are_rejected_recorded_and_reproposed_fake_fm(tmp_path: 
 
 def test_crossover_and_diagnose_through_the_loop_fake_fm(tmp_path: Path) -> None:
     plan = "1. Shrink the radius a little so circles never touch.\n2. Keep the grid."
-    fm = ScriptedFM([fenced(VALID), plan, fenced(VALID.replace("0.999", "0.998")),
-                      fenced(VALID.replace("0.999", "0.997"))])  # fmt: skip
+    fm = ScriptedFM(
+        [fenced(VALID), plan, fenced(VALID.replace("0.999", "0.998")), fenced(VALID.replace("0.999", "0.997"))]
+    )
     config = _config(tmp_path, search={"operators": {"rewrite": 1.0}}, budget={"iterations": 1})
     loop, archive = _loop(tmp_path, config, benchmark=CirclePacking(start="grid"), fm=fm)
     asyncio.run(loop.run_until_done())  # iteration 1: rewrite, so there are two evaluated agents
@@ -171,14 +187,20 @@ def test_crossover_and_diagnose_through_the_loop_fake_fm(tmp_path: Path) -> None
 def test_the_bandit_is_restored_on_resume_and_shown_by_history_fake_fm(tmp_path: Path) -> None:
     fm = ScriptedFM([fenced(VALID), "no code at all", fenced(VALID.replace("0.999", "0.99"))])
     settings = dict(search={"operators": {"rewrite": 1.0, "ast_mutate": 1.0}, "bandit": {"algorithm": "ucb1"}})
-    loop, archive = _loop(tmp_path, _config(tmp_path, budget={"iterations": 8}, **settings),
-                          benchmark=CirclePacking(start="grid"), fm=fm)  # fmt: skip
+    loop, archive = _loop(
+        tmp_path, _config(tmp_path, budget={"iterations": 8}, **settings), benchmark=CirclePacking(start="grid"), fm=fm
+    )
     asyncio.run(loop.run_until_done())
     live = {s.arm: (s.pulls, s.rewarded, round(s.reward_sum, 12)) for s in loop.bandit.stats()}
     assert set(live) == {Arm("scripted", "rewrite"), Arm("", "ast_mutate")}
     assert sum(pulls for pulls, _, _ in live.values()) == 8
-    again, _ = _loop(tmp_path, _config(tmp_path, budget={"iterations": 8}, **settings),
-                     benchmark=CirclePacking(start="grid"), fm=fm, archive=archive)  # fmt: skip
+    again, _ = _loop(
+        tmp_path,
+        _config(tmp_path, budget={"iterations": 8}, **settings),
+        benchmark=CirclePacking(start="grid"),
+        fm=fm,
+        archive=archive,
+    )
     restored = {s.arm: (s.pulls, s.rewarded, round(s.reward_sum, 12)) for s in again.bandit.stats()}
     assert restored == live
     history = arm_history(archive.agents(1))
@@ -203,10 +225,15 @@ def test_two_models_are_both_tried_by_the_bandit_and_recorded(tmp_path: Path, lo
     first = local_fm.endpoint()
     second = dataclasses.replace(first, label="smollm2-twin")
     loop = SearchLoop.from_config(
-        archive=archive, run=run, config=config, benchmark=CirclePacking(start="grid"), sandbox=LocalSandbox(),
-        llm=LLMClient(first, ledger=ledger, max_tokens=200), model_label=first.label,
+        archive=archive,
+        run=run,
+        config=config,
+        benchmark=CirclePacking(start="grid"),
+        sandbox=LocalSandbox(),
+        llm=LLMClient(first, ledger=ledger, max_tokens=200),
+        model_label=first.label,
         more_llms={"smollm2-twin": LLMClient(second, ledger=ledger, max_tokens=200)},
-    )  # fmt: skip
+    )
     asyncio.run(loop.run_until_done())
     children = [a for a in archive.agents(1) if a.iteration > 0]
     assert {a.model for a in children[:2]} == {first.label, "smollm2-twin"}

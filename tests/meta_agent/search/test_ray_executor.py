@@ -97,10 +97,15 @@ def evaluate(executor: RayExecutor, benchmark: SleepBenchmark, genome: Genome, *
     async def run():
         try:
             return await executor.evaluate(
-                benchmark, genome, agent_id=options.pop("agent_id", 1), iteration=1, split="search",
-                limits=Limits(), fm_budget=options.pop("fm_budget", AgentFMBudget(0, 0, 0)),
+                benchmark,
+                genome,
+                agent_id=options.pop("agent_id", 1),
+                iteration=1,
+                split="search",
+                limits=Limits(),
+                fm_budget=options.pop("fm_budget", AgentFMBudget(0, 0, 0)),
                 gateway=options.pop("gateway", None),
-            )  # fmt: skip
+            )
         finally:
             await executor.finish()
 
@@ -127,7 +132,7 @@ def evaluate_at_once(executor: RayExecutor, benchmark: SleepBenchmark, genomes: 
                         limits=Limits(),
                         fm_budget=AgentFMBudget(0, 0, 0),
                         gateway=None,
-                    )  # fmt: skip
+                    )
                     for agent_id, genome in genomes.items()
                 )
             )
@@ -156,9 +161,15 @@ def test_a_search_runs_its_tasks_on_both_nodes_fake_fm(cluster: LocalRayCluster,
         run = archive.create_run(name="ray", benchmark="sleep", seed=0, config_json=config.to_json())
         children = [fenced(AGENT.format(score=0.75)), fenced(AGENT.format(score=0.5))]
         loop = SearchLoop.from_config(
-            archive=archive, run=run, config=config, benchmark=SleepBenchmark(tasks=4, seconds=0.2),
-            sandbox=None, executor=executor, llm=ScriptedFM(children), model_label="scripted",
-        )  # fmt: skip  # the driver needs no sandbox of its own: every agent runs on the nodes
+            archive=archive,
+            run=run,
+            config=config,
+            benchmark=SleepBenchmark(tasks=4, seconds=0.2),
+            sandbox=None,
+            executor=executor,
+            llm=ScriptedFM(children),
+            model_label="scripted",
+        )  # the driver needs no sandbox of its own: every agent runs on the nodes
         outcome = asyncio.run(loop.run_until_done())
         assert outcome.status == RunStatus.finished and outcome.infra_faults == 0
         agents = archive.agents(int(run.id))
@@ -265,9 +276,13 @@ def test_agents_on_the_nodes_reach_the_fm_under_one_central_budget_fake_fm(
     gateway = FMGateway(client, socket_dir=Path("/tmp"))
     try:
         result = evaluate(
-            executor, SleepBenchmark(tasks=4), Genome(files={"agent.py": ASKS_FM_AGENT}, entry="agent.py"),
-            agent_id=5, gateway=gateway, fm_budget=AgentFMBudget(max_calls=2, max_tokens=10_000, run_seed=0),
-        )  # fmt: skip
+            executor,
+            SleepBenchmark(tasks=4),
+            Genome(files={"agent.py": ASKS_FM_AGENT}, entry="agent.py"),
+            agent_id=5,
+            gateway=gateway,
+            fm_budget=AgentFMBudget(max_calls=2, max_tokens=10_000, run_seed=0),
+        )
         # Four tasks on two nodes, one budget of two calls for the agent: two answered, two refused.
         assert sorted(t.score for t in result.task_results) == [0.5, 0.5, 1.0, 1.0]
         assert sum("fm said: hi there" in t.stdout_tail for t in result.task_results) == 2
@@ -289,10 +304,15 @@ def test_a_node_killed_mid_run_costs_only_its_in_flight_tasks_fake_fm(cluster: L
         archive = Archive.at(tmp_path / "archive.db")
         run = archive.create_run(name="ray", benchmark="sleep", seed=0, config_json=config.to_json())
         loop = SearchLoop.from_config(
-            archive=archive, run=run, config=config, benchmark=SleepBenchmark(tasks=6, seconds=3.0),
-            sandbox=LocalSandbox(), executor=executor, llm=ScriptedFM([fenced(AGENT.format(score=0.5))]),
+            archive=archive,
+            run=run,
+            config=config,
+            benchmark=SleepBenchmark(tasks=6, seconds=3.0),
+            sandbox=LocalSandbox(),
+            executor=executor,
+            llm=ScriptedFM([fenced(AGENT.format(score=0.5))]),
             model_label="scripted",
-        )  # fmt: skip
+        )
 
         async def run_and_kill():
             search = asyncio.create_task(loop.run_until_done())
@@ -388,9 +408,12 @@ def test_a_free_slot_goes_first_to_the_evaluation_whose_session_it_keeps() -> No
 
 def test_no_cluster_at_the_address_is_a_clear_error_at_once(tmp_path: Path) -> None:
     config = RunConfig.model_validate(
-        {"name": "ray", "runs_dir": str(tmp_path),
-         "evaluation": {"executor": "ray", "ray_address": f"127.0.0.1:{free_port()}"}}
-    )  # fmt: skip
+        {
+            "name": "ray",
+            "runs_dir": str(tmp_path),
+            "evaluation": {"executor": "ray", "ray_address": f"127.0.0.1:{free_port()}"},
+        }
+    )
     started = time.monotonic()
     with pytest.raises(ClusterError) as refused:
         connect(config)
@@ -406,23 +429,39 @@ def test_the_driver_needs_a_sandbox_only_for_the_local_executor(tmp_path: Path) 
 
     def config(executor: str, operators: dict[str, float]) -> RunConfig:
         return RunConfig.model_validate(
-            {"name": "r", "runs_dir": str(tmp_path), "benchmark": "humaneval",
-             "search": {"operators": operators}, "evaluation": {"executor": executor}}
-        )  # fmt: skip
+            {
+                "name": "r",
+                "runs_dir": str(tmp_path),
+                "benchmark": "humaneval",
+                "search": {"operators": operators},
+                "evaluation": {"executor": executor},
+            }
+        )
 
     archive = Archive.at(tmp_path / "archive.db")
     self_modifying = config("ray", {"self_modify": 1.0})
     run = archive.create_run(name="r", benchmark="humaneval", seed=0, config_json=self_modifying.to_json())
     loop = SearchLoop.from_config(
-        archive=archive, run=run, config=self_modifying, benchmark=HumanEval(), sandbox=None,
-        executor=LocalExecutor(LocalSandbox(), slots=1), llm=ScriptedFM([]), model_label="scripted",
-    )  # fmt: skip
+        archive=archive,
+        run=run,
+        config=self_modifying,
+        benchmark=HumanEval(),
+        sandbox=None,
+        executor=LocalExecutor(LocalSandbox(), slots=1),
+        llm=ScriptedFM([]),
+        model_label="scripted",
+    )
     assert loop.proposer.executor is loop.executor  # where the parent runs: with the evaluations
     with pytest.raises(ValueError, match="give a sandbox"):
         SearchLoop.from_config(
-            archive=archive, run=run, config=config("local", {"diff": 1.0}), benchmark=HumanEval(), sandbox=None,
-            llm=ScriptedFM([]), model_label="scripted",
-        )  # fmt: skip
+            archive=archive,
+            run=run,
+            config=config("local", {"diff": 1.0}),
+            benchmark=HumanEval(),
+            sandbox=None,
+            llm=ScriptedFM([]),
+            model_label="scripted",
+        )
 
 
 WRITES_WITH_THE_FM = """def solve(task, llm):
@@ -445,18 +484,27 @@ def test_a_parent_writing_its_child_runs_on_a_node_and_calls_the_fm_through_its_
             return Genome(files={"agent.py": SELF_WRITING_AGENT}, entry="agent.py")
 
     config = ray_config(
-        cluster, tmp_path, budget={"iterations": 1}, search={"strategy": "greedy", "operators": {"self_modify": 1.0}},
+        cluster,
+        tmp_path,
+        budget={"iterations": 1},
+        search={"strategy": "greedy", "operators": {"self_modify": 1.0}},
         evaluation={"agent_fm": False},
-    )  # fmt: skip
+    )
     executor = connect(config)
     benchmark = SelfWritingHumanEval(stage_sizes=[2], thresholds=[0.5])
     try:
         archive = Archive.at(tmp_path / "archive.db")
         run = archive.create_run(name="ray", benchmark="humaneval", seed=0, config_json=config.to_json())
         loop = SearchLoop.from_config(
-            archive=archive, run=run, config=config, benchmark=benchmark, sandbox=None, executor=executor,
-            llm=ScriptedFM(["the meta-agent's FM is unused"]), model_label="scripted",
-        )  # fmt: skip
+            archive=archive,
+            run=run,
+            config=config,
+            benchmark=benchmark,
+            sandbox=None,
+            executor=executor,
+            llm=ScriptedFM(["the meta-agent's FM is unused"]),
+            model_label="scripted",
+        )
         outcome = asyncio.run(loop.run_until_done())
         assert outcome.status == RunStatus.finished
         child = next(a for a in archive.agents(int(run.id)) if a.iteration == 1)
@@ -476,9 +524,14 @@ def test_a_parent_writing_its_child_runs_on_a_node_and_calls_the_fm_through_its_
         async def write_child():
             try:
                 return await executor.run_parent(
-                    benchmark, parent, benchmark.self_modify_task("improve yourself"), iteration=7, limits=Limits(),
-                    gateway=gateway, fm_budget=AgentFMBudget(max_calls=2, max_tokens=10_000, run_seed=0),
-                )  # fmt: skip
+                    benchmark,
+                    parent,
+                    benchmark.self_modify_task("improve yourself"),
+                    iteration=7,
+                    limits=Limits(),
+                    gateway=gateway,
+                    fm_budget=AgentFMBudget(max_calls=2, max_tokens=10_000, run_seed=0),
+                )
             finally:
                 await executor.finish()
                 await gateway.close()
@@ -503,10 +556,16 @@ def test_a_second_ctrl_c_kills_the_runs_on_the_nodes_as_infrastructure_faults(
     async def run_and_kill():
         evaluation = asyncio.ensure_future(
             executor.evaluate(
-                SleepBenchmark(tasks=4, seconds=60.0, timeout_s=120.0), sleeper(1.0), agent_id=1, iteration=1,
-                split="search", limits=Limits(), fm_budget=AgentFMBudget(0, 0, 0), gateway=None,
+                SleepBenchmark(tasks=4, seconds=60.0, timeout_s=120.0),
+                sleeper(1.0),
+                agent_id=1,
+                iteration=1,
+                split="search",
+                limits=Limits(),
+                fm_budget=AgentFMBudget(0, 0, 0),
+                gateway=None,
             )
-        )  # fmt: skip
+        )
         try:
             deadline = time.monotonic() + 120
             while sum(executor.running_by_node.values()) < 4:

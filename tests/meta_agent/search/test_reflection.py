@@ -35,8 +35,13 @@ def test_every_n_proposals_the_fm_writes_notes_that_later_prompts_show_fake_fm(t
     notes = "Smaller radius factors crashed; a larger grid spacing raised the score."
     replies = [fenced(VALID.replace("0.999", f"0.99{k}")) for k in range(1, 3)]
     fm = ScriptedFM([*replies, notes, *[fenced(VALID.replace("0.999", f"0.98{k}")) for k in range(1, 4)]])
-    search = {"strategy": "greedy", "operators": {"rewrite": 1.0}, "max_pending": 1, "reflect_every": 2,
-              "bandit": {"algorithm": "off"}}  # fmt: skip
+    search = {
+        "strategy": "greedy",
+        "operators": {"rewrite": 1.0},
+        "max_pending": 1,
+        "reflect_every": 2,
+        "bandit": {"algorithm": "off"},
+    }
     loop, archive = make_loop(tmp_path, fm, budget={"iterations": 4}, search=search)
     asyncio.run(loop.run_until_done())
     purposes = [purpose for purpose, _ in fm.requests]

@@ -86,15 +86,27 @@ def test_a_program_drawing_random_numbers_scores_the_same_under_the_same_seed() 
 
 
 def run_search(tmp_path: Path, benchmark: ValueBenchmark, replies: list[str], **evaluation: object) -> Archive:
-    config = RunConfig.model_validate({
-        "name": "t", "runs_dir": str(tmp_path), "budget": {"iterations": len(replies)},
-        "search": {"strategy": "greedy", "operators": {"rewrite": 1.0}, "max_pending": 1},
-        "fm": {"concurrency": 1, "repair_rounds": 0}, "evaluation": {"concurrency": 1, **evaluation},
-    })  # fmt: skip
+    config = RunConfig.model_validate(
+        {
+            "name": "t",
+            "runs_dir": str(tmp_path),
+            "budget": {"iterations": len(replies)},
+            "search": {"strategy": "greedy", "operators": {"rewrite": 1.0}, "max_pending": 1},
+            "fm": {"concurrency": 1, "repair_rounds": 0},
+            "evaluation": {"concurrency": 1, **evaluation},
+        }
+    )
     archive = Archive.at(tmp_path / "archive.db")
     run = archive.create_run(name="t", benchmark="value", seed=0, config_json=config.to_json())
-    loop = SearchLoop.from_config(archive=archive, run=run, config=config, benchmark=benchmark,
-                                  sandbox=LocalSandbox(), llm=ScriptedFM(replies), model_label="scripted")  # fmt: skip
+    loop = SearchLoop.from_config(
+        archive=archive,
+        run=run,
+        config=config,
+        benchmark=benchmark,
+        sandbox=LocalSandbox(),
+        llm=ScriptedFM(replies),
+        model_label="scripted",
+    )
     asyncio.run(loop.run_until_done())
     return archive
 

@@ -21,8 +21,14 @@ def _evaluated(archive: Archive, run_id: int, score: float, **kwargs: object) ->
 
 
 def _invalid(archive: Archive, run_id: int, parent: int, iteration: int, reason: str) -> None:
-    archive.add_agent(run_id, parent_id=parent, iteration=iteration, operator="diff", status=AgentStatus.invalid,
-                      invalid_reason=reason)  # fmt: skip
+    archive.add_agent(
+        run_id,
+        parent_id=parent,
+        iteration=iteration,
+        operator="diff",
+        status=AgentStatus.invalid,
+        invalid_reason=reason,
+    )
 
 
 def test_the_summary_names_the_gain_and_the_edits_on_the_best_path(tmp_path: Path) -> None:
@@ -75,8 +81,9 @@ def test_a_run_that_improved_nothing_says_why_and_what_to_do(tmp_path: Path) -> 
         "3 proposed, 0/3 (0%) valid, 0 beat their parent; did not count: format: no SEARCH/REPLACE block 3" in lines[1]
     )
     assert lines[2] == "by operator: diff 0/3 valid"
-    assert lines[3].startswith("fix: the model's replies could not be used (format: no SEARCH/REPLACE block 3); use "
-                               "a stronger model")  # fmt: skip
+    assert lines[3].startswith(
+        "fix: the model's replies could not be used (format: no SEARCH/REPLACE block 3); use a stronger model"
+    )
 
 
 def test_a_run_whose_children_all_crashed_names_the_crash_not_the_model(tmp_path: Path) -> None:
@@ -102,7 +109,9 @@ def test_reasons_fall_into_categories() -> None:
 def test_a_rewrite_without_code_for_the_region_is_not_called_an_edit_outside_it() -> None:
     from cambrian.meta_agent.search import categorize
 
-    reason = ("the rewritten packing.py has no code for the EVOLVE-BLOCK region: every line of the reply already "
-              "occurs outside the markers (still failing after 1 repair round(s))")  # fmt: skip
+    reason = (
+        "the rewritten packing.py has no code for the EVOLVE-BLOCK region: every line of the reply already "
+        "occurs outside the markers (still failing after 1 repair round(s))"
+    )
     assert categorize(reason) == "rewrite: no code for the region"
     assert categorize("packing.py line 3 is outside the EVOLVE-BLOCK markers") == "edit outside EVOLVE-BLOCK"
