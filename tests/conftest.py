@@ -96,6 +96,41 @@ def local_sandbox(namespaces: bool) -> LocalSandbox:
     return LocalSandbox(namespaces=namespaces)
 
 
+EXAMPLE_DIR = Path(__file__).resolve().parents[1] / "examples" / "cambrian-example-benchmark"
+
+
+@pytest.fixture(scope="class")
+def example_plugin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """The example plugin found as if installed: its folder on sys.path and a dist-info with the entry points of
+    its pyproject.toml (a benchmark, an operator, a selection strategy); the plugin registries re-read them."""
+    import sys
+
+    import tomllib
+
+    from cambrian.meta_agent.operators import OPERATOR_REGISTRY
+    from cambrian.meta_agent.plugins import SELECTORS
+
+    project = tomllib.loads((EXAMPLE_DIR / "pyproject.toml").read_text())["project"]
+    site = tmp_path_factory.mktemp("site")
+    dist = site / "cambrian_example_benchmark-0.1.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {project['name']}\nVersion: {project['version']}\n")
+    groups = project["entry-points"]
+    (dist / "entry_points.txt").write_text(
+        "".join(f"[{group}]\n" + "".join(f"{k} = {v}\n" for k, v in points.items()) for group, points in groups.items())
+    )
+    sys.path[:0] = [str(site), str(EXAMPLE_DIR)]
+    for registry in (OPERATOR_REGISTRY, SELECTORS):
+        registry.refresh()
+    try:
+        yield
+    finally:
+        for path in (str(site), str(EXAMPLE_DIR)):
+            sys.path.remove(path)
+        for registry in (OPERATOR_REGISTRY, SELECTORS):
+            registry.refresh()
+
+
 @pytest.fixture()
 def open_dir() -> Iterator[Path]:
     """A folder a sandboxed program may write to (as root the local runs have uids of their own, and pytest's

@@ -7,8 +7,7 @@ carries it and that search feedback never shows it for a holdout task.
 from __future__ import annotations
 
 import math
-import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
@@ -60,25 +59,7 @@ class TestArcAgent(BenchmarkContract):
         return [form for form in json_forms(answer) if form.replace(" ", "") not in inputs.replace(" ", "")]
 
 
-@pytest.fixture(scope="class")
-def example_on_path(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """The example package found as if installed: its folder on sys.path and a dist-info with its entry points."""
-    site = tmp_path_factory.mktemp("site")
-    dist = site / "cambrian_example_benchmark-0.1.0.dist-info"
-    dist.mkdir()
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: cambrian-example-benchmark\nVersion: 0.1.0\n")
-    (dist / "entry_points.txt").write_text(
-        "[cambrian.benchmarks]\nexample = cambrian_example_benchmark:make_benchmark\n"
-    )
-    sys.path[:0] = [str(site), str(EXAMPLE_DIR)]
-    try:
-        yield
-    finally:
-        for path in (str(site), str(EXAMPLE_DIR)):
-            sys.path.remove(path)
-
-
-@pytest.mark.usefixtures("example_on_path")
+@pytest.mark.usefixtures("example_plugin")
 class TestExamplePlugin(BenchmarkContract):
     benchmark_name = "example"
 

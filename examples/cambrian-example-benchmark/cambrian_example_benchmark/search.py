@@ -12,6 +12,7 @@ EVOLVE-BLOCK. An operator subclasses `cambrian.meta_agent.operators.Operator`: a
 `propose(context, env)`; this one calls no FM, one seeded draw (`env.rng()`) per child, and hands
 the child to the static check (`env.check`) as every operator does. A strategy is a
 `ParentSelector` (see `cambrian.archive.selection`): `probabilities(view)` and `select(view, k, rng)`, pure.
+`cambrian.meta_agent.testing` has the contract suites both pass (`OperatorContract`, `SelectorContract`).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from cambrian.archive.errors import EmptyView  # what every strategy raises for an empty archive
 from cambrian.evaluators.base import Genome
 from cambrian.meta_agent.edits import EditError  # its message is the public reason a child could not be made
 from cambrian.meta_agent.operators import Operator, OperatorEnv, PromptContext, Proposal
@@ -82,6 +84,8 @@ class TopFraction:
             raise ValueError(f"fraction must be a number in (0, 1], got {self.fraction!r}")
 
     def probabilities(self, view) -> np.ndarray:  # view: archive.view.ArchiveView
+        if len(view) == 0:
+            raise EmptyView("top_fraction: the archive has no evaluated agent to select", fix="evaluate the seed first")
         scores = view.scores
         keep = max(1, math.ceil(self.fraction * len(scores)))
         cut = np.partition(scores, len(scores) - keep)[len(scores) - keep]
