@@ -263,9 +263,9 @@ class LLMClient:
     backoff_s: the first retry's wait, doubled each time, with jitter in
     [0.5x, 1.5x). temperature (0..2) and max_tokens are the defaults of
     `complete`. constrained: send the grammars callers pass to `complete` in the
-    endpoint's `grammar_field` (ignored when it has none); a server that refuses
-    a grammar is asked again without it, `on_warning` is told once, and later
-    calls send none.
+    endpoint's `grammar_field` (ignored when it has none); a request whose
+    grammar the server refuses is asked again without it (that request only:
+    the others keep theirs), and `on_warning` is told the first time.
     """
 
     def __init__(
@@ -295,12 +295,13 @@ class LLMClient:
         self._jitter = random.Random()  # jitter only spreads retries; it need not be reproducible
         self.grammar_field = endpoint.grammar_field if constrained else None
         self.on_warning = on_warning or (lambda message: None)
+        self._warned = False  # a refused grammar is told once; each refused request falls back on its own
         # A semaphore belongs to the event loop it first waits on; complete_sync makes a new loop per call.
         self._semaphore: tuple[asyncio.AbstractEventLoop, asyncio.Semaphore] | None = None
 
     @property
     def constrained(self) -> bool:
-        """Whether grammars are sent (False after a server refused one)."""
+        """Whether grammars are sent (a request whose grammar is refused is asked again without it)."""
         return self.grammar_field is not None
 
     def params(
@@ -356,11 +357,11 @@ class LLMClient:
         except FMBadRequest as exc:
             if grammar is None or self.grammar_field is None:
                 raise
-            self.on_warning(
-                f"{self.endpoint.where()} refused a grammar in {self.grammar_field!r} ({exc}); continuing "
-                "without constrained decoding (set fm.constrained=off to skip the attempt)"
+            self._warn_once(
+                f"{self.endpoint.where()} refused a grammar in {self.grammar_field!r} ({exc}); such a request is "
+                "asked again without it (set fm.constrained=off to skip the attempt)"
             )
-            self.grammar_field = None
+        # This request only: other requests, concurrent or later, still send their grammars.
         return await self._complete(
             messages,
             seed=seed,
@@ -371,6 +372,11 @@ class LLMClient:
             max_tokens=max_tokens,
             grammar=None,
         )
+
+    def _warn_once(self, message: str) -> None:
+        if not self._warned:
+            self._warned = True
+            self.on_warning(message)
 
     async def _complete(
         self,

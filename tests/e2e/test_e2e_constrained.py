@@ -84,7 +84,7 @@ def test_every_child_of_a_constrained_smollm2_search_parses(tmp_path: Path, loca
     assert {c.purpose for c in calls} <= {"mutate", "repair"} and all(c.error is None for c in calls)
 
 
-def test_a_grammar_the_server_refuses_falls_back_with_one_warning(local_fm: LocalServer) -> None:
+def test_a_grammar_the_server_refuses_falls_back_for_that_request_only(local_fm: LocalServer) -> None:
     warnings: list[str] = []
     llm = LLMClient(
         local_fm.endpoint(), ledger=MemoryLedger(), max_tokens=16, constrained=True, on_warning=warnings.append
@@ -94,9 +94,11 @@ def test_a_grammar_the_server_refuses_falls_back_with_one_warning(local_fm: Loca
     second = llm.complete_sync(messages, seed=derive_seed(0, 2, 0), grammar="root ::= also ( broken")
     assert first.text and second.text
     assert len(warnings) == 1 and "refused a grammar" in warnings[0] and "fm.constrained=off" in warnings[0]
-    assert not llm.constrained
     failed = [e for e in llm.ledger.entries if e.error]  # type: ignore[attr-defined]
-    assert len(failed) == 1 and "400" in failed[0].error
+    assert len(failed) == 2 and all("400" in e.error for e in failed)  # each refused request fell back itself
+    assert llm.constrained  # one bad grammar turns nobody else's off
+    yes = llm.complete_sync(messages, seed=derive_seed(0, 3, 0), grammar='root ::= "yes"')
+    assert yes.text == "yes"
 
 
 def test_a_region_rewrite_under_the_real_server_writes_no_marker_and_changes_nothing_outside(
