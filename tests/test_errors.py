@@ -20,7 +20,7 @@ NOT_FOR_USERS = {
     "cambrian.sandbox.docker_container.NoReply": "the container runner did not answer in time; DockerSandbox turns "
     "it into a SandboxError",
     "cambrian.sandbox.docker_container.ChannelClosed": "the runner's channel closed; turned into a SandboxError",
-    "cambrian.meta_agent.llm.gateway._HTTPError": "an HTTP status inside the gateway's request handling, answered "
+    "cambrian.meta_agent.llm._http.HTTPError": "an HTTP status inside the gateway's request handling, answered "
     "to the agent",
     "cambrian.evaluators.harness.llm_client.LLMError": "runs inside the sandbox (agents' FM client)",
     "cambrian.evaluators.harness.llm_client.LLMBudgetExceeded": "runs inside the sandbox",

@@ -35,13 +35,22 @@ import os
 import secrets
 import stat
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from cambrian.meta_agent.llm._client import CallRecord, LLMClient, derive_seed, request_hash
 from cambrian.meta_agent.llm._errors import LLMError
+from cambrian.meta_agent.llm._http import (
+    MAX_BODY_BYTES,
+    MAX_LINE_BYTES,
+    REASONS,
+    ChatRequest,
+    HTTPError,
+    Request,
+    error_body,
+    parse_chat,
+    read_request,
+)
 from cambrian.sandbox.base import Mount
 
 __all__ = [
@@ -68,63 +77,15 @@ SOCKET_ENV = "CAMBRIAN_FM_SOCKET"  # the variable naming the socket inside the s
 #: machine) can find it, and without the token it gets 401 and spends nothing of this agent's budget.
 TOKEN_ENV = "CAMBRIAN_FM_TOKEN"
 DEFAULT_SANDBOX_SOCKET = "/run/cambrian/fm.sock"
-MAX_BODY_BYTES = 1_000_000  # a larger request body is refused with 413
 AGENT_CALL_SEED_BASE = 1000  # agent call k gets derive_seed(run seed, iteration, 1000 + k): apart from mutations
-_MAX_LINE_BYTES = 8192  # one request or header line
-_MAX_HEADERS = 100  # header LINES (a repeated name counts each time)
 PROMPT_OVERHEAD_TOKENS = 64  # chat-template tokens of one call (a default system prompt, the generation prompt)
 MESSAGE_OVERHEAD_TOKENS = 16  # chat-template tokens around each message
 _MAX_SOCKET_PATH_BYTES = 107  # Linux sun_path is 108 bytes with the trailing NUL
-_SEED_LIMIT = 2**31  # llama.cpp and most providers take a signed 32-bit seed
-_ROLES = ("system", "user", "assistant")
-_REASONS = {
-    200: "OK",
-    400: "Bad Request",
-    401: "Unauthorized",
-    503: "Service Unavailable",
-    404: "Not Found",
-    405: "Method Not Allowed",
-    408: "Request Timeout",
-    411: "Length Required",
-    413: "Content Too Large",
-    429: "Too Many Requests",
-    431: "Request Header Fields Too Large",
-    500: "Internal Server Error",
-    502: "Bad Gateway",
-}
 _ROUTES = {"/v1/chat/completions": "POST", "/v1/models": "GET", "/health": "GET"}
 
 
 class GatewayError(LLMError):
     """The gateway cannot serve an agent (socket dir unusable, socket path too long)."""
-
-
-class _HTTPError(Exception):
-    """A request the gateway refuses: its status, a JSON error type and a message for the agent."""
-
-    def __init__(self, status: int, kind: str, message: str, *, headers: Mapping[str, str] | None = None) -> None:
-        super().__init__(message)
-        self.status = status
-        self.kind = kind
-        self.headers = dict(headers or {})
-
-
-@dataclass(frozen=True)
-class _Request:
-    method: str
-    path: str  # without the query string
-    body: bytes
-    authorization: str = ""  # the Authorization header, as sent
-
-
-@dataclass(frozen=True)
-class _ChatRequest:
-    """A validated chat request, before the budget caps max_tokens and picks the default seed."""
-
-    messages: list[dict[str, str]]
-    temperature: float | None
-    max_tokens: int | None
-    seed: int | None
 
 
 class AgentChannel:
@@ -201,7 +162,7 @@ class AgentChannel:
         if self.socket_path.exists() or self.socket_path.is_symlink():
             self.socket_path.unlink()  # left by a crashed run; binding would fail on it
         self._server = await asyncio.start_unix_server(
-            self._serve_connection, path=str(self.socket_path), limit=_MAX_LINE_BYTES
+            self._serve_connection, path=str(self.socket_path), limit=MAX_LINE_BYTES
         )
         os.chmod(self.socket_path, 0o666)
 
@@ -245,12 +206,12 @@ class AgentChannel:
             if over:  # answered without reading a byte: the descriptor is freed at once
                 self.connections_refused += 1
                 message = f"more than {self._gateway.max_connections} connections open; close some and retry"
-                status, payload, headers = 503, _error_body("too_many_connections", message), {}
+                status, payload, headers = 503, error_body("too_many_connections", message), {}
             else:
                 status, payload, headers = await self._respond(reader, writer)
             body = json.dumps(payload, ensure_ascii=False).encode("utf-8")
             head = [
-                f"HTTP/1.1 {status} {_REASONS.get(status, 'Error')}",
+                f"HTTP/1.1 {status} {REASONS.get(status, 'Error')}",
                 "Content-Type: application/json",
                 f"Content-Length: {len(body)}",
                 "Connection: close",
@@ -276,29 +237,29 @@ class AgentChannel:
     ) -> tuple[int, dict[str, Any], dict[str, str]]:
         try:
             try:
-                request = await asyncio.wait_for(_read_request(reader, writer), timeout=self._gateway.read_timeout_s)
+                request = await asyncio.wait_for(read_request(reader, writer), timeout=self._gateway.read_timeout_s)
             except asyncio.TimeoutError:
-                return 408, _error_body("timeout", "the request did not arrive in time"), {}
+                return 408, error_body("timeout", "the request did not arrive in time"), {}
             if not hmac.compare_digest(request.authorization, f"Bearer {self.token}"):
                 self.unauthorized += 1
-                raise _HTTPError(401, "unauthorized", f"this socket serves one agent: send its token ({TOKEN_ENV})")
+                raise HTTPError(401, "unauthorized", f"this socket serves one agent: send its token ({TOKEN_ENV})")
             return 200, await self._route(request), {}
-        except _HTTPError as exc:
-            return exc.status, _error_body(exc.kind, str(exc)), exc.headers
+        except HTTPError as exc:
+            return exc.status, error_body(exc.kind, str(exc)), exc.headers
         except LLMError as exc:
-            return 502, _error_body("fm_error", self._gateway.public_message(exc)), {}
+            return 502, error_body("fm_error", self._gateway.public_message(exc)), {}
         except (ConnectionError, asyncio.IncompleteReadError):
             raise  # the agent hung up mid-request: nothing to answer
         except Exception:  # one broken request must not take the gateway (and the run) down
             log.exception("FM gateway: unexpected error serving agent %s", self.agent_id)
-            return 500, _error_body("internal_error", "the gateway failed on this request"), {}
+            return 500, error_body("internal_error", "the gateway failed on this request"), {}
 
-    async def _route(self, request: _Request) -> dict[str, Any]:
+    async def _route(self, request: Request) -> dict[str, Any]:
         allowed = _ROUTES.get(request.path)
         if allowed is None:
-            raise _HTTPError(404, "not_found", f"no endpoint {request.path!r}; try POST /v1/chat/completions")
+            raise HTTPError(404, "not_found", f"no endpoint {request.path!r}; try POST /v1/chat/completions")
         if request.method != allowed:
-            raise _HTTPError(
+            raise HTTPError(
                 405,
                 "method_not_allowed",
                 f"{request.path} takes {allowed}, not {request.method}",
@@ -309,9 +270,9 @@ class AgentChannel:
         label = self._gateway.llm.endpoint.label
         if request.path == "/v1/models":
             return {"object": "list", "data": [{"id": label, "object": "model", "owned_by": "cambrian"}]}
-        return await self._chat(_parse_chat(request.body))
+        return await self._chat(parse_chat(request.body))
 
-    async def _chat(self, chat: _ChatRequest) -> dict[str, Any]:
+    async def _chat(self, chat: ChatRequest) -> dict[str, Any]:
         llm = self._gateway.llm
         call_index = self._calls_started
         seed = (
@@ -338,7 +299,7 @@ class AgentChannel:
                     model=llm.endpoint.label,
                 )
             )
-            raise _HTTPError(429, "budget_exceeded", refusal)
+            raise HTTPError(429, "budget_exceeded", refusal)
         # Reserve before the first await: concurrent calls of one agent must not overspend together.
         self._calls_started += 1
         self._tokens_reserved += prompt_bound + cap
@@ -620,99 +581,3 @@ def quiet_repeats(logger: logging.Logger) -> None:
     """Install one RepeatFilter on `logger` (idempotent)."""
     if not any(isinstance(f, RepeatFilter) for f in logger.filters):
         logger.addFilter(RepeatFilter())
-
-
-def _error_body(kind: str, message: str) -> dict[str, Any]:
-    return {"error": {"type": kind, "message": message}}
-
-
-async def _read_request(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> _Request:
-    """Parse one HTTP/1.1 request: request line, headers, a Content-Length body of at most 1 MB."""
-    parts = (await _read_line(reader)).split()
-    if len(parts) != 3 or not parts[2].startswith("HTTP/1."):
-        raise _HTTPError(400, "bad_request", "malformed HTTP request line; expected 'METHOD /path HTTP/1.1'")
-    method, target, _version = parts
-    headers: dict[str, str] = {}
-    lines = 0
-    while True:
-        line = await _read_line(reader)
-        if not line:
-            break
-        lines += 1
-        if lines > _MAX_HEADERS:
-            raise _HTTPError(431, "bad_request", f"more than {_MAX_HEADERS} request header lines")
-        name, sep, value = line.partition(":")
-        if not sep or not name.strip():
-            raise _HTTPError(400, "bad_request", f"malformed header line {line[:80]!r}")
-        headers[name.strip().lower()] = value.strip()
-    if "transfer-encoding" in headers:
-        raise _HTTPError(400, "bad_request", "chunked request bodies are not supported; send Content-Length")
-    body = b""
-    if "content-length" in headers:
-        try:
-            length = int(headers["content-length"])
-        except ValueError:
-            raise _HTTPError(400, "bad_request", "Content-Length is not a number") from None
-        if length < 0:
-            raise _HTTPError(400, "bad_request", "Content-Length is negative")
-        if length > MAX_BODY_BYTES:
-            raise _HTTPError(413, "request_too_large", f"request body of {length} bytes is over {MAX_BODY_BYTES}")
-        if headers.get("expect", "").lower() == "100-continue":
-            writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")  # curl waits for this before sending a body
-            await writer.drain()
-        body = await reader.readexactly(length)
-    elif method == "POST":
-        raise _HTTPError(411, "bad_request", "a POST needs a Content-Length header")
-    return _Request(
-        method=method, path=target.split("?", 1)[0], body=body, authorization=headers.get("authorization", "")
-    )
-
-
-async def _read_line(reader: asyncio.StreamReader) -> str:
-    try:
-        raw = await reader.readuntil(b"\n")
-    except asyncio.LimitOverrunError:
-        raise _HTTPError(431, "bad_request", f"a request line or header is over {_MAX_LINE_BYTES} bytes") from None
-    return raw.decode("latin-1").rstrip("\r\n")
-
-
-def _parse_chat(body: bytes) -> _ChatRequest:
-    """Validate an OpenAI chat body; every problem is a 400 naming the field. Unknown fields are ignored."""
-    try:
-        data = json.loads(body.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise _HTTPError(400, "invalid_request", f"the request body is not valid JSON: {exc}") from None
-    except RecursionError:
-        raise _HTTPError(400, "invalid_request", "the request body is nested too deeply") from None
-    if not isinstance(data, dict):
-        raise _HTTPError(400, "invalid_request", "the request body must be a JSON object")
-    raw_messages = data.get("messages")
-    if not isinstance(raw_messages, list) or not raw_messages:
-        raise _HTTPError(400, "invalid_request", "'messages' is missing or not a non-empty list")
-    messages: list[dict[str, str]] = []
-    for i, message in enumerate(raw_messages):
-        if not isinstance(message, dict):
-            raise _HTTPError(400, "invalid_request", f"messages[{i}] must be an object with 'role' and 'content'")
-        role, content = message.get("role"), message.get("content")
-        if role not in _ROLES:
-            raise _HTTPError(400, "invalid_request", f"messages[{i}].role must be one of {', '.join(_ROLES)}")
-        if not isinstance(content, str):
-            raise _HTTPError(400, "invalid_request", f"messages[{i}].content must be a string")
-        messages.append({"role": role, "content": content})  # other keys dropped: they must not change the hash
-    temperature = data.get("temperature")
-    if temperature is not None and (
-        isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not 0 <= temperature <= 2
-    ):
-        raise _HTTPError(400, "invalid_request", "'temperature' must be a number from 0 to 2")
-    max_tokens = data.get("max_tokens")
-    if max_tokens is not None and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1):
-        raise _HTTPError(400, "invalid_request", "'max_tokens' must be a positive integer")
-    seed = data.get("seed")
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < _SEED_LIMIT):
-        raise _HTTPError(400, "invalid_request", f"'seed' must be an integer from 0 to {_SEED_LIMIT - 1}")
-    return _ChatRequest(
-        messages=messages,
-        temperature=None if temperature is None else float(temperature),
-        max_tokens=max_tokens,
-        seed=seed,
-    )

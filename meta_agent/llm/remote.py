@@ -38,7 +38,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from cambrian.meta_agent.llm.gateway import _MAX_LINE_BYTES, AgentChannel, FMGateway, GatewayError
+from cambrian.meta_agent.llm._http import MAX_LINE_BYTES
+from cambrian.meta_agent.llm.gateway import AgentChannel, FMGateway, GatewayError
 
 __all__ = [
     "certificate_fingerprint",
@@ -169,7 +170,7 @@ class GatewayListener:
                 self._accept,
                 host=self.host,
                 port=self.port,
-                limit=_MAX_LINE_BYTES,
+                limit=MAX_LINE_BYTES,
                 ssl=context,
                 ssl_handshake_timeout=self.gateway.read_timeout_s if context else None,
             )
