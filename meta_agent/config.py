@@ -457,8 +457,8 @@ def _check_names(config: RunConfig) -> None:
     """Names that live in registries (built-in or installed plugins), checked up front so a run never starts
     half-wrong."""
     from cambrian.archive.errors import SelectorConfigError
+    from cambrian.archive.selection import SELECTORS, make_selector
     from cambrian.meta_agent.operators import OPERATOR_REGISTRY, operator_names
-    from cambrian.meta_agent.plugins import SELECTORS, make_selector
 
     if config.search.strategy not in SELECTORS:
         raise ConfigError(
@@ -467,7 +467,7 @@ def _check_names(config: RunConfig) -> None:
             f"under {SELECTORS.group!r}",
         )
     try:
-        make_selector(config.search.strategy, config.search.params)
+        make_selector(config.search.strategy, **config.search.params)
     except SelectorConfigError as exc:
         raise ConfigError(f"search.params: {exc}", fix=exc.fix) from None
     unknown = sorted(name for name in config.search.operators if name not in OPERATOR_REGISTRY)

@@ -107,8 +107,9 @@ def example_plugin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
 
     import tomllib
 
+    from cambrian.archive.selection import SELECTORS
+    from cambrian.evaluators.registry import BENCHMARKS
     from cambrian.meta_agent.operators import OPERATOR_REGISTRY
-    from cambrian.meta_agent.plugins import SELECTORS
 
     project = tomllib.loads((EXAMPLE_DIR / "pyproject.toml").read_text())["project"]
     site = tmp_path_factory.mktemp("site")
@@ -120,14 +121,14 @@ def example_plugin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
         "".join(f"[{group}]\n" + "".join(f"{k} = {v}\n" for k, v in points.items()) for group, points in groups.items())
     )
     sys.path[:0] = [str(site), str(EXAMPLE_DIR)]
-    for registry in (OPERATOR_REGISTRY, SELECTORS):
+    for registry in (BENCHMARKS, OPERATOR_REGISTRY, SELECTORS):
         registry.refresh()
     try:
         yield
     finally:
         for path in (str(site), str(EXAMPLE_DIR)):
             sys.path.remove(path)
-        for registry in (OPERATOR_REGISTRY, SELECTORS):
+        for registry in (BENCHMARKS, OPERATOR_REGISTRY, SELECTORS):
             registry.refresh()
 
 

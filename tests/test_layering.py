@@ -16,16 +16,19 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("archive", "sandbox", "evaluators", "meta_agent", "ui")
-ROOT_MODULE = "cambrian.errors"
+#: The root layer: modules every package may import, which import no other Cambrian module.
+ROOT_MODULES = ("cambrian.errors", "cambrian.plugins")
+ROOT_LAYER = {"errors", "plugins"}
 #: Who may import whom, by the name under `cambrian.` ("" is the package's face, `cambrian` itself).
 ALLOWED = {
-    "archive": {"archive", "errors"},
-    "sandbox": {"sandbox", "errors"},
-    "evaluators": {"evaluators", "sandbox", "errors"},
-    "meta_agent": {*PACKAGES, "errors"},
-    "ui": {"ui", "archive", "errors"},
+    "archive": {"archive", *ROOT_LAYER},
+    "sandbox": {"sandbox", *ROOT_LAYER},
+    "evaluators": {"evaluators", "sandbox", *ROOT_LAYER},
+    "meta_agent": {*PACKAGES, *ROOT_LAYER},
+    "ui": {"ui", "archive", *ROOT_LAYER},
     "errors": set(),
-    "": {*PACKAGES, "errors"},
+    "plugins": set(),
+    "": {*PACKAGES, *ROOT_LAYER},
 }
 
 
@@ -66,7 +69,8 @@ def _graph() -> dict[str, list[tuple[int, str]]]:
         for path in (ROOT / package).rglob("*.py")
         if "__pycache__" not in path.parts
     }
-    modules[ROOT_MODULE] = ROOT / "cambrian" / "errors.py"
+    for root_module in ROOT_MODULES:
+        modules[root_module] = ROOT / "cambrian" / f"{root_module.split('.')[1]}.py"
     modules["cambrian"] = ROOT / "cambrian" / "__init__.py"
     graph: dict[str, list[tuple[int, str]]] = {}
     for name, path in modules.items():

@@ -9,7 +9,8 @@ incremental ranking; `hgm` draws n Beta samples per pick, about 10 ms).
 - `ParentSelector`: the protocol;
 - the classic strategies `Uniform`, `Greedy`, `Tournament`, `PowerLaw`, `DGM`;
 - the open-ended ones `HGM` (Huxley-Goedel clade metaproductivity), `MapElites`, `Novelty`;
-- `make_selector(name, **params)`, `STRATEGY_NAMES`, `SELECTOR_CLASSES`: strategies by name;
+- `make_selector(name, **params)`, `SELECTORS` (built-ins, then the strategies installed packages register
+  under `cambrian.selectors`), `STRATEGY_NAMES`, `SELECTOR_CLASSES` (the built-ins): strategies by name;
   `build_selector(factory, name, params)` and `selector_parameters(factory)` for any strategy class;
 - `SelectorNeeds` / `selector_needs(selector)`: what a strategy reads besides scores (descriptor axes,
   k nearest neighbours), so the loop can check the run provides it.
@@ -20,6 +21,7 @@ from cambrian.archive.selection._classic import DGM, Greedy, PowerLaw, Tournamen
 from cambrian.archive.selection._open_ended import HGM, MapElites, Novelty
 from cambrian.archive.selection._registry import (
     SELECTOR_CLASSES,
+    SELECTORS,
     STRATEGY_NAMES,
     build_selector,
     make_selector,
@@ -30,6 +32,7 @@ __all__ = [
     "DGM",
     "HGM",
     "SELECTOR_CLASSES",
+    "SELECTORS",
     "STRATEGY_NAMES",
     "Greedy",
     "MapElites",

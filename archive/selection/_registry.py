@@ -1,4 +1,5 @@
-"""Strategies by name: `make_selector`, `STRATEGY_NAMES`, and `build_selector` for any strategy class."""
+"""Strategies by name, built-in or installed under `cambrian.selectors` (`SELECTORS`): `make_selector`,
+`STRATEGY_NAMES` (the built-ins), and `build_selector` for any strategy class."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from cambrian.archive.errors import SelectorConfigError
 from cambrian.archive.selection._base import ParentSelector
 from cambrian.archive.selection._classic import DGM, Greedy, PowerLaw, Tournament, Uniform
 from cambrian.archive.selection._open_ended import HGM, MapElites, Novelty
+from cambrian.plugins import SELECTOR_GROUP, PluginRegistry
 
 #: Built-in strategy name -> its class (a frozen dataclass whose init fields are its parameters).
 SELECTOR_CLASSES: Mapping[str, type] = types.MappingProxyType(
@@ -27,8 +29,13 @@ SELECTOR_CLASSES: Mapping[str, type] = types.MappingProxyType(
     }
 )
 
-#: Names `make_selector` accepts, e.g. for a CLI `--strategy` choice.
+#: The built-in strategies' names (`SELECTORS.names()` adds the installed plugins').
 STRATEGY_NAMES: tuple[str, ...] = tuple(SELECTOR_CLASSES)
+
+#: Strategies by name: the built-ins, then what installed packages register under `cambrian.selectors`.
+SELECTORS: PluginRegistry[type] = PluginRegistry(
+    what="selection strategy", group=SELECTOR_GROUP, builtins=SELECTOR_CLASSES, error=SelectorConfigError
+)
 
 
 def selector_parameters(factory: Callable[..., Any]) -> list[str]:
@@ -62,19 +69,20 @@ def build_selector(factory: Callable[..., Any], name: str, params: Mapping[str, 
 
 
 def make_selector(name: str, **params: Any) -> ParentSelector:
-    """The built-in strategy called `name` (one of `STRATEGY_NAMES`) built with keyword `params`.
+    """The strategy called `name` (built-in, or a plugin's: `SELECTORS`) built with keyword `params`.
 
-    Params arrive as parsed from TOML: numbers, strings, booleans or lists (e.g. map_elites
-    `dims`); each strategy validates its own. (`cambrian.meta_agent.plugins.make_selector` also knows
-    the strategies installed packages register.)
+    Params arrive as parsed from TOML: numbers, strings, booleans or lists (e.g. map_elites `dims`); each
+    strategy validates its own. A plugin's factory gets them as keywords; what it returns must follow
+    `ParentSelector` (a `name`, `probabilities(view)` and `select(view, k, rng)`).
 
-    Raises SelectorConfigError (a ValueError) for an unknown name, an unknown parameter or
-    a bad parameter value; the message names the valid choices.
+    Raises SelectorConfigError (a ValueError) for an unknown name, an unknown parameter, a bad parameter value
+    or a plugin that builds no strategy; the message names the valid choices.
     """
-    cls = SELECTOR_CLASSES.get(name)
-    if cls is None:
+    selector = build_selector(SELECTORS.get(name), name, params)
+    if not isinstance(selector, ParentSelector):
         raise SelectorConfigError(
-            f"unknown selection strategy {name!r}; valid strategies: {', '.join(STRATEGY_NAMES)}",
-            fix=f"use one of: {', '.join(STRATEGY_NAMES)}",
+            f"the selection strategy {name!r} built a {type(selector).__name__}, which is not a ParentSelector "
+            "(it needs `name`, `probabilities(view)` and `select(view, k, rng)`)",
+            fix=f"fix the factory registered as {name!r} in {SELECTOR_GROUP!r}",
         )
-    return build_selector(cls, name, params)
+    return selector

@@ -20,7 +20,7 @@ from cambrian.meta_agent.operators._fm import (
 )
 from cambrian.meta_agent.operators._prompting import PromptLimits
 from cambrian.meta_agent.operators._self_modify import SelfModifyOperator
-from cambrian.meta_agent.plugins import OPERATOR_GROUP, PluginRegistry
+from cambrian.plugins import OPERATOR_GROUP, PluginRegistry
 
 #: The built-in operators: name -> class (each takes `limits=`, but ast_mutate, which shows no prompt).
 _BUILTINS: Mapping[str, type[Operator]] = MappingProxyType(

@@ -12,17 +12,16 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from cambrian.archive.selection import ParentSelector, selector_needs, selector_parameters
+from cambrian.archive.selection import SELECTORS, ParentSelector, make_selector, selector_needs, selector_parameters
 from cambrian.evaluators.base import Benchmark, Genome
 from cambrian.meta_agent.config import RunConfig
 from cambrian.meta_agent.errors import ConfigError
 from cambrian.meta_agent.operators import Operator, PromptLimits, supports_self_modify
-from cambrian.meta_agent.plugins import SELECTORS, make_selector
 
 
 def selector_from_config(config: RunConfig, benchmark: Benchmark) -> ParentSelector:
     """`search.strategy` built with `selector_params`."""
-    return make_selector(config.search.strategy, selector_params(config, benchmark))
+    return make_selector(config.search.strategy, **selector_params(config, benchmark))
 
 
 def selector_params(config: RunConfig, benchmark: Benchmark) -> dict[str, Any]:

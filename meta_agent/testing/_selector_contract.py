@@ -17,9 +17,8 @@ from collections.abc import Iterator
 import numpy as np
 
 from cambrian.archive.errors import EmptyView
-from cambrian.archive.selection import ParentSelector
+from cambrian.archive.selection import ParentSelector, make_selector
 from cambrian.archive.view import ArchiveView
-from cambrian.meta_agent.plugins import make_selector
 
 #: Descriptor axes of the contract's views: "x" numeric in [0, 1], "kind" categorical.
 DESCRIPTORS = ("x", "kind")
@@ -49,7 +48,7 @@ def contract_view(n: int, *, seed: int = 0, ties: bool = True, shift: float = 0.
 class SelectorContract:
     """What every selection strategy does; subclass it with `make_selector()`.
 
-    `registered`: the strategy is found by its name (`cambrian.meta_agent.plugins.make_selector`, which reads
+    `registered`: the strategy is found by its name (`cambrian.archive.selection.make_selector`, which reads
     the `cambrian.selectors` entry points too) with `params`.
     """
 
@@ -133,4 +132,4 @@ class SelectorContract:
         if not self.registered:
             return
         selector = self.make_selector()
-        assert type(make_selector(selector.name, dict(self.params))) is type(selector)
+        assert type(make_selector(selector.name, **self.params)) is type(selector)

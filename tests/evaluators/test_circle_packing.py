@@ -23,7 +23,7 @@ from cambrian.evaluators.harness.run_program import (
     UnsafeResultError,
     to_json_safe,
 )
-from cambrian.evaluators.registry import benchmark_names, describe_benchmarks, get_benchmark
+from cambrian.evaluators.registry import BENCHMARKS, benchmark_names, describe_benchmarks, get_benchmark
 from cambrian.evaluators.runner import evaluate_agent
 from cambrian.sandbox.base import RunResult
 from cambrian.sandbox.local import LocalSandbox
@@ -196,6 +196,7 @@ def test_registry_entry_point_plugin(tmp_path: Path, monkeypatch: pytest.MonkeyP
         "[cambrian.benchmarks]\ntoy = toy_bench:make\nbroken = toy_bench:broken\nmissing = no_such_module:make\n"
     )
     monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(BENCHMARKS, "_entry_points", None)  # read once per process: read again, with the toy's
     assert {"toy", "broken", "missing"} <= set(benchmark_names())
     descriptions = dict(describe_benchmarks())
     assert descriptions["toy"] == "Toy circle packing with few circles."

@@ -13,8 +13,9 @@ from importlib.metadata import EntryPoint
 import numpy as np
 import pytest
 
-import cambrian.meta_agent.plugins as plugins
+import cambrian.plugins as plugins
 from cambrian.archive.errors import SelectorConfigError
+from cambrian.archive.selection import SELECTORS, make_selector
 from cambrian.archive.view import ArchiveView
 from cambrian.evaluators.base import Genome
 from cambrian.evaluators.runner import Limits
@@ -31,7 +32,6 @@ from cambrian.meta_agent.operators import (
     make_operator,
     operator_names,
 )
-from cambrian.meta_agent.plugins import SELECTORS, make_selector
 from cambrian.meta_agent.search import Proposer
 from cambrian.meta_agent.search.evaluation import AgentFMBudget
 
@@ -123,7 +123,7 @@ def test_plugin_operator_and_selector_are_listed_built_and_used(installed: None)
     assert refused.genome is None and refused.reason
     assert type(make_operator("rewrite")).__name__ == "RewriteOperator"
 
-    selector = make_selector("last", {"weight": 2.0})
+    selector = make_selector("last", weight=2.0)
     view = ArchiveView.from_arrays(np.array([4, 7, 9]), np.array([0.1, 0.9, 0.2]), parent_ids=np.array([-1, 4, 4]))
     assert selector.select(view, 3, np.random.default_rng(0)).tolist() == [9, 9, 9]
 
@@ -135,14 +135,17 @@ def test_broken_plugins_and_unknown_names_are_refused_with_the_cause(installed: 
     with pytest.raises(UnknownOperatorError, match="not an operator") as not_one:
         make_operator("broken")
     assert "subclass meta_agent.operators.Operator" in str(not_one.value) and not_one.value.fix
-    with pytest.raises(UnknownOperatorError, match="cannot be loaded: ModuleNotFoundError") as missing:
+    with pytest.raises(
+        UnknownOperatorError,
+        match="cannot be loaded from its entry point line `missing = no_such_module_here:Thing`.*ModuleNotFoundError",
+    ) as missing:
         make_operator("missing")
     assert "remove 'missing'" in missing.value.fix
     with pytest.raises(UnknownOperatorError, match=r"did you mean 'reverse'") as typo:
         make_operator("revers")
     assert "cambrian.operators" in typo.value.fix
     with pytest.raises(SelectorConfigError, match=r"last: unknown parameter\(s\) size; last accepts: weight"):
-        make_selector("last", {"size": 3})
+        make_selector("last", size=3)
     with pytest.raises(ConfigError, match="unknown strategy 'lastt'") as strategy:
         load_config(None, sets=["search.strategy=lastt"])
     assert "cambrian.selectors" in strategy.value.fix

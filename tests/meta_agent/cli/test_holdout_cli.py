@@ -14,6 +14,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,7 @@ import pytest
 from cambrian.archive.models import AgentStatus
 from cambrian.archive.store import Archive
 from cambrian.evaluators.base import FeedbackPolicy
+from cambrian.evaluators.registry import BENCHMARKS
 from cambrian.meta_agent.config import RunConfig
 from cambrian.meta_agent.operators import PromptContext, make_operator
 from cambrian.meta_agent.search import Reporter, SearchLoop
@@ -44,7 +46,7 @@ ROUGH_FIT = "def f(x):\n    return 0.25 * x * x\n"
 
 
 @pytest.fixture()
-def example_registered(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+def example_registered(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, str]]:
     """The example benchmark importable and registered under `cambrian.benchmarks` (here and in subprocesses)."""
     site = tmp_path / "site"
     dist_info = site / "cambrian_example_benchmark-0.1.0.dist-info"
@@ -56,7 +58,9 @@ def example_registered(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[
     monkeypatch.syspath_prepend(str(EXAMPLE_DIR))
     monkeypatch.syspath_prepend(str(site))
     path = os.pathsep.join([str(site), str(EXAMPLE_DIR), os.environ.get("PYTHONPATH", "")])
-    return {**os.environ, "PYTHONPATH": path, "COLUMNS": "200", "NO_COLOR": "1"}
+    BENCHMARKS.refresh()  # entry points are read once per process
+    yield {**os.environ, "PYTHONPATH": path, "COLUMNS": "200", "NO_COLOR": "1"}
+    BENCHMARKS.refresh()
 
 
 def _config(runs: Path, **extra: object) -> RunConfig:

@@ -1,7 +1,12 @@
 """Names to objects: the built-ins plus what installed packages register under an entry point group.
 
-`PluginRegistry` is the one helper behind the operator and selector registries. A third-party
-package adds to them in its `pyproject.toml`, exactly as it adds a benchmark:
+`PluginRegistry` is the one registry behind the three plugin kinds, each kept beside what it registers:
+benchmarks (`cambrian.evaluators.registry.BENCHMARKS`), mutation operators
+(`cambrian.meta_agent.operators.OPERATOR_REGISTRY`) and selection strategies
+(`cambrian.archive.selection.SELECTORS`). A third-party package adds to them in its `pyproject.toml`:
+
+    [project.entry-points."cambrian.benchmarks"]
+    my_bench = "my_package.bench:make_benchmark"   # called with the benchmark's options as keywords
 
     [project.entry-points."cambrian.operators"]
     swap_lines = "my_package.ops:SwapLines"        # a class or factory; called with no arguments
@@ -10,11 +15,9 @@ package adds to them in its `pyproject.toml`, exactly as it adds a benchmark:
     top_half = "my_package.select:TopHalf"         # a class or factory; called with the strategy's params
 
 A built-in name wins over an entry point of the same name. Entry points are read once per process
-(`refresh()` reads them again). Plugins are installed packages the user chose, trusted like
-Cambrian itself: they run in the Cambrian process. Nothing an FM wrote ever gets here.
-
-(Benchmarks, `cambrian.benchmarks`, keep their own registry in `cambrian.evaluators.registry`: `evaluators`
-imports no other Cambrian package but `sandbox`, so it cannot use this one.)
+(`refresh()` reads them again). Plugins are installed packages the user chose, trusted like Cambrian itself:
+they run in the Cambrian process. Nothing an FM wrote ever gets here. This module sits at the root layer, with
+`cambrian.errors`, so every package may use it.
 """
 
 from __future__ import annotations
@@ -24,12 +27,12 @@ from collections.abc import Callable, Mapping
 from importlib.metadata import EntryPoint, entry_points
 from typing import Any, Generic, TypeVar
 
-from cambrian.archive.errors import SelectorConfigError
-from cambrian.archive.selection import SELECTOR_CLASSES, ParentSelector, build_selector
+__all__ = ["BENCHMARK_GROUP", "OPERATOR_GROUP", "SELECTOR_GROUP", "PluginRegistry"]
 
 T = TypeVar("T")
 
-#: Entry point groups through which installed packages add operators and selection strategies.
+#: Entry point groups through which installed packages add benchmarks, operators and selection strategies.
+BENCHMARK_GROUP = "cambrian.benchmarks"
 OPERATOR_GROUP = "cambrian.operators"
 SELECTOR_GROUP = "cambrian.selectors"
 
@@ -63,17 +66,20 @@ class PluginRegistry(Generic[T]):
         return name in self.builtins or name in self.entry_points()
 
     def get(self, name: str) -> T | Any:
-        """The built-in called `name`, else the object its entry point names (loaded now)."""
+        """The built-in called `name`, else the object its entry point names (loaded now). `error` for an
+        unknown name (naming the closest and every valid one) or a plugin that cannot be loaded (naming its
+        entry point line and package)."""
         if name in self.builtins:
             return self.builtins[name]
         plugin = self.entry_points().get(name)
         if plugin is None:
-            close = difflib.get_close_matches(name, self.names(), n=1)
+            names = self.names()
+            close = difflib.get_close_matches(name, names, n=1)
             raise self.error(
                 f"there is no {self.what} named {name!r}"
                 + (f" (did you mean {close[0]!r}?)" if close else "")
-                + f"; valid choices: {', '.join(self.names())}",
-                fix=f"use one of: {', '.join(self.names())}, or install a package that registers {name!r} "
+                + f"; valid choices: {', '.join(names)}",
+                fix=f"use one of: {', '.join(names)}, or install a package that registers {name!r} "
                 f"in the entry point group {self.group!r}",
             )
         try:
@@ -81,30 +87,9 @@ class PluginRegistry(Generic[T]):
         except Exception as exc:
             package = plugin.dist.name if plugin.dist is not None else "the package that provides it"
             raise self.error(
-                f"the {self.what} {name!r} ({plugin.value}, from {package}) cannot be loaded: "
-                f"{type(exc).__name__}: {exc}",
-                fix=f"reinstall or fix {package}, or remove {name!r} from the config",
+                f"the {self.what} {name!r} cannot be loaded from its entry point line `{name} = {plugin.value}` "
+                f"(group {self.group!r} of {package}): {type(exc).__name__}: {exc}",
+                fix=f'fix that line in {package}\'s pyproject.toml ([project.entry-points."{self.group}"]: '
+                "module:object, importable) or the module it names, then reinstall the package; or remove "
+                f"{name!r} from the config",
             ) from exc
-
-
-#: Selection strategies: the built-ins of `cambrian.archive.selection`, then `cambrian.selectors` entry points.
-SELECTORS: PluginRegistry[type] = PluginRegistry(
-    what="selection strategy", group=SELECTOR_GROUP, builtins=SELECTOR_CLASSES, error=SelectorConfigError
-)
-
-
-def make_selector(name: str, params: Mapping[str, Any] | None = None) -> ParentSelector:
-    """The strategy called `name` (built-in or plugin) built with `params`; SelectorConfigError if it cannot be.
-
-    A plugin's factory gets the params as keywords; what it returns must follow `ParentSelector`
-    (a `name`, `probabilities(view)` and `select(view, k, rng)`).
-    """
-    factory = SELECTORS.get(name)
-    selector = build_selector(factory, name, dict(params or {}))
-    if not isinstance(selector, ParentSelector):
-        raise SelectorConfigError(
-            f"the selection strategy {name!r} built a {type(selector).__name__}, which is not a ParentSelector "
-            "(it needs `name`, `probabilities(view)` and `select(view, k, rng)`)",
-            fix=f"fix the factory registered as {name!r} in {SELECTOR_GROUP!r}",
-        )
-    return selector
