@@ -140,9 +140,9 @@ class FeedbackPolicy:
 
 @runtime_checkable
 class Benchmark(Protocol):
-    """What a benchmark provides. Optional attributes, read with getattr: `entry_function` (the name of the
-    function the harness calls in the entry file; the static check refuses a child that drops it or
-    changes how it is called), `descriptor_bounds`, `self_modify_task`. Two-phase scoring: `CheckedBenchmark`."""
+    """What a benchmark provides. What some benchmarks offer besides, each a small protocol of its own:
+    `CallsEntryFunction`, `OffersIdeas`, `HasDescriptors`, `AgentsWriteCode`, `AgentsCallFM`; two-phase
+    scoring: `CheckedBenchmark`."""
 
     name: str
     description: str
@@ -164,6 +164,64 @@ class Benchmark(Protocol):
         ...
 
     def aggregate(self, scores: Sequence[TaskScore]) -> float: ...
+
+
+@runtime_checkable
+class CallsEntryFunction(Protocol):
+    """A benchmark whose programs must define one function by name (the harness or a probe calls it): the
+    static check refuses a child that drops it or changes how it is called."""
+
+    entry_function: str
+
+
+@runtime_checkable
+class OffersIdeas(Protocol):
+    """A benchmark with directions a proposal may be asked to try (one drawn per proposal, `search.ideas`)."""
+
+    ideas: Sequence[str]
+
+
+@runtime_checkable
+class HasDescriptors(Protocol):
+    """A benchmark whose task scores carry behaviour descriptors (`TaskScore.descriptors`): each name with its
+    (low, high) range, or None for a categorical one; MAP-Elites bins agents by them."""
+
+    descriptor_bounds: Mapping[str, tuple[float, float] | None]
+
+
+@runtime_checkable
+class AgentsWriteCode(Protocol):
+    """A benchmark whose agents can write their own children (the `self_modify` operator): it builds the
+    task that asks an agent to."""
+
+    def self_modify_task(self, prompt: str) -> Task: ...
+
+
+@runtime_checkable
+class AgentsCallFM(Protocol):
+    """A benchmark whose harness hands its agents an FM client (through the gateway) when `agent_calls_fm`."""
+
+    agent_calls_fm: bool
+
+
+def entry_function(benchmark: object) -> str | None:
+    """The function a benchmark's programs must define (`CallsEntryFunction`), or None."""
+    return benchmark.entry_function if isinstance(benchmark, CallsEntryFunction) else None
+
+
+def ideas(benchmark: object) -> tuple[str, ...]:
+    """A benchmark's directions to try (`OffersIdeas`); () for none."""
+    return tuple(benchmark.ideas or ()) if isinstance(benchmark, OffersIdeas) else ()
+
+
+def descriptor_bounds(benchmark: object) -> dict[str, tuple[float, float] | None]:
+    """A benchmark's descriptor axes with their ranges (`HasDescriptors`); {} for none."""
+    return dict(benchmark.descriptor_bounds or {}) if isinstance(benchmark, HasDescriptors) else {}
+
+
+def agents_call_fm(benchmark: object) -> bool:
+    """Whether a benchmark's agents call the FM (`AgentsCallFM`)."""
+    return isinstance(benchmark, AgentsCallFM) and bool(benchmark.agent_calls_fm)
 
 
 @runtime_checkable

@@ -42,7 +42,7 @@ from typing import ClassVar, Protocol
 import numpy as np
 
 from cambrian.errors import CambrianError
-from cambrian.evaluators.base import Genome
+from cambrian.evaluators.base import AgentsWriteCode, Genome
 from cambrian.meta_agent.operators._prompting import PromptContext
 
 
@@ -155,4 +155,4 @@ class Operator(ABC):
 def supports_self_modify(benchmark: object) -> bool:
     """Whether a benchmark can run operators whose agents write their children: it builds the agent's task
     with `self_modify_task`."""
-    return callable(getattr(benchmark, "self_modify_task", None))
+    return isinstance(benchmark, AgentsWriteCode)

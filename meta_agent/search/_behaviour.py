@@ -30,7 +30,7 @@ import numpy as np
 from cambrian.archive.novelty import CodeEmbedder, DuplicateGate, EndpointEmbedder, behaviour_vector
 from cambrian.archive.store import Archive
 from cambrian.archive.view import ArchiveView
-from cambrian.evaluators.base import Benchmark
+from cambrian.evaluators.base import Benchmark, descriptor_bounds
 from cambrian.meta_agent.config import NoveltyConfig
 
 #: Generic descriptors every benchmark gets, with their binning ranges (None: categorical).
@@ -86,7 +86,7 @@ class BehaviourSpace:
     ) -> None:
         self.config = config
         self.task_ids = [task.id for task in benchmark.tasks("search")]
-        bounds = dict(getattr(benchmark, "descriptor_bounds", None) or {})
+        bounds = descriptor_bounds(benchmark)
         self.benchmark_names: tuple[str, ...] = tuple(bounds)
         self._benchmark_bounds = [bounds[name] for name in self.benchmark_names]
         self.names: tuple[str, ...] = self.benchmark_names + tuple(name for name, _ in GENERIC_DESCRIPTORS)

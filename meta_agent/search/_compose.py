@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from cambrian.archive.selection import SELECTORS, ParentSelector, make_selector, selector_needs, selector_parameters
-from cambrian.evaluators.base import Benchmark, Genome
+from cambrian.evaluators.base import Benchmark, Genome, agents_call_fm, descriptor_bounds
 from cambrian.meta_agent.config import RunConfig
 from cambrian.meta_agent.errors import ConfigError
 from cambrian.meta_agent.operators import Operator, PromptLimits, supports_self_modify
@@ -29,7 +29,7 @@ def selector_params(config: RunConfig, benchmark: Benchmark) -> dict[str, Any]:
     behaviour axes (or code size and pass rate when it has none)."""
     params: dict[str, Any] = dict(config.search.params)
     if "dims" not in params and "dims" in selector_parameters(SELECTORS.get(config.search.strategy)):
-        bounds = getattr(benchmark, "descriptor_bounds", None) or {}
+        bounds = descriptor_bounds(benchmark)
         params["dims"] = tuple(bounds) or ("code_size", "pass_fraction")
     return params
 
@@ -84,7 +84,7 @@ def fm_needed(config: RunConfig, benchmark: Benchmark, operators: Mapping[str, O
     harness hands its agents an FM client, with `evaluation.agent_fm` on). When none will, no model server is
     started (nor, on a fresh machine, a model downloaded)."""
     weighted = [operators[name] for name, weight in config.search.operators.items() if weight > 0]
-    agents_call = config.evaluation.agent_fm and bool(getattr(benchmark, "agent_calls_fm", False))
+    agents_call = config.evaluation.agent_fm and agents_call_fm(benchmark)
     return any(op.uses_fm or op.runs_agent for op in weighted) or config.search.reflect_every > 0 or agents_call
 
 

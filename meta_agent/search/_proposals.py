@@ -18,7 +18,8 @@ from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
-from cambrian.evaluators.base import Benchmark, Genome
+from cambrian.evaluators.base import AgentsWriteCode, Benchmark, Genome, entry_function
+from cambrian.evaluators.base import ideas as benchmark_ideas
 from cambrian.evaluators.runner import Limits
 from cambrian.meta_agent.config import RunConfig
 from cambrian.meta_agent.edits import EditError, EditPool, check_child, edit_processes
@@ -30,7 +31,6 @@ from cambrian.meta_agent.operators import (
     PromptContext,
     Proposal,
     run_repair_note,
-    supports_self_modify,
 )
 from cambrian.meta_agent.search._executor import Executor
 from cambrian.meta_agent.search.evaluation import AgentFMBudget, agent_fm_budget, run_limits
@@ -71,8 +71,8 @@ class Proposer:
         self.gateway = gateway
         self.repair_rounds = max(0, repair_rounds)
         #: The function the harness calls in the entry file; the static check keeps it callable.
-        self.entry_function: str | None = getattr(benchmark, "entry_function", None)
-        self.ideas: tuple[str, ...] = tuple(getattr(benchmark, "ideas", ()) or ()) if ideas else ()
+        self.entry_function = entry_function(benchmark)
+        self.ideas = benchmark_ideas(benchmark) if ideas else ()
         self.edits = EditPool(edit_processes, entry_function=self.entry_function)
 
     def close(self) -> None:
@@ -224,14 +224,15 @@ class _Env:
 
     async def run_parent(self, parent: Genome, prompt: str) -> object:
         proposer = self._proposer
-        if not supports_self_modify(proposer.benchmark):
-            raise ValueError(f"{proposer.benchmark.name} builds no agent tasks (self_modify_task)")
+        benchmark = proposer.benchmark
+        if not isinstance(benchmark, AgentsWriteCode):
+            raise ValueError(f"{benchmark.name} builds no agent tasks (AgentsWriteCode: self_modify_task)")
         if proposer.executor is None:
             raise ValueError("the proposer was given no executor to run the parent agent on")
         run = await proposer.executor.run_parent(
-            proposer.benchmark,
+            benchmark,
             parent,
-            proposer.benchmark.self_modify_task(prompt),  # type: ignore[attr-defined]  # checked just above
+            benchmark.self_modify_task(prompt),
             iteration=self._iteration,
             limits=proposer.limits,
             gateway=proposer.gateway(),

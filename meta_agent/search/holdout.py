@@ -30,7 +30,7 @@ from typing import Any
 
 from cambrian.archive.export import MANIFEST_NAME
 from cambrian.archive.store import InvalidGenome, check_genome_paths, genome_hash
-from cambrian.evaluators.base import SPLITS, Benchmark, Genome
+from cambrian.evaluators.base import SPLITS, Benchmark, Genome, agents_call_fm
 from cambrian.evaluators.runner import AgentResult, Limits
 from cambrian.meta_agent.config import RunConfig
 from cambrian.meta_agent.errors import CambrianError
@@ -526,7 +526,7 @@ def _maybe_fm(
     if not config.evaluation.agent_fm:
         yield None
         return
-    if not getattr(benchmark, "agent_calls_fm", False):
+    if not agents_call_fm(benchmark):
         reporter.info(f"no model server: {benchmark.name}'s programs call no FM (evaluation.agent_fm is ignored)")
         yield None
         return

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from cambrian.evaluators.base import Benchmark, Genome
+from cambrian.evaluators.base import Benchmark, Genome, entry_function
 from cambrian.evaluators.registry import get_benchmark
 from cambrian.meta_agent.edits import EditError, check_child
 from cambrian.meta_agent.operators import Operator, ParentInfo, PromptContext, Proposal, make_operator
@@ -140,7 +140,7 @@ class OperatorContract:
             parent,
             seed=seed,
             reply=self.reply if operator.uses_fm else None,
-            entry_function=getattr(benchmark, "entry_function", None),
+            entry_function=entry_function(benchmark),
         )
         try:
             return parent, asyncio.run(operator.propose(context, env)), env
@@ -161,7 +161,7 @@ class OperatorContract:
         assert isinstance(made, Proposal), f"no child of the contract's parent: {made}"
         assert made.genome is not None, f"a Proposal without a genome must give its reason: {made.reason}"
         assert made.genome.entry in made.genome.files and made.genome != parent
-        again = check_child(made.genome, parent, entry_function=getattr(self.make_benchmark(), "entry_function", None))
+        again = check_child(made.genome, parent, entry_function=entry_function(self.make_benchmark()))
         assert again.genome == made.genome, "the child was not passed through env.check (or env.derive)"
 
     def test_the_same_draws_make_the_same_child(self) -> None:
