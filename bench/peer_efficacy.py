@@ -197,8 +197,8 @@ def run_cambrian(args: argparse.Namespace, endpoint: Any, workdir: Path, say: Ca
             "fm.max_tokens": args.max_tokens,
         },
     )
-    benchmark = OpenEvolveSeedPacking.from_options(config.benchmark_options)
-    benchmark.feedback_policy = FeedbackPolicy.from_options(config.evaluation.feedback.model_dump())
+    policy = FeedbackPolicy.from_options(config.evaluation.feedback.model_dump())
+    benchmark = OpenEvolveSeedPacking.from_options(config.benchmark_options, feedback_policy=policy)
     sandbox = choose_sandbox(config, say)
 
     async def search(loop: SearchLoop) -> Any:

@@ -11,10 +11,9 @@ separate, fresh one-run sandbox session without the agent's FM socket, and
 calls `score(task, result, check=check_result)`. Only the check run sees the
 tests; benchmarks without `check_spec` are scored as `score(task, result)`.
 
-Feedback: a benchmark carries a `FeedbackPolicy` as its attribute
-`feedback_policy` and follows it when writing `TaskScore.feedback`. A run
-configures it by assigning the attribute (`benchmark.feedback_policy =
-FeedbackPolicy.from_options(config)`) before the first evaluation.
+Feedback: a benchmark is built with the run's `FeedbackPolicy` (its factory's
+`feedback_policy` argument, from `evaluation.feedback`), keeps it as its
+attribute `feedback_policy` and follows it when writing `TaskScore.feedback`.
 """
 
 from __future__ import annotations
@@ -148,7 +147,7 @@ class Benchmark(Protocol):
     description: str
     #: What the meta-agent is told about the program it edits: signature, rules, score.
     contract: str
-    #: What failures may show (a run assigns its own before the first evaluation).
+    #: What failures may show: the run's policy, given when the benchmark is built.
     feedback_policy: FeedbackPolicy
 
     def seed(self) -> Genome: ...

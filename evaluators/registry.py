@@ -1,7 +1,7 @@
 """Benchmarks by name: the built-ins plus any registered under the `cambrian.benchmarks` entry point group.
 
 A third-party package registers a factory that takes the options as keyword
-arguments and returns a Benchmark:
+arguments, and the run's `FeedbackPolicy` as `feedback_policy`, and returns a Benchmark:
 
     [project.entry-points."cambrian.benchmarks"]
     my_bench = "my_package.bench:MyBenchmark"
@@ -11,13 +11,14 @@ A built-in name wins over an entry point of the same name.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
 from cambrian.evaluators.arc import ArcAgentBenchmark, ArcProgramBenchmark
-from cambrian.evaluators.base import Benchmark, BenchmarkError
+from cambrian.evaluators.base import Benchmark, BenchmarkError, FeedbackPolicy
 from cambrian.evaluators.circle_packing import CirclePacking
 from cambrian.evaluators.deceptive import DeceptiveTrap
 from cambrian.evaluators.humaneval import HumanEval
@@ -29,7 +30,7 @@ ENTRY_POINT_GROUP = BENCHMARK_GROUP
 
 @dataclass(frozen=True)
 class _Builtin:
-    build: Callable[[Mapping[str, Any]], Benchmark]  # validates the option mapping itself
+    build: Callable[..., Benchmark]  # (options, *, feedback_policy): validates the option mapping itself
     description: str
 
 
@@ -74,11 +75,15 @@ def describe_benchmarks() -> list[tuple[str, str]]:
     return rows
 
 
-def get_benchmark(name: str, options: Mapping[str, Any] | None = None) -> Benchmark:
-    """The benchmark called `name`, built with `options`.
+def get_benchmark(
+    name: str, options: Mapping[str, Any] | None = None, *, feedback_policy: FeedbackPolicy | None = None
+) -> Benchmark:
+    """The benchmark called `name`, built with `options` and the run's `feedback_policy` (None: the
+    benchmark's default, `FeedbackPolicy()`).
 
     Raises BenchmarkError for an unknown name (naming the valid choices), bad
-    options (naming the bad key or value), or a plugin that fails to load.
+    options (naming the bad key or value), a plugin that fails to load, or a plugin whose factory cannot take
+    a feedback policy other than its default.
     """
     if options is not None and not isinstance(options, Mapping):
         raise BenchmarkError(
@@ -87,20 +92,29 @@ def get_benchmark(name: str, options: Mapping[str, Any] | None = None) -> Benchm
         )
     found = BENCHMARKS.get(name)
     if isinstance(found, _Builtin):
-        return found.build(options or {})
-    return _build_plugin(name, found, dict(options or {}))
+        return found.build(options or {}, feedback_policy=feedback_policy)
+    return _build_plugin(name, found, dict(options or {}), feedback_policy)
 
 
-def _build_plugin(name: str, factory: Callable[..., Any], options: dict[str, Any]) -> Benchmark:
+def _build_plugin(
+    name: str, factory: Callable[..., Any], options: dict[str, Any], feedback_policy: FeedbackPolicy | None
+) -> Benchmark:
     value = BENCHMARKS.entry_points()[name].value
+    takes_policy = _takes_feedback_policy(factory)
     bad_keys = [key for key in options if not isinstance(key, str) or not key.isidentifier()]
     if bad_keys:
         raise BenchmarkError(
             f"bad option name {bad_keys[0]!r} for benchmark {name!r}",
             fix="option names are identifiers such as 'n' or 'timeout_s'",
         )
+    if "feedback_policy" in options:
+        raise BenchmarkError(
+            f"benchmark {name!r}: feedback_policy is no benchmark option",
+            fix="set what failures show with evaluation.feedback (`cambrian config` lists its keys)",
+        )
+    policy = {"feedback_policy": feedback_policy} if takes_policy and feedback_policy is not None else {}
     try:
-        benchmark = factory(**options)
+        benchmark = factory(**options, **policy)
     except BenchmarkError:
         raise
     except (TypeError, ValueError) as exc:
@@ -114,4 +128,18 @@ def _build_plugin(name: str, factory: Callable[..., Any], options: dict[str, Any
             f"benchmark {name!r} ({value}) did not return a Benchmark",
             fix="its factory must return an object with the evaluators.base.Benchmark attributes",
         )
+    if feedback_policy is not None and not takes_policy and benchmark.feedback_policy != feedback_policy:
+        raise BenchmarkError(
+            f"benchmark {name!r} ({value}) takes no feedback_policy, so the run's evaluation.feedback cannot reach it",
+            fix="give its factory a keyword argument `feedback_policy=None` and build the benchmark with it "
+            "(the guide: Your benchmark), or leave evaluation.feedback at its defaults",
+        )
     return benchmark
+
+
+def _takes_feedback_policy(factory: Callable[..., Any]) -> bool:
+    """Whether a plugin's factory names a `feedback_policy` parameter (its `**options` alone do not count)."""
+    try:
+        return "feedback_policy" in inspect.signature(factory).parameters
+    except (TypeError, ValueError):
+        return False

@@ -129,9 +129,12 @@ class ArcAgentBenchmark(ArcBenchmarkBase):
         self.contract = _contract(self.options)
 
     @classmethod
-    def from_options(cls, options: Mapping[str, Any] | None = None) -> ArcAgentBenchmark:
-        """Build from a user's option mapping; BenchmarkError names an unknown key or bad value."""
-        return cls(parse_arc_options(options))
+    def from_options(
+        cls, options: Mapping[str, Any] | None = None, *, feedback_policy: FeedbackPolicy | None = None
+    ) -> ArcAgentBenchmark:
+        """Build from a user's option mapping and the run's feedback policy; BenchmarkError names an unknown key
+        or bad value."""
+        return cls(parse_arc_options(options), feedback_policy=feedback_policy)
 
     def stages(self) -> Sequence[Stage]:
         """Leading stages of `stage_sizes` tasks, then the rest (see evaluators.base.staged_plan)."""

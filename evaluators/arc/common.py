@@ -1,16 +1,13 @@
-"""What the two ARC benchmarks share: the seed from package data, the task lists, the feedback policy."""
+"""What the two ARC benchmarks share: the seed from package data and the task lists."""
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Sequence
 from importlib import resources
-from typing import ClassVar, TypeVar
+from typing import ClassVar
 
 from cambrian.evaluators.base import BenchmarkError, FeedbackPolicy, Genome, Task
 from cambrian.evaluators.harness import HarnessBenchmark
-
-Self = TypeVar("Self", bound="ArcBenchmarkBase")
 
 
 class ArcBenchmarkBase(HarnessBenchmark):
@@ -19,12 +16,6 @@ class ArcBenchmarkBase(HarnessBenchmark):
     SEED_ENTRY: ClassVar[str]
     feedback_policy: FeedbackPolicy
     _tasks: dict[str, list[Task]]
-
-    def with_feedback(self: Self, policy: FeedbackPolicy) -> Self:
-        """A copy that writes feedback under `policy` (tasks and answers shared, read-only)."""
-        clone = copy.copy(self)
-        clone.feedback_policy = policy
-        return clone
 
     def seed(self) -> Genome:
         text = (

@@ -100,9 +100,12 @@ class ArcProgramBenchmark(ArcBenchmarkBase):
         self.contract = self._contract()
 
     @classmethod
-    def from_options(cls, options: Mapping[str, Any] | None = None) -> ArcProgramBenchmark:
-        """Build from a user's option mapping; BenchmarkError names an unknown key or bad value."""
-        return cls(parse_program_options(options))
+    def from_options(
+        cls, options: Mapping[str, Any] | None = None, *, feedback_policy: FeedbackPolicy | None = None
+    ) -> ArcProgramBenchmark:
+        """Build from a user's option mapping and the run's feedback policy; BenchmarkError names an unknown key
+        or bad value."""
+        return cls(parse_program_options(options), feedback_policy=feedback_policy)
 
     def stages(self) -> Sequence[Stage]:
         """One stage: a task has 2..10 train pairs, all cheap to run."""

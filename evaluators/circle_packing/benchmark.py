@@ -237,7 +237,6 @@ class CirclePacking(HarnessBenchmark):
 
     name = "circle_packing"
     entry_function = FUNCTION  # what the harness calls; the static check keeps it callable
-    feedback_policy = FeedbackPolicy()  # a run assigns its own; failures show their traceback and output anyway
     #: Directions a proposal may be asked to try (one drawn per proposal, `search.ideas`): the moves packing
     #: work names, in words, no construction given away.
     ideas = (
@@ -259,15 +258,33 @@ class CirclePacking(HarnessBenchmark):
         {"radius_spread": (0.0, 1.0), "border_fraction": (0.0, 1.0)}
     )
 
-    def __init__(self, n: int = 26, *, timeout_s: float = 30.0, memory_mb: int = 1024, start: str = "rings") -> None:
+    def __init__(
+        self,
+        n: int = 26,
+        *,
+        timeout_s: float = 30.0,
+        memory_mb: int = 1024,
+        start: str = "rings",
+        feedback_policy: FeedbackPolicy | None = None,
+    ) -> None:
         self.options = parse_options({"n": n, "timeout_s": timeout_s, "memory_mb": memory_mb, "start": start})
+        self.feedback_policy = feedback_policy or FeedbackPolicy()  # failures show their traceback anyway
         self.contract = self._contract()
 
     @classmethod
-    def from_options(cls, options: Mapping[str, Any] | None = None) -> CirclePacking:
-        """Build from a user's option mapping; BenchmarkError names an unknown key or bad value."""
+    def from_options(
+        cls, options: Mapping[str, Any] | None = None, *, feedback_policy: FeedbackPolicy | None = None
+    ) -> CirclePacking:
+        """Build from a user's option mapping and the run's feedback policy; BenchmarkError names an unknown key
+        or bad value."""
         parsed = parse_options(options)
-        return cls(parsed.n, timeout_s=parsed.timeout_s, memory_mb=parsed.memory_mb, start=parsed.start)
+        return cls(
+            parsed.n,
+            timeout_s=parsed.timeout_s,
+            memory_mb=parsed.memory_mb,
+            start=parsed.start,
+            feedback_policy=feedback_policy,
+        )
 
     @property
     def n(self) -> int:

@@ -165,15 +165,23 @@ class DeceptiveTrap(HarnessBenchmark):
 
     name = "deceptive"
     entry_function = FUNCTION  # what the harness calls; the static check keeps it callable
-    feedback_policy = FeedbackPolicy()  # a run assigns its own; failures show their traceback and output anyway
     description = (
         "Concatenated trap functions: small greedy steps lead into a deceptive local optimum (program search)."
     )
 
-    def __init__(self, blocks: int = 4, *, block_size: int = 4, timeout_s: float = 30.0, memory_mb: int = 512) -> None:
+    def __init__(
+        self,
+        blocks: int = 4,
+        *,
+        block_size: int = 4,
+        timeout_s: float = 30.0,
+        memory_mb: int = 512,
+        feedback_policy: FeedbackPolicy | None = None,
+    ) -> None:
         self.options = parse_options(
             {"blocks": blocks, "block_size": block_size, "timeout_s": timeout_s, "memory_mb": memory_mb}
         )
+        self.feedback_policy = feedback_policy or FeedbackPolicy()  # failures show their traceback anyway
         #: Each descriptor's (low, high) range: the fraction of ones of one block.
         self.descriptor_bounds: Mapping[str, tuple[float, float] | None] = MappingProxyType(
             {f"{DESCRIPTOR_PREFIX}{b}": (0.0, 1.0) for b in range(self.blocks)}
@@ -181,10 +189,19 @@ class DeceptiveTrap(HarnessBenchmark):
         self.contract = self._contract()
 
     @classmethod
-    def from_options(cls, options: Mapping[str, Any] | None = None) -> DeceptiveTrap:
-        """Build from a user's option mapping; BenchmarkError names an unknown key or bad value."""
+    def from_options(
+        cls, options: Mapping[str, Any] | None = None, *, feedback_policy: FeedbackPolicy | None = None
+    ) -> DeceptiveTrap:
+        """Build from a user's option mapping and the run's feedback policy; BenchmarkError names an unknown key
+        or bad value."""
         parsed = parse_options(options)
-        return cls(parsed.blocks, block_size=parsed.block_size, timeout_s=parsed.timeout_s, memory_mb=parsed.memory_mb)
+        return cls(
+            parsed.blocks,
+            block_size=parsed.block_size,
+            timeout_s=parsed.timeout_s,
+            memory_mb=parsed.memory_mb,
+            feedback_policy=feedback_policy,
+        )
 
     @property
     def blocks(self) -> int:

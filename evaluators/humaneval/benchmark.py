@@ -86,7 +86,7 @@ def parse_options(options: Mapping[str, Any] | None) -> HumanEvalOptions:
 class HumanEval(HarnessBenchmark):
     """HumanEval as an agent-level benchmark: `solve(task, llm) -> str` per problem, checked in the sandbox.
 
-    Keyword options as in HumanEvalOptions. `feedback_policy` (assignable) governs what failures show.
+    Keyword options as in HumanEvalOptions. `feedback_policy` governs what failures show.
     """
 
     name = "humaneval"
@@ -103,9 +103,9 @@ class HumanEval(HarnessBenchmark):
     )
     description = "Agents that call the FM write Python functions from docstrings; hidden tests (HumanEval, 164)."
 
-    def __init__(self, **options: Any) -> None:
+    def __init__(self, *, feedback_policy: FeedbackPolicy | None = None, **options: Any) -> None:
         self.options = parse_options(options)
-        self.feedback_policy = FeedbackPolicy()
+        self.feedback_policy = feedback_policy or FeedbackPolicy()
         self._problems = {p.task_id: p for p in load_problems()}
         split = split_task_ids(sorted(self._problems))
         self._split_ids = {
@@ -116,9 +116,12 @@ class HumanEval(HarnessBenchmark):
         self.contract = CONTRACT
 
     @classmethod
-    def from_options(cls, options: Mapping[str, Any] | None = None) -> HumanEval:
-        """Build from a user's option mapping; BenchmarkError names an unknown key or bad value."""
-        return cls(**parse_options(options).model_dump())
+    def from_options(
+        cls, options: Mapping[str, Any] | None = None, *, feedback_policy: FeedbackPolicy | None = None
+    ) -> HumanEval:
+        """Build from a user's option mapping and the run's feedback policy; BenchmarkError names an unknown key
+        or bad value."""
+        return cls(feedback_policy=feedback_policy, **parse_options(options).model_dump())
 
     def problem(self, task_id: str) -> Problem:
         """The full problem, tests and reference solution included (host side only)."""

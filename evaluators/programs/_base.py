@@ -66,9 +66,11 @@ class ProgramBenchmark(HarnessBenchmark):
     #: Python packages the agent may import besides the standard library (named in the contract).
     packages: ClassVar[str] = "the standard library plus numpy"
 
-    def __init__(self, *, timeout_s: float = 20.0, memory_mb: int = 512) -> None:
+    def __init__(
+        self, *, timeout_s: float = 20.0, memory_mb: int = 512, feedback_policy: FeedbackPolicy | None = None
+    ) -> None:
         self.options = self.parse_options({"timeout_s": timeout_s, "memory_mb": memory_mb})
-        self.feedback_policy = FeedbackPolicy()  # a run assigns its own; runs see no answer, so all is shown
+        self.feedback_policy = feedback_policy or FeedbackPolicy()  # runs see no answer, so all may be shown
         self.contract = (
             f"{self.task_text.strip()}\n"
             f"Environment: Python 3 with {self.packages}; no network; {self.options.timeout_s:g} s wall clock "
@@ -84,10 +86,13 @@ class ProgramBenchmark(HarnessBenchmark):
         )
 
     @classmethod
-    def from_options(cls, options: Mapping[str, Any] | None = None) -> ProgramBenchmark:
-        """Build from a user's option mapping; BenchmarkError names an unknown key or bad value."""
+    def from_options(
+        cls, options: Mapping[str, Any] | None = None, *, feedback_policy: FeedbackPolicy | None = None
+    ) -> ProgramBenchmark:
+        """Build from a user's option mapping and the run's feedback policy; BenchmarkError names an unknown key
+        or bad value."""
         parsed = cls.parse_options(options)
-        return cls(timeout_s=parsed.timeout_s, memory_mb=parsed.memory_mb)
+        return cls(timeout_s=parsed.timeout_s, memory_mb=parsed.memory_mb, feedback_policy=feedback_policy)
 
     # ----- what a task module provides ---------------------------------------------------------
 

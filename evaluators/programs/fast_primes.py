@@ -20,7 +20,7 @@ import random
 from collections.abc import Sequence
 from typing import Any
 
-from cambrian.evaluators.base import Task, TaskScore
+from cambrian.evaluators.base import FeedbackPolicy, Task, TaskScore
 from cambrian.evaluators.programs._base import ProgramBenchmark
 from cambrian.sandbox.base import RunResult
 
@@ -75,8 +75,10 @@ class FastPrimes(ProgramBenchmark):
         "from run to run. Higher is better. A crash or a timeout is not scored."
     )
 
-    def __init__(self, *, timeout_s: float = 20.0, memory_mb: int = 512) -> None:
-        super().__init__(timeout_s=timeout_s, memory_mb=memory_mb)
+    def __init__(
+        self, *, timeout_s: float = 20.0, memory_mb: int = 512, feedback_policy: FeedbackPolicy | None = None
+    ) -> None:
+        super().__init__(timeout_s=timeout_s, memory_mb=memory_mb, feedback_policy=feedback_policy)
         self._instances = {split: [make_instance(seed) for seed in seeds] for split, seeds in SEEDS.items()}
         every_n = [n for instances in self._instances.values() for inst in instances for n in inst["ns"]]
         self._counts = prime_counts(every_n)

@@ -18,7 +18,7 @@ import random
 from collections.abc import Sequence
 from typing import Any
 
-from cambrian.evaluators.base import Task, TaskScore
+from cambrian.evaluators.base import FeedbackPolicy, Task, TaskScore
 from cambrian.evaluators.programs._base import ProgramBenchmark
 from cambrian.sandbox.base import RunResult
 
@@ -93,8 +93,10 @@ class GraphColouring(ProgramBenchmark):
         "or a colouring that gives two adjacent vertices the same colour is not scored."
     )
 
-    def __init__(self, *, timeout_s: float = 20.0, memory_mb: int = 512) -> None:
-        super().__init__(timeout_s=timeout_s, memory_mb=memory_mb)
+    def __init__(
+        self, *, timeout_s: float = 20.0, memory_mb: int = 512, feedback_policy: FeedbackPolicy | None = None
+    ) -> None:
+        super().__init__(timeout_s=timeout_s, memory_mb=memory_mb, feedback_policy=feedback_policy)
         self._instances: dict[str, list[dict[str, Any]]] = {}
         self._best: dict[tuple[str, int], tuple[int, str]] = {}
         for split, graphs in GRAPHS.items():

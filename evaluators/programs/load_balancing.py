@@ -17,7 +17,7 @@ import random
 from collections.abc import Sequence
 from typing import Any
 
-from cambrian.evaluators.base import Task, TaskScore
+from cambrian.evaluators.base import FeedbackPolicy, Task, TaskScore
 from cambrian.evaluators.programs._base import ProgramBenchmark
 from cambrian.sandbox.base import RunResult
 
@@ -62,8 +62,10 @@ class LoadBalancing(ProgramBenchmark):
         "index that is not a machine is not scored."
     )
 
-    def __init__(self, *, timeout_s: float = 20.0, memory_mb: int = 512) -> None:
-        super().__init__(timeout_s=timeout_s, memory_mb=memory_mb)
+    def __init__(
+        self, *, timeout_s: float = 20.0, memory_mb: int = 512, feedback_policy: FeedbackPolicy | None = None
+    ) -> None:
+        super().__init__(timeout_s=timeout_s, memory_mb=memory_mb, feedback_policy=feedback_policy)
         self._instances = {split: [make_instance(seed) for seed in seeds] for split, seeds in SEEDS.items()}
 
     def judge(self, task: Task, value: Any, result: RunResult) -> TaskScore:

@@ -18,7 +18,7 @@ import math
 import random
 from typing import Any
 
-from cambrian.evaluators.base import Task, TaskScore
+from cambrian.evaluators.base import FeedbackPolicy, Task, TaskScore
 from cambrian.evaluators.programs._base import ProgramBenchmark
 from cambrian.sandbox.base import RunResult
 
@@ -70,8 +70,10 @@ class SymbolicRegression(ProgramBenchmark):
         f"{training_table()}"
     )
 
-    def __init__(self, *, timeout_s: float = 20.0, memory_mb: int = 512) -> None:
-        super().__init__(timeout_s=timeout_s, memory_mb=memory_mb)
+    def __init__(
+        self, *, timeout_s: float = 20.0, memory_mb: int = 512, feedback_policy: FeedbackPolicy | None = None
+    ) -> None:
+        super().__init__(timeout_s=timeout_s, memory_mb=memory_mb, feedback_policy=feedback_policy)
         self._instances = {
             split: [{"points": make_points(seed, POINTS[split])} for seed in seeds] for split, seeds in SEEDS.items()
         }

@@ -567,12 +567,9 @@ def embedding_endpoint(config: RunConfig) -> Callable[[list[str]], list[list[flo
 
 
 def build_benchmark(config: RunConfig) -> Benchmark:
-    """The run's benchmark with its options and the run's feedback policy (`evaluation.feedback`)."""
-    benchmark = get_benchmark(config.benchmark, config.benchmark_options)
-    # Set on every benchmark (evaluators/base.py: a run configures the policy by assigning the attribute);
-    # one that writes no failure details simply never reads it.
-    benchmark.feedback_policy = FeedbackPolicy.from_options(config.evaluation.feedback.model_dump())
-    return benchmark
+    """The run's benchmark, built with its options and the run's feedback policy (`evaluation.feedback`)."""
+    policy = FeedbackPolicy.from_options(config.evaluation.feedback.model_dump())
+    return get_benchmark(config.benchmark, config.benchmark_options, feedback_policy=policy)
 
 
 INTERRUPTED = "interrupted (Ctrl-C)"  # the start of a run's stop reason when the user pressed Ctrl-C

@@ -53,12 +53,13 @@ class SleepBenchmark:
         timeout_s: float = 30.0,
         stage_sizes: Sequence[int] = (),
         thresholds: Sequence[float] = (),
+        feedback_policy: FeedbackPolicy | None = None,
     ) -> None:
         if tasks < 1 or seconds < 0:
             raise ValueError(f"need tasks >= 1 and seconds >= 0, got {tasks} and {seconds}")
         self.seconds = seconds
         self.timeout_s = timeout_s
-        self.feedback_policy = FeedbackPolicy()
+        self.feedback_policy = feedback_policy or FeedbackPolicy()
         self._tasks = {
             "search": [Task(id=f"t{i}", split="search") for i in range(tasks)],
             "holdout": [Task(id=f"h{i}", split="holdout") for i in range(2)],

@@ -190,7 +190,7 @@ def test_arc_scores_exact_wrong_unparseable_and_crash() -> None:
 
 
 def test_feedback_policy_hides_the_error_message() -> None:
-    bench = small_arc().with_feedback(FeedbackPolicy(error_message=False))
+    bench = ArcAgentBenchmark(ArcOptions(n_search=6, n_holdout=4), feedback_policy=FeedbackPolicy(error_message=False))
     crashed = run_agent(bench, agent_returning("task['secret_key_name']"), bench.tasks("search")[0])
     assert crashed.feedback == "the agent crashed: KeyError"
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cambrian.evaluators.base import Benchmark, BenchmarkError, Genome, Task
+from cambrian.evaluators.base import Benchmark, BenchmarkError, FeedbackPolicy, Genome, Task
 from cambrian.evaluators.circle_packing import CirclePacking, check_packing
 from cambrian.evaluators.circle_packing.feedback import largest_empty_spot, room_to_grow
 from cambrian.evaluators.harness.run_program import (
@@ -215,6 +215,21 @@ def test_registry_entry_point_plugin(tmp_path: Path, monkeypatch: pytest.MonkeyP
     # The error names the entry point line to fix, and where it lives.
     assert "`missing = no_such_module:make`" in str(info.value) and "toy-bench" in str(info.value)
     assert "pyproject.toml" in info.value.fix
+    # A factory without a feedback_policy argument: fine while the run keeps the default policy, refused with
+    # the fix when the run's evaluation.feedback would not reach it.
+    assert get_benchmark("toy", {"n": 7}, feedback_policy=FeedbackPolicy()).feedback_policy == FeedbackPolicy()
+    with pytest.raises(BenchmarkError, match="takes no feedback_policy") as deaf:
+        get_benchmark("toy", {"n": 7}, feedback_policy=FeedbackPolicy(max_chars=123))
+    assert "feedback_policy=None" in deaf.value.fix
+    with pytest.raises(BenchmarkError, match="no benchmark option"):
+        get_benchmark("toy", {"feedback_policy": 1})
+
+
+@pytest.mark.parametrize("name", sorted(BENCHMARKS.builtins))
+def test_every_built_in_benchmark_is_built_with_the_runs_feedback_policy(name: str) -> None:
+    policy = FeedbackPolicy(max_chars=123, traceback=False, output=False)
+    options = {"n_search": 2, "n_holdout": 1} if name in ("arc", "humaneval") else {}
+    assert get_benchmark(name, options, feedback_policy=policy).feedback_policy == policy
 
 
 def test_harness_value_conversion() -> None:

@@ -213,8 +213,9 @@ def test_holdout_failure_shows_no_test_case_or_value() -> None:
 
 
 def test_feedback_policy_without_messages_hides_the_case() -> None:
-    bench = HumanEval(**{**STAGE_OPTIONS, "n_search": 2, "stage_sizes": [2]})
-    bench.feedback_policy = FeedbackPolicy(error_message=False)
+    bench = HumanEval(
+        feedback_policy=FeedbackPolicy(error_message=False), **{**STAGE_OPTIONS, "n_search": 2, "stage_sizes": [2]}
+    )
     first, second = [t.id for t in bench.tasks("search")]
     result = evaluate(bench, answering(bench, wrong_answers(bench, first, second)))
     assert [t.feedback for t in result.task_results] == [
@@ -278,7 +279,10 @@ def test_crashing_agent_is_not_executed_and_shows_its_error_per_policy() -> None
     result = evaluate(bench, scripted_agent("return task['no_such_key']"))
     assert not result.valid
     assert result.task_results[0].feedback == "agent crashed: KeyError: 'no_such_key'"
-    bench.feedback_policy = FeedbackPolicy(error_message=False, traceback=True)
+    bench = HumanEval(
+        feedback_policy=FeedbackPolicy(error_message=False, traceback=True),
+        **{**STAGE_OPTIONS, "n_search": 1, "stage_sizes": [1]},
+    )
     result = evaluate(bench, scripted_agent("return task['no_such_key']"))
     feedback = result.task_results[0].feedback
     assert feedback.startswith("agent crashed: KeyError\n") and "agent.py" in feedback

@@ -43,10 +43,21 @@ def target(x: float) -> float:
 
 
 def make_benchmark(
-    *, first_stage: int = 1, threshold: float = 0.1, timeout_s: float = 10.0, memory_mb: int = 256
+    *,
+    first_stage: int = 1,
+    threshold: float = 0.1,
+    timeout_s: float = 10.0,
+    memory_mb: int = 256,
+    feedback_policy: FeedbackPolicy | None = None,
 ) -> CurveFit:
     """Fit def f(x) to points: minimise squared error (example third-party benchmark)."""
-    return CurveFit(first_stage=first_stage, threshold=threshold, timeout_s=timeout_s, memory_mb=memory_mb)
+    return CurveFit(
+        first_stage=first_stage,
+        threshold=threshold,
+        timeout_s=timeout_s,
+        memory_mb=memory_mb,
+        feedback_policy=feedback_policy,
+    )
 
 
 class CurveFit:
@@ -60,7 +71,13 @@ class CurveFit:
     description = "Fit def f(x) to points: minimise squared error (example third-party benchmark)."
 
     def __init__(
-        self, *, first_stage: int = 1, threshold: float = 0.1, timeout_s: float = 10.0, memory_mb: int = 256
+        self,
+        *,
+        first_stage: int = 1,
+        threshold: float = 0.1,
+        timeout_s: float = 10.0,
+        memory_mb: int = 256,
+        feedback_policy: FeedbackPolicy | None = None,
     ) -> None:
         n_search = len(SEARCH_XS) // POINTS_PER_TASK
         if not 1 <= first_stage < n_search:
@@ -80,8 +97,8 @@ class CurveFit:
         self.threshold = threshold
         self.timeout_s = timeout_s
         self.memory_mb = memory_mb
-        # A run replaces this with its `evaluation.feedback` setting.
-        self.feedback_policy = FeedbackPolicy()
+        # What failures may show: the run's `evaluation.feedback`, given to the factory.
+        self.feedback_policy = feedback_policy or FeedbackPolicy()
         points = ", ".join(f"({x:g}, {target(x):.4f})" for x in SEARCH_XS)
         self.contract = (
             "Write `def f(x: float) -> float` in the entry file. It is called on each x of a task and must "
