@@ -99,27 +99,33 @@ def local_sandbox(namespaces: bool) -> LocalSandbox:
 EXAMPLE_DIR = Path(__file__).resolve().parents[1] / "examples" / "cambrian-example-benchmark"
 
 
+def example_dist_info(site: Path) -> Path:
+    """Write into `site` the dist-info that makes the example plugin found as if installed, with the entry points
+    of its pyproject.toml (a benchmark, an operator, a selection strategy); returns `site`."""
+    import tomllib
+
+    project = tomllib.loads((EXAMPLE_DIR / "pyproject.toml").read_text())["project"]
+    dist = site / "cambrian_example_benchmark-0.1.0.dist-info"
+    dist.mkdir(parents=True)
+    (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {project['name']}\nVersion: {project['version']}\n")
+    groups = project["entry-points"]
+    (dist / "entry_points.txt").write_text(
+        "".join(f"[{group}]\n" + "".join(f"{k} = {v}\n" for k, v in points.items()) for group, points in groups.items())
+    )
+    return site
+
+
 @pytest.fixture(scope="class")
 def example_plugin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """The example plugin found as if installed: its folder on sys.path and a dist-info with the entry points of
     its pyproject.toml (a benchmark, an operator, a selection strategy); the plugin registries re-read them."""
     import sys
 
-    import tomllib
-
     from cambrian.archive.selection import SELECTORS
     from cambrian.evaluators.registry import BENCHMARKS
     from cambrian.meta_agent.operators import OPERATOR_REGISTRY
 
-    project = tomllib.loads((EXAMPLE_DIR / "pyproject.toml").read_text())["project"]
-    site = tmp_path_factory.mktemp("site")
-    dist = site / "cambrian_example_benchmark-0.1.0.dist-info"
-    dist.mkdir()
-    (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {project['name']}\nVersion: {project['version']}\n")
-    groups = project["entry-points"]
-    (dist / "entry_points.txt").write_text(
-        "".join(f"[{group}]\n" + "".join(f"{k} = {v}\n" for k, v in points.items()) for group, points in groups.items())
-    )
+    site = example_dist_info(tmp_path_factory.mktemp("site"))
     sys.path[:0] = [str(site), str(EXAMPLE_DIR)]
     for registry in (BENCHMARKS, OPERATOR_REGISTRY, SELECTORS):
         registry.refresh()

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import hashlib
 import importlib
 import json
@@ -343,26 +344,8 @@ class LLMClient:
         Raises FMUnavailable (no answer after every retry), FMAuthError or
         FMBadRequest (never retried).
         """
-        try:
-            return await self._complete(
-                messages,
-                seed=seed,
-                purpose=purpose,
-                agent_id=agent_id,
-                iteration=iteration,
-                temperature=temperature,
-                max_tokens=max_tokens,
-                grammar=grammar,
-            )
-        except FMBadRequest as exc:
-            if grammar is None or self.grammar_field is None:
-                raise
-            self._warn_once(
-                f"{self.endpoint.where()} refused a grammar in {self.grammar_field!r} ({exc}); such a request is "
-                "asked again without it (set fm.constrained=off to skip the attempt)"
-            )
-        # This request only: other requests, concurrent or later, still send their grammars.
-        return await self._complete(
+        call = functools.partial(
+            self._complete,
             messages,
             seed=seed,
             purpose=purpose,
@@ -370,8 +353,17 @@ class LLMClient:
             iteration=iteration,
             temperature=temperature,
             max_tokens=max_tokens,
-            grammar=None,
         )
+        try:
+            return await call(grammar=grammar)
+        except FMBadRequest as exc:
+            if grammar is None or self.grammar_field is None:
+                raise
+            self._warn_once(
+                f"{self.endpoint.where()} refused a grammar in {self.grammar_field!r} ({exc}); such a request is "
+                "asked again without it (set fm.constrained=off to skip the attempt)"
+            )
+        return await call(grammar=None)  # this request only: the others, concurrent or later, keep theirs
 
     def _warn_once(self, message: str) -> None:
         if not self._warned:

@@ -20,16 +20,18 @@ from pathlib import Path
 import pytest
 
 from cambrian.archive.models import AgentStatus
+from cambrian.archive.selection import SELECTORS
 from cambrian.archive.store import Archive
 from cambrian.evaluators.base import FeedbackPolicy
 from cambrian.evaluators.registry import BENCHMARKS
 from cambrian.meta_agent.config import RunConfig
-from cambrian.meta_agent.operators import PromptContext, make_operator
+from cambrian.meta_agent.operators import OPERATOR_REGISTRY, PromptContext, make_operator
 from cambrian.meta_agent.search import Reporter, SearchLoop
 from cambrian.meta_agent.search.holdout import HOLDOUT_FILE, EvalTargetError, evaluate_target
 from cambrian.meta_agent.search.session import build_benchmark
 from cambrian.meta_agent.testing import ScriptedFM
 from cambrian.sandbox.local import LocalSandbox
+from tests.conftest import example_dist_info
 from tests.meta_agent.search.test_loop_fake_fm import fenced
 
 EXAMPLE_DIR = Path(__file__).resolve().parents[3] / "examples" / "cambrian-example-benchmark"
@@ -48,19 +50,16 @@ ROUGH_FIT = "def f(x):\n    return 0.25 * x * x\n"
 @pytest.fixture()
 def example_registered(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, str]]:
     """The example benchmark importable and registered under `cambrian.benchmarks` (here and in subprocesses)."""
-    site = tmp_path / "site"
-    dist_info = site / "cambrian_example_benchmark-0.1.0.dist-info"
-    dist_info.mkdir(parents=True)
-    (dist_info / "METADATA").write_text("Metadata-Version: 2.1\nName: cambrian-example-benchmark\nVersion: 0.1.0\n")
-    (dist_info / "entry_points.txt").write_text(
-        "[cambrian.benchmarks]\nexample = cambrian_example_benchmark:make_benchmark\n"
-    )
+    site = example_dist_info(tmp_path / "site")
     monkeypatch.syspath_prepend(str(EXAMPLE_DIR))
     monkeypatch.syspath_prepend(str(site))
     path = os.pathsep.join([str(site), str(EXAMPLE_DIR), os.environ.get("PYTHONPATH", "")])
-    BENCHMARKS.refresh()  # entry points are read once per process
+    registries = (BENCHMARKS, OPERATOR_REGISTRY, SELECTORS)
+    for registry in registries:
+        registry.refresh()  # entry points are read once per process
     yield {**os.environ, "PYTHONPATH": path, "COLUMNS": "200", "NO_COLOR": "1"}
-    BENCHMARKS.refresh()
+    for registry in registries:
+        registry.refresh()
 
 
 def _config(runs: Path, **extra: object) -> RunConfig:
