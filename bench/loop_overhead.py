@@ -90,7 +90,11 @@ class ScriptedFM:
     def __init__(self, code: str) -> None:
         self.code = code
 
-    async def complete(self, messages, *, seed, purpose="mutate", agent_id=None, iteration=None, **_):
+    async def complete(self, request=None, *, seed=None, iteration=None, **_):
+        # The client takes a Request since the FM client became a pipeline, keywords before: this bench measures
+        # both sides of that change.
+        if request is not None and hasattr(request, "seed"):
+            seed, iteration = request.seed, request.iteration
         marker = "# EVOLVE-BLOCK-START\n"
         code = self.code.replace(marker, f"{marker}VARIANT = hash('{iteration}-{seed}')\n", 1)
         text = f"```python\n{code}```"

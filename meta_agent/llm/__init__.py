@@ -1,8 +1,8 @@
 """Foundation-model access: the client every FM call goes through, its ledger, and its errors.
 
-- `LLMClient`, `Endpoint`, `Completion`, `CallRecord`, `probe_endpoint`, `derive_seed`,
-  `close_http_sessions`: calls to any litellm model or OpenAI-compatible server, with retries, a response
-  cache and a ledger entry per call;
+- `LLMClient`, `Request`, `Endpoint`, `Completion`, `CallRecord`, `probe_endpoint`, `derive_seed`,
+  `close_http_sessions`: calls to any litellm model or OpenAI-compatible server, one `Request` at a time
+  through a pipeline of steps (grammar fallback, cache, retries, limit, ledger);
 - `Ledger`, `LedgerEntry`, `MemoryLedger`, `ArchiveLedger`: where those entries go (memory, or a run's
   archive);
 - `LLMError` and its subclasses (`FMAuthError`, `FMBadRequest`, `FMUnavailable`, `ModelNotFound`,
@@ -29,18 +29,8 @@ from __future__ import annotations
 import logging
 import os
 
-from cambrian.meta_agent.llm._client import (
-    CallRecord,
-    Completion,
-    Endpoint,
-    Ledger,
-    LedgerEntry,
-    LLMClient,
-    MemoryLedger,
-    close_http_sessions,
-    derive_seed,
-    probe_endpoint,
-)
+from cambrian.meta_agent.llm._calls import CallRecord, Ledger, LedgerEntry, MemoryLedger
+from cambrian.meta_agent.llm._client import LLMClient, close_http_sessions, probe_endpoint
 from cambrian.meta_agent.llm._errors import (
     ChecksumMismatch,
     FMAuthError,
@@ -52,6 +42,7 @@ from cambrian.meta_agent.llm._errors import (
     ServerStartError,
 )
 from cambrian.meta_agent.llm._ledger import ArchiveLedger
+from cambrian.meta_agent.llm._request import Completion, Endpoint, Request, derive_seed
 
 __all__ = [
     "ArchiveLedger",
@@ -69,6 +60,7 @@ __all__ = [
     "MemoryLedger",
     "ModelDownloadError",
     "ModelNotFound",
+    "Request",
     "ServerStartError",
     "close_http_sessions",
     "derive_seed",

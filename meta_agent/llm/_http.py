@@ -45,7 +45,7 @@ class HTTPError(Exception):
 
 
 @dataclass(frozen=True)
-class Request:
+class HTTPRequest:
     method: str
     path: str  # without the query string
     body: bytes
@@ -66,7 +66,7 @@ def error_body(kind: str, message: str) -> dict[str, Any]:
     return {"error": {"type": kind, "message": message}}
 
 
-async def read_request(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> Request:
+async def read_request(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> HTTPRequest:
     """Parse one HTTP/1.1 request: request line, headers, a Content-Length body of at most 1 MB."""
     parts = (await read_line(reader)).split()
     if len(parts) != 3 or not parts[2].startswith("HTTP/1."):
@@ -103,7 +103,7 @@ async def read_request(reader: asyncio.StreamReader, writer: asyncio.StreamWrite
         body = await reader.readexactly(length)
     elif method == "POST":
         raise HTTPError(411, "bad_request", "a POST needs a Content-Length header")
-    return Request(
+    return HTTPRequest(
         method=method, path=target.split("?", 1)[0], body=body, authorization=headers.get("authorization", "")
     )
 

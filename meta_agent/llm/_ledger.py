@@ -8,7 +8,8 @@ from typing import Any
 
 from cambrian.archive.models import GreedyAnswer, LLMCall, LLMRequest, LLMResponse
 from cambrian.archive.store import Archive
-from cambrian.meta_agent.llm._client import CallRecord, Completion
+from cambrian.meta_agent.llm._calls import CallRecord
+from cambrian.meta_agent.llm._request import Completion
 from cambrian.meta_agent.llm.serve import GRAMMAR_FIELDS
 
 

@@ -38,7 +38,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from cambrian.meta_agent.llm._client import CallRecord, LLMClient, derive_seed, request_hash
+from cambrian.meta_agent.llm._client import LLMClient
 from cambrian.meta_agent.llm._errors import LLMError
 from cambrian.meta_agent.llm._http import (
     MAX_BODY_BYTES,
@@ -46,11 +46,12 @@ from cambrian.meta_agent.llm._http import (
     REASONS,
     ChatRequest,
     HTTPError,
-    Request,
+    HTTPRequest,
     error_body,
     parse_chat,
     read_request,
 )
+from cambrian.meta_agent.llm._request import Request, derive_seed
 from cambrian.sandbox.base import Mount
 
 __all__ = [
@@ -254,7 +255,7 @@ class AgentChannel:
             log.exception("FM gateway: unexpected error serving agent %s", self.agent_id)
             return 500, error_body("internal_error", "the gateway failed on this request"), {}
 
-    async def _route(self, request: Request) -> dict[str, Any]:
+    async def _route(self, request: HTTPRequest) -> dict[str, Any]:
         allowed = _ROUTES.get(request.path)
         if allowed is None:
             raise HTTPError(404, "not_found", f"no endpoint {request.path!r}; try POST /v1/chat/completions")
@@ -283,37 +284,26 @@ class AgentChannel:
         wanted = chat.max_tokens if chat.max_tokens is not None else llm.max_tokens
         prompt_bound = prompt_token_bound(chat.messages)
         cap = min(wanted, self._gateway.max_tokens_per_call, self.tokens_left - prompt_bound)
+        request = Request(
+            chat.messages,
+            seed=seed,
+            purpose=self.purpose,
+            agent_id=self.agent_id,
+            iteration=self.iteration,
+            temperature=chat.temperature,
+            max_tokens=max(cap, 0),
+        )
         refusal = self._refusal(prompt_bound)
         if refusal is not None:
             self.refusals += 1
-            params = llm.params(seed=seed, temperature=chat.temperature, max_tokens=max(cap, 0))
-            llm.ledger.record(
-                CallRecord(
-                    None,
-                    request_hash=request_hash(llm.endpoint.model, chat.messages, params),
-                    seed=seed,
-                    purpose=self.purpose,
-                    agent_id=self.agent_id,
-                    iteration=self.iteration,
-                    error=f"budget_exceeded: {refusal}",
-                    model=llm.endpoint.label,
-                )
-            )
+            llm.refuse(request, f"budget_exceeded: {refusal}")
             raise HTTPError(429, "budget_exceeded", refusal)
         # Reserve before the first await: concurrent calls of one agent must not overspend together.
         self._calls_started += 1
         self._tokens_reserved += prompt_bound + cap
         self._in_flight += 1
         try:
-            completion = await llm.complete(
-                chat.messages,
-                seed=seed,
-                purpose=self.purpose,
-                agent_id=self.agent_id,
-                iteration=self.iteration,
-                temperature=chat.temperature,
-                max_tokens=cap,
-            )
+            completion = await llm.complete(request)
         except BaseException:
             self._calls_started -= 1  # a failed call spends nothing of the agent's budget
             raise

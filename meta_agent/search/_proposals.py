@@ -23,7 +23,7 @@ from cambrian.evaluators.base import ideas as benchmark_ideas
 from cambrian.evaluators.runner import Limits
 from cambrian.meta_agent.config import RunConfig
 from cambrian.meta_agent.edits import EditError, EditPool, check_child, edit_processes
-from cambrian.meta_agent.llm import Completion, FMBadRequest, LLMClient, derive_seed
+from cambrian.meta_agent.llm import Completion, FMBadRequest, LLMClient, Request, derive_seed
 from cambrian.meta_agent.llm.gateway import FMGateway
 from cambrian.meta_agent.operators import (
     FMOperator,
@@ -204,12 +204,14 @@ class _Env:
         if max_tokens is not None and limit is not None:
             max_tokens = min(int(limit), max_tokens)
         completion = await llm.complete(
-            [dict(message) for message in messages],
-            seed=self._seed,
-            purpose=purpose,
-            iteration=self._iteration,
-            grammar=grammar,
-            max_tokens=max_tokens,
+            Request(
+                [dict(message) for message in messages],
+                seed=self._seed,
+                purpose=purpose,
+                iteration=self._iteration,
+                grammar=grammar,
+                max_tokens=max_tokens,
+            )
         )
         self._count(completion)
         return completion.text

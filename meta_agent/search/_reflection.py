@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from cambrian.archive.store import Archive
-from cambrian.meta_agent.llm import LLMClient
+from cambrian.meta_agent.llm import LLMClient, Request
 from cambrian.meta_agent.operators import render
 
 #: The most characters of notes kept (and shown to prompts).
@@ -103,7 +103,7 @@ class RunNotes:
         self.reflecting, self._since = True, 0
         try:
             completion = await llm.complete(
-                self.messages(contract), seed=seed, purpose=PURPOSE, iteration=iteration, max_tokens=256
+                Request(self.messages(contract), seed=seed, purpose=PURPOSE, iteration=iteration, max_tokens=256)
             )
             self.text = clean_notes(completion.text) or self.text
         finally:

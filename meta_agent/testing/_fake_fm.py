@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-from typing import Any
 
-from cambrian.meta_agent.llm import Completion
+from cambrian.meta_agent.llm import Completion, Request
 
 
 class ScriptedFM:
@@ -42,19 +41,12 @@ class ScriptedFM:
         self.in_flight = 0
         self.most_in_flight = 0
 
-    async def complete(
-        self,
-        messages: list[dict[str, str]],
-        *,
-        seed: int | None = None,
-        purpose: str = "mutate",
-        iteration: int | None = None,
-        **_: Any,
-    ) -> Completion:
+    async def complete(self, request: Request) -> Completion:
+        messages, purpose = request.messages, request.purpose
         text = self.replies[self.calls % len(self.replies)]
         self.calls += 1
-        self.requests.append((purpose, list(messages)))
-        self.log.append((purpose, iteration))
+        self.requests.append((purpose, [dict(m) for m in messages]))
+        self.log.append((purpose, request.iteration))
         size = sum(len(m.get("content", "")) for m in messages)
         self.prompt_bytes += size
         self.in_flight += 1
@@ -73,5 +65,5 @@ class ScriptedFM:
             latency_s=self.delay_s,
             cache_hit=False,
             request_hash=hashlib.sha256(f"{self.calls}{text}".encode()).hexdigest(),
-            seed=seed,
+            seed=request.seed,
         )

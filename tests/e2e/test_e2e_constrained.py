@@ -16,7 +16,7 @@ from cambrian.archive.store import Archive
 from cambrian.evaluators.circle_packing import CirclePacking
 from cambrian.meta_agent.config import RunConfig
 from cambrian.meta_agent.edits import EditError
-from cambrian.meta_agent.llm import ArchiveLedger, LLMClient, MemoryLedger, derive_seed
+from cambrian.meta_agent.llm import ArchiveLedger, LLMClient, MemoryLedger, Request, derive_seed
 from cambrian.meta_agent.llm.serve import LocalServer
 from cambrian.meta_agent.operators import ParentInfo, PromptContext, RewriteOperator
 from cambrian.meta_agent.search import SearchLoop, categorize
@@ -90,14 +90,14 @@ def test_a_grammar_the_server_refuses_falls_back_for_that_request_only(local_fm:
         local_fm.endpoint(), ledger=MemoryLedger(), max_tokens=16, constrained=True, on_warning=warnings.append
     )
     messages = [{"role": "user", "content": "Say hello."}]
-    first = llm.complete_sync(messages, seed=derive_seed(0, 1, 0), grammar="root ::= this is ( not gbnf")
-    second = llm.complete_sync(messages, seed=derive_seed(0, 2, 0), grammar="root ::= also ( broken")
+    first = llm.complete_sync(Request(messages, seed=derive_seed(0, 1, 0), grammar="root ::= this is ( not gbnf"))
+    second = llm.complete_sync(Request(messages, seed=derive_seed(0, 2, 0), grammar="root ::= also ( broken"))
     assert first.text and second.text
     assert len(warnings) == 1 and "refused a grammar" in warnings[0] and "fm.constrained=off" in warnings[0]
     failed = [e for e in llm.ledger.entries if e.error]  # type: ignore[attr-defined]
     assert len(failed) == 2 and all("400" in e.error for e in failed)  # each refused request fell back itself
     assert llm.constrained  # one bad grammar turns nobody else's off
-    yes = llm.complete_sync(messages, seed=derive_seed(0, 3, 0), grammar='root ::= "yes"')
+    yes = llm.complete_sync(Request(messages, seed=derive_seed(0, 3, 0), grammar='root ::= "yes"'))
     assert yes.text == "yes"
 
 
@@ -115,7 +115,7 @@ def test_a_region_rewrite_under_the_real_server_writes_no_marker_and_changes_not
     llm = LLMClient(local_fm.endpoint(), ledger=MemoryLedger(), max_tokens=300, constrained=True)
     for number in range(3):
         reply = llm.complete_sync(
-            operator.messages(ctx), seed=derive_seed(5, number, 0), grammar=operator.grammar(ctx)
+            Request(operator.messages(ctx), seed=derive_seed(5, number, 0), grammar=operator.grammar(ctx))
         ).text
         assert not [line for line in reply.splitlines() if "EVOLVE-BLOCK-" in line], reply
         try:

@@ -17,7 +17,16 @@ from pathlib import Path
 import pytest
 
 from cambrian.archive.models import RunStatus
-from cambrian.meta_agent.llm import Endpoint, FMAuthError, FMUnavailable, LLMClient, MemoryLedger, probe_endpoint
+from cambrian.meta_agent.llm import (
+    Completion,
+    Endpoint,
+    FMAuthError,
+    FMUnavailable,
+    LLMClient,
+    MemoryLedger,
+    Request,
+    probe_endpoint,
+)
 from cambrian.meta_agent.llm.serve import free_port
 from tests.meta_agent.search.test_loop_fake_fm import make_loop
 
@@ -68,7 +77,7 @@ def test_a_dead_endpoint_is_named_as_such_not_as_http_500() -> None:
     assert "no FM server answers" in str(probed.value) and "start the server" in probed.value.fix
     client = LLMClient(Endpoint(model="openai/x", api_base=dead), ledger=MemoryLedger(), retries=0)
     with pytest.raises(FMUnavailable) as called:
-        client.complete_sync([{"role": "user", "content": "hi"}], seed=1)
+        client.complete_sync(Request([{"role": "user", "content": "hi"}], seed=1))
     assert "HTTP 500" not in str(called.value) and "no server answered" in str(called.value)
     assert "start the server" in called.value.fix
 
@@ -79,7 +88,7 @@ def test_a_failing_server_is_not_told_to_start(failing_server: str) -> None:
     assert "HTTP 500" in str(probed.value) and "running but failing" in probed.value.fix
     client = LLMClient(Endpoint(model="openai/x", api_base=failing_server), ledger=MemoryLedger(), retries=0)
     with pytest.raises(FMUnavailable) as called:
-        client.complete_sync([{"role": "user", "content": "hi"}], seed=1)
+        client.complete_sync(Request([{"role": "user", "content": "hi"}], seed=1))
     assert "running but failing" in called.value.fix and "start the server" not in called.value.fix
 
 
@@ -136,7 +145,7 @@ def test_cli_run_on_a_dead_endpoint_fails_before_the_seed_with_cause_and_fix(tmp
 class DeadFM:
     """Stands in for an FM that died after the run started: every call fails as a dead server's would."""
 
-    async def complete(self, messages, **_):  # type: ignore[no-untyped-def]
+    async def complete(self, request: Request) -> Completion:
         raise FMUnavailable(
             "FM endpoint http://127.0.0.1:9/v1 did not answer after 1 attempts; last error: no server answered",
             fix="nothing answers at http://127.0.0.1:9/v1: start the server",

@@ -28,9 +28,10 @@ from cambrian.meta_agent.llm import (
     FMUnavailable,
     LLMClient,
     MemoryLedger,
+    Request,
     derive_seed,
 )
-from cambrian.meta_agent.llm._client import answer_key, request_hash
+from cambrian.meta_agent.llm._request import answer_key, request_hash
 from cambrian.meta_agent.llm.serve import LocalServer, free_port
 
 MESSAGES = [
@@ -46,7 +47,7 @@ def test_completion_has_text_tokens_and_zero_cost(local_fm: LocalServer) -> None
     ledger = MemoryLedger()
     client = LLMClient(local_fm.endpoint(), ledger=ledger, max_tokens=24)
 
-    completion = client.complete_sync(MESSAGES, seed=derive_seed(7, 1, 0), purpose="judge", agent_id=3)
+    completion = client.complete_sync(Request(MESSAGES, seed=derive_seed(7, 1, 0), purpose="judge", agent_id=3))
 
     assert completion.text.strip()
     assert completion.prompt_tokens > 0 and completion.completion_tokens > 0
@@ -62,8 +63,8 @@ def test_the_archive_keeps_what_every_call_sent_once_per_request(local_fm: Local
     with Archive.at(tmp_path / "archive.db") as archive:
         run = archive.create_run(name="r", benchmark="b", seed=0, config_json="{}")
         client = LLMClient(local_fm.endpoint(), ledger=ArchiveLedger(archive, int(run.id)), max_tokens=8)
-        first = client.complete_sync(MESSAGES, seed=3, purpose="mutate", agent_id=2)
-        client.complete_sync(MESSAGES, seed=3, purpose="mutate", agent_id=2)  # a cache hit: same request
+        first = client.complete_sync(Request(MESSAGES, seed=3, purpose="mutate", agent_id=2))
+        client.complete_sync(Request(MESSAGES, seed=3, purpose="mutate", agent_id=2))  # a cache hit: same request
 
         calls = archive.agent_llm_calls(2)
         requests, responses = archive.llm_exchanges(call.request_hash for call in calls)
@@ -78,8 +79,8 @@ def test_same_seed_twice_is_a_cache_hit_with_no_new_spend(local_fm: LocalServer)
     ledger = MemoryLedger()
     client = LLMClient(local_fm.endpoint(), ledger=ledger, max_tokens=24)
 
-    first = client.complete_sync(MESSAGES, seed=11)
-    second = client.complete_sync(MESSAGES, seed=11)
+    first = client.complete_sync(Request(MESSAGES, seed=11))
+    second = client.complete_sync(Request(MESSAGES, seed=11))
 
     assert second.cache_hit and not first.cache_hit
     assert second.text == first.text and second.request_hash == first.request_hash
@@ -93,8 +94,8 @@ def test_fixed_seed_replays_exactly_without_the_cache(local_fm: LocalServer) -> 
     client_a = LLMClient(local_fm.endpoint(), ledger=MemoryLedger(), max_tokens=24)
     client_b = LLMClient(local_fm.endpoint(), ledger=MemoryLedger(), max_tokens=24)
 
-    a = client_a.complete_sync(MESSAGES, seed=12345)
-    b = client_b.complete_sync(MESSAGES, seed=12345)
+    a = client_a.complete_sync(Request(MESSAGES, seed=12345))
+    b = client_b.complete_sync(Request(MESSAGES, seed=12345))
 
     assert not b.cache_hit and b.text == a.text
 
@@ -103,8 +104,8 @@ def test_different_seed_gives_a_different_request_hash(local_fm: LocalServer) ->
     ledger = MemoryLedger()
     client = LLMClient(local_fm.endpoint(), ledger=ledger, max_tokens=16)
 
-    a = client.complete_sync(MESSAGES, seed=derive_seed(1, 5, 0))
-    b = client.complete_sync(MESSAGES, seed=derive_seed(1, 5, 1))
+    a = client.complete_sync(Request(MESSAGES, seed=derive_seed(1, 5, 0)))
+    b = client.complete_sync(Request(MESSAGES, seed=derive_seed(1, 5, 1)))
 
     assert a.request_hash != b.request_hash
     assert not a.cache_hit and not b.cache_hit
@@ -117,8 +118,8 @@ def test_a_greedy_request_is_one_answer_whatever_its_seed(local_fm: LocalServer)
     ledger = MemoryLedger()
     client = LLMClient(local_fm.endpoint(), ledger=ledger, max_tokens=16)
 
-    first = client.complete_sync(MESSAGES, seed=derive_seed(1, 5, 0), temperature=0.0, purpose="agent")
-    second = client.complete_sync(MESSAGES, seed=derive_seed(1, 6, 0), temperature=0.0, purpose="agent")
+    first = client.complete_sync(Request(MESSAGES, seed=derive_seed(1, 5, 0), temperature=0.0, purpose="agent"))
+    second = client.complete_sync(Request(MESSAGES, seed=derive_seed(1, 6, 0), temperature=0.0, purpose="agent"))
 
     assert second.cache_hit and second.text == first.text and second.request_hash == first.request_hash
     assert [e.seed for e in ledger.entries] == [derive_seed(1, 5, 0), derive_seed(1, 6, 0)]  # each call's own
@@ -135,7 +136,9 @@ def test_a_greedy_reply_that_stopped_answers_the_same_question_with_another_limi
         client = LLMClient(local_fm.endpoint(), ledger=ArchiveLedger(archive, int(run.id)))
 
         def ask(question: list[dict[str, str]], max_tokens: int) -> Completion:
-            return client.complete_sync(question, seed=1, temperature=0.0, max_tokens=max_tokens, purpose="agent")
+            return client.complete_sync(
+                Request(question, seed=1, temperature=0.0, max_tokens=max_tokens, purpose="agent")
+            )
 
         first = ask(MESSAGES, 200)
         assert 0 < first.completion_tokens < 200, "the reply should end by itself"
@@ -286,7 +289,7 @@ def test_retries_503_then_succeeds_fake_fm(stub_fm: StubFM) -> None:
     ledger = MemoryLedger()
     client = LLMClient(stub_fm.endpoint(), ledger=ledger, retries=3, backoff_s=0.01)
 
-    completion = client.complete_sync(MESSAGES, seed=5, iteration=2)
+    completion = client.complete_sync(Request(MESSAGES, seed=5, iteration=2))
 
     assert completion.text == "2" and completion.prompt_tokens == 9
     assert stub_fm.requests == 3  # no hidden SDK retries on top of ours
@@ -300,7 +303,7 @@ def test_retries_503_then_succeeds_fake_fm(stub_fm: StubFM) -> None:
 
 def test_extra_body_reaches_the_server_fake_fm(stub_fm: StubFM) -> None:
     endpoint = Endpoint(model="openai/stub-model", api_base=stub_fm.api_base, extra_body={"cache_prompt": False})
-    LLMClient(endpoint, ledger=MemoryLedger()).complete_sync(MESSAGES, seed=1)
+    LLMClient(endpoint, ledger=MemoryLedger()).complete_sync(Request(MESSAGES, seed=1))
     assert stub_fm.bodies[0]["cache_prompt"] is False
 
 
@@ -310,7 +313,7 @@ def test_no_retry_on_401_fake_fm(stub_fm: StubFM) -> None:
     client = LLMClient(stub_fm.endpoint(), ledger=ledger, retries=3, backoff_s=0.01)
 
     with pytest.raises(FMAuthError) as info:
-        client.complete_sync(MESSAGES, seed=5)
+        client.complete_sync(Request(MESSAGES, seed=5))
 
     assert stub_fm.requests == 1
     assert "refused the credentials" in str(info.value) and "api_key_env" in info.value.fix
@@ -323,7 +326,7 @@ def test_no_retry_on_400_fake_fm(stub_fm: StubFM) -> None:
     client = LLMClient(stub_fm.endpoint(), ledger=MemoryLedger(), retries=3, backoff_s=0.01)
 
     with pytest.raises(FMBadRequest) as info:
-        client.complete_sync(MESSAGES, seed=5)
+        client.complete_sync(Request(MESSAGES, seed=5))
 
     assert stub_fm.requests == 1
     assert "openai/stub-model" in info.value.fix
@@ -335,7 +338,7 @@ def test_gives_up_after_retries_on_persistent_429_fake_fm(stub_fm: StubFM) -> No
     client = LLMClient(stub_fm.endpoint(), ledger=ledger, retries=2, backoff_s=0.01)
 
     with pytest.raises(FMUnavailable):
-        client.complete_sync(MESSAGES, seed=5)
+        client.complete_sync(Request(MESSAGES, seed=5))
 
     assert stub_fm.requests == 3 and len(ledger.entries) == 3
 
@@ -347,7 +350,7 @@ def test_unreachable_server_raises_fm_unavailable_with_fix_fake_fm() -> None:
     client = LLMClient(endpoint, ledger=ledger, retries=1, backoff_s=0.01)
 
     with pytest.raises(FMUnavailable) as info:
-        client.complete_sync(MESSAGES, seed=5)
+        client.complete_sync(Request(MESSAGES, seed=5))
 
     assert "after 2 attempts" in str(info.value)
     assert api_base in info.value.fix and "cambrian serve" in info.value.fix
@@ -359,7 +362,7 @@ def test_missing_api_key_variable_names_it_fake_fm(stub_fm: StubFM, monkeypatch:
     endpoint = Endpoint(model="openai/stub-model", api_base=stub_fm.api_base, api_key_env="CAMBRIAN_TEST_UNSET_KEY")
 
     with pytest.raises(FMAuthError) as info:
-        LLMClient(endpoint, ledger=MemoryLedger()).complete_sync(MESSAGES, seed=1)
+        LLMClient(endpoint, ledger=MemoryLedger()).complete_sync(Request(MESSAGES, seed=1))
 
     assert "CAMBRIAN_TEST_UNSET_KEY" in str(info.value) and "export CAMBRIAN_TEST_UNSET_KEY" in info.value.fix
     assert stub_fm.requests == 0
@@ -370,9 +373,22 @@ def test_concurrency_limit_honoured_fake_fm(stub_fm: StubFM) -> None:
     client = LLMClient(stub_fm.endpoint(), ledger=MemoryLedger(), concurrency=2)
 
     async def many() -> list[str]:
-        done = await asyncio.gather(*(client.complete(MESSAGES, seed=s) for s in range(6)))
+        done = await asyncio.gather(*(client.complete(Request(MESSAGES, seed=s)) for s in range(6)))
         return [c.text for c in done]
 
     assert asyncio.run(many()) == ["2"] * 6
     assert stub_fm.requests == 6
     assert stub_fm.max_in_flight == 2
+
+
+def test_a_refused_request_is_recorded_with_its_reason_and_sends_nothing() -> None:
+    # Nothing listens at port 9: a refusal must not try to send.
+    ledger = MemoryLedger()
+    client = LLMClient(Endpoint("openai/m", api_base="http://127.0.0.1:9/v1", label="m"), ledger=ledger)
+    request = Request(MESSAGES, seed=4, purpose="agent", agent_id=7, iteration=3, max_tokens=0)
+    client.refuse(request, "budget_exceeded: agent 7 has used all 2 FM calls of its budget")
+    (entry,) = ledger.entries
+    assert entry.error == "budget_exceeded: agent 7 has used all 2 FM calls of its budget"
+    assert (entry.agent_id, entry.iteration, entry.seed, entry.model) == (7, 3, 4, "m")
+    assert entry.request_hash == client.asked(request).key  # the hash of what was asked, prompt included
+    assert not ledger.responses and entry.prompt_tokens == entry.completion_tokens == 0

@@ -17,7 +17,7 @@ from cambrian.evaluators.circle_packing.benchmark import CirclePacking
 from cambrian.evaluators.harness.run_program import read_outcome
 from cambrian.evaluators.humaneval import HumanEval
 from cambrian.meta_agent.edits import EditError
-from cambrian.meta_agent.llm import LLMClient, MemoryLedger
+from cambrian.meta_agent.llm import LLMClient, MemoryLedger, Request
 from cambrian.meta_agent.llm.serve import LocalServer
 from cambrian.meta_agent.operators import (
     AstMutation,
@@ -170,7 +170,7 @@ def test_diagnose_implements_the_plan_with_blocks_or_a_whole_file_fake_fm() -> N
 def test_diagnose_plan_from_the_real_model(local_fm: LocalServer) -> None:
     operator = DiagnoseOperator()
     client = LLMClient(local_fm.endpoint(), ledger=MemoryLedger(), max_tokens=40)
-    reply = client.complete_sync(operator.plan_messages(context()), seed=1, purpose="diagnose").text
+    reply = client.complete_sync(Request(operator.plan_messages(context()), seed=1, purpose="diagnose")).text
     try:
         plan = operator.parse_plan(reply)
     except EditError as error:  # a 135M model may answer with code only: refused with a reason

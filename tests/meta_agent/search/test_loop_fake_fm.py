@@ -13,6 +13,7 @@ from cambrian.evaluators.base import Genome
 from cambrian.evaluators.circle_packing import CirclePacking
 from cambrian.meta_agent.config import RunConfig
 from cambrian.meta_agent.errors import SeedFailed
+from cambrian.meta_agent.llm import Completion, Request
 from cambrian.meta_agent.search import SearchLoop
 from cambrian.meta_agent.testing import ScriptedFM
 from cambrian.sandbox.local import LocalSandbox
@@ -362,11 +363,11 @@ class _HangingRepairFM(ScriptedFM):
         super().__init__(replies)
         self.repair_started = asyncio.Event()
 
-    async def complete(self, messages, *, purpose: str = "mutate", **kwargs):  # type: ignore[no-untyped-def]
-        if purpose == "repair":
+    async def complete(self, request: Request) -> Completion:
+        if request.purpose == "repair":
             self.repair_started.set()
             await asyncio.Event().wait()  # never answers
-        return await super().complete(messages, purpose=purpose, **kwargs)
+        return await super().complete(request)
 
 
 def test_a_stop_cancels_an_fm_repair_in_flight_at_once_fake_fm(tmp_path: Path) -> None:
