@@ -153,20 +153,11 @@ def _failure(result: Any) -> str:
 async def _evaluate(
     benchmark: Any, genome: Any, sandbox: Any, gateway: Any, config: Any, agent_id: int
 ) -> tuple[Any, float]:
-    from cambrian.meta_agent.search.evaluation import agent_fm_budget, evaluate_in_sandbox, run_limits
+    from cambrian.meta_agent.search.evaluation import EvaluationContext, evaluate_in_sandbox
 
     started = time.perf_counter()
-    result = await evaluate_in_sandbox(
-        benchmark,
-        genome,
-        sandbox,
-        agent_id=agent_id,
-        iteration=agent_id,
-        split="search",
-        limits=run_limits(config),
-        gateway=gateway,
-        fm_budget=agent_fm_budget(config).times(len(list(benchmark.tasks("search")))),  # per task, as a search
-    )
+    context = EvaluationContext.of_run(config, benchmark, gateway)  # as a search
+    result = await evaluate_in_sandbox(context, genome, sandbox, agent_id=agent_id, iteration=agent_id, split="search")
     return result, time.perf_counter() - started
 
 
@@ -189,6 +180,7 @@ async def _cell(
     from cambrian.meta_agent.operators import make_operator
     from cambrian.meta_agent.search import Proposer
     from cambrian.meta_agent.search._executor import LocalExecutor
+    from cambrian.meta_agent.search.evaluation import EvaluationContext
     from cambrian.meta_agent.search.session import build_benchmark
 
     records: list[Record] = []
@@ -198,11 +190,10 @@ async def _cell(
         operator = make_operator(operator_name)
         proposer = Proposer.from_config(
             config,
-            benchmark=benchmark,
+            context=EvaluationContext.of_run(config, benchmark, gateway),
             operators={operator_name: operator},
             llms={model: llm},
             executor=LocalExecutor(sandbox, slots=1),
-            gateway=lambda: gateway,
         )
         if args.idea:
             proposer.ideas = (args.idea,)  # every proposal asked for this one direction

@@ -35,7 +35,7 @@ import ray
 from cambrian.evaluators.runner import Limits, TaskJob, run_task
 from cambrian.meta_agent.config import RunConfig
 from cambrian.meta_agent.search._ray_executor import RayExecutor
-from cambrian.meta_agent.search.evaluation import AgentFMBudget
+from cambrian.meta_agent.search.evaluation import AgentFMBudget, EvaluationContext
 from cambrian.meta_agent.testing import SleepBenchmark
 from cambrian.sandbox.base import Sandbox
 from cambrian.sandbox.local import LocalSandbox
@@ -108,14 +108,11 @@ def measure(address: str, *, sandbox: str, nodes: int, slots: int, task_s: float
             results = await asyncio.gather(
                 *(
                     executor.evaluate(
-                        bench,
+                        EvaluationContext(bench, Limits(), AgentFMBudget(0, 0, 0)),
                         bench.seed(),
                         agent_id=agent,
                         iteration=0,
                         split="search",
-                        limits=Limits(),
-                        gateway=None,
-                        fm_budget=AgentFMBudget(0, 0, 0),
                     )
                     for agent in range(agents)
                 )

@@ -3,7 +3,8 @@
 - `SearchLoop`, `LoopEvent`, `LoopOutcome`: the asyncio pipeline of proposers and evaluators over an
   archive, with its budgets, stop and resume; it takes a selector and operator objects, and
   `SearchLoop.from_config` / `selector_from_config` build them from their names;
-- `RunBook`: what the loop writes down (agents, results, counters, the best so far, events, the outcome);
+- `RunBook`: what the loop writes down (agents, results, the best so far, events, the outcome), returning
+  what happened for the loop to act on; the loop's `Scheduler` owns the queue, the stop and the counters;
   `PromptMemory`: what prompts show of the archive, read once and cached;
 - `Proposer`: one proposal, from the parent to a checked child, with repair rounds;
 - `BehaviourSpace`, `TaskRow`: descriptors, embeddings, novelty and the duplicate gate of a run;
@@ -16,8 +17,9 @@ By role, in modules of their own:
 - `cambrian.meta_agent.search.session`: the pieces a run is built from (`build_benchmark`,
   `choose_sandbox`, `fm_endpoint`, `make_llm_client`, `sandbox_with_socket_dir`, ...);
 - `cambrian.meta_agent.search.stores`: where a run's archive lives, opening and deleting a run, its lock;
-- `cambrian.meta_agent.search.evaluation`: a child's evaluation in the sandbox (`evaluate_in_sandbox`,
-  `evaluation_row`, `AgentFMBudget`, `run_limits`);
+- `cambrian.meta_agent.search.evaluation`: a child's evaluation in the sandbox (`evaluate_in_sandbox`, with
+  what a run's evaluations share bound once in an `EvaluationContext`; `evaluation_row`, `AgentFMBudget`,
+  `run_limits`);
 - `cambrian.meta_agent.search.holdout`: one agent (archived or exported) scored on a split and stored apart
   from its search score (`evaluate_target`: what `cambrian eval` and `Run.evaluate` do);
 - `cambrian.meta_agent.search.bandit`: choosing (model, operator) arms by reward (`Bandit`, `Arm`,

@@ -1,16 +1,18 @@
-"""What the search loop writes down: proposals and evaluation results in the archive, the counters,
-the best agent so far, the events progress displays read, and the run's outcome.
+"""What the search loop writes down: proposals and evaluation results in the archive, the best agent so
+far, the events progress displays read, and the run's outcome.
 
-`SearchLoop` decides what happens when (the asyncio pipeline, stopping, faults); `RunBook` records
-it. Every archive write of a search goes through here, on the event-loop thread; the lifecycle writes
-are awaited through `GroupCommit`, which commits the writes ready at the same moment together.
+`SearchLoop` decides what happens when (the asyncio pipeline, stopping, faults) with its `Scheduler`;
+`RunBook` records it and returns what happened (`Verdict`, the stored `Agent`), and the loop acts on that:
+the book never calls back into the loop. Every archive write of a search goes through here, on the
+event-loop thread; the lifecycle writes are awaited through `GroupCommit`, which commits the writes ready
+at the same moment together.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -24,6 +26,7 @@ from cambrian.meta_agent.config import RunConfig
 from cambrian.meta_agent.operators import Proposal
 from cambrian.meta_agent.search._behaviour import BehaviourSpace, TaskRow
 from cambrian.meta_agent.search._memory import _LRU, PromptMemory
+from cambrian.meta_agent.search._scheduler import Counters
 from cambrian.meta_agent.search._writes import GroupCommit
 from cambrian.meta_agent.search.arms import cost_of
 from cambrian.meta_agent.search.bandit import Arm, Bandit, improvement_reward
@@ -59,6 +62,29 @@ class Origin:
 
 
 @dataclass(frozen=True)
+class Fresh:
+    """A proposal that passed the gates: a new child to store (`RunBook.store_child`)."""
+
+    genome_hash: str
+    embedding: np.ndarray | None  # the code embedding, when the similarity gate is on
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What the gates made of a proposal (`RunBook.vet`).
+
+    fresh: a new child, for the caller to store. Otherwise the proposal was stored as invalid (`stored`; `done`
+    when its iteration ends, not after a near-duplicate), or, a program the run has already (`duplicate_of`)
+    and not the iteration's last try, not stored at all: the iteration proposes again.
+    """
+
+    fresh: Fresh | None = None
+    stored: bool = False
+    done: bool = True
+    duplicate_of: int | None = None
+
+
+@dataclass(frozen=True)
 class Acceptance:
     """What became of a proposal: done (the iteration ends), the child queued (its id), whether a row was stored,
     and the agent whose program it rebuilt (unstored: the iteration proposes again)."""
@@ -84,22 +110,8 @@ class LoopOutcome:
     infra_faults: int = 0  # task runs lost to infrastructure (a dead Ray node) and run again elsewhere
 
 
-@dataclass
-class Counters:
-    proposals: int = 0
-    evaluated: int = 0
-    invalid: int = 0
-    consecutive_faults: int = 0
-    spent_usd: float = 0.0
-    stop_reason: str = ""
-    budget_stop: bool = False
-    abort: Exception | None = None
-    fm_failure: Exception | None = None  # the last FM error that cost an iteration its proposal
-    in_flight: set[int] = field(default_factory=set)
-
-
 class RunBook:
-    """Records one search invocation: agents stored, results written, counters, best so far, events."""
+    """Records one search invocation: agents stored, results written, the best so far, events."""
 
     def __init__(
         self,
@@ -111,14 +123,10 @@ class RunBook:
         bandit: Bandit | None,
         arms: list[Arm],
         on_event: Callable[[LoopEvent], None],
-        enqueue: Callable[[int, Agent | None], None],
         writes: GroupCommit,
-        idle_slot: Callable[[], bool] = lambda: False,
     ) -> None:
-        """enqueue: hands a stored child to evaluation (with the agent when it was stored as evaluating).
-        idle_slot: whether an evaluation slot waits for work, so a child stored now starts at once: it is
-        then stored as evaluating, one archive transaction instead of two.
-        writes: the loop's group commit, through which the lifecycle writes reach the archive."""
+        """on_event: the reporter, told each event. writes: the loop's group commit, through which the
+        lifecycle writes reach the archive."""
         self.archive = archive
         self.run_id = run_id
         self.behaviour = behaviour
@@ -126,13 +134,10 @@ class RunBook:
         self.bandit = bandit
         self.arms = arms
         self.on_event = on_event
-        self.enqueue = enqueue
-        self.idle_slot = idle_slot
         self.write = writes
         # Children being stored now: genome hash -> (the store's end, the code embedding when the similarity
         # gate is on). A child identical or too similar to one of them waits for that store's outcome.
         self._storing: dict[str, tuple[asyncio.Future[None], np.ndarray | None]] = {}
-        self.counters = Counters()
         self.best: tuple[float, int] | None = None  # (score, agent id)
         self._genome_owner: dict[str, int] = {}  # genome hash -> first agent with it: the duplicate gate
         # Agent -> each search task's output hash: what a child's outputs are compared with.
@@ -160,16 +165,18 @@ class RunBook:
 
     # ----- proposals ---------------------------------------------------------------------------
 
-    async def accept(self, proposal: Proposal, origin: Origin, *, last_try: bool = True) -> Acceptance:
-        """Store a proposal: a child queued for evaluation, or an invalid agent with its reason.
+    async def vet(self, proposal: Proposal, origin: Origin, *, last_try: bool = True) -> Verdict:
+        """Pass a proposal through the gates: a fresh child for the caller to store (`store_child`, with no
+        await in between: the gates see a child from the moment its store starts), or one stored as invalid
+        with its reason.
 
-        Not done for a near-duplicate (stored invalid), after which the iteration may propose again; nor
-        for a program identical to an agent the run has, which is no new child: unless it is the
-        iteration's `last_try` it is not stored at all (its FM calls go to the child the iteration stores).
+        A near-duplicate is stored invalid and the iteration may propose again; a program identical to an
+        agent the run has is no new child: unless it is the iteration's `last_try` it is not stored at all
+        (its FM calls go to the child the iteration stores).
         """
         if proposal.genome is None:
             await self.store_invalid(proposal, origin, reason=str(proposal.reason))
-            return Acceptance(done=True)
+            return Verdict(stored=True)
         child_hash = genome_hash(proposal.genome.files)
         gate_on = self.behaviour.gate is not None
         embedding = self.behaviour.code_embedding(proposal.genome.files) if gate_on else None
@@ -177,15 +184,15 @@ class RunBook:
         duplicate = self._genome_owner.get(child_hash)
         if duplicate is not None:
             if not last_try:
-                return Acceptance(done=False, stored=False, duplicate_of=duplicate)
+                return Verdict(done=False, duplicate_of=duplicate)
             reason = f"the edit produced code identical to agent {duplicate}; make a change that differs"
             await self.store_invalid(proposal, origin, reason=reason)
-            return Acceptance(done=True)
+            return Verdict(stored=True)
         refused = self._near_duplicate(embedding) if embedding is not None else None
         if refused is not None:
             await self.store_invalid(proposal, origin, reason=refused)
-            return Acceptance(done=False)
-        return Acceptance(done=True, child_id=await self._store_child(proposal, child_hash, embedding, origin))
+            return Verdict(stored=True, done=False)
+        return Verdict(fresh=Fresh(child_hash, embedding))
 
     async def _wait_for_similar_stores(self, child_hash: str, embedding: np.ndarray | None) -> None:
         """Wait while a child identical to this one (or, with the similarity gate on, one within its threshold)
@@ -218,30 +225,23 @@ class RunBook:
             f"{self.behaviour.gate.threshold}); make a more substantial change"
         )
 
-    async def _store_child(
-        self,
-        proposal: Proposal,
-        child_hash: str,
-        embedding: np.ndarray | None,
-        origin: Origin,
-    ) -> int:
+    async def store_child(self, proposal: Proposal, fresh: Fresh, origin: Origin, *, starts_now: bool) -> Agent:
+        """Store a child `vet` passed: evaluating already when `starts_now` (an evaluation slot waits for it:
+        one archive transaction instead of two), else proposed. The caller queues it for evaluation."""
         assert proposal.genome is not None
-        starts_now = self.idle_slot()
         storing = asyncio.get_running_loop().create_future()
-        self._storing[child_hash] = (storing, embedding)
+        self._storing[fresh.genome_hash] = (storing, fresh.embedding)
         try:
             agent = await self._write_child(proposal, starts_now, origin)
         finally:
-            del self._storing[child_hash]
+            del self._storing[fresh.genome_hash]
             storing.set_result(None)
-        self._genome_owner[child_hash] = agent.key
-        self.memory.remember_genome(child_hash, proposal.genome)
-        if self.behaviour.gate is not None and embedding is not None:
-            self.behaviour.gate.add(agent.key, embedding)
-        self.counters.proposals += 1
+        self._genome_owner[fresh.genome_hash] = agent.key
+        self.memory.remember_genome(fresh.genome_hash, proposal.genome)
+        if self.behaviour.gate is not None and fresh.embedding is not None:
+            self.behaviour.gate.add(agent.key, fresh.embedding)
         self.on_event(LoopEvent("proposed", agent.key, origin.iteration, None, self.best_score(), proposal.note))
-        self.enqueue(agent.key, agent if starts_now else None)
-        return agent.key
+        return agent
 
     async def _write_child(self, proposal: Proposal, starts_now: bool, origin: Origin) -> Agent:
         assert proposal.genome is not None
@@ -264,7 +264,8 @@ class RunBook:
             fm_seconds=proposal.fm_seconds,
         )
 
-    async def store_invalid(self, proposal: Proposal, origin: Origin, *, reason: str) -> None:
+    async def store_invalid(self, proposal: Proposal, origin: Origin, *, reason: str) -> Agent:
+        """Store a proposal that is no child to evaluate, with its reason; the bandit arm that made it earns 0."""
         agent = await self.write(
             self.archive.add_agent,
             self.run_id,
@@ -285,8 +286,6 @@ class RunBook:
         self.memory.remember_failure(origin.parent_id, f"{origin.arm.operator}: {reason}")
         if self.bandit is not None:
             self.bandit.record_outcome(origin.arm, reward=0.0, cost=cost_of(agent))
-        self.counters.proposals += 1
-        self.counters.invalid += 1
         self.on_event(
             LoopEvent(
                 "rejected",
@@ -299,6 +298,7 @@ class RunBook:
                 origin.parent_id,
             )
         )
+        return agent
 
     # ----- evaluations -------------------------------------------------------------------------
 
@@ -349,7 +349,6 @@ class RunBook:
         self._reward_bandit(agent, view)
         if result.valid:
             self._outputs.put(agent_id, outputs)
-            self.counters.evaluated += 1
         if twin is not None:
             self.memory.remember_failure(twin, f"{agent.operator}: the edit changed no output on any task (a no-op)")
             self.on_event(
@@ -390,7 +389,6 @@ class RunBook:
                 )
             )
         else:
-            self.counters.invalid += 1
             reason = result.invalid_reason or ""
             if reason:
                 self.memory.remember_failure(agent.parent_id, f"{agent.operator}: {reason}")
@@ -432,9 +430,9 @@ class RunBook:
 
     # ----- the end -----------------------------------------------------------------------------
 
-    def outcome(self, config: RunConfig) -> LoopOutcome:
-        """The run's status and why, stored on the run, with what this invocation did."""
-        c = self.counters
+    def outcome(self, config: RunConfig, counters: Counters) -> LoopOutcome:
+        """The run's status and why, stored on the run, with what this invocation did (`counters`)."""
+        c = counters
         fix = str(getattr(c.abort or c.fm_failure, "fix", "") or "")
         iterations_left = config.budget.iterations - self.archive.iterations_done(self.run_id)
         if c.abort is not None:

@@ -1,11 +1,13 @@
 """Where evaluations run: one `Executor` interface, a local and a Ray implementation.
 
 The search loop hands an executor one agent's evaluation at a time (several at once) and awaits its
-`AgentResult`. `LocalExecutor` runs it in this machine's sandbox, one agent's tasks after another in one
-session of its own (what the loop always did). `RayExecutor` (meta_agent.search._ray_executor) spreads
-the TASKS of each stage over a Ray cluster's sandbox slots, so one agent's many tasks run at once and
-staged evaluation still stops early. A parent agent writing its child (`self_modify`) runs where
-evaluations do (`run_parent`), so a Ray search needs no sandbox on the driver's machine.
+`AgentResult`. What every evaluation of a run shares (the benchmark, the limits, the agents' FM gateway and
+budget) comes bound in one `EvaluationContext`; a call adds what varies: the agent, its genome, the split.
+`LocalExecutor` runs it in this machine's sandbox, one agent's tasks after another in one session of its
+own (what the loop always did). `RayExecutor` (meta_agent.search._ray_executor) spreads the TASKS of each
+stage over a Ray cluster's sandbox slots, so one agent's many tasks run at once and staged evaluation still
+stops early. A parent agent writing its child (`self_modify`) runs where evaluations do (`run_parent`), so a
+Ray search needs no sandbox on the driver's machine.
 
 Infrastructure faults: a `SandboxError` or `GatewayError` from `evaluate` means the agent's evaluation
 failed through no fault of its own (the loop marks it failed and retries it). Task runs an executor lost
@@ -17,49 +19,37 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol
 
-from cambrian.evaluators.base import Benchmark, Genome, Task
-from cambrian.evaluators.runner import AgentResult, Limits
+from cambrian.evaluators.base import Genome, Task
+from cambrian.evaluators.runner import AgentResult
 from cambrian.meta_agent.config import RunConfig
 from cambrian.meta_agent.errors import ConfigError
-from cambrian.meta_agent.llm.gateway import FMGateway
-from cambrian.meta_agent.search.evaluation import AgentFMBudget, SelfModifyRun, evaluate_in_sandbox, run_self_modify
+from cambrian.meta_agent.search.evaluation import (
+    EvaluationContext,
+    SelfModifyRun,
+    evaluate_in_sandbox,
+    run_self_modify,
+)
 from cambrian.sandbox.base import Sandbox
 
 
 class Executor(Protocol):
     """Runs agents' evaluations. `slots`: task runs at once (the loop evaluates up to that many agents at once);
-    `infra_faults`: task runs lost to infrastructure and run again (counted since the executor started)."""
+    `infra_faults`: task runs lost to infrastructure and run again (counted since the executor started).
+    One executor serves any context: a cluster's pools outlive one benchmark."""
 
     name: str
     slots: int
     infra_faults: int
 
     async def evaluate(
-        self,
-        benchmark: Benchmark,
-        genome: Genome,
-        *,
-        agent_id: int,
-        iteration: int,
-        split: str,
-        limits: Limits,
-        gateway: FMGateway | None,
-        fm_budget: AgentFMBudget,
+        self, context: EvaluationContext, genome: Genome, *, agent_id: int, iteration: int, split: str, repeat: int = 0
     ) -> AgentResult:
-        """Evaluate one agent on `split` (staged on "search"); with a gateway its FM calls go through it under
-        `fm_budget`, recorded under `agent_id`. SandboxError / GatewayError: an infrastructure fault."""
+        """Evaluate one agent on `split` (staged on "search"), its `repeat`-th time; with the context's gateway its
+        FM calls go through it, recorded under `agent_id`. SandboxError / GatewayError: an infrastructure fault."""
         ...
 
     async def run_parent(
-        self,
-        benchmark: Benchmark,
-        parent: Genome,
-        task: Task,
-        *,
-        iteration: int,
-        limits: Limits,
-        gateway: FMGateway | None,
-        fm_budget: AgentFMBudget,
+        self, context: EvaluationContext, parent: Genome, task: Task, *, iteration: int, fm_seed: int
     ) -> SelfModifyRun:
         """Run the parent agent on `task` (asking it to write its child) in a session of its own; its FM calls
         are recorded with purpose "self_modify" and no agent id, linked to the child by `iteration`.
@@ -94,50 +84,16 @@ class LocalExecutor:
         self.infra_faults = 0  # a local sandbox fault fails the agent's evaluation (the loop retries it)
 
     async def evaluate(
-        self,
-        benchmark: Benchmark,
-        genome: Genome,
-        *,
-        agent_id: int,
-        iteration: int,
-        split: str,
-        limits: Limits,
-        gateway: FMGateway | None,
-        fm_budget: AgentFMBudget,
+        self, context: EvaluationContext, genome: Genome, *, agent_id: int, iteration: int, split: str, repeat: int = 0
     ) -> AgentResult:
         return await evaluate_in_sandbox(
-            benchmark,
-            genome,
-            self.sandbox,
-            agent_id=agent_id,
-            iteration=iteration,
-            split=split,
-            limits=limits,
-            gateway=gateway,
-            fm_budget=fm_budget,
+            context, genome, self.sandbox, agent_id=agent_id, iteration=iteration, split=split, repeat=repeat
         )
 
     async def run_parent(
-        self,
-        benchmark: Benchmark,
-        parent: Genome,
-        task: Task,
-        *,
-        iteration: int,
-        limits: Limits,
-        gateway: FMGateway | None,
-        fm_budget: AgentFMBudget,
+        self, context: EvaluationContext, parent: Genome, task: Task, *, iteration: int, fm_seed: int
     ) -> SelfModifyRun:
-        return await run_self_modify(
-            benchmark,
-            parent,
-            task,
-            self.sandbox,
-            iteration=iteration,
-            limits=limits,
-            gateway=gateway,
-            fm_budget=fm_budget,
-        )
+        return await run_self_modify(context, parent, task, self.sandbox, iteration=iteration, fm_seed=fm_seed)
 
     def kill_running(self) -> None:
         self.sandbox.close()  # kills the running sandboxed processes

@@ -43,10 +43,11 @@ from cambrian.meta_agent.search._executor import Executor, LocalExecutor
 from cambrian.meta_agent.search._memory import _LRU, PromptMemory
 from cambrian.meta_agent.search._proposals import Proposer
 from cambrian.meta_agent.search._reflection import Outcome, RunNotes, changed_lines, result_text
+from cambrian.meta_agent.search._scheduler import Scheduler
 from cambrian.meta_agent.search._writes import GroupCommit
 from cambrian.meta_agent.search.arms import operator_arms, restore_bandit
 from cambrian.meta_agent.search.bandit import Arm
-from cambrian.meta_agent.search.evaluation import agent_fm_budget, failed_run, mean_result, repeat_limits, run_limits
+from cambrian.meta_agent.search.evaluation import EvaluationContext, failed_run, mean_result
 from cambrian.sandbox.base import Sandbox, SandboxError
 
 #: Consecutive infrastructure faults (sandbox or FM) after which the run stops for the user.
@@ -106,17 +107,10 @@ class SearchLoop:
         self.selector = selector
         self.operators = dict(operators)
         check_operators(config, benchmark, self.operators, has_fm=bool(self.llms))
-        self.limits = run_limits(config)
-        # Per task; an agent's evaluation may spend it times the search split's tasks, shared by them.
-        self.fm_budget = agent_fm_budget(config)
-        self._evaluation_fm_budget = self.fm_budget.times(len(list(benchmark.tasks("search"))))
+        # What every evaluation of the run shares, bound once: each call passes the agent, genome and split.
+        self.context = EvaluationContext.of_run(config, benchmark, gateway)
         self.proposer = Proposer.from_config(
-            config,
-            benchmark=benchmark,
-            operators=self.operators,
-            llms=self.llms,
-            executor=self.executor,
-            gateway=lambda: self.gateway,
+            config, context=self.context, operators=self.operators, llms=self.llms, executor=self.executor
         )
         self.behaviour = BehaviourSpace(benchmark, config.search.novelty, embed_endpoint=embed_endpoint)
         check_selector_needs(config, benchmark, selector, self.behaviour.names)
@@ -131,17 +125,12 @@ class SearchLoop:
         self.bandit = restore_bandit(
             config.search.bandit, self.arms, archive.agents(self.run_id), weights=config.search.operators
         )
-        self._queue: asyncio.Queue[int] = asyncio.Queue()
-        self._idle_evaluators = 0  # evaluation workers waiting for a child
-        self._started: dict[int, Agent] = {}  # queued children stored as evaluating (RunBook: idle_slot)
-        self._room = asyncio.Condition()
-        self._outstanding = 0  # children queued or under evaluation
-        self._max_pending = config.search.max_pending or (self.executor.slots + config.fm.concurrency)
+        self.scheduler = Scheduler(
+            max_pending=config.search.max_pending or (self.executor.slots + config.fm.concurrency)
+        )
         # Evaluations per agent: evaluation.repeats, or with auto 1 until the seed's score is found to vary.
         repeats = config.evaluation.repeats
         self._repeats = repeats if isinstance(repeats, int) else 1
-        self._stop = asyncio.Event()
-        self._has_parent = asyncio.Event()
         self.memory = PromptMemory(
             archive, failed_attempts_shown=config.search.failed_attempts_shown, inspirations=config.search.inspirations
         )
@@ -154,12 +143,9 @@ class SearchLoop:
             memory=self.memory,
             bandit=self.bandit,
             arms=self.arms,
-            on_event=lambda event: self.on_event(event),
-            enqueue=self._enqueue,
+            on_event=self.on_event,
             writes=self.writes,
-            idle_slot=self._idle_slot,
         )
-        self._counters = self.book.counters
         # Children whose FM conversation may take their failed run back (fm.repair_rounds), until evaluated.
         self._repairable = _LRU[int, _Repairable](capacity=1024)
         self._editable = _LRU[tuple[str, int], bool](capacity=4096)
@@ -196,24 +182,21 @@ class SearchLoop:
         """Stop proposing, at once: FM calls in flight (proposals, repairs of failed runs, the run's notes) are
         cancelled (a local model's call could hold a Ctrl-C for minutes); evaluations already running finish
         and are stored."""
-        if not self._stop.is_set():
-            self._counters.stop_reason = reason
-            self._stop.set()
+        self.scheduler.request_stop(reason)
         for task in (*self._repairs, *([self._reflection] if self._reflection is not None else [])):
             task.cancel()
 
     def _abort(self, exc: Exception) -> None:
-        if self._counters.abort is None:
-            self._counters.abort = exc
+        self.scheduler.abort(exc)
         self.request_stop(str(exc))
 
     # ----- main ----------------------------------------------------------------------------
 
     async def run_until_done(self) -> LoopOutcome:
         self.archive.set_run_status(self.run_id, RunStatus.running)
-        self._counters.spent_usd = self.archive.cost_summary(self.run_id).cost_usd
+        self.scheduler.counters.spent_usd = self.archive.cost_summary(self.run_id).cost_usd
         if len(self.view):
-            self._has_parent.set()
+            self.scheduler.has_parent.set()
         agents = self.archive.agents(self.run_id)
         self.book.load(agents)
         if self.config.evaluation.repeats == "auto" and any(a.operator == "seed" and a.score_spread for a in agents):
@@ -227,7 +210,7 @@ class SearchLoop:
                 fix="start a new run; `cambrian show RUN 1` says why the seed failed",
             )
         for agent in pending:
-            self._enqueue(agent.key, None)
+            self.scheduler.enqueue(agent.key)
 
         done_iterations = {a.iteration for a in agents if a.iteration > 0}
         todo = iter([i for i in range(1, self.config.budget.iterations + 1) if i not in done_iterations])
@@ -235,16 +218,16 @@ class SearchLoop:
         evaluators = [asyncio.create_task(self._evaluate_worker()) for _ in range(self.executor.slots)]
         proposers = [asyncio.create_task(self._propose_worker(todo)) for _ in range(self.config.fm.concurrency)]
         watchdog = asyncio.create_task(self._wall_clock())
-        drained = asyncio.create_task(self._drain(proposers))
-        stopped = asyncio.create_task(self._stop.wait())
+        drained = asyncio.create_task(self.scheduler.drain(proposers))
+        stopped = asyncio.create_task(self.scheduler.stop.wait())
         try:
             await asyncio.wait({drained, stopped}, return_when=asyncio.FIRST_COMPLETED)
-            if self._stop.is_set():
+            if self.scheduler.stopping:
                 for task in proposers:
                     task.cancel()
                 await asyncio.gather(*proposers, return_exceptions=True)
                 # Evaluators finish what they hold and take nothing new.
-                await self._wait_in_flight()
+                await self.scheduler.wait_in_flight()
         finally:
             reflection = [self._reflection] if self._reflection is not None else []
             for running in (*evaluators, watchdog, drained, stopped, *reflection):
@@ -255,79 +238,48 @@ class SearchLoop:
             await self.executor.finish()
         return self._finish()
 
-    def _enqueue(self, agent_id: int, started: Agent | None = None) -> None:
-        """Queue a child for evaluation; `started`: the child as stored already evaluating (no mark to write)."""
-        self._outstanding += 1
-        if started is not None:
-            self._started[agent_id] = started
-        self._queue.put_nowait(agent_id)
-
-    def _idle_slot(self) -> bool:
-        """Whether an evaluation worker waits with nothing queued for it: a child queued now starts at once."""
-        return self._idle_evaluators > self._queue.qsize() and not self._stop.is_set()
-
-    async def _evaluated_one(self) -> None:
-        async with self._room:
-            self._outstanding -= 1
-            self._room.notify_all()
-
-    async def _wait_for_room(self) -> None:
-        """Proposals wait while `max_pending` children are queued or under evaluation, so parents are
-        chosen from an archive that knows how recent children did (and fast local operators cannot run
-        the whole budget off the seed before its first child is scored)."""
-        async with self._room:
-            await self._room.wait_for(lambda: self._outstanding < self._max_pending)
-
-    async def _drain(self, proposers: list[asyncio.Task[None]]) -> None:
-        await asyncio.gather(*proposers)
-        await self._queue.join()
-
-    async def _wait_in_flight(self) -> None:
-        while self._counters.in_flight:
-            await asyncio.sleep(0.05)
-
     async def _wall_clock(self) -> None:
         limit = self.config.budget.wall_seconds
         if limit is None:
             return
         await asyncio.sleep(limit)
-        self._counters.budget_stop = True
+        self.scheduler.counters.budget_stop = True
         self.request_stop(f"wall-time budget of {limit:g} s reached")
 
     def _finish(self) -> LoopOutcome:
-        outcome = self.book.outcome(self.config)
+        outcome = self.book.outcome(self.config, self.scheduler.counters)
         outcome.infra_faults = self.executor.infra_faults - self._infra_faults_before
-        if self._counters.abort is not None:
-            raise self._counters.abort
+        if self.scheduler.counters.abort is not None:
+            raise self.scheduler.counters.abort
         return outcome
 
     # ----- proposing -----------------------------------------------------------------------
 
     async def _propose_worker(self, todo) -> None:
-        while not self._stop.is_set():
-            await self._has_parent.wait()
-            if self._stop.is_set():
+        while not self.scheduler.stopping:
+            await self.scheduler.has_parent.wait()
+            if self.scheduler.stopping:
                 return
             usd = self.config.budget.usd
-            if usd is not None and self._counters.spent_usd >= usd:
-                self._counters.budget_stop = True
-                self.request_stop(f"USD budget of {usd:g} reached (spent {self._counters.spent_usd:.4f})")
+            if usd is not None and self.scheduler.counters.spent_usd >= usd:
+                self.scheduler.counters.budget_stop = True
+                self.request_stop(f"USD budget of {usd:g} reached (spent {self.scheduler.counters.spent_usd:.4f})")
                 return
-            await self._wait_for_room()
-            if self._stop.is_set():
+            await self.scheduler.wait_for_room()
+            if self.scheduler.stopping:
                 return
             iteration = next(todo, None)
             if iteration is None:
                 return
             try:
                 if await self._propose(iteration):
-                    self._counters.consecutive_faults = 0
+                    self.scheduler.counters.consecutive_faults = 0
             except FMAuthError as exc:
                 self._abort(exc)
             except FMUnavailable as exc:
-                self._counters.fm_failure = exc
-                self._counters.consecutive_faults += 1
-                if self._counters.consecutive_faults >= MAX_CONSECUTIVE_FAULTS:
+                self.scheduler.counters.fm_failure = exc
+                self.scheduler.counters.consecutive_faults += 1
+                if self.scheduler.counters.consecutive_faults >= MAX_CONSECUTIVE_FAULTS:
                     self._abort(exc)
 
     async def _propose(self, iteration: int) -> bool:
@@ -366,13 +318,13 @@ class SearchLoop:
             except (SandboxError, GatewayError) as exc:
                 # self_modify runs the parent in the sandbox: a dead sandbox is a fault, not the parent's.
                 fault = f"sandbox fault while the parent wrote its child: {exc}"
-                await self.book.store_invalid(with_usage(Proposal(None), unstored), origin, reason=fault)
+                await self._store_invalid(with_usage(Proposal(None), unstored), origin, reason=fault)
                 self._count_fault(exc)
                 return False
-            self._counters.spent_usd += proposal.cost_usd
+            self.scheduler.counters.spent_usd += proposal.cost_usd
             proposal = with_usage(proposal, unstored)
             repairable = _Repairable(arm.operator, ctx, proposal, arm.model, iteration, attempt)
-            accepted = await self._accept(proposal, repairable, origin, last_try=attempt == last)
+            accepted = await self.accept(proposal, origin, repairable=repairable, last_try=attempt == last)
             if accepted.stored and accepted.child_id is None:  # refused before any evaluation
                 reason = proposal.reason or "identical to an agent of the run, or too similar to one"
                 self._note(arm.operator, parent, None, None, reason)
@@ -388,23 +340,37 @@ class SearchLoop:
                 ctx = dataclasses.replace(ctx, repeated=[*ctx.repeated, change])
         return True
 
-    async def _accept(
+    async def accept(
         self,
         proposal: Proposal,
-        repairable: _Repairable | None,
         origin: Origin,
         *,
+        repairable: _Repairable | None = None,
         last_try: bool = True,
         keep_duplicate: bool = True,
     ) -> Acceptance:
-        """Store a proposal (see `RunBook.accept`; keep_duplicate=False: a program the run has is never stored,
-        even at the last try); a queued child whose FM conversation can take its failed run back is remembered
-        for that."""
-        accepted = await self.book.accept(proposal, origin, last_try=last_try and keep_duplicate)
-        child_id = accepted.child_id
-        if child_id is not None and repairable is not None and proposal.conversation and proposal.repairs_left > 0:
-            self._repairable.put(child_id, repairable)
-        return accepted
+        """Store a proposal as the loop does: through the book's gates (`RunBook.vet`), a fresh child stored
+        (evaluating already when a slot waits for it) and queued; keep_duplicate=False: a program the run has is
+        never stored, even at the last try. A queued child whose FM conversation can take its failed run back
+        is remembered for that."""
+        verdict = await self.book.vet(proposal, origin, last_try=last_try and keep_duplicate)
+        if verdict.stored:
+            self.scheduler.counters.proposals += 1
+            self.scheduler.counters.invalid += 1
+        if verdict.fresh is None:
+            return Acceptance(done=verdict.done, stored=verdict.stored, duplicate_of=verdict.duplicate_of)
+        starts_now = self.scheduler.idle_slot()
+        child = await self.book.store_child(proposal, verdict.fresh, origin, starts_now=starts_now)
+        self.scheduler.counters.proposals += 1
+        self.scheduler.enqueue(child.key, child if starts_now else None)
+        if repairable is not None and proposal.conversation and proposal.repairs_left > 0:
+            self._repairable.put(child.key, repairable)
+        return Acceptance(done=True, child_id=child.key)
+
+    async def _store_invalid(self, proposal: Proposal, origin: Origin, *, reason: str) -> None:
+        await self.book.store_invalid(proposal, origin, reason=reason)
+        self.scheduler.counters.proposals += 1
+        self.scheduler.counters.invalid += 1
 
     def _note(
         self, operator: str, parent: ParentInfo, child: Genome | None, score: float | None, reason: str | None
@@ -414,7 +380,7 @@ class SearchLoop:
             return
         change = changed_lines(parent.genome.files, child.files) if child is not None else ""
         self.notes.record(Outcome(operator, change, result_text(parent.score, score, reason)))
-        if self.notes.due() and not self._stop.is_set():
+        if self.notes.due() and not self.scheduler.stopping:
             self._reflection = asyncio.create_task(self._reflect())
 
     async def _reflect(self) -> None:
@@ -477,25 +443,18 @@ class SearchLoop:
 
     async def _evaluate_worker(self) -> None:
         while True:
-            self._idle_evaluators += 1
+            agent_id, started = await self.scheduler.next_child()
             try:
-                agent_id = await self._queue.get()
-            finally:
-                self._idle_evaluators -= 1
-            try:
-                if not self._stop.is_set():
-                    self._counters.in_flight.add(agent_id)
-                    await self._evaluate(agent_id)
+                if not self.scheduler.stopping:  # else it stays queued (or evaluating): resumed as such
+                    self.scheduler.counters.in_flight.add(agent_id)
+                    await self._evaluate(agent_id, started)
             except Exception as exc:  # noqa: BLE001 - an unexpected bug must stop the run, not hang it
                 self._abort(RunAborted(f"evaluating agent {agent_id} raised {type(exc).__name__}: {exc}"))
             finally:
-                self._started.pop(agent_id, None)  # a run stopping leaves it evaluating: resumed as such
-                self._counters.in_flight.discard(agent_id)
-                await self._evaluated_one()
-                self._queue.task_done()
+                await self.scheduler.done(agent_id)
 
-    async def _evaluate(self, agent_id: int) -> None:
-        agent = self._started.pop(agent_id, None)  # stored as evaluating already, or marked now
+    async def _evaluate(self, agent_id: int, evaluating: Agent | None) -> None:
+        agent = evaluating  # stored as evaluating already, or marked now
         if agent is None:
             agent = await self.writes(self.archive.mark_evaluating, agent_id)
         genome = self.memory.genome(str(agent.genome_hash))
@@ -505,7 +464,7 @@ class SearchLoop:
         except (SandboxError, GatewayError) as exc:
             await self._on_sandbox_fault(agent, exc)
             return
-        self._counters.consecutive_faults = 0
+        self.scheduler.counters.consecutive_faults = 0
         seconds = time.perf_counter() - started
         result, spread = mean_result(results)
         agent = await self.book.record_result(
@@ -518,13 +477,17 @@ class SearchLoop:
             spread=spread,
             parent_id=agent.parent_id,
         )
+        if result.valid:
+            self.scheduler.counters.evaluated += 1
+        else:
+            self.scheduler.counters.invalid += 1
         if self.notes is not None and agent.parent_id is not None:
             self._note(
                 agent.operator, self.memory.parent_info(agent.parent_id), genome, agent.score, agent.invalid_reason
             )
         if result.valid:
-            self._has_parent.set()
-        elif agent.operator == "seed" and not self._has_parent.is_set():
+            self.scheduler.has_parent.set()
+        elif agent.operator == "seed" and not self.scheduler.has_parent.is_set():
             self._abort(
                 SeedFailed(
                     f"the {self.benchmark.name} seed program failed: {result.invalid_reason}",
@@ -549,7 +512,7 @@ class SearchLoop:
     async def _repair_failed_run(self, agent: Agent, repairable: _Repairable, failure: str) -> None:
         """Send a child's failed run back to the FM in the conversation that wrote it; the answer becomes a new
         child of the same parent and iteration (its repair_note names the failure). Skipped once stopping."""
-        if self._stop.is_set() or not failure:
+        if self.scheduler.stopping or not failure:
             return
         arm = Arm(repairable.model, repairable.operator)
         if self.bandit is not None:
@@ -576,12 +539,12 @@ class SearchLoop:
                 )
             )
             return
-        self._counters.spent_usd += proposal.cost_usd
+        self.scheduler.counters.spent_usd += proposal.cost_usd
         follow_up = dataclasses.replace(repairable, proposal=proposal)
         parent_id = agent.parent_id
         assert parent_id is not None  # a child being repaired came from a proposal, which has a parent
         origin = Origin(repairable.iteration, parent_id, agent.second_parent_id, arm)
-        accepted = await self._accept(proposal, follow_up, origin, keep_duplicate=False)
+        accepted = await self.accept(proposal, origin, repairable=follow_up, keep_duplicate=False)
         if not accepted.stored:  # the failed program (or another the run has) sent back: no new child
             if self.bandit is not None:
                 self.bandit.cancel_pull(arm)
@@ -625,25 +588,18 @@ class SearchLoop:
         """Evaluate on the search split through the executor (its `repeat`-th time: task seeds of its own), with the
         agent's own FM channel when the gateway is on."""
         return await self.executor.evaluate(
-            self.benchmark,
-            genome,
-            agent_id=agent.key,
-            iteration=agent.iteration,
-            split="search",
-            limits=repeat_limits(self.limits, repeat),
-            gateway=self.gateway,
-            fm_budget=self._evaluation_fm_budget,
+            self.context, genome, agent_id=agent.key, iteration=agent.iteration, split="search", repeat=repeat
         )
 
     def _count_fault(self, exc: SandboxError | GatewayError) -> bool:
         """Count an infrastructure fault; True (and the run aborted) when there were too many in a row. Once
         the run is stopping, faults abort nothing: a second Ctrl-C kills the runs in progress on purpose."""
-        self._counters.consecutive_faults += 1
-        if self._counters.consecutive_faults < MAX_CONSECUTIVE_FAULTS or self._stop.is_set():
+        self.scheduler.counters.consecutive_faults += 1
+        if self.scheduler.counters.consecutive_faults < MAX_CONSECUTIVE_FAULTS or self.scheduler.stopping:
             return False
         self._abort(
             RunAborted(
-                f"the sandbox failed {self._counters.consecutive_faults} times in a row; last: {exc}",
+                f"the sandbox failed {self.scheduler.counters.consecutive_faults} times in a row; last: {exc}",
                 fix=getattr(exc, "fix", "") or "check the sandbox with `cambrian sandbox check`, then resume",
             )
         )
@@ -655,8 +611,8 @@ class SearchLoop:
         if self._count_fault(exc):
             return
         if agent.eval_attempts < self.config.evaluation.max_attempts:
-            self._enqueue(agent.key, None)
-        elif agent.operator == "seed" and not self._has_parent.is_set():
+            self.scheduler.enqueue(agent.key)
+        elif agent.operator == "seed" and not self.scheduler.has_parent.is_set():
             self._abort(RunAborted(f"the seed could not be evaluated: {exc}", fix=getattr(exc, "fix", "")))
 
 

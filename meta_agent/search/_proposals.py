@@ -18,13 +18,11 @@ from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
-from cambrian.evaluators.base import AgentsWriteCode, Benchmark, Genome, entry_function
+from cambrian.evaluators.base import AgentsWriteCode, Genome, entry_function
 from cambrian.evaluators.base import ideas as benchmark_ideas
-from cambrian.evaluators.runner import Limits
 from cambrian.meta_agent.config import RunConfig
 from cambrian.meta_agent.edits import EditError, EditPool, check_child, edit_processes
 from cambrian.meta_agent.llm import Completion, FMBadRequest, LLMClient, Request, derive_seed
-from cambrian.meta_agent.llm.gateway import FMGateway
 from cambrian.meta_agent.operators import (
     FMOperator,
     Operator,
@@ -33,42 +31,38 @@ from cambrian.meta_agent.operators import (
     run_repair_note,
 )
 from cambrian.meta_agent.search._executor import Executor
-from cambrian.meta_agent.search.evaluation import AgentFMBudget, agent_fm_budget, run_limits
+from cambrian.meta_agent.search.evaluation import EvaluationContext
 
 
 class Proposer:
-    """Runs operators for the loop. `gateway` is read at each call (the session attaches it after start)."""
+    """Runs operators for the loop."""
 
     def __init__(
         self,
         *,
-        benchmark: Benchmark,
+        context: EvaluationContext,
         operators: Mapping[str, Operator],
         llms: Mapping[str, LLMClient],
         executor: Executor | None,
-        limits: Limits,
         run_seed: int,
-        fm_budget: AgentFMBudget,
-        gateway: Callable[[], FMGateway | None],
         repair_rounds: int = 1,
         ideas: bool = True,
         edit_processes: int = 0,
     ) -> None:
-        """executor: where a parent agent writing its child runs (`runs_agent` operators: self_modify); None
-        when no such operator runs. repair_rounds: times a reply that fails to parse, apply or pass the static
-        check goes back to the FM with the error, in the same conversation (FM operators only; >= 0). ideas:
-        give each FM proposal one direction drawn from the benchmark's `ideas` (seeded by run seed, iteration
-        and attempt).
+        """context: the run's evaluation context: its benchmark, and, for a parent agent writing its child, the
+        limits, the agents' gateway and budget. executor: where such a parent runs (`runs_agent` operators:
+        self_modify); None when no such operator runs. repair_rounds: times a reply that fails to parse, apply
+        or pass the static check goes back to the FM with the error, in the same conversation (FM operators
+        only; >= 0). ideas: give each FM proposal one direction drawn from the benchmark's `ideas` (seeded by
+        run seed, iteration and attempt).
         edit_processes: worker processes that parse, apply and check FM replies (`EditPool`; 0: this thread);
         started at the first reply, stopped by `close()`."""
-        self.benchmark = benchmark
+        self.benchmark = benchmark = context.benchmark
         self.operators = operators
         self.llms = llms
         self.executor = executor
-        self.limits = limits
+        self.context = context
         self.run_seed = run_seed
-        self.fm_budget = fm_budget
-        self.gateway = gateway
         self.repair_rounds = max(0, repair_rounds)
         #: The function the harness calls in the entry file; the static check keeps it callable.
         self.entry_function = entry_function(benchmark)
@@ -84,22 +78,18 @@ class Proposer:
         cls,
         config: RunConfig,
         *,
-        benchmark: Benchmark,
+        context: EvaluationContext,
         operators: Mapping[str, Operator],
         llms: Mapping[str, LLMClient],
         executor: Executor | None,
-        gateway: Callable[[], FMGateway | None],
     ) -> Proposer:
         """The proposer a run's settings describe (the loop and bench/fm_efficacy.py build it alike)."""
         return cls(
-            benchmark=benchmark,
+            context=context,
             operators=operators,
             llms=llms,
             executor=executor,
-            limits=run_limits(config),
             run_seed=config.seed,
-            fm_budget=agent_fm_budget(config),
-            gateway=gateway,
             repair_rounds=config.fm.repair_rounds,
             ideas=config.search.ideas,
             edit_processes=edit_processes(config.search.edit_processes),
@@ -231,14 +221,9 @@ class _Env:
             raise ValueError(f"{benchmark.name} builds no agent tasks (AgentsWriteCode: self_modify_task)")
         if proposer.executor is None:
             raise ValueError("the proposer was given no executor to run the parent agent on")
+        task = benchmark.self_modify_task(prompt)
         run = await proposer.executor.run_parent(
-            benchmark,
-            parent,
-            benchmark.self_modify_task(prompt),
-            iteration=self._iteration,
-            limits=proposer.limits,
-            gateway=proposer.gateway(),
-            fm_budget=dataclasses.replace(proposer.fm_budget, run_seed=self._seed),
+            proposer.context, parent, task, iteration=self._iteration, fm_seed=self._seed
         )
         self.prompt_tokens += run.prompt_tokens
         self.completion_tokens += run.completion_tokens

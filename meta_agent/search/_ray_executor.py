@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import dataclasses
 import logging
 import os
 import time
@@ -68,7 +69,12 @@ from cambrian.meta_agent.search._ray_pools import (
     stop_actor,
 )
 from cambrian.meta_agent.search._ray_slots import FreeSlots, NodeHandle, Slot
-from cambrian.meta_agent.search.evaluation import AgentFMBudget, SelfModifyRun, parent_run_outcome, parent_run_spec
+from cambrian.meta_agent.search.evaluation import (
+    EvaluationContext,
+    SelfModifyRun,
+    parent_run_outcome,
+    parent_run_spec,
+)
 from cambrian.sandbox.base import RunResult, SandboxError
 
 log = logging.getLogger(__name__)
@@ -234,22 +240,15 @@ class RayExecutor:
     # ----- evaluating -------------------------------------------------------------------------
 
     async def evaluate(
-        self,
-        benchmark: Benchmark,
-        genome: Genome,
-        *,
-        agent_id: int,
-        iteration: int,
-        split: str,
-        limits: Limits,
-        gateway: FMGateway | None,
-        fm_budget: AgentFMBudget,
+        self, context: EvaluationContext, genome: Genome, *, agent_id: int, iteration: int, split: str, repeat: int = 0
     ) -> AgentResult:
+        benchmark, gateway, limits = context.benchmark, context.gateway, context.limits_of(repeat)
         self._look_for_nodes()
         plan = StagedPlan(benchmark, genome, split)
         shared = self._shared(benchmark)
         remote: RemoteAgent | None = None
         if gateway is not None:
+            fm_budget = context.budget(split)
             listener = await self._listener_for(gateway)
             remote = await listener.open_agent(
                 agent_id,
@@ -289,18 +288,11 @@ class RayExecutor:
             raise
 
     async def run_parent(
-        self,
-        benchmark: Benchmark,
-        parent: Genome,
-        task: Task,
-        *,
-        iteration: int,
-        limits: Limits,
-        gateway: FMGateway | None,
-        fm_budget: AgentFMBudget,
+        self, context: EvaluationContext, parent: Genome, task: Task, *, iteration: int, fm_seed: int
     ) -> SelfModifyRun:
+        gateway, fm_budget = context.gateway, dataclasses.replace(context.fm_budget, run_seed=fm_seed)
         self._look_for_nodes()
-        spec = parent_run_spec(benchmark, parent, task, limits)  # trusted code: the benchmark's, here
+        spec = parent_run_spec(context.benchmark, parent, task, context.limits)  # trusted code: the benchmark's
         remote: RemoteAgent | None = None
         if gateway is not None:
             listener = await self._listener_for(gateway)

@@ -24,6 +24,7 @@ from cambrian.sandbox.base import FM_SOCKET_INSIDE, RunResult, RunSpec, Sandbox,
 
 __all__ = [
     "AgentFMBudget",
+    "EvaluationContext",
     "SelfModifyRun",
     "agent_fm_budget",
     "evaluate_in_sandbox",
@@ -55,6 +56,33 @@ class AgentFMBudget:
         others use less; the evaluation never more than tasks x the one task's."""
         n = max(1, tasks)
         return dataclasses.replace(self, max_calls=self.max_calls * n, max_tokens=self.max_tokens * n)
+
+
+@dataclass(frozen=True)
+class EvaluationContext:
+    """What every evaluation of one run shares, bound once: the benchmark, the per-task limits, the agents' FM
+    gateway (None: agents call no FM) and what one agent may spend through it per task.
+
+    An evaluation then takes only what varies: the agent, its genome, the split and which repeat it is.
+    """
+
+    benchmark: Benchmark
+    limits: Limits
+    fm_budget: AgentFMBudget
+    gateway: FMGateway | None = None
+
+    @classmethod
+    def of_run(cls, config: RunConfig, benchmark: Benchmark, gateway: FMGateway | None = None) -> EvaluationContext:
+        """A search's context: `evaluation.*` limits with the run's seed, `evaluation.agent_fm_*` per task."""
+        return cls(benchmark, run_limits(config), agent_fm_budget(config), gateway)
+
+    def budget(self, split: str) -> AgentFMBudget:
+        """An agent's budget for one evaluation on `split`: the per-task budget times its tasks, shared by them."""
+        return self.fm_budget.times(len(list(self.benchmark.tasks(split))))
+
+    def limits_of(self, repeat: int) -> Limits:
+        """The limits of an agent's `repeat`-th evaluation (`repeat_limits`)."""
+        return repeat_limits(self.limits, repeat)
 
 
 @dataclass(frozen=True)
@@ -133,26 +161,28 @@ async def _agent_session(
 
 
 async def evaluate_in_sandbox(
-    benchmark: Benchmark,
+    context: EvaluationContext,
     genome: Genome,
     sandbox: Sandbox,
     *,
     agent_id: int,
     iteration: int,
     split: str,
-    limits: Limits,
-    gateway: FMGateway | None,
-    fm_budget: AgentFMBudget,
+    repeat: int = 0,
 ) -> AgentResult:
-    """Evaluate one agent on `split` in a sandbox session of its own (search loop and `cambrian eval` alike).
+    """Evaluate one agent on `split` in a sandbox session of its own (search loop and `cambrian eval` alike), its
+    `repeat`-th time (task seeds of its own).
 
-    With a gateway the agent gets its own FM socket and budget for this evaluation, closed afterwards;
-    its calls are recorded under `agent_id`. SandboxError and GatewayError propagate (infrastructure faults).
-    Without a gateway the whole session, from opening to closing, is one hand-off to a thread.
+    With the context's gateway the agent gets its own FM socket and budget for this evaluation, closed
+    afterwards; its calls are recorded under `agent_id`. SandboxError and GatewayError propagate
+    (infrastructure faults). Without a gateway the whole session, from opening to closing, is one hand-off
+    to a thread.
     """
+    benchmark, gateway, limits = context.benchmark, context.gateway, context.limits_of(repeat)
     if gateway is None:
         return await asyncio.to_thread(_evaluate_in_new_session, benchmark, genome, sandbox, split=split, limits=limits)
-    async with _agent_session(sandbox, gateway, agent_id=agent_id, iteration=iteration, fm_budget=fm_budget) as (
+    budget = context.budget(split)
+    async with _agent_session(sandbox, gateway, agent_id=agent_id, iteration=iteration, fm_budget=budget) as (
         session,
         env,
         _,
@@ -163,25 +193,18 @@ async def evaluate_in_sandbox(
 
 
 async def run_self_modify(
-    benchmark: Benchmark,
-    parent: Genome,
-    task: Task,
-    sandbox: Sandbox,
-    *,
-    iteration: int,
-    limits: Limits,
-    gateway: FMGateway | None,
-    fm_budget: AgentFMBudget,
+    context: EvaluationContext, parent: Genome, task: Task, sandbox: Sandbox, *, iteration: int, fm_seed: int
 ) -> SelfModifyRun:
     """Run the parent agent's own entry point on `task` (its own source and an improvement instruction) in
-    the sandbox, with its FM socket, and return what it wrote. Its FM calls are recorded with purpose
-    "self_modify" and no agent id, for the loop to link to the child it becomes (by `iteration`).
-    SandboxError and GatewayError propagate (infrastructure faults).
+    the sandbox, with its FM socket (one task's budget, its calls' seeds derived from `fm_seed`), and return
+    what it wrote. Its FM calls are recorded with purpose "self_modify" and no agent id, for the loop to link
+    to the child it becomes (by `iteration`). SandboxError and GatewayError propagate (infrastructure faults).
     """
+    budget = dataclasses.replace(context.fm_budget, run_seed=fm_seed)
     async with _agent_session(
-        sandbox, gateway, agent_id=None, iteration=iteration, fm_budget=fm_budget, purpose="self_modify"
+        sandbox, context.gateway, agent_id=None, iteration=iteration, fm_budget=budget, purpose="self_modify"
     ) as (session, env, channel):
-        spec = parent_run_spec(benchmark, parent, task, limits)
+        spec = parent_run_spec(context.benchmark, parent, task, context.limits)
         spec = dataclasses.replace(spec, env={**spec.env, **env})
         result = await asyncio.to_thread(session.run, spec)
     return parent_run_outcome(result, spec.timeout_s, channel)

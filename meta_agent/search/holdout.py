@@ -36,7 +36,12 @@ from cambrian.meta_agent.config import RunConfig
 from cambrian.meta_agent.errors import CambrianError
 from cambrian.meta_agent.llm import ArchiveLedger, Ledger, LLMClient, MemoryLedger, close_http_sessions
 from cambrian.meta_agent.llm.gateway import FMGateway
-from cambrian.meta_agent.search.evaluation import AgentFMBudget, evaluate_in_sandbox, evaluation_row
+from cambrian.meta_agent.search.evaluation import (
+    AgentFMBudget,
+    EvaluationContext,
+    evaluate_in_sandbox,
+    evaluation_row,
+)
 from cambrian.meta_agent.search.session import (
     Reporter,
     build_benchmark,
@@ -471,10 +476,10 @@ def _evaluate(
     )
     if own_limits:
         limits = _without_folder_limits(limits, config, split)
+    # As in a search: per task, shared by the split's tasks (`EvaluationContext.budget`).
     per_task = AgentFMBudget(
         max_calls=config.evaluation.agent_fm_calls, max_tokens=config.evaluation.agent_fm_tokens, run_seed=config.seed
     )
-    budget = per_task.times(len(list(benchmark.tasks(split))))  # as in a search: per task, shared by the split
     reporter.info(f"evaluating {subject.label} on the {split} split of {benchmark.name}")
     with sandbox_with_socket_dir(config, reporter) as (sandbox, socket_dir):
         with _maybe_fm(config, benchmark, reporter, ledger) as llm:
@@ -483,16 +488,14 @@ def _evaluate(
                 mode = socket_folder_mode(sandbox)
                 gateway = FMGateway(llm, socket_dir=socket_dir, folder_mode=mode) if llm is not None else None
                 try:
+                    context = EvaluationContext(benchmark, limits, per_task, gateway)
                     return await evaluate_in_sandbox(
-                        benchmark,
+                        context,
                         subject.genome,
                         sandbox,
                         agent_id=subject.agent_id,
                         iteration=subject.iteration,
                         split=split,
-                        limits=limits,
-                        gateway=gateway,
-                        fm_budget=budget,
                     )
                 finally:
                     if gateway is not None:

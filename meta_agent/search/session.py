@@ -382,6 +382,12 @@ def _search_with_resources(
                 "no model server: nothing in this run calls an FM (its operators write code without "
                 "one, and its agents call none)"
             )
+        # No FM client (nothing in the run calls one): no gateway either. The loop closes it at its end.
+        gateway = (
+            FMGateway(agent_llm, socket_dir=socket_dir, folder_mode=socket_folder_mode(sandbox))
+            if config.evaluation.agent_fm and agent_llm
+            else None
+        )
         loop = SearchLoop.from_config(
             archive=archive,
             run=run,
@@ -392,18 +398,13 @@ def _search_with_resources(
             llm=llm,
             model_label=label,
             more_llms=more_llms,
+            gateway=gateway,
             on_event=reporter.event,
             embed_endpoint=embedding_endpoint(config),
         )
         done = archive.iterations_done(run.key)
         with reporter.progress(done, config.budget.iterations):
-            # No FM client (nothing in the run calls one): no gateway either.
-            gateway = (
-                FMGateway(agent_llm, socket_dir=socket_dir, folder_mode=socket_folder_mode(sandbox))
-                if config.evaluation.agent_fm and agent_llm
-                else None
-            )
-            return asyncio.run(_run_with_signals(loop, gateway, reporter.started))
+            return asyncio.run(_run_with_signals(loop, reporter.started))
 
 
 def _agent_llm(
@@ -576,10 +577,10 @@ INTERRUPTED = "interrupted (Ctrl-C)"  # the start of a run's stop reason when th
 
 
 async def _run_with_signals(
-    loop: SearchLoop, gateway: FMGateway | None, started: Callable[[Callable[[str], None]], None] | None = None
+    loop: SearchLoop, started: Callable[[Callable[[str], None]], None] | None = None
 ) -> LoopOutcome:
-    """Run the loop (with the agents' FM gateway when asked). First Ctrl-C: stop proposing and let running
-    evaluations finish. Second: kill those running, here or on the Ray nodes."""
+    """Run the loop, then close the agents' FM gateway it was given (if any). First Ctrl-C: stop proposing and
+    let running evaluations finish. Second: kill those running, here or on the Ray nodes."""
     event_loop = asyncio.get_running_loop()
     presses = 0
 
@@ -600,12 +601,11 @@ async def _run_with_signals(
             event_loop.call_soon_threadsafe(loop.request_stop, reason)
 
         started(stop)
-    loop.gateway = gateway
     try:
         return await loop.run_until_done()
     finally:
-        if gateway is not None:
-            await gateway.close()
+        if loop.gateway is not None:
+            await loop.gateway.close()
         await close_http_sessions()
         for sig in (signal.SIGINT, signal.SIGTERM):
             with contextlib.suppress(NotImplementedError, RuntimeError):

@@ -33,7 +33,7 @@ from cambrian.meta_agent.operators import (
     operator_names,
 )
 from cambrian.meta_agent.search import Proposer
-from cambrian.meta_agent.search.evaluation import AgentFMBudget
+from cambrian.meta_agent.search.evaluation import AgentFMBudget, EvaluationContext
 
 
 class Reverse(Operator):
@@ -60,14 +60,11 @@ def _proposal(operator: Operator, genome: Genome) -> Proposal:
     """What the search's Proposer makes of one `operator` proposal on `genome` (no FM, no sandbox)."""
     budget = AgentFMBudget(max_calls=0, max_tokens=0, run_seed=0)
     proposer = Proposer(
-        benchmark=object(),
+        context=EvaluationContext(object(), Limits(), budget),  # type: ignore[arg-type]  # no benchmark is asked
         operators={operator.name: operator},
         llms={},
-        executor=None,  # type: ignore[arg-type]  # neither is used without an FM or agent run
-        limits=Limits(),
+        executor=None,  # no agent run
         run_seed=0,
-        fm_budget=budget,
-        gateway=lambda: None,
     )
     context = PromptContext(contract="", benchmark="test", parent=ParentInfo(1, genome, 0.5, None))
     return asyncio.run(proposer.propose(operator.name, context, model="", iteration=1, attempt=0))

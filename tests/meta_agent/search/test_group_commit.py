@@ -135,7 +135,7 @@ def test_identical_children_proposed_at_once_are_stored_once_fake_fm(tmp_path: P
 
     async def both():
         proposal = Proposal(child)
-        return await asyncio.gather(loop.book.accept(proposal, origin), loop.book.accept(proposal, origin))
+        return await asyncio.gather(loop.accept(proposal, origin), loop.accept(proposal, origin))
 
     first, second = asyncio.run(both())
     assert first.done and second.done and first.child_id is not None and second.child_id is None
@@ -163,9 +163,7 @@ def test_near_identical_children_proposed_at_once_are_not_both_stored_fake_fm(tm
     second = Genome(files={"main.py": VALID.replace("0.999", "0.997")}, entry="main.py")
 
     async def both():
-        return await asyncio.gather(
-            loop.book.accept(Proposal(first), origin), loop.book.accept(Proposal(second), origin)
-        )
+        return await asyncio.gather(loop.accept(Proposal(first), origin), loop.accept(Proposal(second), origin))
 
     first_made, second_made = asyncio.run(both())
     assert first_made.done and first_made.child_id is not None and not second_made.done

@@ -37,7 +37,7 @@ def fenced(code: str) -> str:
 
 
 def make_loop(
-    tmp_path: Path, scripted: ScriptedFM, *, benchmark=None, store: str | None = None, **config
+    tmp_path: Path, scripted: ScriptedFM, *, benchmark=None, store: str | None = None, on_event=None, **config
 ) -> tuple[SearchLoop, Archive]:
     cfg = RunConfig.model_validate(
         {
@@ -61,6 +61,7 @@ def make_loop(
         sandbox=LocalSandbox(),
         llm=scripted,
         model_label="scripted",
+        on_event=on_event,
     )
     return loop, archive
 
@@ -203,19 +204,19 @@ def test_a_child_stored_while_a_slot_waits_is_stored_as_evaluating_fake_fm(tmp_p
     # max_pending 1: each child is proposed once the one before is scored, so both slots wait for it and it
     # is stored as evaluating (no separate mark); one evaluation attempt counted, as with the mark.
     fm = ScriptedFM([fenced(VALID.replace("0.999", f"0.99{i}")) for i in range(3)])
-    loop, archive = make_loop(
-        tmp_path,
-        fm,
-        budget={"iterations": 3},
-        search={"strategy": "greedy", "operators": {"rewrite": 1.0}, "max_pending": 1},
-    )
     stored_as = {}
 
     def on_event(event) -> None:
         if event.kind == "proposed":
             stored_as[event.agent_id] = archive.get_agent(event.agent_id).status
 
-    loop.on_event = on_event
+    loop, archive = make_loop(
+        tmp_path,
+        fm,
+        budget={"iterations": 3},
+        search={"strategy": "greedy", "operators": {"rewrite": 1.0}, "max_pending": 1},
+        on_event=on_event,
+    )
     assert asyncio.run(loop.run_until_done()).status == RunStatus.finished
     assert len(stored_as) == 3 and set(stored_as.values()) == {AgentStatus.evaluating}
     children = [a for a in archive.agents(1) if a.iteration > 0]
@@ -224,13 +225,13 @@ def test_a_child_stored_while_a_slot_waits_is_stored_as_evaluating_fake_fm(tmp_p
 
 def test_stop_request_leaves_a_resumable_run_fake_fm(tmp_path: Path, store_url: str) -> None:
     fm = ScriptedFM([fenced(VALID.replace("0.999", f"0.99{i}")) for i in range(9)])
-    loop, archive = make_loop(tmp_path, fm, budget={"iterations": 6}, store=store_url)  # SQLite and PostgreSQL
 
     def stop_after_two(event) -> None:
         if event.kind == "proposed" and event.iteration == 2:
             loop.request_stop("test stop")
 
-    loop.on_event = stop_after_two
+    # SQLite and PostgreSQL
+    loop, archive = make_loop(tmp_path, fm, budget={"iterations": 6}, store=store_url, on_event=stop_after_two)
     outcome = asyncio.run(loop.run_until_done())
     assert outcome.status == RunStatus.stopped and outcome.reason == "test stop"
     done = archive.iterations_done(1)
@@ -271,7 +272,7 @@ def test_a_second_ctrl_c_kills_the_running_evaluation_and_its_agent_stays_queued
     )
 
     async def press_twice():
-        search = asyncio.create_task(_run_with_signals(loop, None))
+        search = asyncio.create_task(_run_with_signals(loop))
         deadline = time.monotonic() + 60
         while not [a for a in archive.agents(1) if a.status == AgentStatus.evaluating]:
             assert time.monotonic() < deadline and not search.done(), "the seed's evaluation never started"
@@ -394,9 +395,14 @@ def test_a_repair_that_sends_the_failed_program_back_is_not_stored_fake_fm(tmp_p
     # Asked to fix its crash, the model answers with the same program: no new child (the call stays in the run's
     # FM ledger, which LLMClient writes; this scripted FM has none).
     fm = ScriptedFM([fenced(CRASH), fenced(CRASH)])
-    loop, archive = make_loop(tmp_path, fm, budget={"iterations": 1}, fm={"concurrency": 1, "repair_rounds": 1})
     events: list[str] = []
-    loop.on_event = lambda event: events.append(event.message)
+    loop, archive = make_loop(
+        tmp_path,
+        fm,
+        budget={"iterations": 1},
+        fm={"concurrency": 1, "repair_rounds": 1},
+        on_event=lambda event: events.append(event.message),
+    )
     asyncio.run(loop.run_until_done())
     children = [a for a in archive.agents(1) if a.iteration == 1]
     assert len(children) == 1 and children[0].status == AgentStatus.invalid and fm.calls == 2

@@ -34,8 +34,8 @@ from cambrian.meta_agent.search import SearchLoop
 from cambrian.meta_agent.search._executor import make_executor
 from cambrian.meta_agent.search._ray_executor import RayExecutor
 from cambrian.meta_agent.search._ray_slots import FreeSlots, NodeHandle, Slot
-from cambrian.meta_agent.search.evaluation import AgentFMBudget
-from cambrian.meta_agent.testing import ASKS_FM_AGENT, ScriptedFM, SleepBenchmark
+from cambrian.meta_agent.search.evaluation import AgentFMBudget, EvaluationContext
+from cambrian.meta_agent.testing import ScriptedFM, SleepBenchmark
 from cambrian.sandbox.base import SandboxError
 from cambrian.sandbox.local import LocalSandbox
 from tests.conftest import skip_without_docker
@@ -87,6 +87,21 @@ def ray_config(cluster: LocalRayCluster, tmp_path: Path, **sections: Any) -> Run
     )
 
 
+# Asks the FM twice per task; scores the share answered.
+ASKS_TWICE_AGENT = """import sys
+from _cambrian_llm import LLMBudgetExceeded, llm
+
+answered = 0
+for _ in range(2):
+    try:
+        print("fm said:", llm("hello from " + sys.argv[1], max_tokens=8))
+        answered += 1
+    except LLMBudgetExceeded:
+        pass
+print(f"score {answered / 2}")
+"""
+
+
 def connect(config: RunConfig) -> RayExecutor:
     executor = make_executor(config, None, warn=lambda message: None)  # the nodes' sandboxes; none here
     assert isinstance(executor, RayExecutor)
@@ -96,15 +111,11 @@ def connect(config: RunConfig) -> RayExecutor:
 def evaluate(executor: RayExecutor, benchmark: SleepBenchmark, genome: Genome, **options):
     async def run():
         try:
+            context = EvaluationContext(
+                benchmark, Limits(), options.pop("fm_budget", AgentFMBudget(0, 0, 0)), options.pop("gateway", None)
+            )
             return await executor.evaluate(
-                benchmark,
-                genome,
-                agent_id=options.pop("agent_id", 1),
-                iteration=1,
-                split="search",
-                limits=Limits(),
-                fm_budget=options.pop("fm_budget", AgentFMBudget(0, 0, 0)),
-                gateway=options.pop("gateway", None),
+                context, genome, agent_id=options.pop("agent_id", 1), iteration=1, split="search"
             )
         finally:
             await executor.finish()
@@ -124,14 +135,11 @@ def evaluate_at_once(executor: RayExecutor, benchmark: SleepBenchmark, genomes: 
             results = await asyncio.gather(
                 *(
                     executor.evaluate(
-                        benchmark,
+                        EvaluationContext(benchmark, Limits(), AgentFMBudget(0, 0, 0)),
                         genome,
                         agent_id=agent_id,
                         iteration=1,
                         split="search",
-                        limits=Limits(),
-                        fm_budget=AgentFMBudget(0, 0, 0),
-                        gateway=None,
                     )
                     for agent_id, genome in genomes.items()
                 )
@@ -278,15 +286,16 @@ def test_agents_on_the_nodes_reach_the_fm_under_one_central_budget_fake_fm(
         result = evaluate(
             executor,
             SleepBenchmark(tasks=4),
-            Genome(files={"agent.py": ASKS_FM_AGENT}, entry="agent.py"),
+            Genome(files={"agent.py": ASKS_TWICE_AGENT}, entry="agent.py"),
             agent_id=5,
             gateway=gateway,
-            fm_budget=AgentFMBudget(max_calls=2, max_tokens=10_000, run_seed=0),
+            fm_budget=AgentFMBudget(max_calls=1, max_tokens=10_000, run_seed=0),  # per task: 4 for the evaluation
         )
-        # Four tasks on two nodes, one budget of two calls for the agent: two answered, two refused.
-        assert sorted(t.score for t in result.task_results) == [0.5, 0.5, 1.0, 1.0]
-        assert sum("fm said: hi there" in t.stdout_tail for t in result.task_results) == 2
-        assert fm.calls == 2 and len(executor.tasks_by_node) == 2
+        # Four tasks on two nodes, each asking twice, one budget of four calls for the agent: four answered,
+        # four refused, however the tasks share them.
+        assert sum(t.stdout_tail.count("fm said: hi there") for t in result.task_results) == 4
+        assert sum(t.score for t in result.task_results) == 2.0
+        assert fm.calls == 4 and len(executor.tasks_by_node) == 2
         assert gateway.channel(5) is None  # the evaluation's channel (and its token) ended with it
     finally:
         asyncio.run(gateway.close())
@@ -523,15 +532,9 @@ def test_a_parent_writing_its_child_runs_on_a_node_and_calls_the_fm_through_its_
 
         async def write_child():
             try:
-                return await executor.run_parent(
-                    benchmark,
-                    parent,
-                    benchmark.self_modify_task("improve yourself"),
-                    iteration=7,
-                    limits=Limits(),
-                    gateway=gateway,
-                    fm_budget=AgentFMBudget(max_calls=2, max_tokens=10_000, run_seed=0),
-                )
+                context = EvaluationContext(benchmark, Limits(), AgentFMBudget(2, 10_000, 0), gateway)
+                task = benchmark.self_modify_task("improve yourself")
+                return await executor.run_parent(context, parent, task, iteration=7, fm_seed=0)
             finally:
                 await executor.finish()
                 await gateway.close()
@@ -556,14 +559,13 @@ def test_a_second_ctrl_c_kills_the_runs_on_the_nodes_as_infrastructure_faults(
     async def run_and_kill():
         evaluation = asyncio.ensure_future(
             executor.evaluate(
-                SleepBenchmark(tasks=4, seconds=60.0, timeout_s=120.0),
+                EvaluationContext(
+                    SleepBenchmark(tasks=4, seconds=60.0, timeout_s=120.0), Limits(), AgentFMBudget(0, 0, 0)
+                ),
                 sleeper(1.0),
                 agent_id=1,
                 iteration=1,
                 split="search",
-                limits=Limits(),
-                fm_budget=AgentFMBudget(0, 0, 0),
-                gateway=None,
             )
         )
         try:
