@@ -82,7 +82,7 @@ def open_engine(url: str, *, readonly: bool) -> tuple[Engine, str, bool]:
     return engine, where, sqlite
 
 
-#: Where a PostgreSQL write transaction leaves its `CommitCheck` (connection.info): what `Archive` asks
+#: Where a PostgreSQL write transaction leaves its `CommitCheck` (connection.info): what `Database` asks
 #: the server about when the connection breaks during COMMIT (archive/_retry.py).
 COMMIT_KEY = "cambrian_commit"
 #: Where a connection keeps the token of its last write transaction's mark, deleted by its next one.
@@ -105,7 +105,7 @@ def _configure_postgresql(engine: Engine) -> None:
     schema transaction (execution option cambrian_write="schema") begins with BEGIN alone: the commitmark
     table may not exist yet.
 
-    The archive's own read transactions (cambrian_write=False, set by `Archive._transaction`) send no BEGIN,
+    The archive's own read transactions (cambrian_write=False, set by `Database.transaction`) send no BEGIN,
     so no COMMIT either: each statement runs as its own transaction and sees what it would see inside one
     under PostgreSQL's default READ COMMITTED (each statement its own snapshot), and a read costs two round
     trips less (the parent's context read of every candidate among them). Any other connection of the

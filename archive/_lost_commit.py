@@ -2,8 +2,8 @@
 
 Every write transaction on PostgreSQL begins by inserting a mark of its own (a random token) and reading its
 transaction id (archive/_engine.py leaves both in a `CommitCheck`). When the connection breaks during
-COMMIT, `committed` asks the server on a fresh connection; `Archive` then returns as if nothing happened
-(committed) or runs the call again (archive/_retry.py). `forget_old_marks` deletes the marks that killed
+COMMIT, `committed` asks the server on a fresh connection; `Database` then returns as if nothing happened
+(committed) or runs the unit of work again (archive/_retry.py). `forget_old_marks` deletes the marks that killed
 processes left behind.
 """
 

@@ -14,6 +14,7 @@ works the same.
 Only plain statements qualify, which `Prepared` checks when it first compiles (a TypeError otherwise): no
 expanding IN lists or other post-compile parameters, and no column defaults left to fill (an INSERT names
 every column in `columns`, and every call gives every value: a missing one is a KeyError naming it).
+`InsertIgnore` is the INSERT of a whole row that skips a row whose key is stored already, in each dialect's words.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from sqlalchemy import Connection
+from sqlalchemy import Connection, insert, select
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Dialect
 from sqlalchemy.exc import DBAPIError
 
@@ -156,3 +158,28 @@ class Prepared:
         )
         self._forms[dialect.name] = form
         return form
+
+
+class InsertIgnore:
+    """INSERT of a whole row (every column of `table`) that skips a row whose primary key is stored already:
+    ON CONFLICT DO NOTHING on SQLite and PostgreSQL, look-then-insert elsewhere (race-free only inside a
+    transaction that holds the write lock)."""
+
+    def __init__(self, table: Any) -> None:
+        self.table = table
+        columns = [column.name for column in table.c]
+        self._by_dialect = {
+            "sqlite": Prepared(sqlite.insert(table).on_conflict_do_nothing(), columns=columns),
+            "postgresql": Prepared(postgresql.insert(table).on_conflict_do_nothing(), columns=columns),
+        }
+
+    def run(self, connection: Connection, row: Mapping[str, Any]) -> bool:
+        """Insert `row` unless its primary key is stored; True if it was inserted."""
+        statement = self._by_dialect.get(connection.dialect.name)
+        if statement is not None:
+            return statement.run(connection, row).rowcount == 1
+        key = self.table.primary_key.columns
+        if connection.execute(select(*key).where(*(column == row[column.name] for column in key))).first() is not None:
+            return False
+        connection.execute(insert(self.table), row)
+        return True

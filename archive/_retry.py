@@ -1,25 +1,27 @@
-"""Riding out a database server that goes away: reconnect and run the archive's call again, losing nothing.
+"""Riding out a database server that goes away: reconnect and run the archive's unit of work again, losing nothing.
 
-A PostgreSQL server that restarts (or a network that drops) breaks every open connection. Each public
-method of `Archive` is one unit of work of one or a few transactions, so the unit of retry is the
-method: on a disconnect it waits with backoff (0.1 s doubling to 5 s) until the server answers,
-reconnects and calls the method again, up to a deadline (`Archive(reconnect_s=...)`, 5 minutes by
-default), logging one warning per outage and one line when it is over. The search loop, which calls
-the archive, simply waits meanwhile. SQLite has no server: its errors are raised at once.
+A PostgreSQL server that restarts (or a network that drops) breaks every open connection. The archive's work
+comes in units of one or a few transactions, each run explicitly through `Database.run` (archive/_database.py;
+a public method of `Archive` runs one, `write_batch` one or more), so the unit of retry is the unit of work: on
+a disconnect the `Reconnector` waits with backoff (0.1 s doubling to 5 s) until the server answers, reconnects
+and calls the unit again, up to a deadline (`Archive(reconnect_s=...)`, 5 minutes by default), logging one
+warning per outage and one line when it is over. The search loop, which calls the archive, simply waits
+meanwhile. SQLite has no server: its errors are raised at once.
 
 Why calling again cannot lose or double a write:
 - A disconnect before COMMIT leaves nothing behind: the server rolls back an open transaction whose
-  connection is gone. Running the method again is the first time its write happens.
+  connection is gone. Running the unit again is the first time its write happens.
 - A disconnect *during* COMMIT is the one ambiguous case: the server may have committed before the
   answer was lost (with a crash right after the commit record reached the WAL, it has). Running the
-  method again would then insert a second agent or ledger row, or trip a status guard
+  unit again would then insert a second agent or ledger row, or trip a status guard
   (`finish_evaluation` after evaluating -> evaluated already committed). So on PostgreSQL every write
   transaction inserts a mark of its own (a random token in the commitmark table) and reads its
   transaction id, both at BEGIN in the same round trip, and a COMMIT that fails on a disconnect is
   resolved by asking the server, once it answers again: while `txid_status(xid)` says the id is in
-  progress it waits; then the mark decides: there means the method's work is done and its result
-  (computed inside the transaction) is returned as is; absent means nothing happened and the method runs
-  again. (`Archive._transaction`, `_write` and `_committed`.) The id alone would not do: a server that
+  progress it waits; then the mark decides: there means the unit's work is done and its result
+  (computed inside the transaction) is returned as is; absent means nothing happened and the unit runs
+  again. (`Database.transaction` and `write_session`, and `_lost_commit.committed`.) So a unit writes in
+  one transaction at most, after its reads. The id alone would not do: a server that
   crashed may hand an id it never wrote to its WAL to a new transaction, and if another process commits
   that one before the check, a lost write would read as committed; the mark cannot be another's.
   Measured by tests/archive/test_archive_faults.py, which restarts and crash-restarts the server under a
@@ -32,7 +34,6 @@ Why calling again cannot lose or double a write:
 
 from __future__ import annotations
 
-import functools
 import logging
 import threading
 import time
@@ -69,10 +70,10 @@ def is_disconnect(error: BaseException) -> bool:
 
 
 class Reconnector:
-    """Runs an archive's calls, calling one again after a disconnect until `deadline_s` has passed.
+    """Runs an archive's units of work, calling one again after a disconnect until `deadline_s` has passed.
 
-    Calls nested in a call (a method that uses another) run straight through: the outermost one
-    is retried as a whole. enabled=False (SQLite) runs every call straight through.
+    A unit called inside a unit runs straight through: the outermost one is retried as a whole (its
+    transaction died with the connection). enabled=False (SQLite) runs every unit straight through.
     """
 
     def __init__(self, *, where: str, deadline_s: float = RECONNECT_S, enabled: bool = True) -> None:
@@ -153,23 +154,3 @@ def corrupt(error: BaseException, where: str) -> ArchiveCorrupt | None:
 def first_line(error: BaseException) -> str:
     text = str(getattr(error, "orig", None) or error).strip()
     return text.splitlines()[0] if text else type(error).__name__
-
-
-def retry_public_methods(cls: type, *, reconnector: str, skip: frozenset[str]) -> None:
-    """Wrap every public method of `cls` (its own and its bases') so it runs through the instance's
-    Reconnector (the attribute named `reconnector`); names in `skip`, properties and class methods stay as they are."""
-    for name in dir(cls):
-        if name.startswith("_") or name in skip:
-            continue
-        raw = next((vars(base)[name] for base in cls.__mro__ if name in vars(base)), None)
-        if not callable(raw) or isinstance(raw, (staticmethod, classmethod, property)):
-            continue
-        setattr(cls, name, _through(raw, reconnector))
-
-
-def _through(method: Callable[..., T], reconnector: str) -> Callable[..., T]:
-    @functools.wraps(method)
-    def call(self: Any, *args: Any, **kwargs: Any) -> T:
-        return getattr(self, reconnector).call(method, self, *args, **kwargs)
-
-    return call

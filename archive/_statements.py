@@ -4,8 +4,9 @@ changed nothing.
 Built once at import, each a `Prepared` (archive/_prepared.py: compiled once per dialect, run on the
 DBAPI cursor): the agent lifecycle's guarded UPDATEs (the status guard inside the statement
 is the transition check, so nothing can change a status between a check and the write), the
-guarded agent INSERT (run and parents checked in the same statement), and the lookups the hot path
-repeats. When a guarded statement changes no row, `explain_refused_*` reads why, for the error.
+guarded agent INSERT (run and parents checked in the same statement), the genome's, the attribution of
+an iteration's FM calls to its agent, and the lookups the hot path repeats. When a guarded statement
+changes no row, `explain_refused_*` reads why, for the error.
 """
 
 from __future__ import annotations
@@ -17,9 +18,9 @@ from typing import Any
 from sqlalchemy import Connection, bindparam, delete, func, insert, or_, update
 from sqlalchemy import select as core_select
 
-from cambrian.archive._prepared import Prepared
+from cambrian.archive._prepared import InsertIgnore, Prepared
 from cambrian.archive.errors import AgentNotFound, ArchiveError, InvalidTransition, RunNotFound
-from cambrian.archive.models import Agent, AgentDescriptor, AgentStatus, Evaluation, Genome, GenomeFile, Run
+from cambrian.archive.models import Agent, AgentDescriptor, AgentStatus, Evaluation, Genome, GenomeFile, LLMCall, Run
 
 #: Allowed agent status changes; anything else raises InvalidTransition.
 TRANSITIONS: Mapping[AgentStatus, frozenset[AgentStatus]] = MappingProxyType(
@@ -44,6 +45,7 @@ _DESCRIPTOR = AgentDescriptor.__table__  # type: ignore[attr-defined]  # as abov
 _GENOME = Genome.__table__  # type: ignore[attr-defined]  # as above
 _GENOME_FILE = GenomeFile.__table__  # type: ignore[attr-defined]  # as above
 _RUN = Run.__table__  # type: ignore[attr-defined]  # as above
+_CALL = LLMCall.__table__  # type: ignore[attr-defined]  # as above
 _AGENT_VALUE_COLUMNS = tuple(column.name for column in _AGENT.c if column.name != "id")
 _EVALUATION_VALUE_COLUMNS = tuple(column.name for column in _EVALUATION.c if column.name not in ("id", "agent_id"))
 
@@ -97,6 +99,7 @@ _DELETE_HOLDOUT_EVALUATIONS = Prepared(
 )
 _DELETE_DESCRIPTORS = Prepared(delete(_DESCRIPTOR).where(_DESCRIPTOR.c.agent_id == bindparam("agent_id")))
 _INSERT_EVALUATION = Prepared(insert(_EVALUATION), columns=("agent_id", *_EVALUATION_VALUE_COLUMNS))
+_INSERT_GENOME = InsertIgnore(_GENOME)
 _INSERT_GENOME_FILE = Prepared(insert(_GENOME_FILE), columns=[column.name for column in _GENOME_FILE.c])
 _INSERT_DESCRIPTOR = Prepared(insert(_DESCRIPTOR), columns=[column.name for column in _DESCRIPTOR.c])
 
@@ -136,12 +139,29 @@ _RECENT_INVALID_CHILDREN = Prepared(
     .order_by(_AGENT.c.id.desc())
     .limit(bindparam("n"))
 )
+# The FM calls of an iteration, made before its agent existed, attributed to the agent.
+_LINK_CALLS = Prepared(
+    update(_CALL)
+    .where(
+        # Names apart from the columns': an UPDATE reserves those for its SET clause.
+        _CALL.c.run_id == bindparam("b_run_id"),
+        _CALL.c.iteration == bindparam("b_iteration"),
+        _CALL.c.agent_id.is_(None),
+    )
+    .values(agent_id=bindparam("b_agent_id"))
+)
 _SELECT_GENOME = Prepared(
     core_select(_GENOME.c.entry, _GENOME_FILE.c.path, _GENOME_FILE.c.text)
     .select_from(_GENOME.outerjoin(_GENOME_FILE, _GENOME_FILE.c.genome_hash == _GENOME.c.hash))
     .where(_GENOME.c.hash == bindparam("hash"))
     .order_by(_GENOME_FILE.c.path)
 )
+
+
+def link_llm_calls(connection: Connection, run_id: int, *, iteration: int, agent_id: int) -> int:
+    """Attribute the run's unattributed FM calls of `iteration` to `agent_id`; returns how many."""
+    params = {"b_run_id": run_id, "b_iteration": iteration, "b_agent_id": agent_id}
+    return int(_LINK_CALLS.run(connection, params).rowcount)
 
 
 def no_agent(agent_id: int) -> AgentNotFound:

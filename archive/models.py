@@ -2,19 +2,39 @@
 
 Every column a researcher filters or sorts on is a real column (no JSON blobs
 standing in for columns); the only JSON text is the frozen run config and the
-messages of an FM request, each read whole.
+messages of an FM request, each read whole. `detached` makes a model instance of a row read or written
+on SQLAlchemy Core, as a closed ORM session would have left it.
 """
 
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
 from datetime import datetime, timezone
+from typing import Any, TypeVar
 
+from sqlalchemy import RowMapping
+from sqlalchemy.orm import class_mapper, make_transient_to_detached
 from sqlmodel import Field, SQLModel
+
+ModelT = TypeVar("ModelT", bound=SQLModel)
 
 
 def utcnow() -> datetime:
     return datetime.now(timezone.utc)
+
+
+def detached(model: type[ModelT], values: Mapping[str, Any] | RowMapping) -> ModelT:
+    """A detached `model` instance holding `values` (every column, primary key included).
+
+    Built like the ORM loads rows (no pydantic validation: the values come from the
+    database or from a row just written), so it costs microseconds, and behaves like an
+    object from a closed session: attributes read and set freely, nothing lazy-loads.
+    """
+    instance = class_mapper(model).class_manager.new_instance()
+    instance.__dict__.update(values)
+    make_transient_to_detached(instance)
+    return instance
 
 
 def _stored_id(row_id: int | None, what: str) -> int:
@@ -220,7 +240,7 @@ class CommitMark(SQLModel, table=True):
     """A PostgreSQL write transaction's own mark, inserted inside it with a random token: when the answer to
     its COMMIT is lost, the mark's presence says whether it committed (archive/_retry.py), which a
     transaction id cannot after a server crash (the id may be handed out again). A connection's next write
-    transaction deletes its previous mark; marks left by killed processes go after a day (`Archive` on
+    transaction deletes its previous mark; marks left by killed processes go after a day (a writable
     open). SQLite archives have the table and never write it. Schema version 4.
     """
 

@@ -1,89 +1,54 @@
 """`Archive`: the lineage store over any SQLAlchemy URL (SQLite in WAL mode by default).
 
-Every state change is one transaction, so a kill at any instant loses only what was not
-yet committed and never leaves half a change; `write_batch` (`_batch`) commits several
-lifecycle changes in one, each still whole. Returned rows are detached copies: read their
-attributes freely after the call.
+Every state change is one transaction, so a kill at any instant loses only what was not yet committed
+and never leaves half a change; `write_batch` commits several lifecycle changes in one, each still
+whole. Returned rows are detached copies: read their attributes freely after the call.
 
-The per-candidate path (add_agent, mark_evaluating, finish_evaluation, get_agent, agent_context,
-the FM ledger) runs prebuilt SQLAlchemy Core statements (`_statements`), compiled once per dialect
-and run on the DBAPI cursor of the archive's own connection (`_prepared`): the ORM's session and
-unit of work, and even Core's per-call execution machinery, cost several times what SQLite does,
-and the loop pays them for every candidate. The rest lives beside this module, one idea each:
-opening the database (`_engine`), the read queries over lineage and results (`_queries`,
-ORM for readability), the FM ledger (`ledger`), genome hashing (`genomes`).
+`Archive` is a face over collaborators, one idea each, that all work through one `Database`
+(`_database`: the engine, the kept connection, transactions and sessions, the retry policy):
+`Lifecycle` (`_lifecycle`: runs, genomes, and the agent lifecycle's writes, which are typed commands:
+`commands`), `Queries` (`_queries`: agents, genomes, lineage, results, the numpy view) and `Ledger`
+(`ledger`: the FM calls and the response cache). Each public method that reads or writes is one unit of
+work of a collaborator, run through the retry policy where it is written (`self._db.run(...)`), save
+`write_batch`, whose batch and, after a rollback, each command run as units of their own
+(`Lifecycle.write_batch`). On PostgreSQL a unit rides out a server restart: archive/_retry.py says how,
+and why a repeated unit can neither lose nor double a write.
 
-Opening runs no DDL unless the schema is missing or older than this code: archive/schema.py
-creates or upgrades it in one guarded transaction (Alembic revisions, archive/migrations). On
-PostgreSQL every public method rides out a server restart: archive/_retry.py says how, and why a
-repeated call can neither lose nor double a write. `readonly=True` opens for browsing an
-archive a search may be writing: no DDL, no write lock, no write at all.
+The per-candidate path (the lifecycle commands, get_agent, agent_context, the FM ledger) runs prebuilt
+SQLAlchemy Core statements (`_statements`), compiled once per dialect and run on the DBAPI cursor of the
+archive's own connection (`_prepared`): the ORM's session and unit of work, and even Core's per-call
+execution machinery, cost several times what SQLite does, and the loop pays them for every candidate.
+
+Opening runs no DDL unless the schema is missing or older than this code: archive/schema.py creates or
+upgrades it in one guarded transaction (Alembic revisions, archive/migrations). `readonly=True` opens for
+browsing an archive a search may be writing: no DDL, no write lock, no write at all.
 """
 
 from __future__ import annotations
 
-import math
-import threading
-from collections.abc import Callable, Container, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Container, Iterable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any, NamedTuple
 
-from sqlalchemy import Connection, Engine
-from sqlalchemy.exc import DBAPIError, IntegrityError
-from sqlmodel import Session, col, delete, select
+from sqlalchemy import Engine
 
-from cambrian.archive._batch import BatchMixin
-from cambrian.archive._engine import BUSY_TIMEOUT_S, COMMIT_KEY, CommitCheck, open_engine, unreachable
-from cambrian.archive._lost_commit import committed, forget_old_marks
-from cambrian.archive._queries import QueriesMixin
-from cambrian.archive._retry import RECONNECT_S, Reconnector, corrupt, is_disconnect, retry_public_methods
-from cambrian.archive._statements import (
-    _DELETE_DESCRIPTORS,
-    _DELETE_HOLDOUT_EVALUATIONS,
-    _DELETE_STALE_EVALUATIONS,
-    _EVALUATION_VALUE_COLUMNS,
-    _FIND_GENOME,
-    _FINISH,
-    _FINISHED_STATUSES,
-    _GENOME,
-    _INSERT_AGENT,
-    _INSERT_DESCRIPTOR,
-    _INSERT_EVALUATION,
-    _INSERT_GENOME_FILE,
-    _MARK_EVALUATING,
-    _MARK_FAILED,
-    _NEW_AGENT_STATUSES,
-    _RECENT_INVALID_CHILDREN,
-    _SELECT_AGENT,
-    _SELECT_GENOME,
-    _SET_HOLDOUT,
-    TRANSITIONS,
-    explain_refused_agent,
-    explain_refused_transition,
-    no_agent,
-)
-from cambrian.archive.errors import (
-    ArchiveReadOnly,
-    GenomeNotFound,
-    InvalidGenome,
-    InvalidTransition,
-    RunExists,
-    RunNotFound,
+from cambrian.archive._database import Database
+from cambrian.archive._lifecycle import Lifecycle
+from cambrian.archive._queries import AgentContext, Queries
+from cambrian.archive._retry import RECONNECT_S
+from cambrian.archive._statements import TRANSITIONS
+from cambrian.archive.commands import (
+    AddAgent,
+    FinishEvaluation,
+    LifecycleCommand,
+    MarkEvaluating,
+    MarkFailed,
+    SetHoldoutScore,
 )
 from cambrian.archive.genomes import check_genome_paths, genome_hash
-from cambrian.archive.ledger import (
-    CostSummary,
-    LedgerMixin,
-    ModelCost,
-    detached,
-    insert_ignore,
-    insert_ignore_statement,
-)
+from cambrian.archive.ledger import CostSummary, Ledger, ModelCost
 from cambrian.archive.models import (
     Agent,
-    AgentDescriptor,
     AgentStatus,
     Evaluation,
     GreedyAnswer,
@@ -92,14 +57,14 @@ from cambrian.archive.models import (
     LLMResponse,
     Run,
     RunStatus,
-    utcnow,
 )
-from cambrian.archive.schema import SchemaReport, open_schema
+from cambrian.archive.schema import SchemaReport
+from cambrian.archive.view import ArchiveView
 
-__all__ = ["TRANSITIONS", "Archive", "CostSummary", "ModelCost", "check_genome_paths", "genome_hash"]
+__all__ = ["TRANSITIONS", "AgentContext", "Archive", "CostSummary", "ModelCost", "check_genome_paths", "genome_hash"]
 
 
-class Archive(BatchMixin, LedgerMixin, QueriesMixin):
+class Archive:
     """The lineage store of runs, agents, genomes, evaluations and the FM ledger."""
 
     def __init__(self, url: str, *, readonly: bool = False, reconnect_s: float = RECONNECT_S) -> None:
@@ -116,44 +81,11 @@ class Archive(BatchMixin, LedgerMixin, QueriesMixin):
         open, a call that meets a disconnect reconnects and runs again for up to `reconnect_s` seconds.
         """
         self.url = url
-        self._readonly = readonly
-        self._engine, self._where, self._sqlite = open_engine(url, readonly=readonly)
-        self._postgresql = self._engine.dialect.name == "postgresql"
-        self._reconnector = Reconnector(where=self._where, deadline_s=reconnect_s, enabled=not self._sqlite)
-        # Write sessions take the SQLite write lock up front (BEGIN IMMEDIATE), so a
-        # read-check-write such as a status transition cannot interleave with another process.
-        self._write_engine = self._engine.execution_options(cambrian_write=True)
-        dialect = self._engine.dialect.name
-        self._insert_genome = insert_ignore_statement(_GENOME, dialect)
-        self._insert_response = insert_ignore_statement(LLMResponse.__table__, dialect)  # type: ignore[attr-defined]  # SQLModel sets __table__ at runtime
-        self._insert_request = insert_ignore_statement(LLMRequest.__table__, dialect)  # type: ignore[attr-defined]  # as above
-        self._insert_greedy = insert_ignore_statement(GreedyAnswer.__table__, dialect)  # type: ignore[attr-defined]  # as above
-        # The Core path's own connection, kept open (a pool checkout per call costs as much
-        # as the statement). The lock lets any thread use it, one transaction at a time.
-        self._connection: Connection | None = None
-        self._connection_lock = threading.RLock()
-        self._joined = None
-        try:
-            self.schema: SchemaReport = open_schema(
-                self._transaction, readonly=readonly, where=self._where, wait_for_creator_s=BUSY_TIMEOUT_S
-            )
-        except DBAPIError as error:
-            self.close()
-            if self._sqlite:
-                damaged = corrupt(error, self._where)
-                if damaged is None:
-                    raise
-                raise damaged from None
-            raise unreachable(error, self._where) from None
-        except BaseException:
-            self.close()
-            raise
-        if self._postgresql and not readonly:
-            try:
-                self._reconnector.call(forget_old_marks, self._transaction)
-            except BaseException:
-                self.close()
-                raise
+        self._db = Database(url, readonly=readonly, reconnect_s=reconnect_s)
+        self.schema: SchemaReport = self._db.schema
+        self._lifecycle = Lifecycle(self._db)
+        self._queries = Queries(self._db)
+        self._ledger = Ledger(self._db)
 
     @classmethod
     def at(cls, path: Path, *, readonly: bool = False) -> Archive:
@@ -163,20 +95,16 @@ class Archive(BatchMixin, LedgerMixin, QueriesMixin):
     @property
     def readonly(self) -> bool:
         """True when opened with readonly=True: every write raises ArchiveReadOnly."""
-        return self._readonly
+        return self._db.readonly
 
     @property
     def engine(self) -> Engine:
         """The SQLAlchemy engine, for bulk tools (benchmarks, migrations); everything else uses the methods."""
-        return self._engine
+        return self._db.engine
 
     def close(self) -> None:
         """Close every connection (a later call would open new ones)."""
-        with self._connection_lock:
-            if self._connection is not None:
-                self._connection.close()
-                self._connection = None
-        self._engine.dispose()
+        self._db.close()
 
     def __enter__(self) -> Archive:
         return self
@@ -187,192 +115,47 @@ class Archive(BatchMixin, LedgerMixin, QueriesMixin):
         self.close()
 
     def __repr__(self) -> str:
-        return f"Archive({self._engine.url.render_as_string(hide_password=True)!r})"
-
-    @contextmanager
-    def _transaction(self, *, write: bool, schema: bool = False) -> Iterator[Connection]:
-        """One Core transaction on the archive's connection: commits on success, rolls back on any exception.
-
-        `write=True` begins with the write lock taken (BEGIN IMMEDIATE on SQLite). `schema=True` (with
-        write): the schema step's transaction, which leaves no commit mark on PostgreSQL. Not
-        re-entrant: a method inside a transaction must not call another that opens one; only
-        `write_batch` runs calls inside its own, which they join.
-        """
-        if write and self._readonly:
-            raise self._refuse_write()
-        joined = self._joined
-        if joined is not None and joined[0] == threading.get_ident():
-            yield joined[1]  # inside write_batch: this call's statements join the batch's transaction
-            return
-        with self._connection_lock:
-            connection = self._connection
-            if connection is None or connection.closed or connection.invalidated:
-                connection = self._connection = self._engine.connect()
-            connection.execution_options(cambrian_write="schema" if write and schema else write)
-            if not (write and self._postgresql):
-                with connection.begin():
-                    yield connection
-                return
-            transaction = connection.begin()
-            try:
-                yield connection
-            except BaseException:
-                if transaction.is_active:
-                    transaction.rollback()
-                raise
-            self._commit(transaction.commit, connection.info.pop(COMMIT_KEY, None))
-
-    def _commit(self, commit: Callable[[], None], check: CommitCheck | None) -> None:
-        """Commit; when the connection breaks during COMMIT, find out from the server whether it committed.
-
-        Committed: return as if nothing happened (the caller's result stands). Not committed: raise the
-        disconnect, so the call runs again (archive/_retry.py).
-        """
-        try:
-            commit()
-        except DBAPIError as error:
-            if check is None or not is_disconnect(error):
-                raise
-            if not committed(
-                self._engine, check, deadline_s=self._reconnector.deadline_s, gave_up=self._reconnector.gave_up
-            ):
-                raise
-
-    @contextmanager
-    def _read(self) -> Iterator[Session]:
-        with Session(self._engine, expire_on_commit=False) as session:
-            yield session
-
-    @contextmanager
-    def _write(self) -> Iterator[Session]:
-        """One ORM transaction: commits on success, rolls everything back on any exception."""
-        if self._readonly:
-            raise self._refuse_write()
-        with Session(self._write_engine, expire_on_commit=False) as session:
-            if not self._postgresql:
-                with session.begin():
-                    yield session
-                return
-            session.begin()
-            try:
-                yield session
-                check = session.connection().info.pop(COMMIT_KEY, None)
-            except BaseException:
-                session.rollback()
-                raise
-            self._commit(session.commit, check)
-
-    def _refuse_write(self) -> ArchiveReadOnly:
-        return ArchiveReadOnly(
-            f"the archive {self._where} is open read-only: it stores and changes nothing",
-            fix="open it without readonly=True (in the CLI only `run`, `resume`, `eval` and `db upgrade` write)",
-        )
+        return f"Archive({self._db.engine.url.render_as_string(hide_password=True)!r})"
 
     # ----- runs -----
 
     def create_run(self, *, name: str, benchmark: str, seed: int, config_json: str, cambrian_version: str = "") -> Run:
         """Store a new run (status running). RunExists if `name` is taken."""
-        with self._write() as session:
-            if session.exec(select(Run.id).where(Run.name == name)).first() is not None:
-                raise RunExists(
-                    f"a run named {name!r} already exists",
-                    fix=f"continue it with `cambrian resume {name}`, or pick another --name",
-                )
-            run = Run(
-                name=name, benchmark=benchmark, seed=seed, config_json=config_json, cambrian_version=cambrian_version
-            )
-            session.add(run)
-            try:
-                session.flush()
-            except IntegrityError:  # another process stored the name since our check (no lock up front here)
-                raise RunExists(
-                    f"a run named {name!r} already exists",
-                    fix=f"continue it with `cambrian resume {name}`, or pick another --name",
-                ) from None
-        return run
+        return self._db.run(self._lifecycle.create_run, name, benchmark, seed, config_json, cambrian_version)
 
     def get_run(self, name_or_id: str | int) -> Run:
         """The run with this name, or else with this numeric id. RunNotFound otherwise."""
-        with self._read() as session:
-            run = session.exec(select(Run).where(Run.name == str(name_or_id))).first()
-            if run is None and str(name_or_id).isdigit():
-                run = session.get(Run, int(name_or_id))
-        if run is None:
-            with self._read() as session:
-                held = list(session.exec(select(Run.name).order_by(col(Run.id)).limit(6)))
-            names = ", ".join(held[:5]) + (", ..." if len(held) > 5 else "")
-            raise RunNotFound(
-                f"no run named {name_or_id!r} in {self._where}"
-                + (f" (it holds {names}: was its folder renamed?)" if held else " (it holds no run)"),
-                fix="list the stored runs with `cambrian runs`",
-            )
-        return run
+        return self._db.run(self._lifecycle.get_run, name_or_id)
 
     def list_runs(self) -> list[Run]:
         """Every run, oldest first."""
-        with self._read() as session:
-            return list(session.exec(select(Run).order_by(col(Run.id))))
+        return self._db.run(self._lifecycle.list_runs)
 
     def set_run_status(self, run_id: int, status: RunStatus, error: str | None = None) -> Run:
         """Set a run's status (and error text, None to clear it)."""
-        with self._write() as session:
-            run = session.get(Run, run_id)
-            if run is None:
-                raise RunNotFound(f"no run with id {run_id}", fix="list the stored runs with `cambrian runs`")
-            run.status, run.error, run.updated_at = RunStatus(status), error, utcnow()
-            session.add(run)
-        return run
+        return self._db.run(self._lifecycle.set_run_status, run_id, status, error)
 
     def delete_run(self, run_id: int) -> int:
         """Delete a run: its agents, their evaluations and descriptors, its FM ledger rows and the run row, in one
         transaction; returns how many agents went. Genomes and cached FM replies are content-addressed and may
         be shared with other runs of the store: they stay (a later run reuses them)."""
-        with self._write() as session:
-            if session.get(Run, run_id) is None:
-                raise RunNotFound(f"no run with id {run_id}", fix="list the stored runs with `cambrian runs`")
-            agents = select(Agent.id).where(col(Agent.run_id) == run_id)
-            session.exec(delete(Evaluation).where(col(Evaluation.agent_id).in_(agents)))
-            session.exec(delete(AgentDescriptor).where(col(AgentDescriptor.agent_id).in_(agents)))
-            session.exec(delete(LLMCall).where(col(LLMCall.run_id) == run_id))
-            gone = session.exec(delete(Agent).where(col(Agent.run_id) == run_id))
-            session.exec(delete(Run).where(col(Run.id) == run_id))
-            return int(gone.rowcount or 0)
+        return self._db.run(self._lifecycle.delete_run, run_id)
 
     def update_run_config(self, run_id: int, config_json: str) -> Run:
         """Replace a run's frozen config (e.g. `cambrian resume` with a larger budget)."""
-        with self._write() as session:
-            run = session.get(Run, run_id)
-            if run is None:
-                raise RunNotFound(f"no run with id {run_id}", fix="list the stored runs with `cambrian runs`")
-            run.config_json, run.updated_at = config_json, utcnow()
-            session.add(run)
-        return run
+        return self._db.run(self._lifecycle.update_run_config, run_id, config_json)
 
     # ----- genomes -----
 
-    def _put_genome(self, connection: Connection, files: Mapping[str, str], entry: str) -> str:
-        check_genome_paths(files, entry)
-        digest = genome_hash(files)
-        n_bytes = sum(len(text.encode("utf-8")) for text in files.values())
-        genome_row = {"hash": digest, "entry": entry, "n_files": len(files), "n_bytes": n_bytes, "created_at": utcnow()}
-        # The files go in with the genome row, in the same transaction, so a stored genome
-        # row always has all its files: an existing row means nothing more to write.
-        if insert_ignore(connection, self._insert_genome, _GENOME, genome_row):
-            file_rows = [{"genome_hash": digest, "path": path, "text": text} for path, text in files.items()]
-            _INSERT_GENOME_FILE.run(connection, file_rows if len(file_rows) > 1 else file_rows[0])
-        return digest
-
     def put_genome(self, files: Mapping[str, str], entry: str) -> str:
         """Store a genome and return its hash; storing an existing genome changes nothing."""
-        with self._transaction(write=True) as connection:
-            return self._put_genome(connection, files, entry)
+        return self._db.run(self._lifecycle.put_genome, files, entry)
 
     def get_genome(self, hash: str) -> tuple[dict[str, str], str]:
         """(files: path -> text, entry path) of the genome with this hash."""
-        with self._transaction(write=False) as connection:
-            return _read_genome(connection, hash)
+        return self._db.run(self._queries.get_genome, hash)
 
-    # ----- agents: lifecycle (one transaction per status change) -----
+    # ----- agents: lifecycle (one transaction per status change; the arguments are the command's) -----
 
     def add_agent(
         self,
@@ -395,75 +178,31 @@ class Archive(BatchMixin, LedgerMixin, QueriesMixin):
         repair_note: str | None = None,
         fm_seconds: float = 0.0,
     ) -> Agent:
-        """Store an agent and its genome (if `files`) in one transaction.
-
-        `status` is proposed; or evaluating for a child whose evaluation starts at once (as if
-        `mark_evaluating` had followed in the same transaction: one evaluation attempt counted);
-        or invalid for a proposal that failed before evaluation (then `files` may be None and
-        `invalid_reason` says why). Parents must be agents of the run.
-        link_llm_calls: in the same transaction, attribute the run's unattributed FM calls of
-        `iteration` to the new agent (the proposer calls the FM before the agent exists).
-        repair_note: what the static check repaired in the child before evaluation (e.g.
-        "added `import math`"); None when nothing. fm_seconds: wall seconds of the FM calls that made it.
-        """
-        status = AgentStatus(status)
-        if status not in _NEW_AGENT_STATUSES:
-            raise InvalidTransition(
-                f"a new agent starts as proposed, evaluating or invalid, not {status.value}",
-                fix="add it as proposed, then mark_evaluating and finish_evaluation",
-            )
-        if files is not None and entry is None:
-            raise InvalidGenome("files were given without an entry file", fix="pass entry=<relative path>")
-        if status is AgentStatus.evaluating and files is None:
-            raise InvalidTransition(
-                "an agent can start as evaluating only with its program", fix="pass files= and entry="
-            )
-        now = utcnow()
-        values: dict[str, Any] = {
-            "run_id": run_id,
-            "genome_hash": None,
-            "parent_id": parent_id,
-            "second_parent_id": second_parent_id,
-            "iteration": iteration,
-            "operator": operator,
-            "model": model,
-            "status": status,
-            "score": None,
-            "holdout_score": None,
-            "stage_reached": 0,
-            "n_tasks": 0,
-            "invalid_reason": invalid_reason,
-            "feedback": feedback,
-            "eval_attempts": int(status is AgentStatus.evaluating),
-            "eval_seconds": None,
-            "prompt_tokens": prompt_tokens,
-            "completion_tokens": completion_tokens,
-            "cost_usd": cost_usd,
-            "created_at": now,
-            "updated_at": now,
-            "repair_note": repair_note,
-            "repeats": 1,
-            "score_spread": None,
-            "behaves_as": None,
-            "fm_seconds": fm_seconds,
-        }
-        with self._transaction(write=True) as connection:
-            if files is not None and entry is not None:  # files without an entry were refused above
-                values["genome_hash"] = self._put_genome(connection, files, entry)
-            agent_id = _INSERT_AGENT.run(connection, values).scalar()
-            if agent_id is None:
-                raise explain_refused_agent(connection, run_id, (parent_id, second_parent_id))
-            if link_llm_calls:
-                self._link_llm_calls(connection, run_id, iteration=iteration, agent_id=agent_id)
-        return detached(Agent, {"id": agent_id, **values})
+        """Store an agent and its genome (if `files`) in one transaction: `AddAgent` says what each argument means."""
+        command = AddAgent(
+            run_id,
+            files=files,
+            entry=entry,
+            parent_id=parent_id,
+            second_parent_id=second_parent_id,
+            operator=operator,
+            model=model,
+            iteration=iteration,
+            status=status,
+            invalid_reason=invalid_reason,
+            feedback=feedback,
+            prompt_tokens=prompt_tokens,
+            completion_tokens=completion_tokens,
+            cost_usd=cost_usd,
+            link_llm_calls=link_llm_calls,
+            repair_note=repair_note,
+            fm_seconds=fm_seconds,
+        )
+        return self._db.run(self._lifecycle.apply, command)
 
     def mark_evaluating(self, agent_id: int) -> Agent:
         """proposed/failed/evaluating -> evaluating; counts one more evaluation attempt."""
-        with self._transaction(write=True) as connection:
-            row = _MARK_EVALUATING.run(connection, {"agent_id": agent_id, "now": utcnow()}).first()
-            if row is None:
-                raise explain_refused_transition(connection, agent_id, AgentStatus.evaluating)
-        return detached(Agent, row._mapping)
+        return self._db.run(self._lifecycle.apply, MarkEvaluating(agent_id))
 
     def finish_evaluation(
         self,
@@ -481,109 +220,49 @@ class Archive(BatchMixin, LedgerMixin, QueriesMixin):
         score_spread: float | None = None,
         behaves_as: int | None = None,
     ) -> Agent:
-        """evaluating -> evaluated | invalid | failed, with the task rows, in one transaction.
-
-        The given Evaluation rows are copied (agent_id filled in); they replace the rows of
-        an earlier attempt, except holdout rows. `evaluated` needs a finite `score`.
-        `n_tasks` becomes len(evaluations); `feedback=None` keeps the agent's feedback as is.
-        descriptor: the agent's behaviour features (name -> finite value), stored with it.
-        repeats: evaluations `score` is the mean of (>= 1); score_spread: their standard deviation.
-        behaves_as: the parent whose outputs this agent repeats on every task (a behavioural no-op), or None.
-        """
-        status = AgentStatus(status)
-        if status not in _FINISHED_STATUSES:
-            raise InvalidTransition(
-                f"finish_evaluation ends in evaluated, invalid or failed, not {status.value}",
-                fix="use mark_evaluating to (re)start an evaluation",
-            )
-        if status is AgentStatus.evaluated and (score is None or not math.isfinite(score)):
-            raise InvalidTransition(
-                f"agent {agent_id}: evaluated needs a finite score, got {score!r}",
-                fix="finish as invalid (with the reason) when the benchmark produced no usable score",
-            )
-        params = {
-            "agent_id": agent_id,
-            "now": utcnow(),
-            "score": score,
-            "stage_reached": stage_reached,
-            "invalid_reason": invalid_reason,
-            "eval_seconds": eval_seconds,
-            "n_tasks": len(evaluations),
-            "feedback": feedback,
-            "repeats": repeats,
-            "score_spread": score_spread,
-            "behaves_as": behaves_as,
-        }
-        with self._transaction(write=True) as connection:
-            row = _FINISH[status].run(connection, params).first()
-            if row is None:
-                raise explain_refused_transition(connection, agent_id, status)
-            # Only a finished earlier attempt left task rows, and every attempt after the
-            # first passed mark_evaluating again: on the first attempt there is nothing to delete.
-            if row.eval_attempts > 1:
-                _DELETE_STALE_EVALUATIONS.run(connection, {"agent_id": agent_id})
-                _DELETE_DESCRIPTORS.run(connection, {"agent_id": agent_id})
-            self._insert_evaluations(connection, agent_id, evaluations)
-            features = [
-                {"agent_id": agent_id, "name": name, "value": float(value)}
-                for name, value in (descriptor or {}).items()
-                if math.isfinite(value)
-            ]
-            if features:
-                _INSERT_DESCRIPTOR.run(connection, features if len(features) > 1 else features[0])
-        return detached(Agent, row._mapping)
+        """evaluating -> evaluated | invalid | failed, with the task rows, in one transaction: `FinishEvaluation`
+        says what each argument means."""
+        command = FinishEvaluation(
+            agent_id,
+            status=status,
+            score=score,
+            stage_reached=stage_reached,
+            invalid_reason=invalid_reason,
+            feedback=feedback,
+            eval_seconds=eval_seconds,
+            evaluations=evaluations,
+            descriptor=descriptor,
+            repeats=repeats,
+            score_spread=score_spread,
+            behaves_as=behaves_as,
+        )
+        return self._db.run(self._lifecycle.apply, command)
 
     def mark_failed(self, agent_id: int, reason: str) -> Agent:
         """evaluating -> failed (an infrastructure fault; retried). `reason` goes to invalid_reason."""
-        with self._transaction(write=True) as connection:
-            row = _MARK_FAILED.run(connection, {"agent_id": agent_id, "now": utcnow(), "reason": reason}).first()
-            if row is None:
-                raise explain_refused_transition(connection, agent_id, AgentStatus.failed)
-        return detached(Agent, row._mapping)
+        return self._db.run(self._lifecycle.apply, MarkFailed(agent_id, reason))
 
     def set_holdout_score(self, agent_id: int, score: float, *, evaluations: Sequence[Evaluation] = ()) -> Agent:
-        """Record an agent's holdout score (never read by selection), with its holdout task rows.
+        """Record an agent's holdout score (never read by selection), with its holdout task rows, which replace
+        those of an earlier holdout evaluation (the rows always explain the score)."""
+        return self._db.run(self._lifecycle.apply, SetHoldoutScore(agent_id, score, evaluations=evaluations))
 
-        The rows of an earlier holdout evaluation are replaced, so the rows always explain the score.
-        """
-        with self._transaction(write=True) as connection:
-            params = {"agent_id": agent_id, "now": utcnow(), "holdout_score": score}
-            row = _SET_HOLDOUT.run(connection, params).first()
-            if row is None:
-                raise no_agent(agent_id)
-            _DELETE_HOLDOUT_EVALUATIONS.run(connection, {"agent_id": agent_id})
-            self._insert_evaluations(connection, agent_id, evaluations, split="holdout")
-        return detached(Agent, row._mapping)
+    def write_batch(self, commands: Sequence[LifecycleCommand]) -> list[Agent | Exception]:
+        """Apply lifecycle `commands` (archive/commands.py) in one transaction, in order; per command, the agent
+        it returned or the exception it raised alone: all or nothing for the database, never for the callers.
+        TypeError for anything else in `commands`. Raises only what no single command could get past either:
+        ArchiveUnreachable when the database stays away, or an interrupt."""
+        return self._lifecycle.write_batch(commands)
 
-    @staticmethod
-    def _insert_evaluations(
-        connection: Connection, agent_id: int, evaluations: Sequence[Evaluation], *, split: str | None = None
-    ) -> None:
-        """Copies of `evaluations` for `agent_id` (and `split`, if given); the caller's objects stay as they are."""
-        rows = [{name: getattr(e, name) for name in _EVALUATION_VALUE_COLUMNS} for e in evaluations]
-        for row in rows:
-            row["agent_id"] = agent_id
-            if split is not None:
-                row["split"] = split
-        if rows:
-            # A list runs as one executemany; a single row skips that machinery.
-            _INSERT_EVALUATION.run(connection, rows if len(rows) > 1 else rows[0])
-
-    # ----- agents: queries -----
+    # ----- agents: reads -----
 
     def get_agent(self, agent_id: int) -> Agent:
         """The agent with this id; AgentNotFound otherwise."""
-        with self._transaction(write=False) as connection:
-            row = _SELECT_AGENT.run(connection, {"agent_id": agent_id}).first()
-        if row is None:
-            raise no_agent(agent_id)
-        return detached(Agent, row._mapping)
+        return self._db.run(self._queries.get_agent, agent_id)
 
     def find_genome(self, run_id: int, genome_hash: str) -> Agent | None:
         """The earliest agent of the run with this genome, or None (the duplicate gate)."""
-        with self._transaction(write=False) as connection:
-            row = _FIND_GENOME.run(connection, {"run_id": run_id, "genome_hash": genome_hash}).first()
-        return None if row is None else detached(Agent, row._mapping)
+        return self._db.run(self._queries.find_genome, run_id, genome_hash)
 
     def agent_context(
         self, agent_id: int, *, invalid_children: int = 0, known_genomes: Container[str] = ()
@@ -591,43 +270,122 @@ class Archive(BatchMixin, LedgerMixin, QueriesMixin):
         """An agent, its genome (unless its hash is in `known_genomes`) and up to `invalid_children` of its
         newest invalid children, in one read transaction: what a prompt shows of a parent, for one read
         instead of three."""
-        with self._transaction(write=False) as connection:
-            row = _SELECT_AGENT.run(connection, {"agent_id": agent_id}).first()
-            if row is None:
-                raise no_agent(agent_id)
-            genome = None
-            if row.genome_hash is not None and row.genome_hash not in known_genomes:
-                genome = _read_genome(connection, row.genome_hash)
-            params = {"agent_id": agent_id, "n": invalid_children}
-            children = _RECENT_INVALID_CHILDREN.run(connection, params).all() if invalid_children > 0 else ()
-        return AgentContext(
-            detached(Agent, row._mapping), genome, [detached(Agent, child._mapping) for child in children]
-        )
+        context = self._queries.agent_context
+        return self._db.run(context, agent_id, invalid_children=invalid_children, known_genomes=known_genomes)
 
     def recent_invalid_children(self, agent_id: int, n: int) -> list[Agent]:
         """Up to `n` invalid children of the agent, newest first (what recent edits got wrong)."""
-        with self._transaction(write=False) as connection:
-            rows = _RECENT_INVALID_CHILDREN.run(connection, {"agent_id": agent_id, "n": n}).all()
-        return [detached(Agent, row._mapping) for row in rows]
+        return self._db.run(self._queries.recent_invalid_children, agent_id, n)
 
+    def agents(self, run_id: int, *, status: AgentStatus | Sequence[AgentStatus] | None = None) -> list[Agent]:
+        """The run's agents ordered by id, optionally only those with `status` (one or several)."""
+        return self._db.run(self._queries.agents, run_id, status=status)
 
-class AgentContext(NamedTuple):
-    """An agent with what a prompt shows of it (`Archive.agent_context`)."""
+    def seeds(self, run_id: int) -> list[Agent]:
+        """The run's seed agents (operator "seed", iteration 0), ordered by id: read by index, however large
+        the run."""
+        return self._db.run(self._queries.seeds, run_id)
 
-    agent: Agent
-    genome: tuple[dict[str, str], str] | None  # (files, entry); None when known to the caller or never stored
-    invalid_children: list[Agent]  # newest first
+    def children(self, agent_id: int) -> list[Agent]:
+        """Agents whose (first) parent is `agent_id`, ordered by id."""
+        return self._db.run(self._queries.children, agent_id)
 
+    def ancestors(self, agent_id: int) -> list[Agent]:
+        """The agent's first-parent chain: its parent first, up to the root (empty for a seed)."""
+        return self._db.run(self._queries.ancestors, agent_id)
 
-def _read_genome(connection: Connection, hash: str) -> tuple[dict[str, str], str]:
-    """(files, entry) of the stored genome with this hash; GenomeNotFound otherwise."""
-    rows = _SELECT_GENOME.run(connection, {"hash": hash}).all()
-    if not rows:
-        raise GenomeNotFound(
-            f"no genome with hash {hash!r}", fix="check the agent's genome_hash (`cambrian show RUN AGENT`)"
-        )
-    return {row.path: row.text for row in rows if row.path is not None}, rows[0].entry
+    def subtree(self, agent_id: int) -> list[Agent]:
+        """The agent and all its (first-parent) descendants, ordered by id."""
+        return self._db.run(self._queries.subtree, agent_id)
 
+    def best(self, run_id: int, n: int = 1) -> list[Agent]:
+        """Up to `n` evaluated agents, best score first; ties go to the lower id."""
+        return self._db.run(self._queries.best, run_id, n)
 
-# Each public method is one unit of work: on a database server, a disconnect runs it again (archive/_retry.py).
-retry_public_methods(Archive, reconnector="_reconnector", skip=frozenset({"close", "write_batch"}))
+    def best_path(self, run_id: int) -> list[Agent]:
+        """The lineage root ... the best agent (empty when nothing is evaluated yet)."""
+        return self._db.run(self._queries.best_path, run_id)
+
+    def pending(self, run_id: int, *, max_attempts: int) -> list[Agent]:
+        """Agents to (re)evaluate, by id: proposed, evaluating, and failed with attempts left."""
+        return self._db.run(self._queries.pending, run_id, max_attempts=max_attempts)
+
+    def iterations_done(self, run_id: int) -> int:
+        """How many iterations the search made a proposal in (iteration > 0), whatever became of it; an
+        iteration whose child was rejected as a near-duplicate and re-proposed counts once."""
+        return self._db.run(self._queries.iterations_done, run_id)
+
+    def max_iteration(self, run_id: int) -> int:
+        """The highest iteration number stored for the run (0 with only seeds or nothing)."""
+        return self._db.run(self._queries.max_iteration, run_id)
+
+    def evaluations(self, agent_id: int) -> list[Evaluation]:
+        """The agent's task rows, in the order they were written."""
+        return self._db.run(self._queries.evaluations, agent_id)
+
+    def search_task_results(self, run_id: int) -> list[tuple[int, str, float, bool, bool]]:
+        """(agent_id, task_id, score, passed, executed) of every search-split task run of the run's
+        evaluated agents, by agent id: what behaviour vectors and HGM's pooled task counts are built from."""
+        return self._db.run(self._queries.search_task_results, run_id)
+
+    def descriptors(self, run_id: int) -> dict[int, dict[str, float]]:
+        """agent id -> its stored behaviour features, for the run's evaluated agents."""
+        return self._db.run(self._queries.descriptors, run_id)
+
+    def view(self, run_id: int) -> ArchiveView:
+        """The run's evaluated agents as numpy columns, with evaluated-children counts. A behavioural no-op
+        (`behaves_as`: a child that repeats its parent's outputs on every task) is left out: it is its parent."""
+        return self._db.run(self._queries.view, run_id)
+
+    # ----- the FM ledger and response cache -----
+
+    def record_llm_call(self, call: LLMCall) -> LLMCall:
+        """Append one FM call to the ledger; returns the stored copy (with its id). `call` is not changed."""
+        return self._db.run(self._ledger.record_llm_call, call)
+
+    def record_llm_exchange(
+        self,
+        call: LLMCall,
+        response: LLMResponse | None,
+        request: LLMRequest | None = None,
+        greedy: GreedyAnswer | None = None,
+    ) -> LLMCall:
+        """`record_llm_call(call)`, `store_response(response)`, the request's messages and the greedy answer's
+        second key (each if given) in ONE transaction, so a kill cannot leave a cached response without its ledger
+        row; a request, response or answer key already stored is left as is (a greedy question keeps its first)."""
+        return self._db.run(self._ledger.record_llm_exchange, call, response, request, greedy)
+
+    def link_llm_calls(self, run_id: int, *, iteration: int, agent_id: int) -> int:
+        """Attribute the run's unattributed FM calls of `iteration` to `agent_id`; returns how many.
+        The proposer calls the FM before the agent row (and its id) exists."""
+        return self._db.run(self._ledger.link_llm_calls, run_id, iteration=iteration, agent_id=agent_id)
+
+    def store_response(self, response: LLMResponse) -> None:
+        """Cache an FM response under its request hash; a hash already cached is left as is."""
+        self._db.run(self._ledger.store_response, response)
+
+    def cached_response(self, request_hash: str) -> LLMResponse | None:
+        """The cached FM response for this request hash, or None."""
+        return self._db.run(self._ledger.cached_response, request_hash)
+
+    def greedy_response(self, answer_key: str, max_tokens: int | None) -> LLMResponse | None:
+        """The cached answer to the greedy question `answer_key` (see GreedyAnswer) if it stopped by itself
+        within `max_tokens` (None: no limit), else None."""
+        return self._db.run(self._ledger.greedy_response, answer_key, max_tokens)
+
+    def llm_calls(self, run_id: int) -> list[LLMCall]:
+        """The run's ledger, oldest call first."""
+        return self._db.run(self._ledger.llm_calls, run_id)
+
+    def agent_llm_calls(self, agent_id: int) -> list[LLMCall]:
+        """The FM calls attributed to one agent (those that made it and those it made), oldest first."""
+        return self._db.run(self._ledger.agent_llm_calls, agent_id)
+
+    def llm_exchanges(self, request_hashes: Iterable[str]) -> tuple[dict[str, LLMRequest], dict[str, LLMResponse]]:
+        """The stored requests (messages) and responses of these hashes; a hash with neither is absent. A call
+        from an archive older than schema version 3 has no request: its prompt was not recorded."""
+        return self._db.run(self._ledger.llm_exchanges, request_hashes)
+
+    def cost_summary(self, run_id: int) -> CostSummary:
+        """The run's FM calls, cache hits, tokens and USD, in total and per model."""
+        return self._db.run(self._ledger.cost_summary, run_id)

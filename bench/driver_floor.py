@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import concurrent.futures
-import functools
 import hashlib
 import sqlite3
 import statistics
@@ -35,6 +34,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from cambrian.archive.commands import AddAgent, FinishEvaluation, MarkEvaluating
 from cambrian.archive.models import AgentStatus, Evaluation
 from cambrian.archive.store import Archive
 from cambrian.evaluators.registry import get_benchmark
@@ -102,8 +102,7 @@ def archive_ms(path: Path, c: Candidates) -> float:
             calls, kinds = [], []
             for i in batches[step] if step < len(batches) else ():
                 calls.append(
-                    functools.partial(
-                        archive.add_agent,
+                    AddAgent(
                         c.run_id,
                         files={c.entry: c.texts[i]},
                         entry=c.entry,
@@ -115,12 +114,11 @@ def archive_ms(path: Path, c: Candidates) -> float:
                 )
                 kinds.append(i)
             for i in batches[step - 1] if 0 <= step - 1 < len(batches) else ():
-                calls.append(functools.partial(archive.mark_evaluating, ids[i]))
+                calls.append(MarkEvaluating(ids[i]))
                 kinds.append(-1)
             for i in batches[step - 2] if 0 <= step - 2 < len(batches) else ():
                 calls.append(
-                    functools.partial(
-                        archive.finish_evaluation,
+                    FinishEvaluation(
                         ids[i],
                         status=AgentStatus.evaluated,
                         score=1.0,

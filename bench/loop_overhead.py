@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import functools
 import hashlib
 import statistics
 import sys
@@ -42,6 +41,7 @@ from sqlalchemy import insert, text
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from cambrian.archive.commands import AddAgent, FinishEvaluation, MarkEvaluating
 from cambrian.archive.models import Agent, AgentStatus, Evaluation
 from cambrian.archive.selection import DGM, make_selector
 from cambrian.archive.store import Archive
@@ -186,23 +186,16 @@ def bench_batched_writes(
             text = dict(files)
             text[entry] += f"\n# batched {i}\n"
             adds.append(
-                functools.partial(
-                    archive.add_agent,
-                    run_id,
-                    files=text,
-                    entry=entry,
-                    parent_id=parent,
-                    operator="diff",
-                    iteration=first_iteration + i,
+                AddAgent(
+                    run_id, files=text, entry=entry, parent_id=parent, operator="diff", iteration=first_iteration + i
                 )
             )
         agents = archive.write_batch(adds)
         lifecycle = []
         for agent in agents:
-            lifecycle.append(functools.partial(archive.mark_evaluating, agent.key))
+            lifecycle.append(MarkEvaluating(agent.key))
             lifecycle.append(
-                functools.partial(
-                    archive.finish_evaluation,
+                FinishEvaluation(
                     agent.key,
                     status=AgentStatus.evaluated,
                     score=1.0,
@@ -253,7 +246,7 @@ def timed_steps(totals: dict[str, float]) -> Iterator[None]:
         yield
     finally:
         for owner, name, original in saved:
-            if original is None:  # inherited (Archive.write_batch): the class's own attribute goes again
+            if original is None:  # inherited: the class's own attribute goes again
                 delattr(owner, name)
             else:
                 setattr(owner, name, original)

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from cambrian.archive.commands import AddAgent, FinishEvaluation
 from cambrian.archive.models import Agent, AgentStatus, RunStatus
 from cambrian.archive.novelty import near_duplicate
 from cambrian.archive.store import Archive, genome_hash
@@ -246,42 +247,44 @@ class RunBook:
     async def _write_child(self, proposal: Proposal, starts_now: bool, origin: Origin) -> Agent:
         assert proposal.genome is not None
         return await self.write(
-            self.archive.add_agent,
-            self.run_id,
-            status=AgentStatus.evaluating if starts_now else AgentStatus.proposed,
-            files=dict(proposal.genome.files),
-            entry=proposal.genome.entry,
-            parent_id=origin.parent_id,
-            second_parent_id=origin.second_parent_id,
-            operator=origin.arm.operator,
-            model=origin.arm.model or None,
-            iteration=origin.iteration,
-            link_llm_calls=True,
-            repair_note=proposal.repair_note,
-            prompt_tokens=proposal.prompt_tokens,
-            completion_tokens=proposal.completion_tokens,
-            cost_usd=proposal.cost_usd,
-            fm_seconds=proposal.fm_seconds,
+            AddAgent(
+                self.run_id,
+                status=AgentStatus.evaluating if starts_now else AgentStatus.proposed,
+                files=dict(proposal.genome.files),
+                entry=proposal.genome.entry,
+                parent_id=origin.parent_id,
+                second_parent_id=origin.second_parent_id,
+                operator=origin.arm.operator,
+                model=origin.arm.model or None,
+                iteration=origin.iteration,
+                link_llm_calls=True,
+                repair_note=proposal.repair_note,
+                prompt_tokens=proposal.prompt_tokens,
+                completion_tokens=proposal.completion_tokens,
+                cost_usd=proposal.cost_usd,
+                fm_seconds=proposal.fm_seconds,
+            )
         )
 
     async def store_invalid(self, proposal: Proposal, origin: Origin, *, reason: str) -> Agent:
         """Store a proposal that is no child to evaluate, with its reason; the bandit arm that made it earns 0."""
         agent = await self.write(
-            self.archive.add_agent,
-            self.run_id,
-            parent_id=origin.parent_id,
-            second_parent_id=origin.second_parent_id,
-            operator=origin.arm.operator,
-            model=origin.arm.model or None,
-            iteration=origin.iteration,
-            status=AgentStatus.invalid,
-            invalid_reason=reason,
-            link_llm_calls=True,
-            repair_note=proposal.repair_note,
-            prompt_tokens=proposal.prompt_tokens,
-            completion_tokens=proposal.completion_tokens,
-            cost_usd=proposal.cost_usd,
-            fm_seconds=proposal.fm_seconds,
+            AddAgent(
+                self.run_id,
+                parent_id=origin.parent_id,
+                second_parent_id=origin.second_parent_id,
+                operator=origin.arm.operator,
+                model=origin.arm.model or None,
+                iteration=origin.iteration,
+                status=AgentStatus.invalid,
+                invalid_reason=reason,
+                link_llm_calls=True,
+                repair_note=proposal.repair_note,
+                prompt_tokens=proposal.prompt_tokens,
+                completion_tokens=proposal.completion_tokens,
+                cost_usd=proposal.cost_usd,
+                fm_seconds=proposal.fm_seconds,
+            )
         )
         self.memory.remember_failure(origin.parent_id, f"{origin.arm.operator}: {reason}")
         if self.bandit is not None:
@@ -332,19 +335,20 @@ class RunBook:
             tasks = [TaskRow(t.task_id, t.score, t.passed, t.executed) for t in result.task_results]
             columns = self.behaviour.columns(files=genome.files, tasks=tasks, descriptor=result.descriptor)
         agent = await self.write(
-            self.archive.finish_evaluation,
-            agent_id,
-            status=AgentStatus.evaluated if result.valid else AgentStatus.invalid,
-            score=score if result.valid else None,
-            stage_reached=result.stage_reached,
-            invalid_reason=None if result.valid else result.invalid_reason,
-            feedback=result.feedback,
-            eval_seconds=seconds,
-            evaluations=evaluations,
-            descriptor=columns.stored_descriptor if columns is not None else None,
-            repeats=repeats,
-            score_spread=spread,
-            behaves_as=twin,
+            FinishEvaluation(
+                agent_id,
+                status=AgentStatus.evaluated if result.valid else AgentStatus.invalid,
+                score=score if result.valid else None,
+                stage_reached=result.stage_reached,
+                invalid_reason=None if result.valid else result.invalid_reason,
+                feedback=result.feedback,
+                eval_seconds=seconds,
+                evaluations=evaluations,
+                descriptor=columns.stored_descriptor if columns is not None else None,
+                repeats=repeats,
+                score_spread=spread,
+                behaves_as=twin,
+            )
         )
         self._reward_bandit(agent, view)
         if result.valid:

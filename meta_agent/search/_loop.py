@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from cambrian.archive.commands import MarkEvaluating, MarkFailed
 from cambrian.archive.models import Agent, Run, RunStatus
 from cambrian.archive.selection import ParentSelector
 from cambrian.archive.store import Archive
@@ -456,7 +457,7 @@ class SearchLoop:
     async def _evaluate(self, agent_id: int, evaluating: Agent | None) -> None:
         agent = evaluating  # stored as evaluating already, or marked now
         if agent is None:
-            agent = await self.writes(self.archive.mark_evaluating, agent_id)
+            agent = await self.writes(MarkEvaluating(agent_id))
         genome = self.memory.genome(str(agent.genome_hash))
         started = time.perf_counter()
         try:
@@ -606,7 +607,7 @@ class SearchLoop:
         return True
 
     async def _on_sandbox_fault(self, agent: Agent, exc: SandboxError | GatewayError) -> None:
-        agent = await self.writes(self.archive.mark_failed, agent.key, f"sandbox fault: {exc}")
+        agent = await self.writes(MarkFailed(agent.key, f"sandbox fault: {exc}"))
         self.on_event(LoopEvent("failed", agent.key, agent.iteration, None, self.book.best_score(), str(exc)))
         if self._count_fault(exc):
             return

@@ -1,27 +1,24 @@
 """The loop's lifecycle writes, committed together when several are ready at once (group commit).
 
-Every proposal and evaluation writes the archive from the event-loop thread: the child (`add_agent`),
-its start (`mark_evaluating`), its result (`finish_evaluation`). Alone, each is a transaction with its
-own BEGIN and COMMIT. `GroupCommit` rate-limits commits instead: a write after a quiet spell commits as
-soon as the event loop gets to it (a loop waiting on its FM pays nothing), and one that comes within
-`window_s` of the last commit waits for the window to end, with every write submitted meanwhile, and
-they go to `Archive.write_batch` as one transaction. A busy loop (many evaluation slots, a fast FM) so
-commits at most 1 / window_s times a second, however many writes it makes. Either way a caller resumes
-only after its write committed, with the value or the error the archive method gives alone
-(archive/_batch.py), so no code after an `await` acts on a write that is not durable.
+Every proposal and evaluation writes the archive from the event-loop thread: the child (`AddAgent`), its
+start (`MarkEvaluating`), its result (`FinishEvaluation`), each a lifecycle command (archive/commands.py).
+Alone, each is a transaction with its own BEGIN and COMMIT. `GroupCommit` rate-limits commits instead: a
+write after a quiet spell commits as soon as the event loop gets to it (a loop waiting on its FM pays
+nothing), and one that comes within `window_s` of the last commit waits for the window to end, with every
+write submitted meanwhile, and they go to `Archive.write_batch` as one transaction. A busy loop (many
+evaluation slots, a fast FM) so commits at most 1 / window_s times a second, however many writes it makes.
+Either way a caller resumes only after its write committed, with the agent or the error the command gives
+alone (archive/commands.py), so no code after an `await` acts on a write that is not durable.
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
-from collections.abc import Callable
-from typing import Any, TypeVar
 
+from cambrian.archive.commands import LifecycleCommand
+from cambrian.archive.models import Agent
 from cambrian.archive.store import Archive
-
-T = TypeVar("T")
 
 _log = logging.getLogger(__name__)
 
@@ -40,15 +37,15 @@ class GroupCommit:
         self.max_batch = max_batch
         self.writes = 0  # committed (or refused) so far, for measurements
         self.transactions = 0
-        self._pending: list[tuple[functools.partial[Any], asyncio.Future[Any]]] = []
+        self._pending: list[tuple[LifecycleCommand, asyncio.Future[Agent]]] = []
         self._timer: asyncio.Handle | None = None
         self._last_commit = float("-inf")  # event-loop time of the last flush
 
-    async def __call__(self, method: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
-        """`await writes(archive.add_agent, run_id, ...)`: the method's result once committed, or its error."""
+    async def __call__(self, command: LifecycleCommand) -> Agent:
+        """`await writes(AddAgent(run_id, ...))`: the command's agent once committed, or its error."""
         loop = asyncio.get_running_loop()
-        future: asyncio.Future[T] = loop.create_future()
-        self._pending.append((functools.partial(method, *args, **kwargs), future))
+        future: asyncio.Future[Agent] = loop.create_future()
+        self._pending.append((command, future))
         if len(self._pending) >= self.max_batch:
             self.flush()
         elif self._timer is None:
@@ -66,7 +63,7 @@ class GroupCommit:
         while self._pending:
             batch, self._pending = self._pending[: self.max_batch], self._pending[self.max_batch :]
             try:
-                outcomes = self.archive.write_batch([call for call, _ in batch])
+                outcomes = self.archive.write_batch([command for command, _ in batch])
             except Exception as error:  # noqa: BLE001 - the database stayed away: every caller gets it
                 outcomes = [error] * len(batch)
             self.writes += len(batch)

@@ -13,8 +13,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
-from cambrian.archive.ledger import detached
-from cambrian.archive.models import Evaluation, utcnow
+from cambrian.archive.models import Evaluation, detached, utcnow
 from cambrian.evaluators.base import Benchmark, Genome, Task
 from cambrian.evaluators.harness.run_program import read_outcome
 from cambrian.evaluators.runner import AgentResult, Limits, TaskResult, evaluate_agent

@@ -28,8 +28,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from cambrian.archive.errors import InvalidGenome
 from cambrian.archive.export import MANIFEST_NAME
-from cambrian.archive.store import InvalidGenome, check_genome_paths, genome_hash
+from cambrian.archive.store import check_genome_paths, genome_hash
 from cambrian.evaluators.base import SPLITS, Benchmark, Genome, agents_call_fm
 from cambrian.evaluators.runner import AgentResult, Limits
 from cambrian.meta_agent.config import RunConfig

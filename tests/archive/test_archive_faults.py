@@ -6,6 +6,7 @@ Each test starts a server of its own (tests/postgres.py) so it can restart it wi
 from __future__ import annotations
 
 import dataclasses
+import logging
 import threading
 import time
 import traceback
@@ -14,9 +15,10 @@ from collections.abc import Callable, Iterator
 import psycopg
 import pytest
 from sqlalchemy import text
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import DBAPIError, OperationalError
 
 from cambrian.archive._engine import CommitCheck
+from cambrian.archive.commands import MarkEvaluating
 from cambrian.archive.errors import ArchiveUnreachable
 from cambrian.archive.models import AgentStatus, Evaluation, LLMCall
 from cambrian.archive.store import Archive
@@ -109,7 +111,7 @@ def test_a_commit_whose_answer_is_lost_is_resolved_by_asking_the_server(
     committed = case == "committed"
     with Archive(postgres_url) as archive:
         run = archive.create_run(name="r", benchmark="b", seed=0, config_json="{}")
-        original = archive._commit
+        original = archive._db._commit
         checks: list[CommitCheck] = []
         lost: list[CommitCheck] = []
 
@@ -118,14 +120,14 @@ def test_a_commit_whose_answer_is_lost_is_resolved_by_asking_the_server(
             if len(checks) == 1 and not lost:  # the child's first write; the retry's goes through
                 lost.append(check)
                 if not committed:
-                    archive._connection.rollback()  # type: ignore[union-attr]  # what a server that aborted did
+                    archive._db._connection.rollback()  # type: ignore[union-attr]  # what a server that aborted did
                 if case == "rolled-back-id-reused":
                     check = dataclasses.replace(check, xid=checks[0].xid)  # the seed's insert: committed
                 return original(_lost_answer(commit, committed=committed), check)
             checks.append(check)
             return original(commit, check)
 
-        monkeypatch.setattr(archive, "_commit", once)
+        monkeypatch.setattr(archive._db, "_commit", once)
         seed = archive.add_agent(run.key, files={"main.py": "x = 0\n"}, entry="main.py")
         child = archive.add_agent(run.key, files={"main.py": "x = 1\n"}, entry="main.py", parent_id=seed.key)
         finished = archive.mark_evaluating(child.key)
@@ -134,6 +136,35 @@ def test_a_commit_whose_answer_is_lost_is_resolved_by_asking_the_server(
         # Committed: the first attempt's agent stands, nothing inserted again. Rolled back: the retry stored it.
         assert [a.key for a in agents] == [seed.key, child.key] and child.key == (2 if committed else 3)
         assert finished.status is AgentStatus.evaluating and finished.eval_attempts == 1
+
+
+def _kill_kept_connection(archive: Archive) -> None:
+    """End the server process of the archive's kept connection, from another connection: a real disconnect
+    the archive learns of only when it next uses that connection."""
+    with archive._db.transaction(write=False) as connection:
+        pid = connection.execute(text("SELECT pg_backend_pid()")).scalar()
+    with archive.engine.connect() as other:
+        assert other.execute(text("SELECT pg_terminate_backend(:pid)"), {"pid": pid}).scalar() is True
+
+
+def test_a_unit_of_work_meeting_a_disconnect_runs_again_where_it_is_run_through_the_retry(
+    postgres_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The retry is explicit: `Archive.mark_evaluating` runs its unit through `Database.run`, which reconnects and
+    runs it again (once: one attempt counted); the same unit called without it meets the disconnect."""
+    with Archive(postgres_url) as archive:
+        run = archive.create_run(name="retry", benchmark="b", seed=0, config_json="{}")
+        child = archive.add_agent(run.key, files={"main.py": "x = 1\n"}, entry="main.py")
+        _kill_kept_connection(archive)
+        with caplog.at_level(logging.WARNING, logger="archive"):
+            marked = archive.mark_evaluating(child.key)
+        assert marked.status is AgentStatus.evaluating and marked.eval_attempts == 1
+        assert "went away" in caplog.text and "is back after" in caplog.text
+        _kill_kept_connection(archive)
+        with pytest.raises(DBAPIError) as lost:
+            archive._lifecycle.apply(MarkEvaluating(child.key))  # the unit alone: nothing retries it
+        assert lost.value.connection_invalidated
+        assert archive.get_agent(child.key).eval_attempts == 1  # a fresh connection: it had not run
 
 
 def test_commit_marks_stay_few_and_old_ones_go_at_a_writable_open(postgres_url: str) -> None:
@@ -164,10 +195,10 @@ def test_the_archives_reads_send_no_begin_and_its_writes_and_bulk_tools_do(postg
     transaction. In a transaction block now() (its start) is earlier than the statement's start; alone, equal."""
     alone = "SELECT now() = statement_timestamp()"
     with Archive(postgres_url) as archive:
-        with archive._transaction(write=False) as connection:
+        with archive._db.transaction(write=False) as connection:
             assert connection.execute(text(alone)).scalar() is True
             assert connection.execute(text(alone)).scalar() is True  # each statement its own transaction
-        with archive._transaction(write=True) as connection:
+        with archive._db.transaction(write=True) as connection:
             assert connection.execute(text(alone)).scalar() is False
         with archive.engine.begin() as connection:
             assert connection.execute(text(alone)).scalar() is False

@@ -93,7 +93,7 @@ def test_sqlite_file_created_with_wal_and_connection_pragmas(db_path: Path) -> N
         assert db_path.is_file()
         with sqlite3.connect(db_path) as raw:
             assert raw.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-        with archive._engine.connect() as connection:
+        with archive.engine.connect() as connection:
             pragma = lambda name: connection.exec_driver_sql(f"PRAGMA {name}").scalar()  # noqa: E731 - a one-line helper reads best beside its use
             assert pragma("foreign_keys") == 1
             assert pragma("busy_timeout") == 10000
@@ -653,7 +653,7 @@ def test_a_reader_of_an_empty_file_waits_for_its_creator(tmp_path: Path, monkeyp
     creator.join()
     abandoned = tmp_path / "empty.db"
     abandoned.touch()
-    monkeypatch.setattr("cambrian.archive.store.BUSY_TIMEOUT_S", 0.2)  # how long a reader waits for a creator
+    monkeypatch.setattr("cambrian.archive._database.BUSY_TIMEOUT_S", 0.2)  # how long a reader waits for a creator
     with pytest.raises(NotAnArchive, match="empty") as caught:
         Archive.at(abandoned, readonly=True)
     assert "creates an archive" in caught.value.fix and abandoned.stat().st_size == 0

@@ -45,7 +45,7 @@ def test_rows_equal_what_connection_execute_returns(archive: Archive) -> None:
         (_FIND_GENOME, {"run_id": run.id, "genome_hash": seed.genome_hash}),
         (_SELECT_GENOME, {"hash": seed.genome_hash}),
     ]
-    with archive._transaction(write=False) as connection:
+    with archive._db.transaction(write=False) as connection:
         for prepared, params in calls:
             ours = prepared.run(connection, params).all()
             theirs = connection.execute(prepared.statement, params).all()
@@ -85,11 +85,11 @@ def test_values_round_trip_through_the_lifecycle(archive: Archive) -> None:
 def test_a_driver_error_is_sqlalchemys_and_rolls_the_transaction_back(archive: Archive) -> None:
     digest = archive.put_genome(FILES, "main.py")
     with pytest.raises(IntegrityError):
-        with archive._transaction(write=True) as connection:
+        with archive._db.transaction(write=True) as connection:
             _INSERT_GENOME_FILE.run(connection, {"genome_hash": digest, "path": "extra.py", "text": "1"})
             _INSERT_GENOME_FILE.run(connection, {"genome_hash": digest, "path": "main.py", "text": "again"})
     assert archive.get_genome(digest) == (FILES, "main.py")  # extra.py went with the rollback
-    with archive._transaction(write=True) as connection:  # the connection is usable afterwards
+    with archive._db.transaction(write=True) as connection:  # the connection is usable afterwards
         _INSERT_GENOME_FILE.run(connection, [{"genome_hash": digest, "path": f"{i}.py", "text": ""} for i in range(3)])
     assert sorted(archive.get_genome(digest)[0]) == ["0.py", "1.py", "2.py", "main.py", "util/helpers.py"]
 
@@ -99,7 +99,7 @@ def test_a_statement_that_needs_work_per_call_is_refused(archive: Archive) -> No
     defaults) is refused when it first compiles, not run wrong."""
     expanding = Prepared(select(_AGENT.c.id).where(_AGENT.c.id.in_(bindparam("ids", expanding=True))))
     defaults_left = Prepared(insert(_AGENT), columns=["run_id"])
-    with archive._transaction(write=True) as connection:
+    with archive._db.transaction(write=True) as connection:
         with pytest.raises(TypeError, match="per-call compilation"):
             expanding.run(connection, {"ids": [1, 2]})
         defaults = r"column defaults to fill \(iteration, .*created_at, updated_at, repeats, fm_seconds\)"

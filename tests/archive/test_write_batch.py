@@ -1,5 +1,5 @@
-"""`Archive.write_batch` (archive/_batch.py): lifecycle writes of several candidates in one transaction, each
-caller getting exactly what its call gives alone, on a real SQLite file and a real PostgreSQL database
+"""`Archive.write_batch` (archive/commands.py): lifecycle commands of several candidates in one transaction, each
+caller getting exactly what its command gives alone, on a real SQLite file and a real PostgreSQL database
 (`store_url`, tests/postgres.py)."""
 
 from __future__ import annotations
@@ -10,11 +10,12 @@ from collections.abc import Callable, Iterator
 
 import psycopg
 import pytest
-from sqlalchemy import event
+from sqlalchemy import Connection, event
 from sqlalchemy.exc import OperationalError
 
 from cambrian.archive._engine import CommitCheck
-from cambrian.archive.errors import AgentNotFound, ArchiveReadOnly, InvalidTransition
+from cambrian.archive.commands import AddAgent, FinishEvaluation, MarkEvaluating, MarkFailed, SetHoldoutScore
+from cambrian.archive.errors import AgentNotFound, ArchiveReadOnly, InvalidGenome, InvalidTransition
 from cambrian.archive.models import Agent, AgentStatus, Evaluation
 from cambrian.archive.store import Archive
 
@@ -41,11 +42,9 @@ def seeded_run(archive: Archive) -> tuple[int, Agent]:
     return run.key, seed
 
 
-def _child(archive: Archive, run_id: int, parent: Agent, i: int) -> functools.partial[Agent]:
+def _child(run_id: int, parent: Agent, i: int) -> AddAgent:
     files = {"main.py": f"def solve():\n    return {i + 2}\n"}
-    return functools.partial(
-        archive.add_agent, run_id, files=files, entry="main.py", parent_id=parent.key, operator="diff", iteration=i
-    )
+    return AddAgent(run_id, files=files, entry="main.py", parent_id=parent.key, operator="diff", iteration=i)
 
 
 def test_several_candidates_writes_commit_as_one_transaction_with_each_result(archive: Archive) -> None:
@@ -57,17 +56,12 @@ def test_several_candidates_writes_commit_as_one_transaction_with_each_result(ar
     rows = [Evaluation(task_id="t0", score=0.5, passed=True), Evaluation(task_id="t1", score=0.0)]
     outcomes = archive.write_batch(
         [
-            _child(archive, run_id, seed, 3),
-            functools.partial(archive.mark_evaluating, first.key),
-            functools.partial(
-                archive.finish_evaluation,
-                second.key,
-                status=AgentStatus.evaluated,
-                score=0.25,
-                evaluations=rows,
-                descriptor={"size": 3.0},
+            _child(run_id, seed, 3),
+            MarkEvaluating(first.key),
+            FinishEvaluation(
+                second.key, status=AgentStatus.evaluated, score=0.25, evaluations=rows, descriptor={"size": 3.0}
             ),
-            functools.partial(archive.mark_failed, first.key, "sandbox fault: gone"),
+            MarkFailed(first.key, "sandbox fault: gone"),
         ]
     )
     assert len(commits) == 1
@@ -88,15 +82,15 @@ def test_several_candidates_writes_commit_as_one_transaction_with_each_result(ar
     assert archive.get_genome(str(added.genome_hash)) == ({"main.py": "def solve():\n    return 5\n"}, "main.py")
 
 
-def test_a_refused_call_gets_its_error_and_the_others_their_results(archive: Archive) -> None:
+def test_a_refused_command_gets_its_error_and_the_others_their_results(archive: Archive) -> None:
     run_id, seed = seeded_run(archive)
     commits = count_commits(archive)
     outcomes = archive.write_batch(
         [
-            _child(archive, run_id, seed, 1),
-            functools.partial(archive.mark_evaluating, seed.key),  # evaluated: not a transition the lifecycle has
-            functools.partial(archive.mark_evaluating, 999_999),
-            _child(archive, run_id, seed, 2),
+            _child(run_id, seed, 1),
+            MarkEvaluating(seed.key),  # evaluated: not a transition the lifecycle has
+            MarkEvaluating(999_999),
+            _child(run_id, seed, 2),
         ]
     )
     assert len(commits) == 2  # the two children, each alone; the refusals committed nothing
@@ -104,60 +98,98 @@ def test_a_refused_call_gets_its_error_and_the_others_their_results(archive: Arc
     assert isinstance(refused, InvalidTransition) and "evaluated" in str(refused)
     assert isinstance(missing, AgentNotFound)
     assert isinstance(added, Agent) and isinstance(later, Agent)
-    # The batch rolled back and each call ran alone: the two children stored once each, the seed untouched.
+    # The batch rolled back and each command ran alone: the two children stored once each, the seed untouched.
     assert [a.iteration for a in archive.agents(run_id)] == [0, 1, 2]
     assert archive.get_agent(seed.key).eval_attempts == 1
 
 
-def test_only_this_archives_lifecycle_writes_are_taken(archive: Archive, store_url: str) -> None:
+def test_a_batch_of_two_agents_commands_commits_once_with_each_agents_result(archive: Archive) -> None:
     run_id, seed = seeded_run(archive)
-    with pytest.raises(TypeError, match="write_batch takes functools.partial"):
-        archive.write_batch([functools.partial(archive.get_agent, seed.key)])
-    with pytest.raises(TypeError, match="write_batch takes"):
-        archive.write_batch([lambda: archive.mark_evaluating(seed.key)])
-    with Archive(store_url) as other, pytest.raises(TypeError, match="write_batch takes"):
-        archive.write_batch([functools.partial(other.mark_evaluating, seed.key)])
+    first = archive.add_agent(run_id, files={"main.py": "x = 1\n"}, entry="main.py", parent_id=seed.key, iteration=1)
+    second = archive.add_agent(run_id, files={"main.py": "x = 2\n"}, entry="main.py", parent_id=seed.key, iteration=2)
+    commits = count_commits(archive)
+    started = archive.write_batch([MarkEvaluating(first.key), MarkEvaluating(second.key)])
+    finished = archive.write_batch(
+        [
+            FinishEvaluation(first.key, status=AgentStatus.evaluated, score=0.5),
+            FinishEvaluation(second.key, status=AgentStatus.invalid, invalid_reason="crashed"),
+            SetHoldoutScore(first.key, 0.25, evaluations=[Evaluation(task_id="h0", score=0.25)]),
+        ]
+    )
+    assert len(commits) == 2
+    assert [(a.key, a.status) for a in started] == [
+        (first.key, AgentStatus.evaluating),
+        (second.key, AgentStatus.evaluating),
+    ]
+    done, refused, held_out = finished
+    assert (done.key, done.status, done.score) == (first.key, AgentStatus.evaluated, 0.5)
+    assert (refused.key, refused.status, refused.invalid_reason) == (second.key, AgentStatus.invalid, "crashed")
+    assert held_out.key == first.key and held_out.holdout_score == 0.25 and held_out.score == 0.5
+    assert [(e.task_id, e.split) for e in archive.evaluations(first.key)] == [("h0", "holdout")]
+
+
+def test_a_batch_takes_lifecycle_commands_only(archive: Archive) -> None:
+    run_id, seed = seeded_run(archive)
+    names = "AddAgent, MarkEvaluating, FinishEvaluation, MarkFailed, SetHoldoutScore"
+    takes = rf"write_batch takes lifecycle commands \({names}, from cambrian.archive.commands\); got "
+    for not_a_command in (
+        functools.partial(archive.mark_evaluating, seed.key),  # what batches took before commands
+        lambda: archive.mark_evaluating(seed.key),
+        ("mark_evaluating", seed.key),
+    ):
+        with pytest.raises(TypeError, match=takes):
+            archive.write_batch([MarkEvaluating(seed.key), not_a_command])  # type: ignore[list-item]
     assert archive.get_agent(seed.key).status is AgentStatus.evaluated  # nothing ran
+    assert len(archive.agents(run_id)) == 1
 
 
-def test_a_read_only_archive_refuses_every_call_of_a_batch(archive: Archive, store_url: str) -> None:
+def test_a_command_is_checked_when_it_is_built(archive: Archive) -> None:
+    """What can be refused without the database is refused before a batch: the others are not rolled back."""
+    run_id, seed = seeded_run(archive)
+    with pytest.raises(InvalidTransition, match="evaluated needs a finite score"):
+        FinishEvaluation(seed.key, status=AgentStatus.evaluated, score=float("nan"))
+    with pytest.raises(InvalidTransition, match="ends in evaluated, invalid or failed"):
+        FinishEvaluation(seed.key, status=AgentStatus.evaluating)
+    with pytest.raises(InvalidTransition, match="starts as proposed, evaluating or invalid"):
+        AddAgent(run_id, status=AgentStatus.evaluated)
+    with pytest.raises(InvalidGenome, match="without an entry file"):
+        AddAgent(run_id, files=SEED)
+    assert AddAgent(run_id, status="invalid").status is AgentStatus.invalid  # type: ignore[arg-type]  # a str status
+
+
+def test_a_read_only_archive_refuses_every_command_of_a_batch(archive: Archive, store_url: str) -> None:
     run_id, seed = seeded_run(archive)
     with Archive(store_url, readonly=True) as reader:
-        outcomes = reader.write_batch(
-            [functools.partial(reader.mark_evaluating, seed.key), _child(reader, run_id, seed, 1)]
-        )
+        outcomes = reader.write_batch([MarkEvaluating(seed.key), _child(run_id, seed, 1)])
     assert all(isinstance(outcome, ArchiveReadOnly) for outcome in outcomes)
     assert len(archive.agents(run_id)) == 1
 
 
-def test_another_thread_does_not_join_an_open_batch(archive: Archive) -> None:
+def test_another_thread_does_not_join_an_open_batch(archive: Archive, monkeypatch: pytest.MonkeyPatch) -> None:
     """A write from another thread while a batch is open waits for the batch's transaction to end, and commits
     on its own: it neither joins the batch nor is rolled back with it."""
     run_id, seed = seeded_run(archive)
     started, outside = threading.Event(), []
-    original = archive._run_joined
+    batch_thread = threading.get_ident()
+    apply = AddAgent.apply
 
-    def slow_batch(calls: list[Callable[[], object]]) -> list[object]:
-        def first_then_wait() -> object:
-            result = calls[0]()
+    def first_then_wait(command: AddAgent, connection: Connection) -> Agent:
+        agent = apply(command, connection)
+        if threading.get_ident() == batch_thread and not started.is_set():
             started.set()
             thread.join(timeout=0.5)  # the other thread blocks on the connection meanwhile
-            return result
-
-        return original([first_then_wait, *calls[1:]])
+        return agent
 
     def other_thread() -> None:
         started.wait(timeout=30)
         outside.append(archive.add_agent(run_id, files={"main.py": "y = 1\n"}, entry="main.py", parent_id=seed.key))
 
     thread = threading.Thread(target=other_thread)
-    archive._run_joined = slow_batch  # type: ignore[method-assign]
+    monkeypatch.setattr(AddAgent, "apply", first_then_wait)
     thread.start()
-    outcomes = archive.write_batch(
-        [_child(archive, run_id, seed, 1), functools.partial(archive.mark_evaluating, 999_999)]
-    )
+    outcomes = archive.write_batch([_child(run_id, seed, 1), MarkEvaluating(999_999)])
     thread.join(timeout=30)
-    assert isinstance(outcomes[1], AgentNotFound)  # the batch rolled back; its calls ran again alone
+    assert isinstance(outcomes[1], AgentNotFound)  # the batch rolled back; its commands ran again alone
     assert sorted(a.iteration for a in archive.agents(run_id)) == [0, 0, 1]  # the seed, the other thread's, the batch's
     assert len(outside) == 1 and archive.get_agent(outside[0].key).genome_hash is not None
 
@@ -168,10 +200,10 @@ def test_a_batch_whose_commit_answer_is_lost_commits_once(
 ) -> None:
     """PostgreSQL: the answer to the batch's COMMIT was lost. The archive asks the server (the batch's commit
     mark): committed, the first attempt's results stand; rolled back, the whole batch runs again. Either way
-    each call's write is stored exactly once."""
+    each command's write is stored exactly once."""
     with Archive(postgres_url) as archive:
         run_id, seed = seeded_run(archive)
-        original = archive._commit
+        original = archive._db._commit
         lost: list[CommitCheck] = []
 
         def lossy(commit: Callable[[], None], check: CommitCheck | None) -> None:
@@ -184,14 +216,14 @@ def test_a_batch_whose_commit_answer_is_lost_commits_once(
                 if committed:
                     commit()
                 else:
-                    archive._connection.rollback()  # type: ignore[union-attr]  # what a server that aborted did
+                    archive._db._connection.rollback()  # type: ignore[union-attr]  # what a server that aborted did
                 cause = psycopg.OperationalError("server closed the connection unexpectedly")
                 raise OperationalError("COMMIT", None, cause, connection_invalidated=True)
 
             return original(answer_lost, check)
 
-        monkeypatch.setattr(archive, "_commit", lossy)
-        outcomes = archive.write_batch([_child(archive, run_id, seed, i) for i in (1, 2, 3)])
+        monkeypatch.setattr(archive._db, "_commit", lossy)
+        outcomes = archive.write_batch([_child(run_id, seed, i) for i in (1, 2, 3)])
         assert lost and all(isinstance(outcome, Agent) for outcome in outcomes)
         agents = archive.agents(run_id)
         assert [a.iteration for a in agents] == [0, 1, 2, 3], "a child of the batch was stored twice or lost"

@@ -5,12 +5,12 @@ wait, nothing submitted is dropped; and two identical children proposed at once 
 from __future__ import annotations
 
 import asyncio
-import functools
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from cambrian.archive.commands import AddAgent, FinishEvaluation, MarkEvaluating, MarkFailed
 from cambrian.archive.errors import InvalidTransition
 from cambrian.archive.models import AgentStatus
 from cambrian.archive.store import Archive
@@ -42,11 +42,13 @@ def test_writes_ready_together_share_one_transaction_and_each_caller_gets_its_ow
     commits = count_commits(archive)
 
     async def three_at_once():
-        add = functools.partial(writes, archive.add_agent, run_id, parent_id=seed_id, iteration=1)
+        def add(text: str) -> AddAgent:
+            return AddAgent(run_id, files={"main.py": text}, entry="main.py", parent_id=seed_id, iteration=1)
+
         return await asyncio.gather(
-            add(files={"main.py": "x = 1\n"}, entry="main.py"),
-            writes(archive.mark_evaluating, seed_id),  # evaluated: refused, for this caller alone
-            add(files={"main.py": "x = 2\n"}, entry="main.py"),
+            writes(add("x = 1\n")),
+            writes(MarkEvaluating(seed_id)),  # evaluated: refused, for this caller alone
+            writes(add("x = 2\n")),
             return_exceptions=True,
         )
 
@@ -65,12 +67,12 @@ def test_a_lone_write_commits_at_once_and_a_busy_loop_batches_what_comes_within_
 
     async def scenario() -> tuple[int, int, bool, int]:
         child = await asyncio.wait_for(
-            writes(archive.add_agent, run_id, files={"main.py": "x = 1\n"}, entry="main.py", parent_id=seed_id),
+            writes(AddAgent(run_id, files={"main.py": "x = 1\n"}, entry="main.py", parent_id=seed_id)),
             timeout=60,
         )  # after a quiet spell: committed without waiting for the window
-        marked = asyncio.create_task(writes(archive.mark_evaluating, child.key))
+        marked = asyncio.create_task(writes(MarkEvaluating(child.key)))
         finished_later = asyncio.create_task(
-            writes(archive.finish_evaluation, child.key, status=AgentStatus.evaluated, score=2.0)
+            writes(FinishEvaluation(child.key, status=AgentStatus.evaluated, score=2.0))
         )
         for _ in range(20):
             await asyncio.sleep(0)
@@ -89,9 +91,9 @@ def test_a_cancelled_callers_write_still_commits(archive: Archive) -> None:
     writes = GroupCommit(archive, window_s=3600.0)
 
     async def scenario() -> None:
-        await writes(archive.add_agent, run_id, files={"main.py": "x = 1\n"}, entry="main.py", parent_id=seed_id)
+        await writes(AddAgent(run_id, files={"main.py": "x = 1\n"}, entry="main.py", parent_id=seed_id))
         task = asyncio.create_task(
-            writes(archive.add_agent, run_id, files={"main.py": "x = 2\n"}, entry="main.py", parent_id=seed_id)
+            writes(AddAgent(run_id, files={"main.py": "x = 2\n"}, entry="main.py", parent_id=seed_id))
         )
         await asyncio.sleep(0)
         task.cancel()
@@ -109,14 +111,14 @@ def test_when_the_archive_raises_every_caller_of_the_batch_gets_the_error(
     run_id, seed_id = _run_with_seed(archive)
     writes = GroupCommit(archive)
 
-    def gone(calls):
+    def gone(commands):
         raise RuntimeError("the database went away for good")
 
     monkeypatch.setattr(archive, "write_batch", gone)
 
     async def two() -> list[object]:
         return await asyncio.gather(
-            writes(archive.mark_evaluating, seed_id), writes(archive.mark_failed, seed_id, "x"), return_exceptions=True
+            writes(MarkEvaluating(seed_id)), writes(MarkFailed(seed_id, "x")), return_exceptions=True
         )
 
     outcomes = asyncio.run(two())
