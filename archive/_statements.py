@@ -145,7 +145,7 @@ _LINK_CALLS = Prepared(
     .where(
         # Names apart from the columns': an UPDATE reserves those for its SET clause.
         _CALL.c.run_id == bindparam("b_run_id"),
-        _CALL.c.iteration == bindparam("b_iteration"),
+        _CALL.c.proposal_id == bindparam("b_proposal_id"),
         _CALL.c.agent_id.is_(None),
     )
     .values(agent_id=bindparam("b_agent_id"))
@@ -158,9 +158,9 @@ _SELECT_GENOME = Prepared(
 )
 
 
-def link_llm_calls(connection: Connection, run_id: int, *, iteration: int, agent_id: int) -> int:
-    """Attribute the run's unattributed FM calls of `iteration` to `agent_id`; returns how many."""
-    params = {"b_run_id": run_id, "b_iteration": iteration, "b_agent_id": agent_id}
+def link_llm_calls(connection: Connection, run_id: int, *, proposal_id: str, agent_id: int) -> int:
+    """Attribute the run's unattributed FM calls of proposal `proposal_id` to `agent_id`; returns how many."""
+    params = {"b_run_id": run_id, "b_proposal_id": proposal_id, "b_agent_id": agent_id}
     return int(_LINK_CALLS.run(connection, params).rowcount)
 
 

@@ -62,8 +62,9 @@ class AddAgent:
     `status` is proposed; or evaluating for a child whose evaluation starts at once (as if `MarkEvaluating`
     had followed in the same transaction: one evaluation attempt counted); or invalid for a proposal that
     failed before evaluation (then `files` may be None and `invalid_reason` says why). Parents must be
-    agents of the run. link_llm_calls: in the same transaction, attribute the run's unattributed FM calls of
-    `iteration` to the new agent (the proposer calls the FM before the agent exists). repair_note: what the
+    agents of the run. proposal_id: the proposal that made the agent; in the same transaction the run's FM
+    calls made for it and not yet attributed are attributed to the new agent (the proposer calls the FM before
+    the agent exists). repair_note: what the
     static check repaired in the child before evaluation (e.g. "added `import math`"); None when nothing.
     fm_seconds: wall seconds of the FM calls that made it.
     """
@@ -83,7 +84,7 @@ class AddAgent:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cost_usd: float = 0.0
-    link_llm_calls: bool = False
+    proposal_id: str | None = None
     repair_note: str | None = None
     fm_seconds: float = 0.0
 
@@ -131,14 +132,15 @@ class AddAgent:
             "score_spread": None,
             "behaves_as": None,
             "fm_seconds": self.fm_seconds,
+            "proposal_id": self.proposal_id,
         }
         if self.files is not None and self.entry is not None:  # files without an entry cannot be built
             values["genome_hash"] = store_genome(connection, self.files, self.entry)
         agent_id = _INSERT_AGENT.run(connection, values).scalar()
         if agent_id is None:
             raise explain_refused_agent(connection, self.run_id, (self.parent_id, self.second_parent_id))
-        if self.link_llm_calls:
-            link_llm_calls(connection, self.run_id, iteration=self.iteration, agent_id=agent_id)
+        if self.proposal_id is not None:
+            link_llm_calls(connection, self.run_id, proposal_id=self.proposal_id, agent_id=agent_id)
         return detached(Agent, {"id": agent_id, **values})
 
 

@@ -105,9 +105,9 @@ class Ledger:
                 _INSERT_GREEDY.run(connection, {name: getattr(greedy, name) for name in _GREEDY_COLUMNS})
             return self._insert_call(connection, call)
 
-    def link_llm_calls(self, run_id: int, *, iteration: int, agent_id: int) -> int:
+    def link_llm_calls(self, run_id: int, *, proposal_id: str, agent_id: int) -> int:
         with self._db.transaction(write=True) as connection:
-            return link_llm_calls(connection, run_id, iteration=iteration, agent_id=agent_id)
+            return link_llm_calls(connection, run_id, proposal_id=proposal_id, agent_id=agent_id)
 
     def store_response(self, response: LLMResponse) -> None:
         with self._db.transaction(write=True) as connection:

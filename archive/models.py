@@ -131,6 +131,9 @@ class Agent(SQLModel, table=True):
     behaves_as: int | None = None
     # Wall seconds of the FM calls that made this agent (its proposal and repairs; ~0 for cache hits).
     fm_seconds: float = Field(default=0.0, sa_column_kwargs={"server_default": "0"})
+    # Schema version 7. The proposal that made this agent: every FM call of it (its repairs, a diagnosis, a
+    # parent agent writing it) carries the same id (LLMCall.proposal_id). None for seeds.
+    proposal_id: str | None = Field(default=None, index=True)
 
     @property
     def key(self) -> int:
@@ -188,6 +191,9 @@ class LLMCall(SQLModel, table=True):
     cache_hit: bool = False
     error: str | None = None
     created_at: datetime = Field(default_factory=utcnow)
+    # Schema version 7. The proposal this call was made for (Agent.proposal_id); None for an agent's own calls
+    # under evaluation and the run's notes.
+    proposal_id: str | None = Field(default=None, index=True)
 
 
 class LLMResponse(SQLModel, table=True):

@@ -45,14 +45,15 @@ from cambrian.archive.models import SchemaVersion, utcnow
 
 __all__ = ["READABLE_FROM", "SCHEMA_VERSION", "UNVERSIONED", "SchemaReport", "open_schema", "read_version"]
 
-#: The version this code creates and reads: the head revision of archive/migrations ("0006").
+#: The version this code creates and reads: the head revision of archive/migrations ("0007").
 #: 1: the tables before versioning; 2: agent.repair_note; 3: the llmrequest table; 4: the commitmark table;
-#: 5: the greedyanswer table; 6: agent.repeats, .score_spread, .behaves_as, .fm_seconds, evaluation.output_hash.
-SCHEMA_VERSION = 6
+#: 5: the greedyanswer table; 6: agent.repeats, .score_spread, .behaves_as, .fm_seconds, evaluation.output_hash;
+#: 7: agent.proposal_id and llmcall.proposal_id (FM calls linked to their agent by an explicit id).
+SCHEMA_VERSION = 7
 #: The oldest version a read-only open reads as it stands: the versions after it add nothing a reader
-#: selects. Version 6 added agent and evaluation columns that every read of an agent selects, so older
-#: archives need `cambrian db upgrade` (or any writable open) first.
-READABLE_FROM = 6
+#: selects. Version 7 added agent and llmcall columns that every read of an agent or a call selects, so
+#: older archives need `cambrian db upgrade` (or any writable open) first.
+READABLE_FROM = 7
 #: The version of an archive written before the version table existed.
 UNVERSIONED = 1
 

@@ -174,7 +174,7 @@ class Archive:
         prompt_tokens: int = 0,
         completion_tokens: int = 0,
         cost_usd: float = 0.0,
-        link_llm_calls: bool = False,
+        proposal_id: str | None = None,
         repair_note: str | None = None,
         fm_seconds: float = 0.0,
     ) -> Agent:
@@ -194,7 +194,7 @@ class Archive:
             prompt_tokens=prompt_tokens,
             completion_tokens=completion_tokens,
             cost_usd=cost_usd,
-            link_llm_calls=link_llm_calls,
+            proposal_id=proposal_id,
             repair_note=repair_note,
             fm_seconds=fm_seconds,
         )
@@ -355,10 +355,11 @@ class Archive:
         row; a request, response or answer key already stored is left as is (a greedy question keeps its first)."""
         return self._db.run(self._ledger.record_llm_exchange, call, response, request, greedy)
 
-    def link_llm_calls(self, run_id: int, *, iteration: int, agent_id: int) -> int:
-        """Attribute the run's unattributed FM calls of `iteration` to `agent_id`; returns how many.
-        The proposer calls the FM before the agent row (and its id) exists."""
-        return self._db.run(self._ledger.link_llm_calls, run_id, iteration=iteration, agent_id=agent_id)
+    def link_llm_calls(self, run_id: int, *, proposal_id: str, agent_id: int) -> int:
+        """Attribute the run's unattributed FM calls of proposal `proposal_id` to `agent_id`; returns how many.
+        The proposer calls the FM before the agent row (and its id) exists (`add_agent(proposal_id=...)` links
+        them in the same transaction)."""
+        return self._db.run(self._ledger.link_llm_calls, run_id, proposal_id=proposal_id, agent_id=agent_id)
 
     def store_response(self, response: LLMResponse) -> None:
         """Cache an FM response under its request hash; a hash already cached is left as is."""

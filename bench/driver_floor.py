@@ -109,7 +109,7 @@ def archive_ms(path: Path, c: Candidates) -> float:
                         parent_id=c.root_id,
                         operator="diff",
                         iteration=i + 1,
-                        link_llm_calls=True,
+                        proposal_id=f"proposal-{i + 1}",
                     )
                 )
                 kinds.append(i)

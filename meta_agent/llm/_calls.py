@@ -39,7 +39,7 @@ class CallRecord:
     completion: what came back (fresh or a cache hit); None for a failed or refused attempt, whose `error`
     says why. model: the endpoint's label, so an attempt without a completion still names its model.
     messages, params: what was sent (the request hash covers both). latency_s: the wall seconds of a failed
-    attempt (a completion carries its own).
+    attempt (a completion carries its own). proposal_id: the proposal the call was made for, if any.
     """
 
     completion: Completion | None
@@ -53,6 +53,7 @@ class CallRecord:
     messages: Messages = ()
     params: Mapping[str, Any] | None = None
     latency_s: float = 0.0
+    proposal_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -71,6 +72,7 @@ class LedgerEntry:
     latency_s: float
     cache_hit: bool
     error: str | None
+    proposal_id: str | None = None
 
 
 class MemoryLedger:
@@ -111,6 +113,7 @@ class MemoryLedger:
                 latency_s=completion.latency_s if completion else call.latency_s,
                 cache_hit=completion.cache_hit if completion else False,
                 error=call.error,
+                proposal_id=call.proposal_id,
             )
         )
 

@@ -258,6 +258,7 @@ class LLMClient:
                 messages=request.messages,
                 params=asked.params if request.messages else None,
                 latency_s=latency_s,
+                proposal_id=request.proposal_id,
             )
         )
 

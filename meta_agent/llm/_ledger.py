@@ -84,6 +84,7 @@ class ArchiveLedger:
                 seed=call.seed,
                 cache_hit=bool(completion and completion.cache_hit),
                 error=call.error,
+                proposal_id=call.proposal_id,
             ),
             self._unrecorded.pop(call.request_hash, None),
             self._request(call),

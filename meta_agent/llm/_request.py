@@ -34,6 +34,8 @@ class Request:
 
     seed: the per-call seed (see `derive_seed`). purpose: mutate | diagnose | repair | agent | judge |
     reflect | self_modify, recorded in the ledger. agent_id, iteration: whom the ledger charges the call to.
+    proposal_id: the proposal the call is made for (`Agent.proposal_id`), which links it to the child; never
+    part of the request hash.
     temperature, max_tokens: None for the client's defaults. grammar: GBNF the reply must follow, sent only
     when the client is constrained (`LLMClient`).
     """
@@ -46,6 +48,7 @@ class Request:
     temperature: float | None = None
     max_tokens: int | None = None
     grammar: str | None = None
+    proposal_id: str | None = None
 
 
 @dataclass(frozen=True)

@@ -109,9 +109,11 @@ class AgentChannel:
         run_seed: int,
         iteration: int,
         purpose: str = "agent",
+        proposal_id: str | None = None,
     ) -> None:
         self.agent_id = agent_id
         self.purpose = purpose
+        self.proposal_id = proposal_id
         self.socket_path = socket_path
         self.max_calls = max_calls
         self.max_tokens = max_tokens
@@ -290,6 +292,7 @@ class AgentChannel:
             purpose=self.purpose,
             agent_id=self.agent_id,
             iteration=self.iteration,
+            proposal_id=self.proposal_id,
             temperature=chat.temperature,
             max_tokens=max(cap, 0),
         )
@@ -402,16 +405,18 @@ class FMGateway:
         iteration: int,
         socket_path: str | os.PathLike[str] | None = None,
         purpose: str = "agent",
+        proposal_id: str | None = None,
     ) -> AgentChannel:
         """Start serving `agent_id` on `<socket_dir>/agent-<id>-<random>.sock` with a fresh budget.
 
         agent_id: recorded with each call; None for an agent run that is not an archive agent yet (a parent
-            writing its child under `self_modify`): its calls are linked to the child by `iteration`.
+            writing its child under `self_modify`): its calls are linked to the child by `proposal_id`.
         max_calls / max_tokens: the agent's budget (>= 0; 0 refuses every call).
         run_seed, iteration: derive the default seed of each call, so a replay repeats it.
         socket_path: serve here instead (the folder a sandbox container has mounted for its agent);
             required when agent_id is None.
         purpose: the ledger's purpose for these calls ("agent"; "self_modify" for a parent writing its child).
+        proposal_id: recorded with each call: the proposal a parent writing its child works for.
         """
         if max_calls < 0 or max_tokens < 0:
             raise ValueError(f"budgets must be >= 0, got max_calls={max_calls}, max_tokens={max_tokens}")
@@ -441,6 +446,7 @@ class FMGateway:
             run_seed=run_seed,
             iteration=iteration,
             purpose=purpose,
+            proposal_id=proposal_id,
         )
         try:
             await channel.start()
@@ -462,6 +468,7 @@ class FMGateway:
         iteration: int,
         purpose: str = "agent",
         key: str | None = None,
+        proposal_id: str | None = None,
     ) -> AgentChannel:
         """Like `open_agent`, for an agent on another machine: no socket here; its requests arrive through the
         gateway's TCP listener (`GatewayListener`), which hands each connection with a valid token to
@@ -484,6 +491,7 @@ class FMGateway:
             run_seed=run_seed,
             iteration=iteration,
             purpose=purpose,
+            proposal_id=proposal_id,
         )
         self._channels[name] = channel
         return channel

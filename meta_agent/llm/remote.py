@@ -192,11 +192,12 @@ class GatewayListener:
         run_seed: int,
         iteration: int,
         purpose: str = "agent",
+        proposal_id: str | None = None,
     ) -> RemoteAgent:
         """A channel with a fresh budget for `agent_id` and its token; close the result when its evaluation ends.
 
-        agent_id None: a parent agent writing its child (purpose "self_modify"), whose calls the loop links to
-        the child by `iteration`; its grant's holder is `parent-<iteration>-<random>`.
+        agent_id None: a parent agent writing its child (purpose "self_modify"), whose calls carry `proposal_id`,
+        which links them to the child; its grant's holder is `parent-<iteration>-<random>`.
         """
         if self._server is None:
             raise RuntimeError("start() the listener first")
@@ -209,6 +210,7 @@ class GatewayListener:
             iteration=iteration,
             purpose=purpose,
             key=holder,
+            proposal_id=proposal_id,
         )
         token = secrets.token_urlsafe(32)
         self._grants[holder] = (token, channel)

@@ -11,6 +11,7 @@ at the same moment together.
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -54,12 +55,19 @@ class LoopEvent:
 
 @dataclass(frozen=True)
 class Origin:
-    """Where a proposal belongs: its iteration, its parent(s), and the (model, operator) arm that made it."""
+    """Where a proposal belongs: its iteration, its parent(s), the (model, operator) arm that made it, and its
+    id (`new_proposal_id`), which every FM call made for it carries and the agent it becomes stores."""
 
     iteration: int
     parent_id: int
     second_parent_id: int | None
     arm: Arm
+    proposal_id: str | None = None
+
+
+def new_proposal_id() -> str:
+    """A fresh proposal id: random, so no two proposals of any run, resumed or not, share one."""
+    return uuid.uuid4().hex
 
 
 @dataclass(frozen=True)
@@ -257,7 +265,7 @@ class RunBook:
                 operator=origin.arm.operator,
                 model=origin.arm.model or None,
                 iteration=origin.iteration,
-                link_llm_calls=True,
+                proposal_id=origin.proposal_id,
                 repair_note=proposal.repair_note,
                 prompt_tokens=proposal.prompt_tokens,
                 completion_tokens=proposal.completion_tokens,
@@ -278,7 +286,7 @@ class RunBook:
                 iteration=origin.iteration,
                 status=AgentStatus.invalid,
                 invalid_reason=reason,
-                link_llm_calls=True,
+                proposal_id=origin.proposal_id,
                 repair_note=proposal.repair_note,
                 prompt_tokens=proposal.prompt_tokens,
                 completion_tokens=proposal.completion_tokens,

@@ -49,10 +49,17 @@ class Executor(Protocol):
         ...
 
     async def run_parent(
-        self, context: EvaluationContext, parent: Genome, task: Task, *, iteration: int, fm_seed: int
+        self,
+        context: EvaluationContext,
+        parent: Genome,
+        task: Task,
+        *,
+        iteration: int,
+        fm_seed: int,
+        proposal_id: str | None = None,
     ) -> SelfModifyRun:
         """Run the parent agent on `task` (asking it to write its child) in a session of its own; its FM calls
-        are recorded with purpose "self_modify" and no agent id, linked to the child by `iteration`.
+        are recorded with purpose "self_modify", no agent id and `proposal_id`, which links them to the child.
         SandboxError / GatewayError: an infrastructure fault."""
         ...
 
@@ -91,9 +98,18 @@ class LocalExecutor:
         )
 
     async def run_parent(
-        self, context: EvaluationContext, parent: Genome, task: Task, *, iteration: int, fm_seed: int
+        self,
+        context: EvaluationContext,
+        parent: Genome,
+        task: Task,
+        *,
+        iteration: int,
+        fm_seed: int,
+        proposal_id: str | None = None,
     ) -> SelfModifyRun:
-        return await run_self_modify(context, parent, task, self.sandbox, iteration=iteration, fm_seed=fm_seed)
+        return await run_self_modify(
+            context, parent, task, self.sandbox, iteration=iteration, fm_seed=fm_seed, proposal_id=proposal_id
+        )
 
     def kill_running(self) -> None:
         self.sandbox.close()  # kills the running sandboxed processes

@@ -33,7 +33,7 @@ from cambrian.meta_agent.llm.gateway import FMGateway, GatewayError
 from cambrian.meta_agent.llm.models import model_label as label_of_model
 from cambrian.meta_agent.operators import Operator, ParentInfo, PromptContext, Proposal, choose_operator, make_operator
 from cambrian.meta_agent.search._behaviour import BehaviourSpace
-from cambrian.meta_agent.search._book import Acceptance, LoopEvent, LoopOutcome, Origin, RunBook
+from cambrian.meta_agent.search._book import Acceptance, LoopEvent, LoopOutcome, Origin, RunBook, new_proposal_id
 from cambrian.meta_agent.search._compose import (
     check_operators,
     check_selector_needs,
@@ -306,7 +306,7 @@ class SearchLoop:
             inspirations=self.memory.inspirations(self.view, exclude=parent_id),
             notes=self.notes.text if self.notes is not None else None,
         )
-        origin = Origin(iteration, parent_id, second_parent_id, arm)
+        origin = Origin(iteration, parent_id, second_parent_id, arm, new_proposal_id())
         last = self.config.search.novelty.max_reproposals
         unstored = Proposal(None)  # the usage of attempts that repeated a program the run has: not stored
         for attempt in range(last + 1):
@@ -314,7 +314,12 @@ class SearchLoop:
                 self.bandit.record_pull(arm)
             try:
                 proposal = await self.proposer.propose(
-                    arm.operator, ctx, model=arm.model, iteration=iteration, attempt=attempt
+                    arm.operator,
+                    ctx,
+                    model=arm.model,
+                    iteration=iteration,
+                    attempt=attempt,
+                    proposal_id=origin.proposal_id,
                 )
             except (SandboxError, GatewayError) as exc:
                 # self_modify runs the parent in the sandbox: a dead sandbox is a fault, not the parent's.
@@ -331,6 +336,8 @@ class SearchLoop:
                 self._note(arm.operator, parent, None, None, reason)
             if accepted.done:
                 return True
+            if accepted.stored:  # a near-duplicate, stored with its FM calls: the next attempt is a proposal anew
+                origin = dataclasses.replace(origin, proposal_id=new_proposal_id())
             if not accepted.stored:
                 if self.bandit is not None:
                     self.bandit.cancel_pull(arm)  # never stored: a resumed run's replay does not see it either
@@ -516,6 +523,9 @@ class SearchLoop:
         if self.scheduler.stopping or not failure:
             return
         arm = Arm(repairable.model, repairable.operator)
+        parent_id = agent.parent_id
+        assert parent_id is not None  # a child being repaired came from a proposal, which has a parent
+        origin = Origin(repairable.iteration, parent_id, agent.second_parent_id, arm, new_proposal_id())
         if self.bandit is not None:
             self.bandit.record_pull(arm)
         try:
@@ -527,6 +537,7 @@ class SearchLoop:
                 model=repairable.model,
                 iteration=repairable.iteration,
                 attempt=repairable.attempt,
+                proposal_id=origin.proposal_id,
             )
         except (FMUnavailable, FMAuthError) as exc:
             self.on_event(
@@ -542,9 +553,6 @@ class SearchLoop:
             return
         self.scheduler.counters.spent_usd += proposal.cost_usd
         follow_up = dataclasses.replace(repairable, proposal=proposal)
-        parent_id = agent.parent_id
-        assert parent_id is not None  # a child being repaired came from a proposal, which has a parent
-        origin = Origin(repairable.iteration, parent_id, agent.second_parent_id, arm)
         accepted = await self.accept(proposal, origin, repairable=follow_up, keep_duplicate=False)
         if not accepted.stored:  # the failed program (or another the run has) sent back: no new child
             if self.bandit is not None:

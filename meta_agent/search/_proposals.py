@@ -110,14 +110,17 @@ class Proposer:
         model: str,
         iteration: int,
         attempt: int,
+        proposal_id: str | None = None,
     ) -> Proposal:
         """One attempt at a child of `ctx.parent` (and `ctx.second_parent` for crossover).
 
         model: the label of the FM to ask ("" for operators that call none). attempt: 0, then 1, 2, ...
-        for re-proposals of the same iteration; it varies the FM seed and the operator's draws.
+        for re-proposals of the same iteration; it varies the FM seed and the operator's draws. proposal_id:
+        recorded with every FM call the attempt makes (a parent agent's included): the child that stores it
+        is linked to them.
         Raises FMUnavailable / FMAuthError (FM down) and SandboxError / GatewayError (sandbox down).
         """
-        env = _Env(self, model=model, iteration=iteration, attempt=attempt)
+        env = _Env(self, model=model, iteration=iteration, attempt=attempt, proposal_id=proposal_id)
         try:
             return env.counted(await self.operators[operator_name].propose(ctx, env))
         except EditError as exc:
@@ -136,14 +139,15 @@ class Proposer:
         model: str,
         iteration: int,
         attempt: int,
+        proposal_id: str | None = None,
     ) -> Proposal:
         """The child again, after it failed when run (`FMOperator.fix`): `failure` (its public feedback)
         goes back to the FM in the conversation that wrote it. The new Proposal carries this call's usage
-        only; a reply that cannot become a child gives a reason."""
+        only; a reply that cannot become a child gives a reason. proposal_id: the repair's own proposal."""
         operator = self.operators[operator_name]
         if not isinstance(operator, FMOperator):
             raise ValueError(f"{operator_name} is not an FM operator: only those keep a conversation to go back to")
-        env = _Env(self, model=model, iteration=iteration, attempt=attempt, idea=failed.idea)
+        env = _Env(self, model=model, iteration=iteration, attempt=attempt, idea=failed.idea, proposal_id=proposal_id)
         try:
             return env.counted(await operator.fix(ctx, failed, failure, env))
         except EditError as exc:  # refused: stored invalid, and still marked as the repair it was
@@ -154,9 +158,17 @@ class _Env:
     """What one proposal may use (`operators.OperatorEnv`), and what its FM calls cost."""
 
     def __init__(
-        self, proposer: Proposer, *, model: str, iteration: int, attempt: int, idea: str | None = None
+        self,
+        proposer: Proposer,
+        *,
+        model: str,
+        iteration: int,
+        attempt: int,
+        idea: str | None = None,
+        proposal_id: str | None = None,
     ) -> None:
         self._proposer = proposer
+        self._proposal_id = proposal_id
         self._model = model
         self._iteration = iteration
         self._attempt = attempt
@@ -199,6 +211,7 @@ class _Env:
                 seed=self._seed,
                 purpose=purpose,
                 iteration=self._iteration,
+                proposal_id=self._proposal_id,
                 grammar=grammar,
                 max_tokens=max_tokens,
             )
@@ -223,7 +236,7 @@ class _Env:
             raise ValueError("the proposer was given no executor to run the parent agent on")
         task = benchmark.self_modify_task(prompt)
         run = await proposer.executor.run_parent(
-            proposer.context, parent, task, iteration=self._iteration, fm_seed=self._seed
+            proposer.context, parent, task, iteration=self._iteration, fm_seed=self._seed, proposal_id=self._proposal_id
         )
         self.prompt_tokens += run.prompt_tokens
         self.completion_tokens += run.completion_tokens

@@ -288,7 +288,14 @@ class RayExecutor:
             raise
 
     async def run_parent(
-        self, context: EvaluationContext, parent: Genome, task: Task, *, iteration: int, fm_seed: int
+        self,
+        context: EvaluationContext,
+        parent: Genome,
+        task: Task,
+        *,
+        iteration: int,
+        fm_seed: int,
+        proposal_id: str | None = None,
     ) -> SelfModifyRun:
         gateway, fm_budget = context.gateway, dataclasses.replace(context.fm_budget, run_seed=fm_seed)
         self._look_for_nodes()
@@ -303,6 +310,7 @@ class RayExecutor:
                 run_seed=fm_budget.run_seed,
                 iteration=iteration,
                 purpose="self_modify",
+                proposal_id=proposal_id,
             )
         grant = remote.grant if remote else None
         key = uuid.uuid4().hex  # a slot key of its own: the run keeps no session after it

@@ -128,6 +128,7 @@ async def _agent_session(
     iteration: int,
     fm_budget: AgentFMBudget,
     purpose: str = "agent",
+    proposal_id: str | None = None,
 ) -> AsyncIterator[tuple[SandboxSession, dict[str, str], AgentChannel | None]]:
     """A sandbox session of its own and, with a gateway, the agent's FM socket; both closed afterwards."""
     session, host_path = await asyncio.to_thread(_open_session, sandbox, socket=gateway is not None)
@@ -149,6 +150,7 @@ async def _agent_session(
                 iteration=iteration,
                 socket_path=host_path,
                 purpose=purpose,
+                proposal_id=proposal_id,
             )
             # A sandbox sharing the host filesystem sees the socket where it is.
             env = channel.env(str(channel.socket_path) if shared_fs else FM_SOCKET_INSIDE)
@@ -192,16 +194,29 @@ async def evaluate_in_sandbox(
 
 
 async def run_self_modify(
-    context: EvaluationContext, parent: Genome, task: Task, sandbox: Sandbox, *, iteration: int, fm_seed: int
+    context: EvaluationContext,
+    parent: Genome,
+    task: Task,
+    sandbox: Sandbox,
+    *,
+    iteration: int,
+    fm_seed: int,
+    proposal_id: str | None = None,
 ) -> SelfModifyRun:
     """Run the parent agent's own entry point on `task` (its own source and an improvement instruction) in
     the sandbox, with its FM socket (one task's budget, its calls' seeds derived from `fm_seed`), and return
-    what it wrote. Its FM calls are recorded with purpose "self_modify" and no agent id, for the loop to link
-    to the child it becomes (by `iteration`). SandboxError and GatewayError propagate (infrastructure faults).
+    what it wrote. Its FM calls are recorded with purpose "self_modify", no agent id and `proposal_id`, which
+    links them to the child it becomes. SandboxError and GatewayError propagate (infrastructure faults).
     """
     budget = dataclasses.replace(context.fm_budget, run_seed=fm_seed)
     async with _agent_session(
-        sandbox, context.gateway, agent_id=None, iteration=iteration, fm_budget=budget, purpose="self_modify"
+        sandbox,
+        context.gateway,
+        agent_id=None,
+        iteration=iteration,
+        fm_budget=budget,
+        purpose="self_modify",
+        proposal_id=proposal_id,
     ) as (session, env, channel):
         spec = parent_run_spec(context.benchmark, parent, task, context.limits)
         spec = dataclasses.replace(spec, env={**spec.env, **env})

@@ -440,12 +440,14 @@ def test_llm_ledger_and_cost_summary(archive: Archive, run: Run) -> None:
     assert (summary.by_model["gpt"].calls, summary.by_model["gpt"].cost_usd) == (2, pytest.approx(0.015))
     assert (summary.by_model["qwen"].cache_hits, summary.by_model["qwen"].prompt_tokens) == (1, 140)
     for call in (
-        LLMCall(run_id=run.id, model="qwen", request_hash="r4", iteration=2),
-        LLMCall(run_id=run.id, model="qwen", request_hash="r5", iteration=2, agent_id=77),
+        LLMCall(run_id=run.id, model="qwen", request_hash="r4", iteration=2, proposal_id="p2"),
+        LLMCall(run_id=run.id, model="qwen", request_hash="r5", iteration=2, agent_id=77, proposal_id="p2"),
+        LLMCall(run_id=run.id, model="qwen", request_hash="r6", iteration=2, proposal_id="p3"),  # another proposal
     ):
         archive.record_llm_call(call)
-    assert archive.link_llm_calls(run.id, iteration=2, agent_id=5) == 1
-    assert [(c.request_hash, c.agent_id) for c in archive.llm_calls(run.id)][-2:] == [("r4", 5), ("r5", 77)]
+    assert archive.link_llm_calls(run.id, proposal_id="p2", agent_id=5) == 1
+    linked = [(c.request_hash, c.agent_id) for c in archive.llm_calls(run.id)][-3:]
+    assert linked == [("r4", 5), ("r5", 77), ("r6", None)]  # by proposal id, not by iteration
     empty = archive.cost_summary(other.id + 1)
     assert (empty.calls, empty.cost_usd, empty.by_model) == (0, 0.0, {})
 
@@ -615,7 +617,7 @@ def test_a_read_only_archive_reads_everything_and_refuses_every_write(archive: A
                 LLMCall(run_id=run.id, model="m", request_hash="r9"), response
             ),
             "store_response": lambda: reader.store_response(response),
-            "link_llm_calls": lambda: reader.link_llm_calls(run.id, iteration=0, agent_id=seed.id),
+            "link_llm_calls": lambda: reader.link_llm_calls(run.id, proposal_id="p", agent_id=seed.id),
         }
         for name, write in writes.items():
             with pytest.raises(ArchiveReadOnly) as refused:

@@ -23,7 +23,7 @@ from sqlmodel import SQLModel
 
 from cambrian.archive.errors import ArchiveOutdated, ArchiveTooNew
 from cambrian.archive.migrations import alembic_config, revision_of, script_directory
-from cambrian.archive.models import AgentStatus, Evaluation
+from cambrian.archive.models import AgentStatus, Evaluation, LLMCall
 from cambrian.archive.schema import READABLE_FROM, SCHEMA_VERSION, UNVERSIONED
 from cambrian.archive.store import Archive
 
@@ -144,8 +144,8 @@ def test_a_new_archive_matches_the_revisions_and_downgrades_to_nothing_and_back(
 
 @pytest.mark.parametrize(
     ("version", "alembic"),
-    [(UNVERSIONED, False), (2, False), (3, False), (1, True), (2, True), (3, True), (4, True)],
-    ids=["unversioned", "v2-before-alembic", "v3-before-alembic"] + [f"revision-000{v}" for v in (1, 2, 3, 4)],
+    [(UNVERSIONED, False), (2, False), (3, False), (1, True), (2, True), (3, True), (4, True), (6, True)],
+    ids=["unversioned", "v2-before-alembic", "v3-before-alembic"] + [f"revision-000{v}" for v in (1, 2, 3, 4, 6)],
 )
 def test_an_older_archive_is_read_or_refused_read_only_and_upgraded_by_a_writer(
     url: str, version: int, alembic: bool
@@ -185,6 +185,9 @@ def test_an_older_archive_is_read_or_refused_read_only_and_upgraded_by_a_writer(
         assert archive.get_genome("g1") == ({"main.py": "def solve():\n    return 1\n"}, "main.py")
         assert [(e.task_id, e.score, e.passed) for e in archive.evaluations(1)] == [("t0", 0.5, True)]
         assert [(c.agent_id, c.prompt_tokens, c.seed) for c in archive.llm_calls(run.key)] == [(2, 120, 11)]
+        # Version 7: the link the old rule made is kept as a proposal id, once.
+        assert [c.proposal_id for c in archive.llm_calls(run.key)] == ["legacy-2"]
+        assert (seed.proposal_id, child.proposal_id) == (None, "legacy-2")
         # The upgraded archive takes new rows with fresh ids and the new column.
         repaired = archive.add_agent(
             run.key,
@@ -284,3 +287,53 @@ def test_without_server_binaries_the_postgresql_tests_skip_or_fail_as_ci_demands
     monkeypatch.setenv("CAMBRIAN_REQUIRE_POSTGRES", "1")
     with pytest.raises(pytest.fail.Exception, match="CAMBRIAN_REQUIRE_POSTGRES=1"):
         tests.postgres.skip_without_postgres()
+
+
+def test_an_archive_written_by_19453f1_keeps_every_fm_call_linked_to_its_child(tmp_path: Path) -> None:
+    """A real archive, not a rebuilt one: 19453f1 (schema 5) ran `cambrian run circle_packing --model
+    smollm2-135m --sandbox local --iterations 4` until stopped: a seed and three children, each made by a
+    proposal and a repair, six FM calls linked to their child by iteration. Upgraded, each call is linked by
+    its child's proposal id, and a new proposal links its calls by its own id alone."""
+    path = tmp_path / "archive.db"
+    path.write_bytes((Path(__file__).parent / "fixtures" / "archive-19453f1.db").read_bytes())
+    with pytest.raises(ArchiveOutdated):
+        Archive(f"sqlite:///{path}", readonly=True)
+    with Archive.at(path) as archive:
+        assert (archive.schema.found, archive.schema.version) == (5, SCHEMA_VERSION)
+        run = archive.get_run("old")
+        agents = archive.agents(run.key)
+        assert [(a.id, a.operator, a.proposal_id) for a in agents] == [
+            (1, "seed", None),
+            (2, "lines", "legacy-2"),
+            (3, "lines", "legacy-3"),
+            (4, "lines", "legacy-4"),
+        ]
+        for child in agents[1:]:
+            calls = archive.agent_llm_calls(child.key)
+            assert [c.purpose for c in calls] == ["mutate", "repair"]
+            assert {(c.iteration, c.proposal_id) for c in calls} == {(child.iteration, f"legacy-{child.id}")}
+        # Resumed: a proposal of iteration 4 whose calls are recorded before its child exists.
+        for request_hash in ("new-1", "new-2"):
+            archive.record_llm_call(
+                LLMCall(
+                    run_id=run.key,
+                    iteration=4,
+                    purpose="mutate",
+                    model="m",
+                    request_hash=request_hash,
+                    proposal_id="p4",
+                )
+            )
+        stray = archive.record_llm_call(LLMCall(run_id=run.key, iteration=4, model="m", request_hash="other"))
+        child = archive.add_agent(
+            run.key,
+            parent_id=1,
+            iteration=4,
+            operator="lines",
+            proposal_id="p4",
+            status=AgentStatus.invalid,
+            invalid_reason="no edit",
+        )
+        assert [c.request_hash for c in archive.agent_llm_calls(child.key)] == ["new-1", "new-2"]
+        assert archive.get_agent(child.key).proposal_id == "p4"
+        assert [c.agent_id for c in archive.llm_calls(run.key) if c.id == stray.id] == [None]  # same iteration, no link

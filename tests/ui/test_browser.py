@@ -59,6 +59,7 @@ def write_clean_run(runs_dir: Path, name: str = "clean") -> dict[str, int]:
                 run_id=run.key,
                 iteration=1,
                 purpose="mutate",
+                proposal_id="p1",
                 model="qwen",
                 request_hash="h1",
                 prompt_tokens=30,
@@ -75,7 +76,7 @@ def write_clean_run(runs_dir: Path, name: str = "clean") -> dict[str, int]:
             operator="diff",
             model="qwen",
             iteration=1,
-            link_llm_calls=True,
+            proposal_id="p1",
         )
         archive.mark_evaluating(child.key)
         archive.finish_evaluation(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -13,7 +14,8 @@ from cambrian.evaluators.base import Genome
 from cambrian.evaluators.circle_packing import CirclePacking
 from cambrian.meta_agent.config import RunConfig
 from cambrian.meta_agent.errors import SeedFailed
-from cambrian.meta_agent.llm import Completion, Request
+from cambrian.meta_agent.llm import ArchiveLedger, Completion, Endpoint, LLMClient, MemoryLedger, Request
+from cambrian.meta_agent.llm._client import Asked
 from cambrian.meta_agent.search import SearchLoop
 from cambrian.meta_agent.testing import ScriptedFM
 from cambrian.sandbox.local import LocalSandbox
@@ -408,3 +410,34 @@ def test_a_repair_that_sends_the_failed_program_back_is_not_stored_fake_fm(tmp_p
     assert len(children) == 1 and children[0].status == AgentStatus.invalid and fm.calls == 2
     crashed = children[0].key
     assert any(f"the repair of agent {crashed} rebuilt agent {crashed}: not stored" in note for note in events)
+
+
+def test_each_fm_call_is_linked_to_the_child_of_its_proposal_by_id_fake_fm(tmp_path: Path) -> None:
+    """The real client and the run's archive ledger, with a scripted transport: the proposal's call and the
+    repair of its crashed child are two proposals, each with its own id, each call linked to its own child
+    (both of iteration 1: an iteration number could not tell them apart)."""
+    replies = iter([fenced(CRASH), fenced(VALID)])
+
+    async def scripted_transport(asked: Asked) -> SimpleNamespace:
+        message = SimpleNamespace(content=next(replies))
+        usage = SimpleNamespace(prompt_tokens=40, completion_tokens=20)
+        return SimpleNamespace(choices=[SimpleNamespace(message=message, finish_reason="stop")], usage=usage)
+
+    client = LLMClient(
+        Endpoint("openai/scripted", api_base="http://127.0.0.1:9/v1", label="scripted"), ledger=MemoryLedger()
+    )
+    client._send = scripted_transport  # type: ignore[method-assign]  # the model's replies, scripted
+    loop, archive = make_loop(
+        tmp_path,
+        client,
+        budget={"iterations": 1},
+        fm={"concurrency": 1, "repair_rounds": 1},  # type: ignore[arg-type]
+    )
+    client.ledger = ArchiveLedger(archive, loop.run_id)
+    asyncio.run(loop.run_until_done())
+    crashed, repaired = [a for a in archive.agents(1) if a.iteration == 1]
+    assert (crashed.status, repaired.status) == (AgentStatus.invalid, AgentStatus.evaluated)
+    assert crashed.proposal_id and repaired.proposal_id and crashed.proposal_id != repaired.proposal_id
+    for child, purpose in ((crashed, "mutate"), (repaired, "repair")):
+        (call,) = archive.agent_llm_calls(child.key)
+        assert (call.purpose, call.proposal_id, call.iteration) == (purpose, child.proposal_id, 1)
