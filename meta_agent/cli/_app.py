@@ -32,19 +32,29 @@ RunsDir = typer.Option(
 )
 
 
-def _no_password_in_argv(ctx: typer.Context, param: typer.CallbackParam, value: str | None) -> str | None:
-    """Refuse a --store URL typed with its password: a process's arguments are readable by every process on
-    the machine (/proc/PID/cmdline), agents' programs included. The environment and ~/.pgpass are not."""
-    source = ctx.get_parameter_source(str(param.name))  # typer's vendored click's enum: compared by name
-    if value is None or source is None or source.name != "COMMANDLINE":
+def _store_url(ctx: typer.Context, param: typer.CallbackParam, value: str | None) -> str | None:
+    """The callback of --store: refuse a value that is no URL (typed, or from CAMBRIAN_STORE) before a command
+    shows it in a message, and a URL typed with its password: a process's arguments are readable by every
+    process on the machine (/proc/PID/cmdline), agents' programs included. The environment and ~/.pgpass are
+    not."""
+    if value is None:
         return value
     from sqlalchemy.engine import make_url
     from sqlalchemy.exc import ArgumentError
 
+    from cambrian.archive.errors import InvalidStoreURL
+
+    source = ctx.get_parameter_source(str(param.name))  # typer's vendored click's enum: compared by name
+    typed = source is not None and source.name == "COMMANDLINE"
     try:
         password = make_url(value).password
     except (ArgumentError, ValueError):
-        return value  # not a URL: the archive says what is wrong with it, with its fix
+        raise InvalidStoreURL(
+            f"{'--store' if typed else 'CAMBRIAN_STORE'} {value!r} is not a database URL",
+            fix="write sqlite:///PATH/archive.db or postgresql+psycopg://USER@HOST[:PORT]/DATABASE",
+        ) from None
+    if not typed:
+        return value
     if password:
         shown = make_url(value).set(password="PASSWORD").render_as_string(hide_password=False)
         raise typer.BadParameter(
@@ -63,8 +73,19 @@ Store = typer.Option(
     help="database URL holding the runs' archive, shared by many runs, e.g. postgresql+psycopg://user@host/db "
     "(env CAMBRIAN_STORE, where a password belongs; one typed here is refused); default: each run's own "
     "RUNS_DIR/<run>/archive.db",
-    callback=_no_password_in_argv,
+    callback=_store_url,
 )
+
+
+def http_url(value: str | None) -> str | None:
+    """The callback of an --api-base option: a URL that names its scheme. Without one (localhost:8080) it
+    reaches no server, and the FM check would say that nothing answers there."""
+    if value is not None and not value.startswith(("http://", "https://")):
+        raise typer.BadParameter(
+            f"{value!r} has no http:// or https://: write e.g. http://{value.split('://')[-1]}",
+            param_hint="--api-base",
+        )
+    return value
 
 
 def one_of(value: str, choices: Sequence[str], option: str) -> Any:
