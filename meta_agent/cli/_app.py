@@ -10,12 +10,15 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.console import Console
 
 from cambrian.meta_agent.errors import CambrianError
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import URL
 
 app = typer.Typer(
     help="Cambrian: open-ended search for self-improving agents.",
@@ -32,31 +35,34 @@ RunsDir = typer.Option(
 )
 
 
-def _store_url(ctx: typer.Context, param: typer.CallbackParam, value: str | None) -> str | None:
-    """The callback of --store: refuse a value that is no URL (typed, or from CAMBRIAN_STORE) before a command
-    shows it in a message, and a URL typed with its password: a process's arguments are readable by every
-    process on the machine (/proc/PID/cmdline), agents' programs included. The environment and ~/.pgpass are
-    not."""
-    if value is None:
-        return value
+def store_url(value: str, *, given_as: str) -> URL:
+    """`value` parsed as a store URL; InvalidStoreURL, naming how it was given (`given_as`: --store,
+    CAMBRIAN_STORE, the config's store), for one that is no URL: refused before a command shows it in a message."""
     from sqlalchemy.engine import make_url
     from sqlalchemy.exc import ArgumentError
 
     from cambrian.archive.errors import InvalidStoreURL
 
-    source = ctx.get_parameter_source(str(param.name))  # typer's vendored click's enum: compared by name
-    typed = source is not None and source.name == "COMMANDLINE"
     try:
-        password = make_url(value).password
+        return make_url(value)
     except (ArgumentError, ValueError):
         raise InvalidStoreURL(
-            f"{'--store' if typed else 'CAMBRIAN_STORE'} {value!r} is not a database URL",
+            f"{given_as} {value!r} is not a database URL",
             fix="write sqlite:///PATH/archive.db or postgresql+psycopg://USER@HOST[:PORT]/DATABASE",
         ) from None
-    if not typed:
+
+
+def _store_option(ctx: typer.Context, param: typer.CallbackParam, value: str | None) -> str | None:
+    """The callback of --store: refuse a value that is no URL (typed, or from CAMBRIAN_STORE), and a URL typed
+    with its password: a process's arguments are readable by every process on the machine (/proc/PID/cmdline),
+    agents' programs included. The environment and ~/.pgpass are not."""
+    if value is None:
         return value
-    if password:
-        shown = make_url(value).set(password="PASSWORD").render_as_string(hide_password=False)
+    source = ctx.get_parameter_source(str(param.name))  # typer's vendored click's enum: compared by name
+    typed = source is not None and source.name == "COMMANDLINE"
+    url = store_url(value, given_as="--store" if typed else "CAMBRIAN_STORE")
+    if typed and url.password:
+        shown = url.set(password="PASSWORD").render_as_string(hide_password=False)
         raise typer.BadParameter(
             "the URL carries its password, and a command line is readable by every process on this machine "
             f"(/proc/PID/cmdline), programs under evaluation included. Set CAMBRIAN_STORE='{shown}' in the "
@@ -73,7 +79,7 @@ Store = typer.Option(
     help="database URL holding the runs' archive, shared by many runs, e.g. postgresql+psycopg://user@host/db "
     "(env CAMBRIAN_STORE, where a password belongs; one typed here is refused); default: each run's own "
     "RUNS_DIR/<run>/archive.db",
-    callback=_store_url,
+    callback=_store_option,
 )
 
 

@@ -13,7 +13,7 @@ import typer
 
 from cambrian.archive.selection import STRATEGY_NAMES
 from cambrian.archive.store import Archive
-from cambrian.meta_agent.cli._app import RunsDir, Store, app, console, err_console, http_url
+from cambrian.meta_agent.cli._app import RunsDir, Store, app, console, err_console, http_url, store_url
 from cambrian.meta_agent.config import load_config
 from cambrian.meta_agent.search.stores import archive_path, open_run, shown_store, store_in_use
 
@@ -206,6 +206,9 @@ def run(
             "seed": seed,
         },
     ).with_default_name()
+    if cfg.store is not None and store is None:  # from a --set or the config file, which --store's check never saw
+        typed = any(item.partition("=")[0].strip() == "store" for item in set_)
+        store_url(cfg.store, given_as="--set store" if typed else f"store in {config}")
     console.print(
         f"[bold]cambrian[/bold] run [cyan]{cfg.name}[/cyan]: {cfg.benchmark}, model {cfg.fm.model}, "
         f"strategy {cfg.search.strategy}, {cfg.budget.iterations} iterations"

@@ -287,7 +287,7 @@ def test_rm_deletes_only_its_rows_in_a_shared_store(tmp_path: Path, store_url: s
         assert len(archive.agents(archive.get_run("keep").key)) == 2
 
 
-def test_a_store_that_is_no_url_is_refused_with_the_fix_typed_or_from_the_environment(tmp_path: Path) -> None:
+def test_a_store_that_is_no_url_is_refused_with_the_fix_however_it_is_given(tmp_path: Path) -> None:
     # It once reached a message that shows the URL (sqlalchemy's ArgumentError, a traceback) before the archive
     # could say what is wrong with it.
     runs = tmp_path / "runs"
@@ -296,6 +296,11 @@ def test_a_store_that_is_no_url_is_refused_with_the_fix_typed_or_from_the_enviro
         done = cambrian(*command, "--store", "runs.db", "--runs-dir", str(runs))
         assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
         assert "--store 'runs.db' is not a database URL" in done.stderr and "fix: write sqlite:///" in done.stderr
+    (tmp_path / "my.toml").write_text('store = "runs.db"\n')
+    for given, words in ((("--set", "store=runs.db"), "--set store"), (("-c", str(tmp_path / "my.toml")), "my.toml")):
+        done = cambrian("run", "deceptive", "--name", "x", *given, "--sandbox", "local", "--runs-dir", str(runs))
+        assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+        assert f"{words} 'runs.db' is not a database URL" in done.stderr and "fix: write sqlite:///" in done.stderr
     assert not (runs / "x").exists()
     env = {**os.environ, "COLUMNS": "250", "NO_COLOR": "1", "CAMBRIAN_STORE": "runs.db"}
     done = subprocess.run(
