@@ -361,12 +361,16 @@ def unset_api_key(tmp: Path) -> Attempt:
     )
 
 
-def no_scheme(tmp: Path) -> Attempt:
-    """An --api-base without http://: it reaches no server, whatever listens at that address."""
-    args = ("run", "deceptive", "--name", "m", "--model", "qwen", "--api-base", "localhost:8080", "--sandbox", "local")
-    return Attempt(
-        args, ("localhost:8080", "http://"), wrong=("nothing answers",), kept=nothing_left(tmp / "runs" / "m")
-    )
+def no_scheme(*api_base: str) -> Callable[[Path], Attempt]:
+    """An FM server URL without http:// (`api_base`: the flag or the --set that gives it): it reaches no server,
+    whatever listens at that address."""
+
+    def setup(tmp: Path) -> Attempt:
+        args = ("run", "deceptive", "--name", "m", "--model", "qwen", *api_base, "--sandbox", "local")
+        cause = ("localhost:8080", "http://")
+        return Attempt(args, cause, wrong=("nothing answers",), kept=nothing_left(tmp / "runs" / "m"))
+
+    return setup
 
 
 def hosted_without_key(tmp: Path) -> Attempt:
@@ -576,7 +580,8 @@ CASES: tuple[Case, ...] = (
     Case("run-api-base-nothing-listens", dead_api_base),
     Case("run-api-key-env-unset", unset_api_key),
     Case("run-hosted-model-no-key", hosted_without_key),
-    Case("run-api-base-no-scheme", no_scheme),
+    Case("run-api-base-no-scheme", no_scheme("--api-base", "localhost:8080")),
+    Case("run-set-api-base-no-scheme", no_scheme("--set", "fm.api_base=localhost:8080")),
     Case("run-seed-no-operator-can-edit", seed_no_operator_edits),
     Case("run-model-free-starts-no-server", model_free_run),
     # One search of a run at a time.
@@ -698,6 +703,11 @@ CASES: tuple[Case, ...] = (
         plain(*RUN, "--store", "postgresql://me:hunter2@db/runs", cause=("password",)),
     ),
     Case("runs-store-unreachable-postgres", plain("runs", "--store", PG, cause=(DEAD_ADDRESS.split(":")[0],))),
+    Case("run-set-store-not-a-url", plain(*RUN, "--set", "store=runs.db", "--sandbox", "local", cause=("runs.db",))),
+    Case(
+        "run-config-store-not-a-url",
+        toml_file('store = "runs.db"\n', *RUN, "-c", "{toml}", "--sandbox", "local", cause=("runs.db", "my.toml")),
+    ),
     Case("status-store-not-a-url", plain("status", "r", "--store", "runs.db", cause=("runs.db",))),
     Case("show-store-not-a-url", with_run("show", "r", "1", "--store", "archive.db", cause=("archive.db",))),
     Case("status-env-store-not-a-url", plain("status", "r", cause=("runs.db",), CAMBRIAN_STORE="runs.db")),
