@@ -47,7 +47,7 @@ def store_url(value: str, *, given_as: str) -> URL:
         return make_url(value)
     except (ArgumentError, ValueError):
         raise InvalidStoreURL(
-            f"{given_as} {value!r} is not a database URL",
+            f"{value!r} ({given_as}) is not a database URL",
             fix="write sqlite:///PATH/archive.db or postgresql+psycopg://USER@HOST[:PORT]/DATABASE",
         ) from None
 

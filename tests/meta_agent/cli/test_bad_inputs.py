@@ -295,18 +295,21 @@ def test_a_store_that_is_no_url_is_refused_with_the_fix_however_it_is_given(tmp_
     for command in (("status", "r"), ("show", "r", "1"), ("run", "deceptive", "--name", "x", "--sandbox", "local")):
         done = cambrian(*command, "--store", "runs.db", "--runs-dir", str(runs))
         assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
-        assert "--store 'runs.db' is not a database URL" in done.stderr and "fix: write sqlite:///" in done.stderr
+        assert "'runs.db' (--store) is not a database URL" in done.stderr and "fix: write sqlite:///" in done.stderr
     (tmp_path / "my.toml").write_text('store = "runs.db"\n')
-    for given, words in ((("--set", "store=runs.db"), "--set store"), (("-c", str(tmp_path / "my.toml")), "my.toml")):
+    for given, words in (
+        (("--set", "store=runs.db"), "--set store"),
+        (("-c", str(tmp_path / "my.toml")), f"store in {tmp_path / 'my.toml'}"),
+    ):
         done = cambrian("run", "deceptive", "--name", "x", *given, "--sandbox", "local", "--runs-dir", str(runs))
         assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
-        assert f"{words} 'runs.db' is not a database URL" in done.stderr and "fix: write sqlite:///" in done.stderr
+        assert f"'runs.db' ({words}) is not a database URL" in done.stderr and "fix: write sqlite:///" in done.stderr
     assert not (runs / "x").exists()
     env = {**os.environ, "COLUMNS": "250", "NO_COLOR": "1", "CAMBRIAN_STORE": "runs.db"}
     done = subprocess.run(
         [*CAMBRIAN, "status", "r", "--runs-dir", str(runs)], capture_output=True, text=True, timeout=300, env=env
     )
-    assert done.returncode == 2 and "CAMBRIAN_STORE 'runs.db' is not a database URL" in done.stderr, done.stderr
+    assert done.returncode == 2 and "'runs.db' (CAMBRIAN_STORE) is not a database URL" in done.stderr, done.stderr
 
 
 def test_a_bad_flag_is_named_as_the_command_lines_never_as_the_runs_stored_config(tmp_path: Path) -> None:
