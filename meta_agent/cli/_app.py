@@ -10,12 +10,15 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.console import Console
 
 from cambrian.meta_agent.errors import CambrianError
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import URL
 
 app = typer.Typer(
     help="Cambrian: open-ended search for self-improving agents.",
@@ -32,21 +35,34 @@ RunsDir = typer.Option(
 )
 
 
-def _no_password_in_argv(ctx: typer.Context, param: typer.CallbackParam, value: str | None) -> str | None:
-    """Refuse a --store URL typed with its password: a process's arguments are readable by every process on
-    the machine (/proc/PID/cmdline), agents' programs included. The environment and ~/.pgpass are not."""
-    source = ctx.get_parameter_source(str(param.name))  # typer's vendored click's enum: compared by name
-    if value is None or source is None or source.name != "COMMANDLINE":
-        return value
+def store_url(value: str, *, given_as: str) -> URL:
+    """`value` parsed as a store URL; InvalidStoreURL, naming how it was given (`given_as`: --store,
+    CAMBRIAN_STORE, the config's store), for one that is no URL: refused before a command shows it in a message."""
     from sqlalchemy.engine import make_url
     from sqlalchemy.exc import ArgumentError
 
+    from cambrian.archive.errors import InvalidStoreURL
+
     try:
-        password = make_url(value).password
+        return make_url(value)
     except (ArgumentError, ValueError):
-        return value  # not a URL: the archive says what is wrong with it, with its fix
-    if password:
-        shown = make_url(value).set(password="PASSWORD").render_as_string(hide_password=False)
+        raise InvalidStoreURL(
+            f"{value!r} ({given_as}) is not a database URL",
+            fix="write sqlite:///PATH/archive.db or postgresql+psycopg://USER@HOST[:PORT]/DATABASE",
+        ) from None
+
+
+def _store_option(ctx: typer.Context, param: typer.CallbackParam, value: str | None) -> str | None:
+    """The callback of --store: refuse a value that is no URL (typed, or from CAMBRIAN_STORE), and a URL typed
+    with its password: a process's arguments are readable by every process on the machine (/proc/PID/cmdline),
+    agents' programs included. The environment and ~/.pgpass are not."""
+    if value is None:
+        return value
+    source = ctx.get_parameter_source(str(param.name))  # typer's vendored click's enum: compared by name
+    typed = source is not None and source.name == "COMMANDLINE"
+    url = store_url(value, given_as="--store" if typed else "CAMBRIAN_STORE")
+    if typed and url.password:
+        shown = url.set(password="PASSWORD").render_as_string(hide_password=False)
         raise typer.BadParameter(
             "the URL carries its password, and a command line is readable by every process on this machine "
             f"(/proc/PID/cmdline), programs under evaluation included. Set CAMBRIAN_STORE='{shown}' in the "
@@ -63,8 +79,19 @@ Store = typer.Option(
     help="database URL holding the runs' archive, shared by many runs, e.g. postgresql+psycopg://user@host/db "
     "(env CAMBRIAN_STORE, where a password belongs; one typed here is refused); default: each run's own "
     "RUNS_DIR/<run>/archive.db",
-    callback=_no_password_in_argv,
+    callback=_store_option,
 )
+
+
+def http_url(value: str | None) -> str | None:
+    """The callback of an --api-base option: a URL that names its scheme. Without one (localhost:8080) it
+    reaches no server, and the FM check would say that nothing answers there."""
+    if value is not None and not value.startswith(("http://", "https://")):
+        raise typer.BadParameter(
+            f"{value!r} has no http:// or https://: write e.g. http://{value.split('://')[-1]}",
+            param_hint="--api-base",
+        )
+    return value
 
 
 def one_of(value: str, choices: Sequence[str], option: str) -> Any:

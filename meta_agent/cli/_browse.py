@@ -15,7 +15,7 @@ from cambrian.archive.errors import AgentNotFound, ArchiveCorrupt, ArchiveOutdat
 from cambrian.archive.models import Agent, AgentStatus, Run
 from cambrian.archive.store import Archive
 from cambrian.meta_agent.cli._app import RunsDir, Store, app, console, err_console
-from cambrian.meta_agent.errors import CambrianError
+from cambrian.meta_agent.errors import CambrianError, ConfigError
 from cambrian.meta_agent.search.stores import open_run, shown_store
 
 if TYPE_CHECKING:
@@ -40,6 +40,13 @@ def list_runs(runs_dir: Path = RunsDir, store: str | None = Store) -> None:
                 return
         console.print(table)
         return
+    if not Path(runs_dir).is_dir():  # a mistyped --runs-dir would otherwise read as a folder with no runs yet
+        what = "is a file, not a folder" if Path(runs_dir).exists() else "does not exist"
+        raise ConfigError(
+            f"the runs folder {runs_dir} {what}",
+            fix="pass --runs-dir the folder that holds your runs (env CAMBRIAN_RUNS_DIR), or start one with "
+            "`cambrian run circle_packing` (it makes ./runs)",
+        )
     paths = sorted(Path(runs_dir).glob("*/archive.db"))
     damaged: list[Path] = []
     for path in paths:
@@ -228,7 +235,7 @@ def _label(agent: Agent) -> str:
 def tree(
     run_name: str = typer.Argument(..., metavar="RUN"),
     best_path: bool = typer.Option(False, "--best-path", help="only the chain from the seed to the best agent"),
-    max_depth: int = typer.Option(50, help="deepest level shown"),
+    max_depth: int = typer.Option(50, min=1, help="deepest level shown (1: the seed)"),
     runs_dir: Path = RunsDir,
     store: str | None = Store,
 ) -> None:
@@ -338,7 +345,7 @@ def diff(
 def export(
     run_name: str = typer.Argument(..., metavar="RUN"),
     to: Path = typer.Option(..., "--to", help="destination folder (one sub-folder per agent)"),
-    best: int = typer.Option(1, "--best", help="export the N best agents"),
+    best: int = typer.Option(1, "--best", min=1, help="export the N best agents"),
     agent: int | None = typer.Option(None, "--agent", help="export this agent instead"),
     runs_dir: Path = RunsDir,
     store: str | None = Store,

@@ -194,6 +194,17 @@ def _model(add: Callable[[Finding], None], config: RunConfig) -> None:
     from cambrian.meta_agent.llm.models import is_local_model, list_models
 
     spec = config.fm.model
+    if _names_no_model(config):
+        add(
+            Finding(
+                "default model",
+                "fail",
+                f"{spec!r} is neither a local model nor a litellm model string",
+                "use a name from `cambrian models list`, a .gguf path, or a provider/model string such as "
+                "openai/gpt-4o-mini (with --api-base for an OpenAI-compatible server)",
+            )
+        )
+        return
     if not is_local_model(spec):
         add(Finding("default model", "ok", f"{spec} (hosted or served elsewhere; see the endpoint line)"))
         return
@@ -218,12 +229,24 @@ def _model(add: Callable[[Finding], None], config: RunConfig) -> None:
     add(Finding("default model", "fail", f"{spec} is not a registry model", "cambrian models list"))
 
 
+def _names_no_model(config: RunConfig) -> bool:
+    """fm.model is no local model, no provider/model string and has no --api-base: a run refuses it before its
+    seed (`fm_endpoint` in meta_agent/search/session.py), and litellm's credential check cannot tell."""
+    from cambrian.meta_agent.llm.models import is_local_model
+
+    spec = config.fm.model
+    return not is_local_model(spec) and "/" not in spec and config.fm.api_base is None
+
+
 def _endpoint(add: Callable[[Finding], None], config: RunConfig) -> None:
     from cambrian.meta_agent.llm import Endpoint, LLMError, probe_endpoint
     from cambrian.meta_agent.llm.models import is_local_model
 
     if is_local_model(config.fm.model) and config.fm.api_base is None:
         add(Finding("FM endpoint", "ok", "a local server Cambrian starts for each run (llama.cpp)"))
+        return
+    if _names_no_model(config):
+        add(Finding("FM endpoint", "fail", f"none: {config.fm.model!r} names no model (see the line above)"))
         return
     endpoint = Endpoint(model=config.fm.model, api_base=config.fm.api_base, api_key_env=config.fm.api_key_env)
     try:

@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from cambrian.meta_agent.cli._app import RunsDir, Store, app, console
+from cambrian.meta_agent.cli._app import RunsDir, Store, app, console, http_url
 from cambrian.meta_agent.cli._browse import fmt_score, fmt_scores
 from cambrian.meta_agent.cli._run import CliReporter
 from cambrian.meta_agent.config import load_config
@@ -25,7 +25,9 @@ def eval_(
     config: Path | None = typer.Option(
         None, "--config", "-c", help="for a folder: YOUR TOML settings (FM, endpoint, key, sandbox, limits)"
     ),
-    api_base: str | None = typer.Option(None, help="for a folder: OpenAI-compatible server URL for --model"),
+    api_base: str | None = typer.Option(
+        None, help="for a folder: OpenAI-compatible server URL for --model", callback=http_url
+    ),
     api_key_env: str | None = typer.Option(None, help="for a folder: NAME of the env var holding the API key"),
     allow_modified: bool = typer.Option(
         False, "--allow-modified", help="evaluate a folder whose files differ from its manifest's genome_hash"
@@ -41,6 +43,8 @@ def eval_(
     from cambrian.meta_agent.search.holdout import evaluate_target
 
     user_config = load_config(config, overrides={"fm.api_base": api_base, "fm.api_key_env": api_key_env})
+    # Checked here as `run` checks it: a bad --sandbox is the command line's, not the run's stored config's.
+    load_config(overrides={"evaluation.sandbox": sandbox})
     outcome = evaluate_target(
         target,
         split=split,

@@ -42,7 +42,7 @@ def models_pull(
 @app.command()
 def serve(
     model: str = typer.Option("smollm2-135m", help="a name from `cambrian models list` or a .gguf path"),
-    port: int = typer.Option(8080, help="port on 127.0.0.1"),
+    port: int = typer.Option(8080, min=1, max=65535, help="port on 127.0.0.1"),
     n_ctx: int = typer.Option(8192, help="context length"),
     n_parallel: int = typer.Option(2, help="concurrent requests"),
     threads: int | None = typer.Option(

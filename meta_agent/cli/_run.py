@@ -13,7 +13,7 @@ import typer
 
 from cambrian.archive.selection import STRATEGY_NAMES
 from cambrian.archive.store import Archive
-from cambrian.meta_agent.cli._app import RunsDir, Store, app, console, err_console
+from cambrian.meta_agent.cli._app import RunsDir, Store, app, console, err_console, http_url, store_url
 from cambrian.meta_agent.config import load_config
 from cambrian.meta_agent.search.stores import archive_path, open_run, shown_store, store_in_use
 
@@ -164,7 +164,7 @@ def run(
     config: Path | None = typer.Option(None, "--config", "-c", help="TOML config file"),
     name: str | None = typer.Option(None, help="run name (default: BENCHMARK-TIMESTAMP)"),
     model: str | None = typer.Option(None, help="local model name, .gguf path, or litellm model string"),
-    api_base: str | None = typer.Option(None, help="OpenAI-compatible server URL for --model"),
+    api_base: str | None = typer.Option(None, help="OpenAI-compatible server URL for --model", callback=http_url),
     api_key_env: str | None = typer.Option(None, help="NAME of the env var holding the API key"),
     sandbox: str | None = typer.Option(None, help="auto (Docker when available) | docker | local"),
     strategy: str | None = typer.Option(None, help=" | ".join(STRATEGY_NAMES) + " | an installed plugin"),
@@ -206,6 +206,9 @@ def run(
             "seed": seed,
         },
     ).with_default_name()
+    if cfg.store is not None and store is None:  # from a --set or the config file, which --store's check never saw
+        typed = any(item.partition("=")[0].strip() == "store" for item in set_)
+        store_url(cfg.store, given_as="--set store" if typed else f"store in {config}")
     console.print(
         f"[bold]cambrian[/bold] run [cyan]{cfg.name}[/cyan]: {cfg.benchmark}, model {cfg.fm.model}, "
         f"strategy {cfg.search.strategy}, {cfg.budget.iterations} iterations"
@@ -231,6 +234,8 @@ def resume(
     from cambrian.meta_agent.search import resume_run
 
     budget = {"iterations": iterations, "usd": budget_usd, "wall_seconds": wall_seconds}
+    # Checked here as `run` checks them: a bad value is the command line's, not the run's stored config's.
+    load_config(overrides={**{f"budget.{key}": value for key, value in budget.items()}, "evaluation.sandbox": sandbox})
     outcome = resume_run(runs_dir, run_name, budget, CliReporter().reporter(), sandbox=sandbox, store=store)
     _print_outcome(run_name, outcome, runs_dir, store)
     _exit_for(outcome)

@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from cambrian.meta_agent.cli._app import app, console
+from cambrian.meta_agent.cli._app import app, console, http_url
 from cambrian.meta_agent.config import load_config
 
 
@@ -15,7 +15,7 @@ from cambrian.meta_agent.config import load_config
 def doctor(
     config: Path | None = typer.Option(None, "--config", "-c", help="check with this TOML config (FM, sandbox)"),
     model: str | None = typer.Option(None, help="the model to check (default: fm.model)"),
-    api_base: str | None = typer.Option(None, help="an OpenAI-compatible server URL to probe"),
+    api_base: str | None = typer.Option(None, help="an OpenAI-compatible server URL to probe", callback=http_url),
     api_key_env: str | None = typer.Option(None, help="NAME of the env var holding its API key"),
     quick: bool = typer.Option(False, "--quick", help="skip the sandbox's live self-test (about 10 s)"),
 ) -> None:

@@ -285,3 +285,81 @@ def test_rm_deletes_only_its_rows_in_a_shared_store(tmp_path: Path, store_url: s
     with Archive(store, readonly=True) as archive:
         assert [run.name for run in archive.list_runs()] == ["keep"]
         assert len(archive.agents(archive.get_run("keep").key)) == 2
+
+
+def test_a_store_that_is_no_url_is_refused_with_the_fix_however_it_is_given(tmp_path: Path) -> None:
+    # It once reached a message that shows the URL (sqlalchemy's ArgumentError, a traceback) before the archive
+    # could say what is wrong with it.
+    runs = tmp_path / "runs"
+    healthy_run(runs, "r", agents=1)
+    for command in (("status", "r"), ("show", "r", "1"), ("run", "deceptive", "--name", "x", "--sandbox", "local")):
+        done = cambrian(*command, "--store", "runs.db", "--runs-dir", str(runs))
+        assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+        assert "'runs.db' (--store) is not a database URL" in done.stderr and "fix: write sqlite:///" in done.stderr
+    (tmp_path / "my.toml").write_text('store = "runs.db"\n')
+    for given, words in (
+        (("--set", "store=runs.db"), "--set store"),
+        (("-c", str(tmp_path / "my.toml")), f"store in {tmp_path / 'my.toml'}"),
+    ):
+        done = cambrian("run", "deceptive", "--name", "x", *given, "--sandbox", "local", "--runs-dir", str(runs))
+        assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+        assert f"'runs.db' ({words}) is not a database URL" in done.stderr and "fix: write sqlite:///" in done.stderr
+    assert not (runs / "x").exists()
+    env = {**os.environ, "COLUMNS": "250", "NO_COLOR": "1", "CAMBRIAN_STORE": "runs.db"}
+    done = subprocess.run(
+        [*CAMBRIAN, "status", "r", "--runs-dir", str(runs)], capture_output=True, text=True, timeout=300, env=env
+    )
+    assert done.returncode == 2 and "'runs.db' (CAMBRIAN_STORE) is not a database URL" in done.stderr, done.stderr
+
+
+def test_a_bad_flag_is_named_as_the_command_lines_never_as_the_runs_stored_config(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    healthy_run(runs, "r", agents=1)
+    for command, words in (
+        (("resume", "r", "--iterations", "-5"), "budget.iterations: Input should be greater than or equal to 0"),
+        (("resume", "r", "--wall-seconds", "-1"), "budget.wall_seconds: Input should be greater than 0"),
+        (("resume", "r", "--sandbox", "vm"), "evaluation.sandbox: Input should be 'auto', 'docker' or 'local'"),
+        (("eval", "r:1", "--sandbox", "vm"), "evaluation.sandbox: Input should be 'auto', 'docker' or 'local'"),
+    ):
+        done = cambrian(*command, "--runs-dir", str(runs))
+        assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+        assert f"bad config in the command line: {words}" in done.stderr and "stored config" not in done.stderr
+        assert "fix:" in done.stderr
+
+
+def test_values_no_command_can_use_are_refused_before_it_starts(tmp_path: Path) -> None:
+    # `export --best 0` once said the run had no evaluated agent, `--best -2` exported all of them, `tree
+    # --max-depth -1` printed the seed alone, `serve --port 99999` started a model server on no port, and an
+    # --api-base without http:// was reported as a server that does not answer.
+    runs = tmp_path / "runs"
+    healthy_run(runs, "r", agents=1)
+    for command, option in (
+        (("export", "r", "--best", "0", "--to", str(tmp_path / "out")), "'--best'"),
+        (("export", "r", "--best", "-2", "--to", str(tmp_path / "out")), "'--best'"),
+        (("tree", "r", "--max-depth", "-1"), "'--max-depth'"),
+        (("serve", "--port", "99999"), "'--port'"),
+        (("run", "deceptive", "--model", "qwen", "--api-base", "localhost:8080"), "--api-base"),
+        (("doctor", "--quick", "--api-base", "localhost:8080"), "--api-base"),
+    ):
+        done = cambrian(*command, *(("--runs-dir", str(runs)) if command[0] in ("export", "tree", "run") else ()))
+        assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+        assert f"Invalid value for {option}" in done.stderr and "--help" in done.stderr, done.stderr
+    assert "write e.g. http://localhost:8080" in done.stderr
+    assert not (tmp_path / "out").exists() and list(runs.iterdir()) == [runs / "r"]
+
+
+def test_runs_names_a_runs_folder_that_is_not_there(tmp_path: Path) -> None:
+    missing = cambrian("runs", "--runs-dir", str(tmp_path / "no-such"))
+    assert missing.returncode == 2 and "Traceback" not in missing.stderr, missing.stderr
+    assert f"the runs folder {tmp_path / 'no-such'} does not exist" in missing.stderr and "fix:" in missing.stderr
+    (tmp_path / "empty").mkdir()
+    empty = cambrian("runs", "--runs-dir", str(tmp_path / "empty"))
+    assert empty.returncode == 0 and "no runs in" in empty.stdout, empty.stderr
+
+
+def test_doctor_fails_a_model_that_a_run_would_refuse() -> None:
+    # No local model, no provider/model string, no --api-base: it once read "ok" twice (and "answers").
+    done = cambrian("doctor", "--quick", "--model", "qwen-nosuch")
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    assert "FAIL  default model: 'qwen-nosuch' is neither a local model nor a litellm model string" in done.stdout
+    assert "cambrian models list" in done.stdout and "answers" not in done.stdout
