@@ -254,46 +254,16 @@ class RunBook:
 
     async def _write_child(self, proposal: Proposal, starts_now: bool, origin: Origin) -> Agent:
         assert proposal.genome is not None
+        status = AgentStatus.evaluating if starts_now else AgentStatus.proposed
         return await self.write(
-            AddAgent(
-                self.run_id,
-                status=AgentStatus.evaluating if starts_now else AgentStatus.proposed,
-                files=dict(proposal.genome.files),
-                entry=proposal.genome.entry,
-                parent_id=origin.parent_id,
-                second_parent_id=origin.second_parent_id,
-                operator=origin.arm.operator,
-                model=origin.arm.model or None,
-                iteration=origin.iteration,
-                proposal_id=origin.proposal_id,
-                repair_note=proposal.repair_note,
-                prompt_tokens=proposal.prompt_tokens,
-                completion_tokens=proposal.completion_tokens,
-                cost_usd=proposal.cost_usd,
-                fm_seconds=proposal.fm_seconds,
+            _add_agent(
+                self.run_id, proposal, origin, status, files=dict(proposal.genome.files), entry=proposal.genome.entry
             )
         )
 
     async def store_invalid(self, proposal: Proposal, origin: Origin, *, reason: str) -> Agent:
         """Store a proposal that is no child to evaluate, with its reason; the bandit arm that made it earns 0."""
-        agent = await self.write(
-            AddAgent(
-                self.run_id,
-                parent_id=origin.parent_id,
-                second_parent_id=origin.second_parent_id,
-                operator=origin.arm.operator,
-                model=origin.arm.model or None,
-                iteration=origin.iteration,
-                status=AgentStatus.invalid,
-                invalid_reason=reason,
-                proposal_id=origin.proposal_id,
-                repair_note=proposal.repair_note,
-                prompt_tokens=proposal.prompt_tokens,
-                completion_tokens=proposal.completion_tokens,
-                cost_usd=proposal.cost_usd,
-                fm_seconds=proposal.fm_seconds,
-            )
-        )
+        agent = await self.write(_add_agent(self.run_id, proposal, origin, AgentStatus.invalid, invalid_reason=reason))
         self.memory.remember_failure(origin.parent_id, f"{origin.arm.operator}: {reason}")
         if self.bandit is not None:
             self.bandit.record_outcome(origin.arm, reward=0.0, cost=cost_of(agent))
@@ -473,3 +443,35 @@ class RunBook:
             cost_usd=c.spent_usd,
             fix=fix if status == RunStatus.failed else "",
         )
+
+
+def _add_agent(
+    run_id: int,
+    proposal: Proposal,
+    origin: Origin,
+    status: AgentStatus,
+    *,
+    files: dict[str, str] | None = None,
+    entry: str | None = None,
+    invalid_reason: str | None = None,
+) -> AddAgent:
+    """The command storing `proposal` as an agent of `origin` (its parents, arm, iteration and proposal id), with
+    what its FM calls cost."""
+    return AddAgent(
+        run_id,
+        status=status,
+        files=files,
+        entry=entry,
+        parent_id=origin.parent_id,
+        second_parent_id=origin.second_parent_id,
+        operator=origin.arm.operator,
+        model=origin.arm.model or None,
+        iteration=origin.iteration,
+        invalid_reason=invalid_reason,
+        proposal_id=origin.proposal_id,
+        repair_note=proposal.repair_note,
+        prompt_tokens=proposal.prompt_tokens,
+        completion_tokens=proposal.completion_tokens,
+        cost_usd=proposal.cost_usd,
+        fm_seconds=proposal.fm_seconds,
+    )

@@ -38,8 +38,8 @@ from cambrian.meta_agent.errors import CambrianError
 from cambrian.meta_agent.llm import ArchiveLedger, Ledger, LLMClient, MemoryLedger, close_http_sessions
 from cambrian.meta_agent.llm.gateway import FMGateway
 from cambrian.meta_agent.search.evaluation import (
-    AgentFMBudget,
     EvaluationContext,
+    agent_fm_budget,
     evaluate_in_sandbox,
     evaluation_row,
 )
@@ -477,10 +477,7 @@ def _evaluate(
     )
     if own_limits:
         limits = _without_folder_limits(limits, config, split)
-    # As in a search: per task, shared by the split's tasks (`EvaluationContext.budget`).
-    per_task = AgentFMBudget(
-        max_calls=config.evaluation.agent_fm_calls, max_tokens=config.evaluation.agent_fm_tokens, run_seed=config.seed
-    )
+    per_task = agent_fm_budget(config)  # as in a search: per task, shared by the split's tasks
     reporter.info(f"evaluating {subject.label} on the {split} split of {benchmark.name}")
     with sandbox_with_socket_dir(config, reporter) as (sandbox, socket_dir):
         with _maybe_fm(config, benchmark, reporter, ledger) as llm:
