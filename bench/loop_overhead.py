@@ -50,7 +50,7 @@ from cambrian.evaluators.registry import get_benchmark
 from cambrian.meta_agent.config import RunConfig
 from cambrian.meta_agent.llm import Completion
 from cambrian.meta_agent.operators import RewriteOperator
-from cambrian.meta_agent.search import SearchLoop
+from cambrian.meta_agent.search import loop_from_config
 from cambrian.meta_agent.search._behaviour import BehaviourSpace
 from cambrian.sandbox.base import RunResult, RunSpec
 from cambrian.sandbox.local import LocalSandbox
@@ -287,7 +287,7 @@ def bench_loop(
         )
         run = archive.create_run(name="bench", benchmark="circle_packing", seed=0, config_json=config.to_json())
         populate(archive, int(run.id), size, files, entry)
-        loop = SearchLoop.from_config(
+        loop = loop_from_config(
             archive=archive,
             run=run,
             config=config,

@@ -179,7 +179,7 @@ def run_cambrian(args: argparse.Namespace, endpoint: Any, workdir: Path, say: Ca
     from cambrian.meta_agent import __version__
     from cambrian.meta_agent.config import load_config
     from cambrian.meta_agent.llm import ArchiveLedger, close_http_sessions
-    from cambrian.meta_agent.search import SearchLoop
+    from cambrian.meta_agent.search import SearchLoop, loop_from_config
     from cambrian.meta_agent.search.session import choose_sandbox, make_llm_client
 
     config = load_config(
@@ -217,7 +217,7 @@ def run_cambrian(args: argparse.Namespace, endpoint: Any, workdir: Path, say: Ca
                 cambrian_version=__version__,
             )
             llm = make_llm_client(endpoint, config, ledger=ArchiveLedger(archive, run.key), warn=say)
-            loop = SearchLoop.from_config(
+            loop = loop_from_config(
                 archive=archive,
                 run=run,
                 config=config,

@@ -82,7 +82,7 @@ def run_one(job: Job) -> RunResult:
     from cambrian.archive.models import AgentStatus
     from cambrian.archive.store import Archive
     from cambrian.meta_agent.config import load_config
-    from cambrian.meta_agent.search import SearchLoop
+    from cambrian.meta_agent.search import loop_from_config
     from cambrian.meta_agent.search.session import build_benchmark
     from cambrian.sandbox.docker import DockerSandbox
     from cambrian.sandbox.local import LocalSandbox
@@ -120,7 +120,7 @@ def run_one(job: Job) -> RunResult:
                 run = archive.create_run(
                     name=str(config.name), benchmark=job.benchmark, seed=job.seed, config_json=config.to_json()
                 )
-                loop = SearchLoop.from_config(
+                loop = loop_from_config(
                     archive=archive,
                     run=run,
                     config=config,

@@ -1,8 +1,9 @@
 """The search core: the loop, how a proposal is made and a child evaluated, behaviour, and a run's start.
 
 - `SearchLoop`, `LoopEvent`, `LoopOutcome`: the asyncio pipeline of proposers and evaluators over an
-  archive, with its budgets, stop and resume; it takes a selector and operator objects, and
-  `SearchLoop.from_config` / `selector_from_config` build them from their names;
+  archive, with its budgets, stop and resume; it is composed of built objects (a selector, an `OperatorMix`,
+  a `Proposer`, an executor and its `EvaluationContext`, a budget, `LoopSettings`, a reporter), and
+  `loop_from_config` / `selector_from_config` build them from a run's config;
 - `RunBook`: what the loop writes down (agents, results, the best so far, events, the outcome), returning
   what happened for the loop to act on; the loop's `Scheduler` owns the queue, the stop and the counters;
   `PromptMemory`: what prompts show of the archive, read once and cached;
@@ -23,8 +24,9 @@ By role, in modules of their own:
 - `cambrian.meta_agent.search.holdout`: one agent (archived or exported) scored on a split and stored apart
   from its search score (`evaluate_target`: what `cambrian eval` and `Run.evaluate` do);
 - `cambrian.meta_agent.search.bandit`: choosing (model, operator) arms by reward (`Bandit`, `Arm`,
-  `ALGORITHMS`, `improvement_reward`); `cambrian.meta_agent.search.arms`: a run's arms and the bandit's
-  state, read back from the archive (`arm_history`, `restore_bandit`).
+  `ALGORITHMS`, `improvement_reward`); `cambrian.meta_agent.search.arms`: a run's operators and arms, how
+  one is drawn (`OperatorMix`), and the bandit's state, read back from the archive (`arm_history`,
+  `restore_bandit`).
 """
 
 from typing import TYPE_CHECKING
@@ -35,10 +37,13 @@ if TYPE_CHECKING:
     from cambrian.meta_agent.search._behaviour import BehaviourSpace, TaskRow
     from cambrian.meta_agent.search._book import RunBook
     from cambrian.meta_agent.search._compose import selector_from_config
+    from cambrian.meta_agent.search._from_config import loop_from_config
     from cambrian.meta_agent.search._loop import LoopEvent, LoopOutcome, SearchLoop
     from cambrian.meta_agent.search._memory import PromptMemory
     from cambrian.meta_agent.search._proposals import Proposer
+    from cambrian.meta_agent.search._settings import LoopSettings
     from cambrian.meta_agent.search._summary import categorize, summarize_run
+    from cambrian.meta_agent.search.arms import OperatorMix
     from cambrian.meta_agent.search.session import INTERRUPTED, Reporter, resume_run, start_run
 
 # Imported on first use (meta_agent/_lazy.py): `cambrian status` and the other readers need `stores` and `arms`,
@@ -47,9 +52,12 @@ _NAMES: dict[str, tuple[str, ...]] = {
     "cambrian.meta_agent.search._behaviour": ("BehaviourSpace", "TaskRow"),
     "cambrian.meta_agent.search._book": ("RunBook",),
     "cambrian.meta_agent.search._compose": ("selector_from_config",),
+    "cambrian.meta_agent.search._from_config": ("loop_from_config",),
     "cambrian.meta_agent.search._loop": ("LoopEvent", "LoopOutcome", "SearchLoop"),
     "cambrian.meta_agent.search._memory": ("PromptMemory",),
     "cambrian.meta_agent.search._proposals": ("Proposer",),
+    "cambrian.meta_agent.search._settings": ("LoopSettings",),
+    "cambrian.meta_agent.search.arms": ("OperatorMix",),
     "cambrian.meta_agent.search._summary": ("categorize", "summarize_run"),
     "cambrian.meta_agent.search.session": ("INTERRUPTED", "Reporter", "resume_run", "start_run"),
 }
@@ -65,6 +73,8 @@ __all__ = [
     "BehaviourSpace",
     "LoopEvent",
     "LoopOutcome",
+    "LoopSettings",
+    "OperatorMix",
     "PromptMemory",
     "Proposer",
     "Reporter",
@@ -72,6 +82,7 @@ __all__ = [
     "SearchLoop",
     "TaskRow",
     "categorize",
+    "loop_from_config",
     "resume_run",
     "selector_from_config",
     "start_run",

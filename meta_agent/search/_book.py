@@ -24,7 +24,6 @@ from cambrian.archive.store import Archive, genome_hash
 from cambrian.archive.view import ArchiveView
 from cambrian.evaluators.base import Genome
 from cambrian.evaluators.runner import AgentResult
-from cambrian.meta_agent.config import RunConfig
 from cambrian.meta_agent.operators import Proposal
 from cambrian.meta_agent.search._behaviour import BehaviourSpace, TaskRow
 from cambrian.meta_agent.search._memory import _LRU, PromptMemory
@@ -412,21 +411,22 @@ class RunBook:
 
     # ----- the end -----------------------------------------------------------------------------
 
-    def outcome(self, config: RunConfig, counters: Counters) -> LoopOutcome:
-        """The run's status and why, stored on the run, with what this invocation did (`counters`)."""
+    def outcome(self, counters: Counters, *, iterations: int, max_attempts: int) -> LoopOutcome:
+        """The run's status and why, stored on the run, with what this invocation did (`counters`); iterations:
+        the run's budget; max_attempts: evaluations lost to faults before an agent is given up."""
         c = counters
         fix = str(getattr(c.abort or c.fm_failure, "fix", "") or "")
-        iterations_left = config.budget.iterations - self.archive.iterations_done(self.run_id)
+        iterations_left = iterations - self.archive.iterations_done(self.run_id)
         if c.abort is not None:
             status, reason = RunStatus.failed, str(c.abort)
         elif c.fm_failure is not None and not c.budget_stop and iterations_left > 0 and not c.stop_reason:
             # The proposers ran out of iterations to try because the FM failed them: that is a failure.
             status, reason = RunStatus.failed, f"the FM failed: {c.fm_failure}"
         else:
-            pending = self.archive.pending(self.run_id, max_attempts=config.evaluation.max_attempts)
+            pending = self.archive.pending(self.run_id, max_attempts=max_attempts)
             if c.budget_stop or (not pending and iterations_left <= 0):
                 status = RunStatus.finished
-                reason = c.stop_reason or f"iteration budget of {config.budget.iterations} reached"
+                reason = c.stop_reason or f"iteration budget of {iterations} reached"
             else:
                 status, reason = RunStatus.stopped, c.stop_reason or "stopped"
         self.archive.set_run_status(self.run_id, status, error=reason if status == RunStatus.failed else None)

@@ -1,9 +1,9 @@
 """Putting a loop together: the selector and operators a config names, and the checks that the parts fit.
 
-`SearchLoop` takes objects; `SearchLoop.from_config` gets them here by name (built-in or installed
-plugins). Whatever built them, the loop checks them against the benchmark before anything runs:
-the descriptor axes and neighbours the selector reads, an operator object for every weighted name,
-a benchmark that supports `self_modify`, an FM for the FM operators, a seed some operator can edit.
+`SearchLoop` takes objects; `loop_from_config` gets them here by name (built-in or installed plugins).
+Whatever built them, the loop checks them against the benchmark before anything runs: the descriptor axes
+and neighbours the selector reads, a benchmark that supports `self_modify`, an FM for the FM operators; and
+a run is refused when no operator can edit its seed.
 """
 
 from __future__ import annotations
@@ -35,11 +35,11 @@ def selector_params(config: RunConfig, benchmark: Benchmark) -> dict[str, Any]:
 
 
 def check_selector_needs(
-    config: RunConfig, benchmark: Benchmark, selector: ParentSelector, descriptor_names: Sequence[str]
+    kept: int, benchmark: Benchmark, selector: ParentSelector, descriptor_names: Sequence[str]
 ) -> None:
-    """What the selector reads must exist: descriptor axes, and enough kept neighbours (`SelectorNeeds`)."""
+    """What the selector reads must exist: descriptor axes, and enough kept neighbours (`SelectorNeeds`; kept:
+    the neighbours kept per agent, `search.novelty.k`)."""
     needs = selector_needs(selector)
-    kept = config.search.novelty.k
     if needs.neighbours > kept:
         raise ConfigError(
             f"the {selector.name} strategy reads {needs.neighbours} nearest neighbours "
@@ -55,17 +55,11 @@ def check_selector_needs(
 
 
 def check_operators(
-    config: RunConfig, benchmark: Benchmark, operators: Mapping[str, Operator], *, has_fm: bool
+    weights: Mapping[str, float], benchmark: Benchmark, operators: Mapping[str, Operator], *, has_fm: bool
 ) -> None:
-    """An operator object for every weighted name; operators whose agents write their children
-    (`runs_agent`) need a benchmark that supports them, FM operators (`uses_fm`) an FM."""
-    weights = {name: w for name, w in config.search.operators.items() if w > 0}
-    missing = sorted(set(weights) - set(operators))
-    if missing:
-        raise ConfigError(
-            f"search.operators weighs {', '.join(missing)}, but no such operator was given to the loop",
-            fix="pass an operator object for every weighted name (SearchLoop.from_config builds them all)",
-        )
+    """Operators whose agents write their children (`runs_agent`) need a benchmark that supports them, FM
+    operators (`uses_fm`) an FM (`OperatorMix` holds an operator for every weighted name already)."""
+    weights = {name: w for name, w in weights.items() if w > 0}
     in_sandbox = [name for name in weights if operators[name].runs_agent]
     if in_sandbox and not supports_self_modify(benchmark):
         raise ConfigError(

@@ -23,9 +23,13 @@ V = TypeVar("V")
 
 
 class PromptMemory:
-    """Reads agents, genomes and invalid children for prompts, caching what never changes."""
+    """Reads agents, genomes and invalid children for prompts, caching what never changes. failed_attempts_shown:
+    reasons a parent's children failed shown with it; inspirations: other good agents shown (the defaults are
+    those of `search.failed_attempts_shown` and `search.inspirations`)."""
 
-    def __init__(self, archive: Archive, *, failed_attempts_shown: int, inspirations: int, capacity: int = 4096):
+    def __init__(
+        self, archive: Archive, *, failed_attempts_shown: int = 3, inspirations: int = 2, capacity: int = 4096
+    ):
         self.archive = archive
         self.failed_attempts_shown = failed_attempts_shown
         self.inspirations_shown = inspirations

@@ -261,3 +261,28 @@ class _Env:
         self.completion_tokens += completion.completion_tokens
         self.cost_usd += completion.cost_usd
         self.fm_seconds += completion.latency_s
+
+
+def with_usage(proposal: Proposal, earlier: Proposal) -> Proposal:
+    """`proposal` charged with the FM usage of `earlier` too (attempts of its iteration that were not stored)."""
+    if not (earlier.prompt_tokens or earlier.completion_tokens or earlier.cost_usd or earlier.fm_seconds):
+        return proposal
+    return dataclasses.replace(
+        proposal,
+        prompt_tokens=proposal.prompt_tokens + earlier.prompt_tokens,
+        completion_tokens=proposal.completion_tokens + earlier.completion_tokens,
+        cost_usd=proposal.cost_usd + earlier.cost_usd,
+        fm_seconds=proposal.fm_seconds + earlier.fm_seconds,
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class Repairable:
+    """What it takes to send a child's failed run back to the FM that wrote it (`Proposer.fix`)."""
+
+    operator: str
+    ctx: PromptContext
+    proposal: Proposal
+    model: str
+    iteration: int
+    attempt: int

@@ -15,8 +15,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from cambrian.archive.store import Archive
-from cambrian.meta_agent.llm import LLMClient, Request
-from cambrian.meta_agent.operators import render
+from cambrian.evaluators.base import Genome
+from cambrian.meta_agent.llm import FMBadRequest, FMUnavailable, LLMClient, Request
+from cambrian.meta_agent.operators import ParentInfo, render
 
 #: The most characters of notes kept (and shown to prompts).
 MAX_NOTES_CHARS = 900
@@ -61,9 +62,11 @@ def result_text(parent_score: float | None, child_score: float | None, reason: s
 
 
 class RunNotes:
-    """The recent outcomes and the FM's latest notes about them; `every`: proposals between reflections (> 0)."""
+    """The recent outcomes and the FM's latest notes about them: `llm` writes them, every `every` finished
+    proposals (> 0)."""
 
-    def __init__(self, *, every: int, notes: str | None = None) -> None:
+    def __init__(self, llm: LLMClient, *, every: int, notes: str | None = None) -> None:
+        self.llm = llm
         self.every = every
         self.text = notes
         self._recent: deque[Outcome] = deque(maxlen=2 * every)
@@ -71,18 +74,26 @@ class RunNotes:
         self.reflecting = False
 
     @classmethod
-    def restore(cls, archive: Archive, run_id: int, *, every: int) -> RunNotes:
+    def restore(cls, archive: Archive, run_id: int, llm: LLMClient, *, every: int) -> RunNotes:
         """The notes of a resumed run: its last reflection's reply (None before its first)."""
         calls = [call for call in archive.llm_calls(run_id) if call.purpose == PURPOSE and call.error is None]
         if not calls:
-            return cls(every=every)
+            return cls(llm, every=every)
         _, responses = archive.llm_exchanges([calls[-1].request_hash])
         response = responses.get(calls[-1].request_hash)
-        return cls(every=every, notes=clean_notes(response.text) if response is not None else None)
+        return cls(llm, every=every, notes=clean_notes(response.text) if response is not None else None)
 
     def record(self, outcome: Outcome) -> None:
         self._recent.append(outcome)
         self._since += 1
+
+    def record_proposal(
+        self, operator: str, parent: ParentInfo, child: Genome | None, score: float | None, reason: str | None
+    ) -> None:
+        """Record a finished proposal: the lines its child changed in the parent (none without a child), and its
+        score against the parent's, or why it did not count."""
+        change = changed_lines(parent.genome.files, child.files) if child is not None else ""
+        self.record(Outcome(operator, change, result_text(parent.score, score, reason)))
 
     def due(self) -> bool:
         """Whether a reflection should start now: `every` outcomes since the last, and none running."""
@@ -97,17 +108,26 @@ class RunNotes:
         values = {"contract": contract.strip(), "outcomes": outcomes, "notes": self.text or "(none yet)"}
         return [{"role": "user", "content": render("reflect", values).strip()}]
 
-    async def reflect(self, llm: LLMClient, *, contract: str, seed: int, iteration: int | None = None) -> None:
+    async def reflect(self, *, contract: str, seed: int, iteration: int | None = None) -> None:
         """Ask the FM for new notes from the recent outcomes (ledger purpose "reflect"); an FM error propagates
         and leaves the notes as they were. iteration: None, so the call is never taken for a child's."""
         self.reflecting, self._since = True, 0
         try:
-            completion = await llm.complete(
+            completion = await self.llm.complete(
                 Request(self.messages(contract), seed=seed, purpose=PURPOSE, iteration=iteration, max_tokens=256)
             )
             self.text = clean_notes(completion.text) or self.text
         finally:
             self.reflecting = False
+
+    async def refresh(self, *, contract: str, seed: int) -> str | None:
+        """`reflect`, for a running search: an FM that fails leaves the notes as they were, and the sentence that
+        says so is returned (None: new notes were written)."""
+        try:
+            await self.reflect(contract=contract, seed=seed)
+        except (FMUnavailable, FMBadRequest) as exc:
+            return f"the run's notes stay as they were: the FM could not write new ones ({exc})"
+        return None
 
 
 def clean_notes(text: str) -> str | None:

@@ -1,4 +1,9 @@
-"""The (model, operator) arms a proposal can pull, and the bandit's state, read back from the archive.
+"""The (model, operator) arms a proposal can pull, how one is drawn, and the bandit's state, read back from the
+archive.
+
+`OperatorMix` is the loop's operators: the operator objects, their weights, the arms they make with the run's
+models, and the draw of one arm per proposal (the bandit's, or by weight), among the operators that can edit
+the parent.
 
 The archive's agent rows are the bandit's persisted state: each proposal row
 names its model and operator, and its outcome (the child's score against its
@@ -11,12 +16,84 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+import numpy as np
+
 from cambrian.archive.models import Agent, AgentStatus
+from cambrian.evaluators.base import Genome
 from cambrian.meta_agent.config import BanditConfig
-from cambrian.meta_agent.operators import Operator
+from cambrian.meta_agent.errors import ConfigError
+from cambrian.meta_agent.operators import Operator, choose_operator
+from cambrian.meta_agent.search._memory import _LRU
 from cambrian.meta_agent.search.bandit import Arm, Bandit, improvement_reward
 
-__all__ = ["arm_history", "cost_of", "operator_arms", "restore_bandit"]
+__all__ = ["OperatorMix", "arm_history", "cost_of", "operator_arms", "restore_bandit"]
+
+
+class OperatorMix:
+    """The operators of a search and how each proposal's (model, operator) arm is drawn.
+
+    operators: name -> operator, one for every weighted name. weights: name -> weight (> 0 to be drawn), the
+    draw's odds without a bandit and its prior with one. arms: the arms to draw from (default: one per operator
+    and model, `operator_arms`). models: the FM labels an FM operator can run on (the first is the run's
+    `fm.model`; none for a search without FM). bandit: learns which arm pays (None: draws by weight).
+    """
+
+    def __init__(
+        self,
+        operators: Mapping[str, Operator],
+        *,
+        weights: Mapping[str, float],
+        models: Sequence[str] = (),
+        arms: Sequence[Arm] | None = None,
+        bandit: Bandit | None = None,
+    ) -> None:
+        self.operators = dict(operators)
+        self.weights = {name: float(weight) for name, weight in weights.items() if weight > 0}
+        missing = sorted(set(self.weights) - set(self.operators))
+        if missing:
+            raise ConfigError(
+                f"search.operators weighs {', '.join(missing)}, but no such operator was given to the loop",
+                fix="pass an operator object for every weighted name (loop_from_config builds them all)",
+            )
+        if arms is None:
+            arms = operator_arms(self.weights, self.operators, models=models, gateway_model=models[0] if models else "")
+        self.arms = list(arms)
+        self.bandit = bandit
+        self._editable = _LRU[tuple[str, int], bool](capacity=4096)
+
+    def choose(self, rng: np.random.Generator, parent_id: int, parent: Genome, *, pairs: bool) -> Arm:
+        """The (model, operator) of a proposal from `parent`: the bandit's choice, or operator by weight and model
+        uniformly, among the operators that can edit it (`Operator.cannot_edit`: no FM call is spent on one that
+        cannot). When none can, the draw is over all of them and the operator's refusal names the cause.
+        pairs: whether two evaluated agents exist (crossover is not drawn until they do)."""
+        arms = self.arms if pairs else [arm for arm in self.arms if arm.operator != "crossover"]
+        able = [arm for arm in arms if self.can_edit(arm.operator, parent_id, parent)]
+        arms = able or arms
+        if self.bandit is not None:
+            return self.bandit.choose(rng, allowed=arms)
+        weights = {name: w for name, w in self.weights.items() if any(a.operator == name for a in arms)}
+        operator = choose_operator(weights, rng)
+        models = [arm.model for arm in arms if arm.operator == operator]
+        return Arm(models[int(rng.integers(len(models)))] if len(models) > 1 else models[0], operator)
+
+    def can_edit(self, operator: str, parent_id: int, parent: Genome) -> bool:
+        """Whether `operator` can try to edit `parent` (remembered per agent: parents are drawn again and again)."""
+        key = (operator, parent_id)
+        able = self._editable.get(key)
+        if able is None:
+            able = self.operators[operator].cannot_edit(parent) is None
+            self._editable.put(key, able)
+        return able
+
+    def record_pull(self, arm: Arm) -> None:
+        """A proposal was made with `arm` (its reward comes when the child is scored)."""
+        if self.bandit is not None:
+            self.bandit.record_pull(arm)
+
+    def cancel_pull(self, arm: Arm) -> None:
+        """A proposal made with `arm` was never stored (a program the run has): it does not count."""
+        if self.bandit is not None:
+            self.bandit.cancel_pull(arm)
 
 
 def operator_arms(

@@ -19,7 +19,7 @@ from cambrian.meta_agent.edits import EditError
 from cambrian.meta_agent.llm import ArchiveLedger, LLMClient, MemoryLedger, Request, derive_seed
 from cambrian.meta_agent.llm.serve import LocalServer
 from cambrian.meta_agent.operators import ParentInfo, PromptContext, RewriteOperator
-from cambrian.meta_agent.search import SearchLoop, categorize
+from cambrian.meta_agent.search import categorize, loop_from_config
 from cambrian.meta_agent.search.session import make_llm_client
 from cambrian.sandbox.local import LocalSandbox
 
@@ -60,7 +60,7 @@ def test_every_child_of_a_constrained_smollm2_search_parses(tmp_path: Path, loca
         llm = make_llm_client(
             local_fm.endpoint(), config, ledger=ArchiveLedger(archive, int(run.id)), warn=warnings.append
         )
-        loop = SearchLoop.from_config(
+        loop = loop_from_config(
             archive=archive,
             run=run,
             config=config,

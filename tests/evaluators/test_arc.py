@@ -33,7 +33,7 @@ from cambrian.evaluators.harness.run_program import TASK_FILE
 from cambrian.evaluators.registry import benchmark_names
 from cambrian.evaluators.runner import evaluate_agent
 from cambrian.meta_agent.config import RunConfig
-from cambrian.meta_agent.search import SearchLoop
+from cambrian.meta_agent.search import loop_from_config
 from cambrian.meta_agent.testing import ScriptedFM
 from cambrian.sandbox.local import LocalSandbox
 from tests.conftest import SHORT_REPLIES
@@ -321,7 +321,7 @@ def test_arc_program_search_runs_end_to_end_fake_fm(tmp_path: Path) -> None:
     )
     archive = Archive.at(tmp_path / "archive.db")
     run = archive.create_run(name="arc", benchmark="arc-program", seed=0, config_json=config.to_json())
-    loop = SearchLoop.from_config(
+    loop = loop_from_config(
         archive=archive,
         run=run,
         config=config,

@@ -26,7 +26,7 @@ from cambrian.evaluators.base import FeedbackPolicy
 from cambrian.evaluators.registry import BENCHMARKS
 from cambrian.meta_agent.config import RunConfig
 from cambrian.meta_agent.operators import OPERATOR_REGISTRY, PromptContext, make_operator
-from cambrian.meta_agent.search import Reporter, SearchLoop
+from cambrian.meta_agent.search import Reporter, loop_from_config
 from cambrian.meta_agent.search.holdout import HOLDOUT_FILE, EvalTargetError, evaluate_target
 from cambrian.meta_agent.search.session import build_benchmark
 from cambrian.meta_agent.testing import ScriptedFM
@@ -85,7 +85,7 @@ def example_run(tmp_path: Path, example_registered: dict[str, str]) -> tuple[Pat
     (runs / RUN).mkdir(parents=True)
     with Archive.at(runs / RUN / "archive.db") as archive:
         run = archive.create_run(name=RUN, benchmark="example", seed=0, config_json=config.to_json())
-        loop = SearchLoop.from_config(
+        loop = loop_from_config(
             archive=archive,
             run=run,
             config=config,
@@ -160,7 +160,7 @@ def test_selection_and_prompts_never_see_holdout_scores_fake_fm(example_run: tup
         assert marker not in view.scores.tolist()
 
         config = RunConfig.from_json(run.config_json)
-        loop = SearchLoop.from_config(
+        loop = loop_from_config(
             archive=archive,
             run=run,
             config=config,

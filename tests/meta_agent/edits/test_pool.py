@@ -20,7 +20,7 @@ from cambrian.evaluators.circle_packing import CirclePacking
 from cambrian.meta_agent.config import RunConfig
 from cambrian.meta_agent.edits import CheckedChild, EditError, EditPool, check_child, edit_processes
 from cambrian.meta_agent.operators import ParentInfo, PromptContext, RewriteOperator
-from cambrian.meta_agent.search import SearchLoop
+from cambrian.meta_agent.search import loop_from_config
 from cambrian.meta_agent.testing import ScriptedFM
 from cambrian.sandbox.local import LocalSandbox
 
@@ -133,7 +133,7 @@ def run_search(tmp_path: Path, processes: int) -> list[tuple]:
     )
     with Archive.at(tmp_path / "archive.db") as archive:
         run = archive.create_run(name="t", benchmark="circle_packing", seed=0, config_json=config.to_json())
-        loop = SearchLoop.from_config(
+        loop = loop_from_config(
             archive=archive,
             run=run,
             config=config,

@@ -20,7 +20,7 @@ from cambrian.evaluators.circle_packing import CirclePacking
 from cambrian.meta_agent.config import RunConfig
 from cambrian.meta_agent.llm import ArchiveLedger, Endpoint, LLMClient, MemoryLedger
 from cambrian.meta_agent.llm.gateway import FMGateway
-from cambrian.meta_agent.search import SearchLoop
+from cambrian.meta_agent.search import SearchLoop, loop_from_config
 from cambrian.meta_agent.testing import ASKS_FM_AGENT, ScriptedFM, SleepBenchmark
 from cambrian.sandbox.local import LocalSandbox
 from tests.conftest import skip_without_docker
@@ -82,7 +82,7 @@ def test_agent_calls_reach_the_fm_through_the_gateway_and_are_recorded(kind: str
     archive = Archive.at(tmp_path / "archive.db")
     run = archive.create_run(name="t", benchmark="circle_packing", seed=0, config_json=cfg.to_json())
     agent_llm = LLMClient(local_fm.endpoint(), ledger=ArchiveLedger(archive, int(run.id)), max_tokens=8)
-    loop = SearchLoop.from_config(
+    loop = loop_from_config(
         archive=archive,
         run=run,
         config=cfg,
@@ -136,7 +136,7 @@ def test_the_agent_budget_is_per_task_so_every_task_may_call_the_fm_fake_fm(tmp_
     agents_fm = ScriptedFM(["hi"])
     client = LLMClient(Endpoint(model="openai/scripted", label="scripted"), ledger=MemoryLedger(), max_tokens=8)
     client.complete = agents_fm.complete  # type: ignore[method-assign,assignment]  # the scripted FM answers
-    loop = SearchLoop.from_config(
+    loop = loop_from_config(
         archive=archive,
         run=run,
         config=config,

@@ -16,7 +16,7 @@ from cambrian.meta_agent.config import RunConfig
 from cambrian.meta_agent.errors import SeedFailed
 from cambrian.meta_agent.llm import ArchiveLedger, Completion, Endpoint, LLMClient, MemoryLedger, Request
 from cambrian.meta_agent.llm._client import Asked
-from cambrian.meta_agent.search import SearchLoop
+from cambrian.meta_agent.search import SearchLoop, loop_from_config
 from cambrian.meta_agent.testing import ScriptedFM
 from cambrian.sandbox.local import LocalSandbox
 
@@ -55,7 +55,7 @@ def make_loop(
     )
     archive = Archive.at(tmp_path / "archive.db") if store is None else Archive(store)
     run = archive.create_run(name="t", benchmark="circle_packing", seed=0, config_json=cfg.to_json())
-    loop = SearchLoop.from_config(
+    loop = loop_from_config(
         archive=archive,
         run=run,
         config=cfg,
@@ -240,10 +240,10 @@ def test_stop_request_leaves_a_resumable_run_fake_fm(tmp_path: Path, store_url: 
     assert 2 <= done < 6
     # Resume: a fresh loop over the same archive finishes the budget.
     run = archive.get_run("t")
-    again = SearchLoop.from_config(
+    again = loop_from_config(
         archive=archive,
         run=run,
-        config=loop.config,
+        config=RunConfig.model_validate_json(run.config_json),
         benchmark=CirclePacking(start="grid"),
         sandbox=LocalSandbox(),
         llm=fm,

@@ -20,7 +20,7 @@ from cambrian.evaluators.circle_packing import CirclePacking
 from cambrian.evaluators.deceptive import DeceptiveTrap
 from cambrian.meta_agent.config import RunConfig
 from cambrian.meta_agent.errors import ConfigError
-from cambrian.meta_agent.search import SearchLoop
+from cambrian.meta_agent.search import loop_from_config
 from cambrian.meta_agent.search.arms import arm_history
 from cambrian.meta_agent.search.bandit import Arm
 from cambrian.meta_agent.testing import ScriptedFM
@@ -51,7 +51,7 @@ def _loop(tmp_path: Path, config: RunConfig, *, benchmark=None, fm=None, archive
         if runs
         else archive.create_run(name="t", benchmark=benchmark.name, seed=config.seed, config_json=config.to_json())
     )
-    loop = SearchLoop.from_config(
+    loop = loop_from_config(
         archive=archive,
         run=run,
         config=config,
@@ -191,7 +191,7 @@ def test_the_bandit_is_restored_on_resume_and_shown_by_history_fake_fm(tmp_path:
         tmp_path, _config(tmp_path, budget={"iterations": 8}, **settings), benchmark=CirclePacking(start="grid"), fm=fm
     )
     asyncio.run(loop.run_until_done())
-    live = {s.arm: (s.pulls, s.rewarded, round(s.reward_sum, 12)) for s in loop.bandit.stats()}
+    live = {s.arm: (s.pulls, s.rewarded, round(s.reward_sum, 12)) for s in loop.mix.bandit.stats()}
     assert set(live) == {Arm("scripted", "rewrite"), Arm("", "ast_mutate")}
     assert sum(pulls for pulls, _, _ in live.values()) == 8
     again, _ = _loop(
@@ -201,7 +201,7 @@ def test_the_bandit_is_restored_on_resume_and_shown_by_history_fake_fm(tmp_path:
         fm=fm,
         archive=archive,
     )
-    restored = {s.arm: (s.pulls, s.rewarded, round(s.reward_sum, 12)) for s in again.bandit.stats()}
+    restored = {s.arm: (s.pulls, s.rewarded, round(s.reward_sum, 12)) for s in again.mix.bandit.stats()}
     assert restored == live
     history = arm_history(archive.agents(1))
     assert len(history) == 8 and all(reward is not None for _, reward, _ in history)
@@ -224,7 +224,7 @@ def test_two_models_are_both_tried_by_the_bandit_and_recorded(tmp_path: Path, lo
     ledger = ArchiveLedger(archive, int(run.id))
     first = local_fm.endpoint()
     second = dataclasses.replace(first, label="smollm2-twin")
-    loop = SearchLoop.from_config(
+    loop = loop_from_config(
         archive=archive,
         run=run,
         config=config,
@@ -238,7 +238,7 @@ def test_two_models_are_both_tried_by_the_bandit_and_recorded(tmp_path: Path, lo
     children = [a for a in archive.agents(1) if a.iteration > 0]
     assert {a.model for a in children[:2]} == {first.label, "smollm2-twin"}
     assert {c.model for c in archive.llm_calls(1) if c.purpose == "mutate"} >= {first.label, "smollm2-twin"}
-    assert {s.arm.model for s in loop.bandit.stats() if s.pulls} == {first.label, "smollm2-twin"}
+    assert {s.arm.model for s in loop.mix.bandit.stats() if s.pulls} == {first.label, "smollm2-twin"}
 
 
 SELF_WRITING_AGENT = '''"""An agent that needs no FM: it returns `pass`-bodied code for HumanEval tasks, and,
@@ -282,4 +282,4 @@ def test_a_parent_writing_its_child_is_credited_to_the_model_agents_call(tmp_pat
     evaluation = {"concurrency": 1, "timeout_s": 10, "agent_fm": False, "agent_model": "qwen2.5-coder-0.5b"}
     config = _config(tmp_path, search={"operators": {"self_modify": 1.0}}, evaluation=evaluation)
     loop, _ = _loop(tmp_path, config, benchmark=HumanEval(stage_sizes=[2], thresholds=[0.5]), fm=ScriptedFM([]))
-    assert [(arm.model, arm.operator) for arm in loop.arms] == [("qwen2.5-coder-0.5b", "self_modify")]
+    assert [(arm.model, arm.operator) for arm in loop.mix.arms] == [("qwen2.5-coder-0.5b", "self_modify")]

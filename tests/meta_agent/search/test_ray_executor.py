@@ -30,7 +30,7 @@ from cambrian.meta_agent.config import RunConfig
 from cambrian.meta_agent.errors import ClusterError
 from cambrian.meta_agent.llm import Endpoint, LLMClient, MemoryLedger
 from cambrian.meta_agent.llm.gateway import FMGateway
-from cambrian.meta_agent.search import SearchLoop
+from cambrian.meta_agent.search import loop_from_config
 from cambrian.meta_agent.search._executor import make_executor
 from cambrian.meta_agent.search._ray_executor import RayExecutor
 from cambrian.meta_agent.search._ray_slots import FreeSlots, NodeHandle, Slot
@@ -168,7 +168,7 @@ def test_a_search_runs_its_tasks_on_both_nodes_fake_fm(cluster: LocalRayCluster,
         archive = Archive.at(tmp_path / "archive.db")
         run = archive.create_run(name="ray", benchmark="sleep", seed=0, config_json=config.to_json())
         children = [fenced(AGENT.format(score=0.75)), fenced(AGENT.format(score=0.5))]
-        loop = SearchLoop.from_config(
+        loop = loop_from_config(
             archive=archive,
             run=run,
             config=config,
@@ -312,7 +312,7 @@ def test_a_node_killed_mid_run_costs_only_its_in_flight_tasks_fake_fm(cluster: L
         assert executor.slots == 6
         archive = Archive.at(tmp_path / "archive.db")
         run = archive.create_run(name="ray", benchmark="sleep", seed=0, config_json=config.to_json())
-        loop = SearchLoop.from_config(
+        loop = loop_from_config(
             archive=archive,
             run=run,
             config=config,
@@ -450,7 +450,7 @@ def test_the_driver_needs_a_sandbox_only_for_the_local_executor(tmp_path: Path) 
     archive = Archive.at(tmp_path / "archive.db")
     self_modifying = config("ray", {"self_modify": 1.0})
     run = archive.create_run(name="r", benchmark="humaneval", seed=0, config_json=self_modifying.to_json())
-    loop = SearchLoop.from_config(
+    loop = loop_from_config(
         archive=archive,
         run=run,
         config=self_modifying,
@@ -462,7 +462,7 @@ def test_the_driver_needs_a_sandbox_only_for_the_local_executor(tmp_path: Path) 
     )
     assert loop.proposer.executor is loop.executor  # where the parent runs: with the evaluations
     with pytest.raises(ValueError, match="give a sandbox"):
-        SearchLoop.from_config(
+        loop_from_config(
             archive=archive,
             run=run,
             config=config("local", {"diff": 1.0}),
@@ -504,7 +504,7 @@ def test_a_parent_writing_its_child_runs_on_a_node_and_calls_the_fm_through_its_
     try:
         archive = Archive.at(tmp_path / "archive.db")
         run = archive.create_run(name="ray", benchmark="humaneval", seed=0, config_json=config.to_json())
-        loop = SearchLoop.from_config(
+        loop = loop_from_config(
             archive=archive,
             run=run,
             config=config,

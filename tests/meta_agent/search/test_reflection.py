@@ -62,7 +62,7 @@ def test_a_resumed_run_reads_its_notes_back_from_the_ledger(tmp_path: Path) -> N
 
     with Archive.at(tmp_path / "a.db") as archive:
         run_id = int(archive.create_run(name="r", benchmark="b", seed=0, config_json="{}").id)
-        assert RunNotes.restore(archive, run_id, every=5).text is None
+        assert RunNotes.restore(archive, run_id, ScriptedFM([]), every=5).text is None
         archive.record_llm_call(LLMCall(run_id=run_id, purpose="reflect", model="m", request_hash="h1"))
         archive.store_response(LLMResponse(request_hash="h1", model="m", text="Keep the rings; the grid is stuck."))
-        assert RunNotes.restore(archive, run_id, every=5).text == "Keep the rings; the grid is stuck."
+        assert RunNotes.restore(archive, run_id, ScriptedFM([]), every=5).text == "Keep the rings; the grid is stuck."

@@ -16,7 +16,7 @@ from cambrian.evaluators.harness import HarnessBenchmark
 from cambrian.evaluators.harness.run_program import read_outcome
 from cambrian.evaluators.runner import Limits, evaluate_agent
 from cambrian.meta_agent.config import RunConfig
-from cambrian.meta_agent.search import SearchLoop
+from cambrian.meta_agent.search import loop_from_config
 from cambrian.meta_agent.testing import ScriptedFM
 from cambrian.sandbox.base import RunResult
 from cambrian.sandbox.local import LocalSandbox
@@ -98,7 +98,7 @@ def run_search(tmp_path: Path, benchmark: ValueBenchmark, replies: list[str], **
     )
     archive = Archive.at(tmp_path / "archive.db")
     run = archive.create_run(name="t", benchmark="value", seed=0, config_json=config.to_json())
-    loop = SearchLoop.from_config(
+    loop = loop_from_config(
         archive=archive,
         run=run,
         config=config,
