@@ -149,13 +149,14 @@ def _configure_postgresql(engine: Engine) -> None:
             raise DBAPIError.instance(statement, None, error, psycopg.Error, connection_invalidated=broken) from error
 
 
-def parse_store_url(url: str) -> URL:
-    """`url` parsed (a bare postgresql:// takes the psycopg driver Cambrian ships); InvalidStoreURL if it is none."""
+def parse_store_url(url: str, *, given_as: str | None = None) -> URL:
+    """`url` parsed (a bare postgresql:// takes the psycopg driver Cambrian ships); InvalidStoreURL if it is none,
+    naming how it was given where the caller says (`given_as`: --store, CAMBRIAN_STORE, the config's store)."""
     try:
         parsed = make_url(url)
-    except ArgumentError:
+    except (ArgumentError, ValueError):
         raise InvalidStoreURL(
-            f"{url!r} is not a database URL",
+            f"{url!r}{f' ({given_as})' if given_as else ''} is not a database URL",
             fix="write sqlite:///PATH/archive.db or postgresql+psycopg://USER[:PASSWORD]@HOST[:PORT]/DATABASE",
         ) from None
     if parsed.drivername == "postgresql":

@@ -33,6 +33,7 @@ from types import TracebackType
 from sqlalchemy import Engine
 
 from cambrian.archive._database import Database
+from cambrian.archive._engine import parse_store_url
 from cambrian.archive._lifecycle import Lifecycle
 from cambrian.archive._queries import AgentContext, Queries
 from cambrian.archive._retry import RECONNECT_S
@@ -61,7 +62,16 @@ from cambrian.archive.models import (
 from cambrian.archive.schema import SchemaReport
 from cambrian.archive.view import ArchiveView
 
-__all__ = ["TRANSITIONS", "AgentContext", "Archive", "CostSummary", "ModelCost", "check_genome_paths", "genome_hash"]
+__all__ = [
+    "TRANSITIONS",
+    "AgentContext",
+    "Archive",
+    "CostSummary",
+    "ModelCost",
+    "check_genome_paths",
+    "genome_hash",
+    "parse_store_url",
+]
 
 
 class Archive:

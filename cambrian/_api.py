@@ -48,8 +48,14 @@ def _runs_dir(value: str | Path | None) -> Path:
 
 def _store(value: str | None) -> str | None:
     """`value`, or as the CLI: the database URL CAMBRIAN_STORE names (where a password belongs), else None
-    (each run's own archive.db)."""
-    return value if value is not None else (os.environ.get("CAMBRIAN_STORE") or None)
+    (each run's own archive.db). InvalidStoreURL, before anything runs, for one that is no URL (a path such as
+    "runs.db")."""
+    store = value if value is not None else (os.environ.get("CAMBRIAN_STORE") or None)
+    if store is not None:
+        from cambrian.archive.store import parse_store_url
+
+        parse_store_url(store, given_as="store=" if value is not None else "CAMBRIAN_STORE")
+    return store
 
 
 @dataclass(frozen=True)

@@ -39,7 +39,10 @@ class FMConfig(_Section):
         default="qwen2.5-coder-1.5b",
         description="a registry name (`cambrian models list`), a .gguf path, or a litellm model string",
     )
-    api_base: str | None = None
+    api_base: str | None = Field(
+        default=None,
+        description="an OpenAI-compatible server's URL, with http:// or https://, e.g. http://localhost:8080",
+    )
     api_key_env: str | None = Field(default=None, description="NAME of the env var holding the API key")
     temperature: float = Field(default=0.8, ge=0, le=2)
     max_tokens: int = Field(default=1024, ge=16, le=65536)
@@ -76,6 +79,22 @@ class FMConfig(_Section):
         description="a reply that fails to parse, apply or pass the static check goes back to the FM with the "
         "exact error, in the same conversation, this many times (ledger purpose `repair`)",
     )
+
+    @field_validator("api_base")
+    @classmethod
+    def _api_base_names_its_scheme(cls, api_base: str | None) -> str | None:
+        problem = url_without_scheme(api_base)
+        if problem is not None:
+            raise ValueError(problem)
+        return api_base
+
+
+def url_without_scheme(url: str | None) -> str | None:
+    """What is wrong with a server URL that names no http:// or https:// (None: nothing): without one
+    (localhost:8080) it reaches no server, and the FM check would say that nothing answers there."""
+    if url is None or url.startswith(("http://", "https://")):
+        return None
+    return f"{url!r} has no http:// or https://: write e.g. http://{url.split('://')[-1]}"
 
 
 class NoveltyConfig(_Section):

@@ -59,6 +59,15 @@ def test_bad_calls_are_cambrian_errors_with_a_fix(tmp_path: Path) -> None:
     assert "no-such-benchmark" in str(unknown.value) and unknown.value.fix
     with pytest.raises(cambrian.CambrianError, match="search.bogus"):
         cambrian.search("deceptive", runs_dir=tmp_path, iterations=1, config={"search": {"bogus": 1}})
+    # A store that is a path, not a URL: once sqlalchemy's ArgumentError from deep inside.
+    for call in (
+        lambda: cambrian.search("deceptive", runs_dir=tmp_path, iterations=1, store="runs.db"),
+        lambda: cambrian.open_run("r", runs_dir=tmp_path, store="runs.db"),
+    ):
+        with pytest.raises(cambrian.CambrianError, match=r"'runs.db' \(store=\) is not a database URL") as bad:
+            call()
+        assert "sqlite:///" in bad.value.fix
+    assert not list(tmp_path.iterdir())  # refused before anything was made
 
 
 def test_the_runs_folder_defaults_to_the_environment_as_in_the_cli(

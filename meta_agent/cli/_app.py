@@ -38,18 +38,9 @@ RunsDir = typer.Option(
 def store_url(value: str, *, given_as: str) -> URL:
     """`value` parsed as a store URL; InvalidStoreURL, naming how it was given (`given_as`: --store,
     CAMBRIAN_STORE, the config's store), for one that is no URL: refused before a command shows it in a message."""
-    from sqlalchemy.engine import make_url
-    from sqlalchemy.exc import ArgumentError
+    from cambrian.archive.store import parse_store_url
 
-    from cambrian.archive.errors import InvalidStoreURL
-
-    try:
-        return make_url(value)
-    except (ArgumentError, ValueError):
-        raise InvalidStoreURL(
-            f"{value!r} ({given_as}) is not a database URL",
-            fix="write sqlite:///PATH/archive.db or postgresql+psycopg://USER@HOST[:PORT]/DATABASE",
-        ) from None
+    return parse_store_url(value, given_as=given_as)
 
 
 def _store_option(ctx: typer.Context, param: typer.CallbackParam, value: str | None) -> str | None:
@@ -84,13 +75,12 @@ Store = typer.Option(
 
 
 def http_url(value: str | None) -> str | None:
-    """The callback of an --api-base option: a URL that names its scheme. Without one (localhost:8080) it
-    reaches no server, and the FM check would say that nothing answers there."""
-    if value is not None and not value.startswith(("http://", "https://")):
-        raise typer.BadParameter(
-            f"{value!r} has no http:// or https://: write e.g. http://{value.split('://')[-1]}",
-            param_hint="--api-base",
-        )
+    """The callback of an --api-base option: a URL that names its scheme (`url_without_scheme`)."""
+    from cambrian.meta_agent.config import url_without_scheme  # pydantic is imported only by commands needing it
+
+    problem = url_without_scheme(value)
+    if problem is not None:
+        raise typer.BadParameter(problem, param_hint="--api-base")
     return value
 
 

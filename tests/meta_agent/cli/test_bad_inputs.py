@@ -312,6 +312,22 @@ def test_a_store_that_is_no_url_is_refused_with_the_fix_however_it_is_given(tmp_
     assert done.returncode == 2 and "'runs.db' (CAMBRIAN_STORE) is not a database URL" in done.stderr, done.stderr
 
 
+def test_an_fm_url_without_its_scheme_is_refused_however_it_is_given(tmp_path: Path) -> None:
+    # --set fm.api_base=localhost:8080 once reached the FM check, which said that nothing answers there.
+    runs = tmp_path / "runs"
+    (tmp_path / "my.toml").write_text('[fm]\napi_base = "localhost:8080"\n')
+    for given in (
+        ("--api-base", "localhost:8080"),
+        ("--set", "fm.api_base=localhost:8080"),
+        ("-c", str(tmp_path / "my.toml")),
+    ):
+        done = cambrian("run", "deceptive", "--name", "x", "--model", "qwen", *given, "--runs-dir", str(runs))
+        assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+        assert "'localhost:8080' has no http:// or https://" in done.stderr and "http://localhost:8080" in done.stderr
+        assert "answers" not in done.stderr
+    assert not (runs / "x").exists()
+
+
 def test_a_bad_flag_is_named_as_the_command_lines_never_as_the_runs_stored_config(tmp_path: Path) -> None:
     runs = tmp_path / "runs"
     healthy_run(runs, "r", agents=1)
