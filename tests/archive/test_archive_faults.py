@@ -216,7 +216,7 @@ def test_a_database_that_stays_away_ends_in_a_clear_error(server: PostgresServer
         started = time.monotonic()
         with pytest.raises(ArchiveUnreachable) as gone:
             archive.add_agent(run.key, files={"main.py": "x = 0\n"}, entry="main.py")
-        assert 2 <= time.monotonic() - started < 30
+        assert time.monotonic() - started >= 2  # it waited reconnect_s for the server (however busy the machine)
         assert "has not answered for 2 s" in str(gone.value) and "cambrian resume" in gone.value.fix
         server.start()
         server.wait_ready()
