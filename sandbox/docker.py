@@ -47,7 +47,7 @@ import docker
 import docker.errors
 
 from cambrian.sandbox.base import FM_SOCKET_INSIDE, Mount, RunResult, RunSpec, SandboxError
-from cambrian.sandbox.container_runner import DRAIN_GRACE_S, REAP_GRACE_S
+from cambrian.sandbox.container_runner import REAP_GRACE_S
 from cambrian.sandbox.docker_container import (
     DOCKER_ERRORS,
     ChannelClosed,
@@ -59,6 +59,7 @@ from cambrian.sandbox.docker_container import (
     hardened_settings,
     remove_dead_leftovers,
 )
+from cambrian.sandbox.guest import DRAIN_GRACE_S
 from cambrian.sandbox.image import DEFAULT_IMAGE, ImageStatus, connect_engine, image_missing, image_stale, recipe_of
 from cambrian.sandbox.local import check_relative_path
 
@@ -221,11 +222,11 @@ class DockerSandbox:
                 f"a sandbox container did not start: {exc} {container.channel.diagnostics()}".strip(),
                 fix="run `cambrian sandbox check`; rebuild the image with `cambrian sandbox build --force`",
             ) from exc
-        if ready.get("dumpable") != 0:
+        if ready.get("undumpable") is not True:
             self.discard(container)
             raise SandboxError(
-                "the sandbox runner could not make itself non-dumpable (prctl through ctypes failed: "
-                f"{ready.get('dumpable')!r}), so a task could write on its channel",
+                "the sandbox runner could not make itself non-dumpable (prctl through ctypes failed), so a task "
+                "could write on its channel",
                 fix="rebuild the image with `cambrian sandbox build --force` (its python3 needs the ctypes module)",
             )
         return container

@@ -30,10 +30,22 @@ import docker.errors
 import docker.types
 import requests.exceptions
 
+from cambrian.sandbox import guest
 from cambrian.sandbox.base import Mount, pid_alive
 from cambrian.sandbox.image import SANDBOX_UID
 
-RUNNER_SOURCE = Path(__file__).with_name("container_runner.py").read_text(encoding="utf-8")
+#: The container's program (`python3 -I -S -c`): it registers the run protocol, argv[1], under its own name and
+#: runs the runner, argv[2], which then imports it as on the host (see `runner_command`).
+_RUNNER_LOADER = f"""\
+import sys, types
+guest = types.ModuleType({guest.__name__!r})
+exec(compile(sys.argv[1], "guest.py", "exec"), guest.__dict__)
+sys.modules[guest.__name__] = guest
+exec(compile(sys.argv[2], "container_runner.py", "exec"), {{"__name__": "__main__"}})
+"""
+_RUNNER_SOURCES = tuple(
+    Path(__file__).with_name(name).read_text(encoding="utf-8") for name in ("guest.py", "container_runner.py")
+)
 DOCKER_ERRORS = (docker.errors.DockerException, requests.exceptions.RequestException)
 _DOCKER_HEADER = struct.Struct(">BxxxI")
 _FRAME_HEADER = struct.Struct(">I")
@@ -173,6 +185,12 @@ def container_labels(run_label: str) -> dict[str, str]:
     }
 
 
+def runner_command() -> list[str]:
+    """The container's command: the runner (container_runner.py) and the run protocol it imports (guest.py), as
+    source: nothing is copied into the read-only image, and the runner is always this Cambrian's."""
+    return ["python3", "-I", "-S", "-c", _RUNNER_LOADER, *_RUNNER_SOURCES]
+
+
 def hardened_settings(
     image: str, *, limits: ContainerLimits, labels: dict[str, str], mounts: tuple[Mount, ...] = ()
 ) -> dict[str, Any]:
@@ -180,7 +198,7 @@ def hardened_settings(
     tmpfs_opts = f"rw,nosuid,nodev,size={int(limits.tmpfs_mb)}m,mode=1777"
     return {
         "image": image,
-        "command": ["python3", "-I", "-S", "-c", RUNNER_SOURCE],
+        "command": runner_command(),
         "stdin_open": True,
         "tty": False,
         "network_mode": "none",

@@ -49,22 +49,21 @@ lacks them and importing them fails. The script's own directory stays on
 sys.path (unlike `-I`), which the harness needs to import the agent's files.
 Inside a longer argument "{python}" becomes the bare interpreter path.
 
-Limits are set by a tiny launcher (`python -S -c LAUNCHER`) that calls
+Limits are set by a tiny launcher (`python -S -c LAUNCHER`, `guest.launch`) that calls
 setrlimit and then execs the command, rather than by `preexec_fn`: the loop
 runs sandboxes from several threads, and `preexec_fn` is documented as unsafe
-in the presence of threads.
+in the presence of threads. The rest of a run (watch, kill, collect, its
+result) is the run protocol the Docker backend's runner follows too
+(`cambrian.sandbox.guest`); the uids of runs as root are `_run_uids`'.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import json
-import math
 import os
-import re
-import selectors
 import shutil
-import signal
 import stat
 import subprocess
 import sys
@@ -76,101 +75,13 @@ from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from cambrian.sandbox import _namespaces
+from cambrian.sandbox import _namespaces, _run_uids, guest
 from cambrian.sandbox.base import Mount, RunResult, RunSpec, SandboxError
 
-#: Runs inside the child: lower the rlimits (never above the current hard
-#: limit, which an unprivileged user may not raise); as root, drop to the run's
-#: own uid (no groups, no_new_privs so no setuid program can climb back); exec.
-#: The limits come as "NAME=value,..." (`_limits_arg`): importing json here took
-#: 18 of the launcher's 31 ms of CPU, paid by every run.
-_LAUNCHER = """\
-import os, resource, sys
-for item in filter(None, sys.argv[1].split(",")):
-    name, value = item.split("=")
-    kind, value = getattr(resource, name), int(value)
-    _soft, hard = resource.getrlimit(kind)
-    if hard != resource.RLIM_INFINITY:
-        value = min(value, hard)
-    resource.setrlimit(kind, (value, value))
-uid = int(sys.argv[2])
-if uid >= 0:
-    import ctypes
-    if ctypes.CDLL(None, use_errno=True).prctl(38, 1, 0, 0, 0) != 0:  # PR_SET_NO_NEW_PRIVS
-        sys.stderr.write("cambrian sandbox: cannot set no_new_privs\\n")
-        os._exit(126)
-    os.setgroups([])
-    os.setgid(uid)
-    os.setuid(uid)
-os.environ.pop("PWD", None)  # set by bwrap's --chdir: the run's env is the sandbox's alone
-try:
-    os.execvp(sys.argv[3], sys.argv[3:])
-except OSError as exc:
-    sys.stderr.write("cambrian sandbox: cannot run %r: %s\\n" % (sys.argv[3], exc))
-    os._exit(127)
-"""
+#: Runs in the child between Popen and the program: the rlimits, as root the drop to the run's uid, exec
+#: (`guest.launch`).
+_LAUNCHER = guest.launcher_source()
 
-#: As root: after a run, from the run's uid, SIGKILL every process of that uid (kill(-1) reaches exactly
-#: the processes the caller may signal: those of its own uid), until none is left. setsid() escapes nothing.
-#: SIGKILL is 9 on every platform this runs on (as root: Linux); the signal module's import (enum) cost
-#: 7.5 ms per run.
-_KILL_UID = """\
-import os, sys, time
-uid = int(sys.argv[1])
-os.setgroups([])
-os.setgid(uid)
-os.setuid(uid)
-
-def alive():
-    # Processes of the uid that are not zombies (a zombie is dead: its parent reaps it).
-    count = 0
-    for name in os.listdir("/proc"):
-        if name.isdigit() and int(name) != os.getpid():
-            try:
-                owner = os.stat("/proc/" + name).st_uid
-                with open("/proc/%s/stat" % name) as handle:
-                    state = handle.read().rsplit(")", 1)[1].split()[0]
-            except (OSError, IndexError):
-                continue
-            count += owner == uid and state != "Z"
-    return count
-
-deadline = time.monotonic() + 10
-while time.monotonic() < deadline:
-    try:
-        os.kill(-1, 9)
-    except ProcessLookupError:
-        break
-    if not alive():
-        break
-    time.sleep(0.002)
-"""
-
-#: Run uids, as root: each LocalSandbox process takes a block of its own (from its pid), one uid per run in
-#: flight, so a run's processes, RLIMIT_NPROC and the kill after it are that run's alone.
-_RUN_UID_BASE = 200_000
-_RUN_UIDS_PER_PROCESS = 64
-_TASK_NOFILE = 256  # open files per process of a run
-
-
-class _RunUids:
-    """This process's block of run uids (shared by every LocalSandbox in it) and which interpreters they reach."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.free = [
-            _RUN_UID_BASE + (os.getpid() % 10_000) * _RUN_UIDS_PER_PROCESS + k for k in range(_RUN_UIDS_PER_PROCESS)
-        ]
-        self.reachable: dict[str, tuple[bool, str]] = {}  # interpreter -> (a run uid can start it, why not)
-
-
-_UIDS = _RunUids()
-
-_READ_CHUNK = 65536  # bytes per os.read; bounds the memory one read can take
-_POLL_S = 0.05  # how often the wait loop checks the deadline and the leader
-_DRAIN_GRACE_S = 0.5  # after the group is killed: how long to wait for pipes to close
-_MEMORY_ERROR_LINE = re.compile(r"^(\w+\.)*MemoryError\b", re.MULTILINE)
-_OOM_SIGNALS = (-signal.SIGKILL, -signal.SIGSEGV)
 #: PATH inside the sandbox; the interpreter is always given by absolute path.
 _SANDBOX_PATH = "/usr/bin:/bin"
 #: What a program may import besides the standard library. Each package's `<name>.libs` folder
@@ -215,28 +126,6 @@ def check_relative_path(path: str) -> PurePosixPath:
     return pure
 
 
-class _CappedBuffer:
-    """Keeps the first `cap` bytes of a stream and counts the rest."""
-
-    def __init__(self, cap: int) -> None:
-        self.cap = cap
-        self.data = bytearray()
-        self.total = 0  # bytes seen, kept or not
-
-    def add(self, chunk: bytes) -> None:
-        room = self.cap - len(self.data)
-        if room > 0:
-            self.data += chunk[:room]
-        self.total += len(chunk)
-
-    @property
-    def overflowed(self) -> bool:
-        return self.total > self.cap
-
-    def text(self) -> str:
-        return self.data.decode("utf-8", errors="replace")
-
-
 class LocalSandbox:
     """Runs each spec as a subprocess in a fresh temp dir (weak isolation: see the module doc).
 
@@ -270,7 +159,7 @@ class LocalSandbox:
         self._remove_packages: weakref.finalize | None = None
         #: As root, each run gets an unprivileged uid of its own; otherwise runs keep the user's uid.
         self.drops_privileges = os.geteuid() == 0
-        make_undumpable()  # programs of this user cannot read this process's memory or environment
+        guest.make_undumpable()  # programs of this user cannot read this process's memory or environment
 
     def run(self, spec: RunSpec) -> RunResult:
         """Run `spec` to completion or to its limits; SandboxError only for faults of this backend."""
@@ -280,7 +169,7 @@ class LocalSandbox:
             check_relative_path(path)
         argv = self._expand_command(spec.command)
         if self.drops_privileges:
-            self._check_reachable()
+            _run_uids.check_reachable(self.python, self.root, _LAUNCHER)
         try:
             workdir = Path(tempfile.mkdtemp(prefix="cambrian-local-", dir=self.root))
         except OSError as exc:
@@ -288,19 +177,19 @@ class LocalSandbox:
                 f"cannot create a work dir for the local sandbox: {exc}",
                 fix="check that the temp dir (TMPDIR or the sandbox root) exists, is writable and has free space",
             ) from exc
-        uid = self._take_uid() if self.drops_privileges else -1
+        uid = _run_uids.take_uid() if self.drops_privileges else -1
         try:
             self._place_files(workdir, spec)
             if uid >= 0:
-                _give_tree(workdir, uid)
+                _run_uids.give_tree(workdir, uid)
             return self._execute(workdir, argv, spec, uid)  # kills what the run left before it returns
         except BaseException:
             if uid >= 0:
-                self._kill_uid(uid)
+                _run_uids.kill_uid(self.python, uid)
             raise
         finally:
             if uid >= 0:
-                self._give_back_uid(uid)
+                _run_uids.give_back_uid(uid)
             _remove_tree(workdir)
 
     def session(self) -> _LocalSession:
@@ -313,7 +202,7 @@ class LocalSandbox:
         with self._running_lock:
             self._closed = True
             for group in self._running:
-                _kill_group(group)
+                guest.kill_group(group)
         with self._packages_lock:
             if self._remove_packages is not None:
                 self._remove_packages()
@@ -339,96 +228,10 @@ class LocalSandbox:
                 self._packages_dir = folder
             return self._packages_dir
 
-    def _take_uid(self) -> int:
-        with _UIDS.lock:
-            if not _UIDS.free:
-                raise SandboxError(
-                    f"more than {_RUN_UIDS_PER_PROCESS} local sandbox runs at once in one process",
-                    fix="lower evaluation.concurrency",
-                )
-            return _UIDS.free.pop(0)
-
-    def _give_back_uid(self, uid: int) -> None:
-        with _UIDS.lock:
-            _UIDS.free.append(uid)
-
-    def _kill_uid(self, uid: int) -> None:
-        """SIGKILL every process of the run's uid (what it started with setsid() included)."""
-        try:
-            subprocess.run(
-                [self.python, "-S", "-c", _KILL_UID, str(uid)],
-                cwd="/",
-                env={},
-                timeout=30,
-                capture_output=True,
-                check=False,
-            )
-        except (OSError, subprocess.SubprocessError):
-            pass  # the interpreter was checked at the first run; the work dir goes anyway
-
-    def _check_reachable(self) -> None:
-        """As root: can a run uid start the interpreter and import from its standard library? Once per interpreter."""
-        with _UIDS.lock:
-            known = _UIDS.reachable.get(self.python)
-        if known is None:
-            uid = self._take_uid()
-            try:
-                done = subprocess.run(
-                    [
-                        self.python,
-                        "-S",
-                        "-c",
-                        _LAUNCHER,
-                        "",
-                        str(uid),
-                        self.python,
-                        "-S",
-                        "-c",
-                        "import json, encodings.idna",
-                    ],
-                    cwd="/",
-                    env={},
-                    timeout=60,
-                    capture_output=True,
-                    text=True,
-                )
-                reason = (done.stderr.strip().splitlines() or [f"exit code {done.returncode}"])[-1]
-                known = (done.returncode == 0, reason)
-            except (OSError, subprocess.SubprocessError) as exc:
-                known = (False, str(exc))
-            finally:
-                self._kill_uid(uid)
-                self._give_back_uid(uid)
-            with _UIDS.lock:
-                _UIDS.reachable[self.python] = known
-        reachable, reason = known
-        closed_root = _first_closed_folder(os.path.join(self.root, "x")) if self.root else None
-        if reachable and closed_root:
-            raise SandboxError(
-                f"running as root, the local sandbox runs each program as an unprivileged uid, which cannot reach "
-                f"its work dirs under {self.root}: {closed_root} is not searchable by other users",
-                fix=f"`chmod o+x {closed_root}`, or give LocalSandbox a root folder others may pass through",
-            )
-        if not reachable:
-            blocked = _first_closed_folder(self.python)
-            raise SandboxError(
-                f"running as root, the local sandbox runs each program as an unprivileged uid, which cannot "
-                f"start {self.python} ({reason})"
-                + (f": {blocked} is not searchable by other users" if blocked else ""),
-                fix=(f"`chmod o+x {blocked}` (lets other users pass through it, not list it), " if blocked else "")
-                + "install Cambrian with an interpreter outside root's home, run it as a non-root user, "
-                "or use --sandbox docker",
-            )
-
     def _expand_command(self, command: tuple[str, ...]) -> list[str]:
         if not command:
             raise SandboxError("the run spec has an empty command", fix="give the command to run as argv")
-        argv: list[str] = []
-        for arg in command:
-            if arg == "{python}":
-                argv += [self.python, "-S"]
-            else:
-                argv.append(arg.replace("{python}", self.python))
+        argv = guest.expand_command(command, self.python)
         if os.sep not in argv[0] and shutil.which(argv[0], path=_SANDBOX_PATH) is None:
             raise SandboxError(
                 f"the sandbox command {argv[0]!r} is not on the sandbox PATH ({_SANDBOX_PATH})",
@@ -466,20 +269,23 @@ class LocalSandbox:
 
     def _execute(self, workdir: Path, argv: list[str], spec: RunSpec, uid: int = -1) -> RunResult:
         threads = str(max(1, int(spec.cpus)))  # BLAS threads: one per core would blow RLIMIT_AS on big hosts
-        env = {
-            "PATH": _SANDBOX_PATH,
-            "HOME": str(workdir),
-            "TMPDIR": str(workdir),
-            "LANG": "C.UTF-8",
-            "PYTHONDONTWRITEBYTECODE": "1",
-            "PYTHONUNBUFFERED": "1",
-            "PYTHONPATH": str(self.packages_dir()),
-            "OPENBLAS_NUM_THREADS": threads,
-            "OMP_NUM_THREADS": threads,
-            **spec.env,
-        }
-        limits = _rlimits(spec)
-        launcher = [self.python, "-S", "-c", _LAUNCHER, _limits_arg(limits), str(uid), *argv]
+        env = guest.scrubbed_env(
+            path=_SANDBOX_PATH,
+            home=str(workdir),
+            extra={
+                "PYTHONPATH": str(self.packages_dir()),
+                "OPENBLAS_NUM_THREADS": threads,
+                "OMP_NUM_THREADS": threads,
+                **spec.env,
+            },
+        )
+        limits = guest.rlimits(
+            memory_mb=spec.memory_mb,
+            timeout_s=spec.timeout_s,
+            max_file_bytes=spec.max_file_bytes,
+            max_processes=spec.pids,  # as root, the run's uid is its own; as another user, the user's processes
+        )
+        launcher = [self.python, "-S", "-c", _LAUNCHER, guest.limits_arg(limits), str(uid), *argv]
         if self.namespaces:
             packages = self.packages_dir()
             targets = [os.path.realpath(link) for link in packages.iterdir()]
@@ -522,13 +328,23 @@ class LocalSandbox:
         with self._running_lock:
             self._running.add(proc.pid)
             if self._closed:  # closed since `run` began: this run goes the way of those close() killed
-                _kill_group(proc.pid)
+                guest.kill_group(proc.pid)
+        assert proc.stdout is not None and proc.stderr is not None
         try:
-            watch = _watch(proc, spec, deadline=started + spec.timeout_s)
+            seen = guest.watch(
+                proc.stdout.fileno(),
+                proc.stderr.fileno(),
+                group=proc.pid,
+                leader_exited=functools.partial(_has_exited, proc.pid),
+                deadline=started + spec.timeout_s,
+                max_output_bytes=spec.max_output_bytes,
+            )
         finally:
-            _kill_group(proc.pid)
+            proc.stdout.close()
+            proc.stderr.close()
+            guest.kill_group(proc.pid)
             if uid >= 0:
-                self._kill_uid(uid)  # before collecting: nothing of the run may still change its files
+                _run_uids.kill_uid(self.python, uid)  # before collecting: nothing of the run may still change its files
             proc.wait()
             with self._running_lock:
                 self._running.discard(proc.pid)  # reaped only now: the pid was not free for reuse before
@@ -538,25 +354,13 @@ class LocalSandbox:
                 fix="evaluate the agent again: `cambrian resume RUN` takes up the runs that were killed",
             )
         duration = time.monotonic() - started
-        stderr = watch.stderr.text()
-        returncode = proc.returncode
-        killed_by_us = watch.timed_out or watch.truncated
-        # SIGXCPU: RLIMIT_CPU (just above the wall limit) ran out, a timeout by another clock.
-        timed_out = watch.timed_out or returncode == -signal.SIGXCPU
-        oom = not killed_by_us and (returncode in _OOM_SIGNALS or bool(_MEMORY_ERROR_LINE.search(stderr[-4000:])))
-        files, notes = _collect(workdir, spec)
-        if notes:
-            stderr = stderr + ("\n" if stderr and not stderr.endswith("\n") else "") + "\n".join(notes) + "\n"
-        return RunResult(
-            exit_code=None if killed_by_us else returncode,
-            stdout=watch.stdout.text(),
-            stderr=stderr,
-            duration_s=duration,
-            timed_out=timed_out,
-            oom_killed=oom,
-            output_truncated=watch.truncated,
-            files=files,
+        files, notes = guest.collect(
+            str(workdir),
+            spec.collect,
+            max_bytes=spec.max_collect_bytes,
+            refuse_hard_links=True,  # as root, the collector reads what the run's uid could not
         )
+        return RunResult(**guest.result(seen, exit_code=proc.returncode, duration_s=duration, files=files, notes=notes))
 
 
 def _package_folders(python: str) -> dict[str, str]:
@@ -593,135 +397,12 @@ def _package_folders(python: str) -> dict[str, str]:
     return folders
 
 
-def _limits_arg(limits: list[tuple[str, int]]) -> str:
-    """The launcher's first argument: "RLIMIT_AS=1073741824,RLIMIT_CPU=31,..." ("" for none)."""
-    return ",".join(f"{name}={int(value)}" for name, value in limits)
-
-
-def _rlimits(spec: RunSpec) -> list[tuple[str, int]]:
-    """(resource name, value) pairs for the launcher; values in bytes, seconds or processes."""
-    return [
-        ("RLIMIT_AS", int(spec.memory_mb) * 1024 * 1024),
-        ("RLIMIT_CPU", math.ceil(spec.timeout_s) + 1),
-        ("RLIMIT_FSIZE", int(spec.max_file_bytes)),
-        ("RLIMIT_NPROC", int(spec.pids)),
-        ("RLIMIT_NOFILE", _TASK_NOFILE),
-        ("RLIMIT_CORE", 0),
-    ]
-
-
-class _Watch:
-    """What the wait loop saw: the two capped streams and why it stopped, if it had to."""
-
-    def __init__(self, cap: int) -> None:
-        self.stdout = _CappedBuffer(cap)
-        self.stderr = _CappedBuffer(cap)
-        self.timed_out = False
-        self.truncated = False
-
-
-def _watch(proc: subprocess.Popen[bytes], spec: RunSpec, *, deadline: float) -> _Watch:
-    """Drain both pipes until the program exits, times out or writes too much.
-
-    One selector loop in the calling thread (not reader threads) so that a
-    grandchild holding a pipe open can never leave a reader blocked forever.
-    The leader is never reaped here: its pid, and so the group id, stays ours
-    until the caller has killed the group.
-    """
-    watch = _Watch(spec.max_output_bytes)
-    assert proc.stdout is not None and proc.stderr is not None
-    streams = {proc.stdout.fileno(): watch.stdout, proc.stderr.fileno(): watch.stderr}
-    selector = selectors.DefaultSelector()
-    for fd in streams:
-        selector.register(fd, selectors.EVENT_READ)
-    try:
-        drain_until: float | None = None  # set once the group is killed
-        while selector.get_map():
-            now = time.monotonic()
-            if drain_until is not None:
-                if now >= drain_until:
-                    break  # something outside the group still holds a pipe: stop reading
-                _read_ready(selector, streams, min(_POLL_S, drain_until - now))
-                continue
-            if now >= deadline:
-                watch.timed_out = True
-            elif not _has_exited(proc.pid):
-                _read_ready(selector, streams, min(_POLL_S, deadline - now))
-                if not (watch.stdout.overflowed or watch.stderr.overflowed):
-                    continue
-                watch.truncated = True
-            # Timed out, too much output, or the leader is done: whatever it
-            # left running in the group goes too; then read what is buffered.
-            _kill_group(proc.pid)
-            drain_until = time.monotonic() + _DRAIN_GRACE_S
-        if not watch.timed_out and not watch.truncated:
-            _wait_for_exit(proc.pid, deadline)
-            if not _has_exited(proc.pid):
-                watch.timed_out = True
-        watch.truncated = watch.truncated or watch.stdout.overflowed or watch.stderr.overflowed
-    finally:
-        selector.close()
-        proc.stdout.close()
-        proc.stderr.close()
-    return watch
-
-
-def _read_ready(selector: selectors.BaseSelector, streams: dict[int, _CappedBuffer], timeout: float) -> None:
-    for key, _events in selector.select(timeout):
-        chunk = os.read(key.fd, _READ_CHUNK)
-        if chunk:
-            streams[key.fd].add(chunk)
-        else:
-            selector.unregister(key.fd)
-
-
 def _has_exited(pid: int) -> bool:
     """True once `pid` has exited; WNOWAIT leaves it unreaped (its pid stays reserved)."""
     try:
         return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
     except ChildProcessError:
         return True
-
-
-def _wait_for_exit(pid: int, deadline: float) -> None:
-    while not _has_exited(pid) and time.monotonic() < deadline:
-        time.sleep(_POLL_S / 5)
-
-
-def _kill_group(pgid: int) -> None:
-    try:
-        os.killpg(pgid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass  # the group is already empty
-
-
-def _collect(workdir: Path, spec: RunSpec) -> tuple[dict[str, str], list[str]]:
-    """Read back the collected files; notes say which were skipped and why."""
-    files: dict[str, str] = {}
-    notes: list[str] = []
-    root = workdir.resolve()
-    for rel in spec.collect:
-        path = workdir / check_relative_path(rel)
-        try:
-            real = path.resolve()
-            if not real.is_relative_to(root):
-                notes.append(f"[cambrian sandbox] {rel} skipped: it points outside the work dir")
-                continue
-            info = real.stat()
-        except (OSError, RuntimeError):
-            continue  # missing (or a symlink loop): the spec says missing files are skipped
-        if not stat.S_ISREG(info.st_mode):
-            notes.append(f"[cambrian sandbox] {rel} skipped: not a regular file")
-        elif info.st_nlink > 1:  # a hard link the program made to a file it could not read itself
-            notes.append(f"[cambrian sandbox] {rel} skipped: it has other names (a hard link)")
-        elif info.st_size > spec.max_collect_bytes:
-            notes.append(
-                f"[cambrian sandbox] {rel} skipped: {info.st_size} bytes is over the "
-                f"{spec.max_collect_bytes}-byte limit"
-            )
-        else:
-            files[rel] = real.read_bytes()[: spec.max_collect_bytes].decode("utf-8", errors="replace")
-    return files, notes
 
 
 def _is_socket(value: str) -> bool:
@@ -752,38 +433,6 @@ def isolation_summary() -> str:
         "programs run as your user: they can read and write your files and use the network "
         "(Cambrian's own memory and keys stay unreadable); install bubblewrap for namespaces"
     )
-
-
-def make_undumpable() -> bool:
-    """PR_SET_DUMPABLE 0 for this process: other processes of its user cannot read its memory, descriptors or
-    environment through /proc or ptrace. False where it cannot be set (not Linux)."""
-    try:
-        import ctypes
-
-        return ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0) == 0
-    except (ImportError, OSError, AttributeError):
-        return False
-
-
-def _give_tree(root: Path, uid: int) -> None:
-    """Make the work dir and the placed files the run uid's (as root)."""
-    os.chown(root, uid, uid)
-    for folder, dirs, files in os.walk(root):
-        for name in dirs + files:
-            os.lchown(os.path.join(folder, name), uid, uid)
-
-
-def _first_closed_folder(path: str) -> str | None:
-    """The outermost folder on the way to `path` (as given, then with links resolved) that other users
-    cannot pass through; None when every one is open."""
-    for way in (Path(os.path.abspath(path)), Path(os.path.realpath(path))):
-        for folder in reversed(way.parents):
-            try:
-                if not folder.stat().st_mode & stat.S_IXOTH:
-                    return str(folder)
-            except OSError:
-                return str(folder)
-    return None
 
 
 def _remove_tree(path: Path) -> None:

@@ -25,8 +25,8 @@ NOT_FOR_USERS = {
     "cambrian.evaluators.harness.llm_client.LLMError": "runs inside the sandbox (agents' FM client)",
     "cambrian.evaluators.harness.llm_client.LLMBudgetExceeded": "runs inside the sandbox",
     "cambrian.evaluators.harness.run_program.UnsafeResultError": "runs inside the sandbox",
-    "cambrian.evaluators.humaneval.check_driver.SolutionError": "runs inside the sandbox",
-    "cambrian.evaluators.humaneval.check_driver.ImportFailed": "runs inside the sandbox",
+    "cambrian.evaluators.humaneval.solution_process.SolutionError": "runs inside the sandbox",
+    "cambrian.evaluators.humaneval.solution_process.ImportFailed": "runs inside the sandbox",
     "cambrian.evaluators.arc.data.GridError": "a malformed grid inside the ARC scorer; becomes the task's feedback",
 }
 

@@ -25,6 +25,7 @@ DATA = (
     "cambrian/ui/templates/base.html",
     "cambrian/py.typed",
     "cambrian/sandbox/container_runner.py",
+    "cambrian/sandbox/guest.py",  # sent into each container with the runner
 )
 
 

@@ -25,6 +25,7 @@ from cambrian.evaluators.humaneval.check_driver import (
     NONCE_FILE,
     RESULT_FILE,
     SOLUTION_FILE,
+    SOLUTION_PROCESS_FILE,
 )
 from cambrian.evaluators.humaneval.data import Problem
 from cambrian.sandbox.base import RunResult, RunSpec
@@ -41,6 +42,12 @@ def assemble_program(prompt: str, entry_point: str, completion: str) -> str:
     if defines_entry:
         return f"{prompt.rstrip()}\n\n\n{completion.strip()}\n"
     return prompt + completion.rstrip() + "\n"
+
+
+def driver_files() -> dict[str, str]:
+    """The module the check driver imports, at its package path in the check run (SOLUTION_PROCESS_FILE)."""
+    name = SOLUTION_PROCESS_FILE.rpartition("/")[2]
+    return {SOLUTION_PROCESS_FILE: resources.files("cambrian.evaluators.humaneval").joinpath(name).read_text("utf-8")}
 
 
 def expected_nonce(key: bytes, task_id: str, salt: str) -> str:
@@ -72,7 +79,7 @@ def check_run_spec(
     )
     nonce = {"salt": salt, "nonce": expected_nonce(key, problem.task_id, salt)}
     return RunSpec(
-        files={SOLUTION_FILE: program, CHECK_FILE: driver, NONCE_FILE: json.dumps(nonce)},
+        files={SOLUTION_FILE: program, CHECK_FILE: driver, NONCE_FILE: json.dumps(nonce), **driver_files()},
         command=("{python}", CHECK_FILE),
         collect=(RESULT_FILE,),
         timeout_s=timeout_s,

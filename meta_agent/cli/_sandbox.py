@@ -33,7 +33,7 @@ def build(
     tag: str = typer.Option(DEFAULT_IMAGE, "--tag", help="image name"),
 ) -> None:
     """Build the sandbox image once (reused afterwards while its recipe is current; a stale one is rebuilt)."""
-    from cambrian.sandbox.image import BuildMethod, build_image  # the Docker client: imported only when building
+    from cambrian.sandbox.image_build import BuildMethod, build_image  # the Docker client: imported only when building
 
     console = Console()
     info = build_image(

@@ -16,7 +16,7 @@ import pytest
 
 from cambrian.evaluators.base import Task
 from cambrian.evaluators.humaneval import HumanEval
-from cambrian.evaluators.humaneval.check_driver import decode, dumps_line, encode, loads_line
+from cambrian.evaluators.humaneval.solution_process import decode, dumps_line, encode, loads_line
 from cambrian.sandbox.base import RunResult, Sandbox
 from cambrian.sandbox.local import LocalSandbox
 from tests.conftest import skip_without_docker

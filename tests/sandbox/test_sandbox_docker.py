@@ -20,7 +20,8 @@ from pathlib import Path
 import pytest
 
 from cambrian.sandbox.base import Mount, RunSpec, SandboxError
-from cambrian.sandbox.image import DEFAULT_IMAGE, build_image, engine_available
+from cambrian.sandbox.image import DEFAULT_IMAGE, engine_available
+from cambrian.sandbox.image_build import build_image
 from cambrian.sandbox.local import UnsafePathError
 from tests.conftest import skip_without_docker
 

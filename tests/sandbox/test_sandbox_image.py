@@ -31,21 +31,17 @@ import requests.exceptions
 
 from cambrian.sandbox.base import RunSpec, SandboxError
 from cambrian.sandbox.image import (
-    BASE_IMAGE,
     DEFAULT_IMAGE,
     RECIPE_LABEL,
     RECIPE_VERSION,
     ImageStatus,
-    build_image,
-    choose_build_method,
     connect_engine,
     engine_available,
     image_status,
-    packages_to_purge,
     recipe_of,
-    registry_answers,
-    rootfs_kind,
 )
+from cambrian.sandbox.image_build import BASE_IMAGE, build_image, choose_build_method, registry_answers
+from cambrian.sandbox.image_debootstrap import packages_to_purge, rootfs_kind
 from tests.conftest import skip_without_docker
 
 ROOTFS_ENV = "CAMBRIAN_SANDBOX_ROOTFS"
