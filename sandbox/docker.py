@@ -16,7 +16,7 @@ Limits, and where they hold:
 - per run, from the spec: `memory_mb` as RLIMIT_AS (a larger spec value is
   still capped by the container's memory), `timeout_s` (the runner kills the
   task's process group; a host-side watchdog kills the whole container if no
-  reply comes within timeout + 3.5 s), output caps, `max_file_bytes`.
+  reply comes within timeout + `WATCHDOG_GRACE_S`), output caps, `max_file_bytes`.
 - `network=True` is refused: these containers never get a network; an agent
   reaches the FM through a mounted gateway socket.
 
