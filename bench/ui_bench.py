@@ -3,8 +3,8 @@
 On a synthetic run of N agents (bench/synthetic_archive.py; 10k and 100k by default, generated once
 and cached under bench/results/ui-bench-cache/), three measurements, each the median of --loads:
 
-1. analytics: ui._analytics's budget, search_space and compare_runs called in-process (after one
-   warm-up call, so scikit-learn's import is not counted).
+1. analytics: ui._analytics's budget and compare_runs and ui._search_space's search_space called in-process
+   (after one warm-up call, so scikit-learn's import is not counted).
 2. server: the response time of the run page HTML, every JSON endpoint the run page loads or polls,
    the runs page, and an agent page (HTML and JSON) of the best agent, from a uvicorn server in a
    subprocess (`cambrian.ui.create_app`), over HTTP on 127.0.0.1, after one warm-up request each.
@@ -84,8 +84,9 @@ def _median_s(measure: Callable[[], Any], loads: int) -> tuple[float, list[float
 
 
 def time_analytics(db: Path, loads: int) -> dict[str, float]:
-    """Median seconds of each ui._analytics function over the archive at `db`."""
-    from cambrian.ui._analytics import budget, compare_runs, search_space
+    """Median seconds of each analytics function (ui._analytics, ui._search_space) over the archive at `db`."""
+    from cambrian.ui._analytics import budget, compare_runs
+    from cambrian.ui._search_space import search_space
 
     with Archive.at(db, readonly=True) as archive:
         run_id = archive.list_runs()[0].key
@@ -296,7 +297,7 @@ def _table(n: int, entry: dict[str, Any]) -> str:
     for name, row in entry["server"].items():
         lines.append(f"| {name} | {row['median_s'] * 1000:.0f} ms | {row['bytes'] / 1024:.0f} KiB |")
     for name, seconds in entry["analytics_s"].items():
-        lines.append(f"| ui._analytics.{name} (in-process) | {seconds * 1000:.0f} ms | |")
+        lines.append(f"| ui analytics: {name} (in-process) | {seconds * 1000:.0f} ms | |")
     return "\n".join(lines)
 
 

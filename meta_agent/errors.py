@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from cambrian.errors import CambrianError
 
-__all__ = ["CambrianError", "ClusterError", "ConfigError", "RunAborted", "RunBusy", "SeedFailed"]
+__all__ = ["CambrianError", "ClusterError", "ConfigError", "EvalTargetError", "RunAborted", "RunBusy", "SeedFailed"]
 
 
 class ConfigError(CambrianError):
@@ -25,3 +25,7 @@ class ClusterError(CambrianError):
 
 class RunBusy(CambrianError):
     """Another process is searching this run now (it holds the run's lock)."""
+
+
+class EvalTargetError(CambrianError):
+    """`cambrian eval` was given something it cannot evaluate (bad target, missing split, unusable folder)."""

@@ -7,13 +7,14 @@ and `CONTENT_SECURITY_POLICY`.
 
 Modules: `_app` (the app, its headers and error pages), `_pages` (HTML routes), `_api` (JSON routes),
 `_data` (finding and opening runs, run summaries), `_columns` (a run's agents as numpy columns),
-`_run_stats` (score points, per-operator/model/arm outcomes, the MAP-Elites grid), `_tree` (the
-lineage tree at a level of detail, laid out), `_run_page` (the run page's data), `_agent` (one
-agent: code, diffs, results, FM calls), `_compare` (two agents, several runs), `_live` (what a live
-page polls), `_code` (highlighting and diffs, escaped), `_json` (JSON safe inside a page),
-`_templates` (the Jinja2 environment), `_report` (the self-contained HTML report), `_serve` (host
-checks). Templates in `templates/`, scripts and styles in `static/`; plotly.js (its cartesian
-bundle) is vendored in `static/vendor/` with its licence.
+`_run_stats` (score points, per-operator/model/arm outcomes, the MAP-Elites grid), `_tree` (the lineage
+tree at a level of detail, laid out), `_run_page` (the run page's data), `_analytics` (where the budget
+went, runs compared per unit of budget), `_search_space` (the agents on a 2-D map), `_agent` (one agent:
+code, diffs, results, FM calls), `_compare` (two agents, several runs), `_live` (what a live page
+polls), `_code` (highlighting and diffs, escaped), `_json` (JSON safe inside a page), `_templates` (the
+Jinja2 environment), `_report` (the self-contained HTML report), `_serve` (host checks). Templates in
+`templates/`, scripts and styles in `static/`; plotly.js (its cartesian bundle) is vendored in
+`static/vendor/` with its licence.
 """
 
 from cambrian.ui._app import CONTENT_SECURITY_POLICY, create_app

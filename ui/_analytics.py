@@ -1,4 +1,4 @@
-"""Run analytics the pages plot: where the budget went, the 2-D map of the search space, runs compared.
+"""Run analytics the pages plot: where the budget went, and runs compared per unit of budget.
 
 Pure reads over an open (read-only) `Archive`; each function returns a JSON-able dict of columns
 (lists of numbers or strings, one entry per point), ready for plotly. Aggregation happens in SQL
@@ -7,54 +7,33 @@ run costs one pass over its rows, not 100k Python objects.
 
 - `budget`: tokens and USD by model, operator and purpose, in total and cumulative over time;
   evaluations finished per minute, sandbox occupancy and FM calls in flight over time.
-- `search_space`: the agents projected to 2-D (PCA) from their behaviour descriptors or, when the
-  run has none, from their code (archive.novelty's hashed character n-gram vectors).
 - `compare_runs`: best score so far against proposals, tokens and USD, one series per run.
+
+The third panel, the 2-D map of the search space, is `_search_space.search_space`.
 """
 
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
-from sqlalchemy import Connection, Integer, Select, Table, case, cast, func, select
+from sqlalchemy import Integer, Table, case, cast, func, select
 from sqlalchemy.sql.elements import ColumnElement
 
-from cambrian.archive.models import Agent, AgentDescriptor, AgentStatus, Evaluation, GenomeFile, LLMCall
-from cambrian.archive.novelty import CodeEmbedder
+from cambrian.archive.models import Agent, AgentStatus, Evaluation, LLMCall
 from cambrian.archive.store import Archive
-from cambrian.ui._columns import posix_seconds_sql
+from cambrian.ui._columns import float_matrix, posix_seconds_sql
 
-__all__ = ["budget", "compare_runs", "search_space"]
+__all__ = ["budget", "compare_runs"]
 
 _AGENT: Table = Agent.__table__  # type: ignore[attr-defined]  # SQLModel sets __table__ at runtime
 _CALL: Table = LLMCall.__table__  # type: ignore[attr-defined]  # as above
 _EVALUATION: Table = Evaluation.__table__  # type: ignore[attr-defined]  # as above
-_DESCRIPTOR: Table = AgentDescriptor.__table__  # type: ignore[attr-defined]  # as above
-_GENOME_FILE: Table = GenomeFile.__table__  # type: ignore[attr-defined]  # as above
 
 #: The operator a call counts under when no agent is attributed (e.g. a proposal that never became one).
 UNATTRIBUTED = "unattributed"
-#: Genome hashes per IN (...) list: under SQLite's bound-parameter limit on every version.
-_IN_CHUNK = 900
-
-
-def _numbers(connection: Connection, statement: Select[Any]) -> np.ndarray:
-    """The statement's rows as a float64 matrix (rows x selected columns; NULL -> NaN).
-
-    Read from the driver's cursor and converted by numpy in one step, skipping SQLAlchemy's
-    per-row processing: ~10x faster at 100k rows. Only for numeric columns: numbers, booleans, times
-    turned into POSIX seconds in SQL (`posix_seconds_sql`) and text turned into codes in SQL (CASE).
-    """
-    result = connection.execute(statement)
-    try:
-        rows = result.cursor.fetchall()
-    finally:
-        result.close()
-    return np.array(rows, dtype=np.float64).reshape(len(rows), len(statement.selected_columns))
 
 
 def _edge_index(seconds: ColumnElement[Any], origin: float, width_s: float, dialect: str) -> ColumnElement[Any]:
@@ -162,8 +141,8 @@ def budget(archive: Archive, run_id: int, *, bins: int = 120) -> dict[str, Any]:
         func.min(posix_seconds_sql(a.created_at, dialect)), func.max(posix_seconds_sql(a.updated_at, dialect))
     ).where(a.run_id == run_id)
     with archive.engine.connect() as connection:
-        latency, call_end = np.nan_to_num(_numbers(connection, call_query)).T
-        duration, evaluation_end = np.nan_to_num(_numbers(connection, evaluation_query)).T
+        latency, call_end = np.nan_to_num(float_matrix(connection, call_query)).T
+        duration, evaluation_end = np.nan_to_num(float_matrix(connection, evaluation_query)).T
         first_agent, last_agent = connection.execute(agent_span).one()
         moments = [float(t) for t in (first_agent, last_agent) if t is not None]
         moments += [float(x.min()) for x in (call_end - latency, evaluation_end - duration) if len(x)]
@@ -241,210 +220,16 @@ def budget(archive: Archive, run_id: int, *, bins: int = 120) -> dict[str, Any]:
     }
 
 
-def _sample(ids: np.ndarray, scores: np.ndarray, max_points: int) -> np.ndarray:
-    """Row indices of at most `max_points` rows in priority order.
-
-    Kept: the best half by score (NaN last; ties: lower id) and rows spread evenly over the others in
-    id order, every row when they fit. The order alternates one of the best and one of the spread, so
-    a caller that stops early (the code map's genome budget) still keeps both kinds.
-    """
-    ranked = np.lexsort((ids, -np.nan_to_num(scores, nan=-np.inf)))
-    if len(ids) <= max_points:
-        best, spread = ranked[: (len(ranked) + 1) // 2], np.sort(ranked[(len(ranked) + 1) // 2 :])
-    else:
-        best, rest = ranked[: max_points // 2], np.sort(ranked[max_points // 2 :])
-        spread = np.unique(rest[np.linspace(0, len(rest) - 1, max_points - len(best)).round().astype(np.int64)])
-    order = np.empty(len(best) + len(spread), dtype=np.int64)
-    shared = min(len(best), len(spread))
-    order[0 : 2 * shared : 2], order[1 : 2 * shared : 2] = best[:shared], spread[:shared]
-    order[2 * shared :] = best[shared:] if len(best) > shared else spread[shared:]
-    return order
-
-
-def _project(matrix: np.ndarray) -> tuple[np.ndarray, list[float]]:
-    """n x 2 coordinates of the rows of `matrix` by PCA, and each axis's share of the variance in [0, 1];
-    zeros where there is nothing to spread (fewer than 2 rows, or no variance).
-
-    ARPACK with a fixed start vector (random_state=0) finds the two components without a full SVD
-    (milliseconds at 5000 x 256) and gives the same answer every time; tiny matrices take the full SVD.
-    """
-    from sklearn.decomposition import PCA  # scikit-learn costs about a second to import: only this view pays it
-
-    coords = np.zeros((len(matrix), 2))
-    if len(matrix) < 2 or matrix.shape[1] == 0 or not np.any(matrix.std(axis=0) > 0):
-        return coords, [0.0, 0.0]
-    components = min(2, matrix.shape[1], len(matrix))
-    solver = "arpack" if min(matrix.shape) > components else "full"
-    pca = PCA(n_components=components, svd_solver=solver, random_state=0)
-    coords[:, :components] = pca.fit_transform(matrix.astype(np.float64))
-    shares = [float(v) if math.isfinite(v) else 0.0 for v in pca.explained_variance_ratio_]
-    return coords, shares + [0.0] * (2 - components)
-
-
-def search_space(
-    archive: Archive,
-    run_id: int,
-    *,
-    max_points: int = 5000,
-    max_genomes: int = 500,
-    space: Literal["auto", "behaviour", "code"] = "auto",
-) -> dict[str, Any]:
-    """The run's agents as points on a 2-D map, so a user sees whether the archive is diverse or collapsed.
-
-    space: "behaviour" projects the evaluated agents' descriptors (archive.descriptors; exactly two
-    are the axes as they are, more are standardised and reduced by PCA); "code" projects every agent
-    that has code by PCA of archive.novelty.CodeEmbedder's hashed character n-gram vectors of its
-    genome (one point per distinct genome, shared by the agents that have it); "auto" takes behaviour
-    when at least two agents have at least two descriptors, else code.
-    Above `max_points` (>= 1) agents the map keeps the best half by score and spreads the rest evenly
-    over the others by id (deterministic). A code map embeds at most `max_genomes` (>= 1) distinct
-    genomes (each costs 2-5 ms): beyond that it keeps the agents whose genomes come first, taking
-    one of the best and one of the spread in turn. `sampled` says whether agents were left out.
-
-    Returns `projection` ("behaviour" | "code" | "none"), `method` (in words), `axes` (two labels),
-    `explained_variance` (each axis's share in [0, 1]; None for raw descriptor axes), `n_agents`
-    (agents eligible for the map), `n_points`, `sampled`, `distinct_genomes` (among the points; code
-    maps), and `points`, ordered by id: columns `id`, `x`, `y`, `score` (None unless evaluated),
-    `status`, `operator`.
-    """
-    max_points, max_genomes = max(1, int(max_points)), max(1, int(max_genomes))
-    archive.get_run(run_id)  # RunNotFound for a wrong id, like the other views
-    a, d = _AGENT.c, _DESCRIPTOR.c
-    agent_query = select(a.id, a.score, a.genome_hash.is_not(None)).where(a.run_id == run_id).order_by(a.id)
-    descriptors_of_run = (
-        select(d.agent_id)
-        .select_from(_DESCRIPTOR.join(_AGENT, a.id == d.agent_id))
-        .where(a.run_id == run_id, a.status == AgentStatus.evaluated)
-    )
-    with archive.engine.connect() as connection:
-        agents = _numbers(connection, agent_query)
-        names = (
-            [str(n) for n in connection.execute(descriptors_of_run.with_only_columns(d.name).distinct()).scalars()]
-            if space != "code"
-            else []
-        )
-        names.sort()
-        # The name as its index in `names`, computed in SQL: no text crosses into Python per row.
-        name_index = case({name: k for k, name in enumerate(names)}, value=d.name, else_=-1)
-        descriptors = (
-            _numbers(connection, descriptors_of_run.with_only_columns(d.agent_id, name_index, d.value))
-            if names
-            else np.zeros((0, 3))
-        )
-    all_ids = agents[:, 0].astype(np.int64)
-    described = np.unique(descriptors[:, 0].astype(np.int64))
-    use_behaviour = space == "behaviour" or (space == "auto" and len(names) >= 2 and len(described) >= 2)
-    rows = _rows_of(all_ids, described) if use_behaviour else np.flatnonzero(agents[:, 2] > 0)
-    n_eligible = len(rows)
-    rows = rows[_sample(all_ids[rows], agents[rows, 1], max_points)]
-
-    distinct_genomes: int | None = None
-    explained: list[float] | None = None
-    axes = ["PC 1", "PC 2"]
-    if use_behaviour:
-        rows = np.sort(rows)
-        ids = all_ids[rows]
-        matrix = np.full((len(ids), len(names)), np.nan)
-        owners = descriptors[:, 0].astype(np.int64)
-        position = np.minimum(np.searchsorted(ids, owners), max(len(ids) - 1, 0))
-        mine = ids[position] == owners if len(ids) else np.zeros(len(owners), dtype=bool)
-        matrix[position[mine], descriptors[mine, 1].astype(np.int64)] = descriptors[mine, 2]
-        if len(names) == 2:
-            coords, axes = np.nan_to_num(matrix, nan=0.0), list(names)
-            method = f"the descriptors {names[0]} and {names[1]} as they are"
-        else:
-            with np.errstate(all="ignore"):  # an all-NaN column (no sampled agent has it) -> 0
-                means = np.nan_to_num(np.nanmean(matrix, axis=0)) if len(ids) else np.zeros(len(names))
-            matrix = np.where(np.isnan(matrix), means[None, :], matrix)
-            spread = matrix.std(axis=0) if len(ids) else np.ones(len(names))
-            matrix = (matrix - matrix.mean(axis=0)) / np.where(spread > 0, spread, 1.0)
-            coords, explained = _project(matrix)
-            method = f"PCA of {len(names)} standardised behaviour descriptors ({', '.join(names)})"
-        texts = _agent_texts(archive, ids)
-    else:
-        texts = _agent_texts(archive, all_ids[rows])
-        hashes = [texts[int(agent_id)][2] for agent_id in all_ids[rows]]
-        kept: dict[str, int] = {}
-        for genome in hashes:
-            if genome not in kept and len(kept) < max_genomes:
-                kept[genome] = len(kept)
-        rows = np.array([row for row, genome in zip(rows, hashes) if genome in kept], dtype=np.int64)
-        rows = np.sort(rows)
-        ids = all_ids[rows]
-        unique = sorted(kept)
-        distinct_genomes = len(unique)
-        embedder = CodeEmbedder()
-        # One embedding and one PCA row per distinct genome: agents that share code share a point.
-        genome_coords, explained = _project(embedder.embed_many(_genome_files(archive, unique)))
-        index = {genome: k for k, genome in enumerate(unique)}
-        coords = genome_coords[[index[texts[int(agent_id)][2]] for agent_id in ids]] if len(ids) else np.zeros((0, 2))
-        method = f"PCA of the code's hashed character n-gram vectors ({embedder.dim} features, archive.novelty)"
-    projection = ("behaviour" if use_behaviour else "code") if len(ids) else "none"
-    scores = agents[rows, 1]
-    return {
-        "run_id": run_id,
-        "projection": projection,
-        "method": method if len(ids) else "no agent has code or descriptors yet",
-        "axes": axes,
-        "explained_variance": explained,
-        "n_agents": n_eligible,
-        "n_points": len(ids),
-        "sampled": n_eligible > len(ids),
-        "distinct_genomes": distinct_genomes,
-        "points": {
-            "id": ids.tolist(),
-            "x": coords[:, 0].tolist(),
-            "y": coords[:, 1].tolist(),
-            "score": [None if math.isnan(v) else float(v) for v in scores],
-            "status": [texts[int(agent_id)][0] for agent_id in ids],
-            "operator": [texts[int(agent_id)][1] for agent_id in ids],
-        },
-    }
-
-
-def _rows_of(sorted_ids: np.ndarray, wanted: np.ndarray) -> np.ndarray:
-    """Indices into `sorted_ids` of the values of `wanted` it holds (others skipped)."""
-    if not len(sorted_ids):
-        return np.zeros(0, dtype=np.int64)
-    position = np.minimum(np.searchsorted(sorted_ids, wanted), len(sorted_ids) - 1)
-    return position[sorted_ids[position] == wanted]
-
-
-def _agent_texts(archive: Archive, ids: np.ndarray) -> dict[int, tuple[str, str, str]]:
-    """agent id -> (status, operator, genome hash or "") for these agents, read in chunks of ids."""
-    a = _AGENT.c
-    found: dict[int, tuple[str, str, str]] = {}
-    wanted = [int(i) for i in ids]
-    with archive.engine.connect() as connection:
-        for start in range(0, len(wanted), _IN_CHUNK):
-            query = select(a.id, a.status, a.operator, a.genome_hash).where(a.id.in_(wanted[start : start + _IN_CHUNK]))
-            for agent_id, status, operator, genome in connection.execute(query):
-                found[int(agent_id)] = (str(getattr(status, "value", status)), str(operator), genome or "")
-    return found
-
-
-def _genome_files(archive: Archive, hashes: list[str]) -> list[dict[str, str]]:
-    """The files (path -> text) of each genome in `hashes`, in that order."""
-    files: dict[str, dict[str, str]] = {h: {} for h in hashes}
-    g = _GENOME_FILE.c
-    with archive.engine.connect() as connection:
-        for start in range(0, len(hashes), _IN_CHUNK):
-            query = select(g.genome_hash, g.path, g.text).where(g.genome_hash.in_(hashes[start : start + _IN_CHUNK]))
-            for genome, path, text in connection.execute(query):
-                files[str(genome)][str(path)] = str(text)
-    return [files[h] for h in hashes]
-
-
 def _progress(label: str, archive: Archive, run_id: int) -> dict[str, Any]:
     """One run's best-so-far curve against proposals, tokens and USD (see `compare_runs`)."""
     run = archive.get_run(run_id)
     a, c = _AGENT.c, _CALL.c
     evaluated_score = case((a.status == AgentStatus.evaluated, a.score), else_=None)
     with archive.engine.connect() as connection:
-        agents = _numbers(
+        agents = float_matrix(
             connection, select(a.id, a.iteration, evaluated_score).where(a.run_id == run_id).order_by(a.id)
         )
-        calls = _numbers(
+        calls = float_matrix(
             connection,
             select(c.agent_id, c.prompt_tokens + c.completion_tokens, c.cost_usd)
             .where(c.run_id == run_id)

@@ -2,7 +2,9 @@
 
 One Core query over the agent table, so a 100k-agent run loads in a fraction of a second; the
 ORM would build 100k objects. Numbers become numpy arrays (a missing score is NaN), text stays
-in lists.
+in lists. The analytics panels (`_analytics`, `_search_space`) read their own queries the same way:
+`posix_seconds_sql` turns times into POSIX seconds in the database, `float_matrix` a numeric query's
+rows into one float64 matrix.
 """
 
 from __future__ import annotations
@@ -12,7 +14,20 @@ from datetime import datetime, timezone
 from typing import Any
 
 import numpy as np
-from sqlalchemy import ColumnElement, Float, Integer, String, Table, cast, extract, func, or_, select
+from sqlalchemy import (
+    ColumnElement,
+    Connection,
+    Float,
+    Integer,
+    Select,
+    String,
+    Table,
+    cast,
+    extract,
+    func,
+    or_,
+    select,
+)
 
 from cambrian.archive.models import Agent
 from cambrian.archive.store import Archive
@@ -67,6 +82,21 @@ def posix_seconds_sql(column: Any, dialect: str) -> ColumnElement[Any]:
     if dialect == "sqlite":
         return cast(func.strftime("%s", column), Integer) + cast(func.substr(column, 20), Float)
     return extract("epoch", column)
+
+
+def float_matrix(connection: Connection, statement: Select[Any]) -> np.ndarray:
+    """The statement's rows as a float64 matrix (rows x selected columns; NULL -> NaN).
+
+    Read from the driver's cursor and converted by numpy in one step, skipping SQLAlchemy's
+    per-row processing: ~10x faster at 100k rows. Only for numeric columns: numbers, booleans, times
+    turned into POSIX seconds in SQL (`posix_seconds_sql`) and text turned into codes in SQL (CASE).
+    """
+    result = connection.execute(statement)
+    try:
+        rows = result.cursor.fetchall()
+    finally:
+        result.close()
+    return np.array(rows, dtype=np.float64).reshape(len(rows), len(statement.selected_columns))
 
 
 def agent_columns(

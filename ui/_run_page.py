@@ -51,9 +51,13 @@ class RunPage:
         return None if self.grid is None else asdict(self.grid)
 
 
+#: The analytics panels' modules: budget and runs compared, the search-space map.
+ANALYTICS_MODULES = ("cambrian.ui._analytics", "cambrian.ui._search_space")
+
+
 def analytics_available() -> bool:
-    """Whether the analytics module (budget, search space, compare runs) is installed beside this one."""
-    return importlib.util.find_spec("cambrian.ui._analytics") is not None
+    """Whether the analytics modules (budget, search space, compare runs) are installed beside this one."""
+    return all(importlib.util.find_spec(module) is not None for module in ANALYTICS_MODULES)
 
 
 #: Score-plot points and tree nodes the live page draws first (more on request): SVG markers cost the
@@ -104,7 +108,7 @@ def run_page(
 
 def run_panels(archive: Archive, run: Run) -> dict[str, Any]:
     """The panels the live run page loads after its first paint: the MAP-Elites grid (None without
-    descriptors) and the analytics (budget, search space; {} without the module)."""
+    descriptors) and the analytics (budget, search space; {} without their modules)."""
     columns = agent_columns(archive, run.key)
     evaluated = (np.array(columns.statuses, dtype=object) == "evaluated") & ~np.isnan(columns.scores)
     scores = dict(zip(columns.ids[evaluated].tolist(), columns.scores[evaluated].tolist()))
@@ -113,14 +117,14 @@ def run_panels(archive: Archive, run: Run) -> dict[str, Any]:
 
 
 def _analytics(archive: Archive, run: Run) -> dict[str, Any]:
-    """The budget and search-space panels' data when the analytics module is there ({} otherwise)."""
+    """The budget and search-space panels' data when the analytics modules are there ({} otherwise)."""
     if not analytics_available():
         return {}
-    analytics = importlib.import_module("cambrian.ui._analytics")
+    analytics, space = (importlib.import_module(module) for module in ANALYTICS_MODULES)
     try:
         return {
             "budget": analytics.budget(archive, run.key),
-            "search_space": analytics.search_space(archive, run.key),
+            "search_space": space.search_space(archive, run.key),
         }
     except (DBAPIError, sqlite3.DatabaseError):
         raise  # an unreadable archive: the page says so

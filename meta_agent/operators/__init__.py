@@ -33,13 +33,12 @@ from cambrian.meta_agent.operators._fm import (
     DiagnoseOperator,
     DiffOperator,
     FMOperator,
-    KnobOperator,
-    LinesOperator,
     RewriteOperator,
     run_repair_note,
 )
 from cambrian.meta_agent.operators._focus import Focus
 from cambrian.meta_agent.operators._grammars import code_grammar, gbnf_literal, search_replace_grammar
+from cambrian.meta_agent.operators._lines import KnobOperator, LinesOperator
 from cambrian.meta_agent.operators._prompting import (
     ParentInfo,
     PromptContext,

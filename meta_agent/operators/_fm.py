@@ -1,4 +1,5 @@
-"""The FM operators: `rewrite`, `diff`, `lines`, `knob`, `crossover` (one FM call each) and `diagnose` (two).
+"""The FM operators: `rewrite`, `diff`, `crossover` (one FM call each) and `diagnose` (two); `lines` and
+`knob`, which ask for a few named lines, are in `_lines`.
 
 They share `FMOperator`: messages -> one FM call -> the reply applied to the parent -> the static
 check. A reply that cannot become a checked child goes back to the FM with its error, in the same
@@ -16,14 +17,11 @@ from abc import abstractmethod
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-import numpy as np
-
 from cambrian.evaluators.base import Genome
 from cambrian.meta_agent.edits import EditError, evolve_regions
 from cambrian.meta_agent.operators._base import Operator, OperatorEnv, Proposal
-from cambrian.meta_agent.operators._focus import Focus, editable_files, has_editable_code, windows
+from cambrian.meta_agent.operators._focus import has_editable_code
 from cambrian.meta_agent.operators._grammars import code_grammar, search_replace_grammar
-from cambrian.meta_agent.operators._outline import assigned_names, outline_genome
 from cambrian.meta_agent.operators._prompting import (
     PromptContext,
     PromptLimits,
@@ -41,7 +39,6 @@ from cambrian.meta_agent.operators._prompting import (
 )
 from cambrian.meta_agent.operators._replies import (
     _apply_blocks_or_file,
-    _apply_lines,
     _apply_rewrite,
     _apply_search_replace,
     _same_program,
@@ -281,102 +278,6 @@ class DiffOperator(FMOperator):
 
     def format_hint(self, ctx: PromptContext) -> str:
         return _BLOCKS_HINT
-
-
-_FOCUS_SALT = 0xF0C5  # the lines are drawn from a stream of their own, apart from the idea's
-
-
-@dataclass(frozen=True)
-class LinesOperator(FMOperator):
-    """The FM rewrites a few lines the proposer picks (name "lines"), replying with the new lines in one code
-    block: a run of simple statements, a condition's or a loop's header, or a short compound statement, of
-    any editable file (see `_focus`). Small models asked for a free edit copy what they see; asked to
-    rewrite named lines, in a short prompt, they change them (docs/results/small-models.md)."""
-
-    name: ClassVar[str] = "lines"
-    #: The reply is a few lines: far below fm.max_tokens.
-    max_reply_tokens: ClassVar[int | None] = 384
-    limits: PromptLimits = field(default_factory=PromptLimits)
-
-    def windows(self, parent: Genome) -> list[Focus]:
-        """What this operator may ask to rewrite in `parent` (`_focus.windows`)."""
-        return windows(parent)
-
-    def pick(self, parent: Genome, rng: np.random.Generator) -> Focus | None:
-        """The lines to rewrite: a seeded draw among `windows(parent)`; None when there is none."""
-        found = self.windows(parent)
-        return found[int(rng.integers(len(found)))] if found else None
-
-    def cannot_edit(self, parent: Genome) -> str | None:
-        if self.windows(parent):
-            return None
-        files = ", ".join(editable_files(parent)) or parent.entry
-        return f"{self.name} needs a statement in the editable code to rewrite, and {files} has none"
-
-    def prepare(self, ctx: PromptContext, env: OperatorEnv) -> PromptContext:
-        """The lines to ask for: a seeded draw (`pick`), unless the context names them."""
-        if ctx.focus is not None:
-            return ctx
-        return dataclasses.replace(ctx, focus=self.pick(ctx.parent.genome, env.rng(_FOCUS_SALT)))
-
-    def child(self, ctx: PromptContext, reply: str) -> Genome:
-        return self.apply(ctx.parent.genome, reply, focus=ctx.focus)
-
-    def messages(self, ctx: PromptContext) -> list[dict[str, str]]:
-        """A short prompt: the contract, the program and its score, the lines to rewrite, the idea. A program
-        longer than `limits.max_lines_program_chars` is shown as an outline around the lines (`_outline`)."""
-        genome = ctx.parent.genome
-        if ctx.focus is None:
-            raise EditError(
-                self.cannot_edit(genome) or f"the {self.name} operator was given no lines to ask for",
-                fix="give the program's editable region a statement, or use the rewrite operator",
-            )
-        shown = genome
-        if sum(len(text) for text in genome.files.values()) > self.limits.max_lines_program_chars:
-            # A module-level assignment (a knob's setting) keeps the functions that read it in full.
-            names = () if ctx.focus.text[:1].isspace() else assigned_names(ctx.focus.text)
-            shown = outline_genome(genome, ctx.focus, names=names)
-        values = {
-            **task_values(ctx, self.limits),
-            "score": format_score(ctx.parent.score),
-            "files": format_files(shown),
-            "path": ctx.focus.path,
-            "focus": ctx.focus.text,
-            "language": code_language(ctx.focus.path) or "python",
-        }
-        return [system_message(ctx), {"role": "user", "content": render("lines", values).strip()}]
-
-    def apply(self, parent: Genome, reply: str, *, focus: Focus | str | None = None) -> Genome:
-        """The parent with the `focus` lines replaced by the reply's code block (a str: the first lines of the
-        entry file that read it)."""
-        if focus is None:
-            raise EditError("the lines operator needs the lines it asked for", fix="pass focus=")
-        return _apply_lines(parent, reply, Focus.find(parent, focus) if isinstance(focus, str) else focus)
-
-    def grammar(self, ctx: PromptContext) -> str | None:
-        """One fenced code block."""
-        path = ctx.focus.path if ctx.focus is not None else ctx.parent.genome.entry
-        language = code_language(path) or "python"
-        return code_grammar(language, markers=language != "python")  # the new lines sit inside the region
-
-    def format_hint(self, ctx: PromptContext) -> str:
-        return ": the new lines only, in one code block, with the same indentation"
-
-
-@dataclass(frozen=True)
-class KnobOperator(LinesOperator):
-    """The FM retunes one number (name "knob"): the `lines` operator, with the line to rewrite drawn from the
-    module-level statements that assign a number literal to a name (`SAMPLES = 1`, `MAX_TOKENS = 512`), the
-    knobs a program's author left to turn. A program with none gets `lines`' own windows.
-
-    Why: a one-number change is an edit small models make reliably, and a knob is in few of the `lines`
-    operator's windows (docs/results/humaneval.md, "Tuning the knobs")."""
-
-    name: ClassVar[str] = "knob"
-
-    def windows(self, parent: Genome) -> list[Focus]:
-        """The number assignments of the editable code (see `number_assignments`), else `lines`' windows."""
-        return windows(parent, knobs=True) or windows(parent)
 
 
 @dataclass(frozen=True)

@@ -14,10 +14,9 @@ from cambrian.meta_agent.operators._fm import (
     CrossoverOperator,
     DiagnoseOperator,
     DiffOperator,
-    KnobOperator,
-    LinesOperator,
     RewriteOperator,
 )
+from cambrian.meta_agent.operators._lines import KnobOperator, LinesOperator
 from cambrian.meta_agent.operators._prompting import PromptLimits
 from cambrian.meta_agent.operators._self_modify import SelfModifyOperator
 from cambrian.plugins import OPERATOR_GROUP, PluginRegistry

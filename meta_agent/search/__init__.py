@@ -22,7 +22,8 @@ By role, in modules of their own:
   what a run's evaluations share bound once in an `EvaluationContext`; `evaluation_row`, `AgentFMBudget`,
   `run_limits`);
 - `cambrian.meta_agent.search.holdout`: one agent (archived or exported) scored on a split and stored apart
-  from its search score (`evaluate_target`: what `cambrian eval` and `Run.evaluate` do);
+  from its search score (`evaluate_target`: what `cambrian eval` and `Run.evaluate` do; an exported
+  folder read safely by `_export_folder`);
 - `cambrian.meta_agent.search.bandit`: choosing (model, operator) arms by reward (`Bandit`, `Arm`,
   `ALGORITHMS`, `improvement_reward`); `cambrian.meta_agent.search.arms`: a run's operators and arms, how
   one is drawn (`OperatorMix`), and the bandit's state, read back from the archive (`arm_history`,

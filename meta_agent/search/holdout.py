@@ -10,7 +10,9 @@ the selection score the search computed.
 
 The evaluation uses the same wiring as the search loop (`evaluation.evaluate_in_sandbox`):
 a sandbox session of its own and, when the agents call the FM, their own
-gateway socket with the run's per-agent budget.
+gateway socket with the run's per-agent budget. An exported folder is read as
+one someone may have sent (`_export_folder`: every file checked before a byte
+is read), and decides only its benchmark, options and seed (`folder_config`).
 """
 
 from __future__ import annotations
@@ -20,7 +22,6 @@ import contextlib
 import dataclasses
 import json
 import re
-import stat
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -28,15 +29,15 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from cambrian.archive.errors import InvalidGenome
 from cambrian.archive.export import MANIFEST_NAME
-from cambrian.archive.store import check_genome_paths, genome_hash
+from cambrian.archive.store import genome_hash
 from cambrian.evaluators.base import SPLITS, Benchmark, Genome, agents_call_fm
 from cambrian.evaluators.runner import AgentResult, Limits
 from cambrian.meta_agent.config import RunConfig
-from cambrian.meta_agent.errors import CambrianError
+from cambrian.meta_agent.errors import CambrianError, EvalTargetError
 from cambrian.meta_agent.llm import ArchiveLedger, Ledger, LLMClient, MemoryLedger, close_http_sessions
 from cambrian.meta_agent.llm.gateway import FMGateway
+from cambrian.meta_agent.search._export_folder import read_genome, read_manifest
 from cambrian.meta_agent.search.evaluation import (
     EvaluationContext,
     agent_fm_budget,
@@ -59,10 +60,6 @@ HOLDOUT_FILE = "holdout.json"
 #: Bumped when holdout.json's fields change meaning.
 HOLDOUT_FORMAT = 1
 _RUN_AGENT_RE = re.compile(r"^(?P<run>[A-Za-z0-9][A-Za-z0-9._-]{0,99}):(?P<agent>\d+)$")
-
-
-class EvalTargetError(CambrianError):
-    """`cambrian eval` was given something it cannot evaluate (bad target, missing split, unusable folder)."""
 
 
 @dataclass(frozen=True)
@@ -254,8 +251,8 @@ def _evaluate_folder(
     allow_modified: bool = False,
     user_config: RunConfig | None = None,
 ) -> EvalOutcome:
-    manifest = _read_manifest(folder)
-    genome = _read_genome(folder, manifest)
+    manifest = read_manifest(folder)
+    genome = read_genome(folder, manifest)
     if genome_hash(genome.files) != manifest.get("genome_hash"):
         if not allow_modified:
             raise EvalTargetError(
@@ -314,106 +311,6 @@ def folder_config(exported: Any, user_config: RunConfig | None, overrides: dict[
     if isinstance(exported_agent_fm, bool):
         own.setdefault("evaluation", {})["agent_fm"] = exported_agent_fm
     return _with_overrides(own, overrides, source=f"{source} with your settings")
-
-
-#: The most an exported folder may hold, checked (lstat, before any read) for a folder someone sent you: a 1 GB
-#: file listed in its manifest once drove `cambrian eval` to 7.2 GB of memory before any check.
-MAX_EXPORT_FILES = 1000
-MAX_EXPORT_FILE_BYTES = 4 * 1024 * 1024
-MAX_EXPORT_BYTES = 16 * 1024 * 1024
-
-
-def _checked_size(path: Path, *, limit: int) -> int:
-    """The size of `path` from lstat (no read, no link followed); EvalTargetError for what is not one plain file
-    of at most `limit` bytes: a link, a device or fifo (a read could block or never end), a hard link (the same
-    data under another name, maybe outside the folder), a file too large."""
-    fix = "export the agent again with `cambrian export RUN --agent ID --to NEW_DIR`"
-    try:
-        info = path.lstat()
-    except FileNotFoundError:
-        raise EvalTargetError(f"{path} is missing: the manifest lists it", fix=fix) from None
-    if stat.S_ISLNK(info.st_mode):
-        raise EvalTargetError(
-            f"{path} is a symbolic link; an exported agent's files are plain files",
-            fix="replace the link with the file itself, or export the agent again",
-        )
-    if not stat.S_ISREG(info.st_mode):
-        kind = "a folder" if stat.S_ISDIR(info.st_mode) else "a device, fifo or socket, not a file"
-        raise EvalTargetError(f"{path} is {kind}; an exported agent's files are plain files", fix=fix)
-    if info.st_nlink > 1:
-        raise EvalTargetError(
-            f"{path} is a hard link ({info.st_nlink} names for one file); an export holds copies",
-            fix="replace it with a copy of the file, or export the agent again",
-        )
-    if info.st_size > limit:
-        raise EvalTargetError(
-            f"{path} has {info.st_size:,} bytes, more than the {limit:,} an exported file may",
-            fix="an agent's files are source code: check what this folder holds",
-        )
-    return info.st_size
-
-
-def _read_manifest(folder: Path) -> dict[str, Any]:
-    path = folder / MANIFEST_NAME
-    fix = "give a folder made by `cambrian export RUN --to DIR` (the agent-<ID> sub-folder), or RUN:AGENT"
-    if not (folder / MANIFEST_NAME).exists() and not (folder / MANIFEST_NAME).is_symlink():
-        raise EvalTargetError(f"{folder} has no {MANIFEST_NAME}", fix=fix)
-    _checked_size(path, limit=MAX_EXPORT_FILE_BYTES)
-    try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise EvalTargetError(f"{folder} has no {MANIFEST_NAME}", fix=fix) from None
-    except json.JSONDecodeError as exc:
-        raise EvalTargetError(f"{path} is not valid JSON ({exc})", fix=fix) from None
-    missing = [key for key in ("entry", "files", "config") if not manifest.get(key)]
-    if not isinstance(manifest, dict) or missing:
-        raise EvalTargetError(f"{path} lacks {', '.join(missing) or 'its fields'}", fix=fix)
-    return manifest
-
-
-def _read_genome(folder: Path, manifest: dict[str, Any]) -> Genome:
-    """The agent's files: plain relative paths (the archive's rule), regular files inside `folder`, no links."""
-    names, entry = manifest["files"], manifest["entry"]
-    if not isinstance(names, list) or not all(isinstance(n, str) for n in names) or not isinstance(entry, str):
-        raise EvalTargetError(
-            f"{folder / MANIFEST_NAME}: 'files' must be a list of paths and 'entry' a path",
-            fix="export the agent again",
-        )
-    try:
-        check_genome_paths(dict.fromkeys(names, ""), entry)
-    except InvalidGenome as exc:
-        raise EvalTargetError(f"{folder / MANIFEST_NAME}: {exc}", fix=exc.fix) from None
-    if len(names) > MAX_EXPORT_FILES:
-        raise EvalTargetError(
-            f"{folder / MANIFEST_NAME} lists {len(names):,} files, more than {MAX_EXPORT_FILES:,}",
-            fix="an agent is a few source files: check what this folder holds",
-        )
-    root = folder.resolve()
-    files: dict[str, str] = {}
-    total = 0
-    for relative in names:
-        path = folder / relative
-        walked = folder
-        for part in Path(relative).parts:  # no link anywhere on the way: a link could point at a host file
-            walked = walked / part
-            if walked.is_symlink():
-                raise EvalTargetError(
-                    f"{walked} is a symbolic link; an exported agent's files are plain files",
-                    fix="replace the link with the file itself, or export the agent again",
-                )
-        if not path.exists() or not path.resolve().is_relative_to(root):
-            raise EvalTargetError(
-                f"{folder} lacks {relative}, a file of the exported agent",
-                fix="export the agent again with `cambrian export RUN --agent ID --to NEW_DIR`",
-            )
-        total += _checked_size(path, limit=MAX_EXPORT_FILE_BYTES)
-        if total > MAX_EXPORT_BYTES:
-            raise EvalTargetError(
-                f"the files of {folder} hold more than {MAX_EXPORT_BYTES:,} bytes in all",
-                fix="an agent is a few source files: check what this folder holds",
-            )
-        files[relative] = path.read_text(encoding="utf-8")
-    return Genome(files=files, entry=entry)
 
 
 def _holdout_record(subject: _Subject, benchmark: Benchmark, result: AgentResult, *, fm_calls: int) -> dict[str, Any]:

@@ -9,7 +9,8 @@
 - `OperatorContract` (with its `ContractEnv`): the test suite every operator passes: it declares what it
   is, makes a checked child of the parent, the same child from the same draws, calls the FM and runs its
   parent only as it declares, leaves the parent as it was, says why it cannot edit a program, and is found by
-  its name (subclass it with `make_operator`, and `reply` for an FM operator);
+  its name (subclass it with `make_operator`, `reply` for an FM operator, and `parent_returns` for one whose
+  parent agent writes its child);
 - `SelectorContract`: the test suite every selection strategy passes: probabilities that are a
   distribution, k draws of view ids that follow them, the same draws from the same seed, the view left as it
   was, an empty view refused, found by its name (subclass it with `make_selector`);

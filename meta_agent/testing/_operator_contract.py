@@ -8,7 +8,10 @@ lends the operator (seeded draws, the FM's replies from the test, the real stati
 
 An operator that calls the FM (`uses_fm`) gets its replies from the test's `reply(messages, parent)`, so the
 contract checks the operator, not a model: a reply that makes a child of the parent, written as the
-operator's prompt asks for it.
+operator's prompt asks for it. An operator whose parent agent writes its child (`runs_agent`, as
+`self_modify`) gets what the parent's entry function returned from the test's `parent_returns(prompt,
+parent)` in the same way: the contract checks the operator around the agent's run, not the sandbox (the
+search's own tests run that); its benchmark must build agent tasks (`benchmark_name = "humaneval"`).
 """
 
 from __future__ import annotations
@@ -23,16 +26,27 @@ import numpy as np
 from cambrian.evaluators.base import Benchmark, Genome, entry_function
 from cambrian.evaluators.registry import get_benchmark
 from cambrian.meta_agent.edits import EditError, check_child
-from cambrian.meta_agent.operators import Operator, ParentInfo, PromptContext, Proposal, make_operator
+from cambrian.meta_agent.operators import (
+    Operator,
+    ParentInfo,
+    PromptContext,
+    Proposal,
+    make_operator,
+    supports_self_modify,
+)
 
 #: The FM's reply to one call: the messages the operator sent, and the parent it edits.
 Replier = Callable[[list[dict[str, str]], Genome], str]
+#: What the parent agent's entry function returns when run on a task: the prompt it was given, and the parent.
+ParentRun = Callable[[str, Genome], object]
 
 
 class ContractEnv:
     """An `OperatorEnv` for tests: draws seeded by `seed`, FM replies from `reply` (None: an operator that
-    asks the FM fails the test), the static check the search runs, and no sandbox. Records every FM call
-    (`calls`) and parent run (`parent_runs`)."""
+    asks the FM fails the test), the static check the search runs, and no sandbox: the parent agent's run
+    returns what `parent_run(prompt, parent)` says (None: an operator that runs its parent fails the test).
+    Records every FM call (`calls`: purpose and messages) and parent run (`parent_runs`; the prompts in
+    `parent_prompts`)."""
 
     def __init__(
         self,
@@ -42,14 +56,17 @@ class ContractEnv:
         reply: Replier | None = None,
         entry_function: str | None = None,
         repair_rounds: int = 1,
+        parent_run: ParentRun | None = None,
     ) -> None:
         self._parent = parent
         self._seed = seed
         self._reply = reply
         self._entry_function = entry_function
         self._repair_rounds = repair_rounds
+        self._parent_run = parent_run
         self.calls: list[tuple[str, list[dict[str, str]]]] = []
         self.parent_runs = 0
+        self.parent_prompts: list[str] = []
 
     @property
     def repair_rounds(self) -> int:
@@ -84,21 +101,29 @@ class ContractEnv:
 
     async def run_parent(self, parent: Genome, prompt: str) -> object:
         self.parent_runs += 1
-        raise AssertionError("the operator ran its parent agent: declare runs_agent = True")
+        self.parent_prompts.append(prompt)
+        if self._parent_run is None:
+            raise AssertionError(
+                "the operator ran its parent agent: declare runs_agent = True (and give the test parent_returns)"
+            )
+        return self._parent_run(prompt, parent)
 
 
 class OperatorContract:
     """What every operator does; subclass it with `make_operator()` (and, for an FM operator, `reply`).
 
     The parent is the seed of `benchmark_name` (override `parent` for another); a crossover's second parent
-    is `second_parent`. `uneditable_parent` may give a program the operator cannot edit: it must then say
-    why (`cannot_edit`, or an EditError). `registered`: the operator is found by its name (`make_operator`,
-    which reads the `cambrian.operators` entry points too).
+    is `second_parent`. Its prompt shows `parent_feedback` as the parent's last evaluation (give an operator
+    that works from failures, as `diagnose`, a failure to read). `uneditable_parent` may give a program the
+    operator cannot edit: it must then say why (`cannot_edit`, or an EditError). An operator that runs its
+    parent agent (`runs_agent`) gets what the agent returned from `parent_returns`. `registered`: the
+    operator is found by its name (`make_operator`, which reads the `cambrian.operators` entry points too).
     """
 
     benchmark_name: str = "circle_packing"
     options: Mapping[str, Any] = {}
     registered: bool = True
+    parent_feedback: str = "scored 0.5"
 
     def make_operator(self) -> Operator:
         raise TypeError(f"{type(self).__name__} must define make_operator() to run the OperatorContract")
@@ -118,6 +143,13 @@ class OperatorContract:
     def reply(self, messages: list[dict[str, str]], parent: Genome) -> str:
         raise AssertionError(f"{type(self).__name__}: an operator that calls the FM needs the test's reply()")
 
+    def parent_returns(self, prompt: str, parent: Genome) -> object:
+        """What the parent agent's entry function returns when run on the agent task for `prompt` (for an
+        operator that declares `runs_agent`): written as the prompt asks, as `reply` is for an FM call."""
+        raise AssertionError(
+            f"{type(self).__name__}: an operator that runs its parent needs the test's parent_returns()"
+        )
+
     def propose(
         self, *, seed: int = 0, parent: Genome | None = None
     ) -> tuple[Genome, Proposal | EditError, ContractEnv]:
@@ -125,11 +157,16 @@ class OperatorContract:
         it raised), and the env it was lent."""
         operator = self.make_operator()
         benchmark = self.make_benchmark()
+        if operator.runs_agent:
+            assert supports_self_modify(benchmark), (
+                f"{operator.name} runs its parent agent: give the contract a benchmark that builds agent tasks "
+                "(benchmark_name = 'humaneval', or one with self_modify_task)"
+            )
         parent = self.parent(benchmark) if parent is None else parent
         context = PromptContext(
             contract=benchmark.contract,
             benchmark=benchmark.name,
-            parent=ParentInfo(agent_id=1, genome=parent, score=0.5, feedback="scored 0.5"),
+            parent=ParentInfo(agent_id=1, genome=parent, score=0.5, feedback=self.parent_feedback),
             second_parent=(
                 ParentInfo(agent_id=2, genome=self.second_parent(benchmark), score=0.4, feedback="scored 0.4")
                 if operator.needs_second_parent
@@ -141,6 +178,7 @@ class OperatorContract:
             seed=seed,
             reply=self.reply if operator.uses_fm else None,
             entry_function=entry_function(benchmark),
+            parent_run=self.parent_returns if operator.runs_agent else None,
         )
         try:
             return parent, asyncio.run(operator.propose(context, env)), env
@@ -174,6 +212,8 @@ class OperatorContract:
         _, _, env = self.propose()
         if operator.uses_fm:
             assert env.calls, "uses_fm is set, but the operator made its child without an FM call"
+        if operator.runs_agent:
+            assert env.parent_runs, "runs_agent is set, but the operator made its child without running its parent"
         assert not env.calls or operator.uses_fm
         assert not env.parent_runs or operator.runs_agent
 

@@ -1,4 +1,8 @@
-"""The `SelectorContract` (meta_agent.testing) for every built-in selection strategy and the example plugin's."""
+"""The `SelectorContract` (meta_agent.testing) for every built-in selection strategy and the example plugin's.
+
+Each built-in runs it with its defaults, and again with each parameter that takes another path through its
+code (`VARIANTS`): HGM's two signals, DGM's median and fixed anchors, MAP-Elites on one axis, novelty mixed
+with fitness, a steeper power law, a tournament of one."""
 
 from __future__ import annotations
 
@@ -7,20 +11,34 @@ import pytest
 from cambrian.archive.selection import STRATEGY_NAMES, ParentSelector, make_selector
 from cambrian.meta_agent.testing import SelectorContract
 
+#: Built-in strategies with parameters that take another path than their defaults: (name, params, label).
+VARIANTS: tuple[tuple[str, dict[str, object], str], ...] = (
+    ("hgm", {"signal": "tasks"}, "Tasks"),
+    ("hgm", {"signal": "improvement"}, "Improvement"),
+    ("dgm", {"alpha0": "median"}, "Median"),
+    ("dgm", {"alpha0": 0.5, "lambda_": 4.0}, "FixedAnchor"),
+    ("map_elites", {"dims": ["x"], "bins": 4}, "OneAxis"),
+    ("novelty", {"fitness_weight": 0.5, "k": 3}, "WithFitness"),
+    ("power_law", {"alpha": 2.5}, "Steep"),
+    ("tournament", {"size": 1}, "SizeOne"),
+)
 
-def _contract(name: str) -> type[SelectorContract]:
+
+def _contract(name: str, params: dict[str, object], label: str = "") -> type[SelectorContract]:
     class Contract(SelectorContract):
         def make_selector(self) -> ParentSelector:
-            return make_selector(name)
+            return make_selector(name, **params)
 
-    Contract.__name__ = Contract.__qualname__ = f"Test{''.join(part.title() for part in name.split('_'))}"
+    Contract.params = params
+    title = "".join(part.title() for part in name.split("_"))
+    Contract.__name__ = Contract.__qualname__ = f"Test{title}{label}"
     return Contract
 
 
-for _name in STRATEGY_NAMES:
-    _class = _contract(_name)
+for _name, _params, _label in (*((name, {}, "") for name in STRATEGY_NAMES), *VARIANTS):
+    _class = _contract(_name, _params, _label)
     globals()[_class.__name__] = _class
-del _name, _class
+del _name, _params, _label, _class
 
 
 @pytest.mark.usefixtures("example_plugin")

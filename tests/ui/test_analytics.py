@@ -1,4 +1,4 @@
-"""The run analytics (ui/_analytics.py): budget, search-space map, runs compared.
+"""The run analytics (ui/_analytics.py: budget, runs compared; ui/_search_space.py: the search-space map).
 
 Exact numbers over a small archive written through the real `Archive` API (real SQLite, no FM),
 where every sum, bin and step is worked out by hand below; then the same functions over archives
@@ -21,7 +21,8 @@ import pytest
 
 from cambrian.archive.models import AgentStatus, Evaluation, LLMCall
 from cambrian.archive.store import Archive
-from cambrian.ui._analytics import budget, compare_runs, search_space
+from cambrian.ui._analytics import budget, compare_runs
+from cambrian.ui._search_space import search_space
 from tests.conftest import SHORT_REPLIES
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -318,7 +319,7 @@ def test_analytics_of_real_runs_agree_with_the_archive(
 
 
 def test_sample_keeps_the_best_half_and_a_spread_taking_turns() -> None:
-    from cambrian.ui._analytics import _sample
+    from cambrian.ui._search_space import _sample
 
     ids = np.arange(1, 11)
     scores = ids.astype(float)  # agent 10 is the best

@@ -1,21 +1,32 @@
 """The `OperatorContract` (meta_agent.testing) for the built-in operators and the example plugin's.
 
-An FM operator's replies here are written as its prompt asks (a fenced program, a SEARCH/REPLACE block), each
-one number of the parent changed: the contract checks the operator around the reply, not a model (a real
-model's replies are tested in tests/e2e).
+An FM operator's replies here are written as its prompt asks (a fenced program, a SEARCH/REPLACE block, the
+named lines in a code block, a numbered plan), each one number of the parent changed (or, for lines without a
+number, one statement added): the contract checks the operator around the reply, not a model (a real model's
+replies are tested in tests/e2e). `self_modify`'s parent agent returns its own module with one knob turned, as
+its task asks: the contract checks the operator around the agent's run, not the sandbox (tests/meta_agent/
+search runs that).
 """
 
 from __future__ import annotations
 
 import ast
+import re
 
 import pytest
 
 from cambrian.evaluators.base import Benchmark, Genome
-from cambrian.meta_agent.operators import Operator, make_operator
+from cambrian.meta_agent.operators import OPERATORS, Operator, Proposal, make_operator
 from cambrian.meta_agent.testing import OperatorContract
 
 NO_NUMBERS = "# EVOLVE-BLOCK-START\ndef pack_circles(n):\n    return list()\n# EVOLVE-BLOCK-END\n"
+#: A program whose editable region holds no statement: `lines` and `knob` have nothing to ask for.
+NO_STATEMENTS = "# EVOLVE-BLOCK-START\n\n# EVOLVE-BLOCK-END\ndef pack_circles(n):\n    return list()\n"
+#: How the `lines` prompt names the lines to rewrite (prompts/lines.txt).
+ASKED_LINES = re.compile(
+    r"Rewrite only these lines of \S+ so that the program scores higher:\n```\w*\n(.*?)\n```", re.S
+)
+NUMBER = re.compile(r"\b\d+\.\d+|\b\d+\b")
 
 
 def first_number(source: str) -> tuple[int, str, str]:
@@ -41,6 +52,25 @@ def one_number_changed(genome: Genome) -> str:
     return "\n".join(lines) + "\n"
 
 
+def asked_lines(messages: list[dict[str, str]]) -> str:
+    """The lines a `lines` or `knob` prompt asks to rewrite."""
+    found = ASKED_LINES.search(messages[-1]["content"])
+    assert found is not None, "the lines prompt shows the lines to rewrite in a code block"
+    return found.group(1)
+
+
+def changed_lines(lines: str) -> str:
+    """The lines with their first number changed (a float scaled by 1.1, an int plus one), or, without a
+    number, one statement added before them at their indentation."""
+    number = NUMBER.search(lines)
+    if number is None:
+        indent = lines[: len(lines) - len(lines.lstrip())]
+        return f"{indent}attempts = 0\n{lines}"
+    text = number.group()
+    new = repr(round(float(text) * 1.1, 6)) if "." in text else str(int(text) + 1)
+    return lines[: number.start()] + new + lines[number.end() :]
+
+
 class TestAstMutate(OperatorContract):
     def make_operator(self) -> Operator:
         return make_operator("ast_mutate")
@@ -64,6 +94,73 @@ class TestDiff(OperatorContract):
     def reply(self, messages: list[dict[str, str]], parent: Genome) -> str:
         _, old, new = first_number(parent.files[parent.entry])
         return f"<<<<<<< SEARCH\n{old}\n=======\n{new}\n>>>>>>> REPLACE\n"
+
+
+class TestLines(OperatorContract):
+    def make_operator(self) -> Operator:
+        return make_operator("lines")
+
+    def reply(self, messages: list[dict[str, str]], parent: Genome) -> str:
+        return f"```python\n{changed_lines(asked_lines(messages))}\n```\n"
+
+    def uneditable_parent(self, benchmark: Benchmark) -> Genome:
+        return Genome(files={"packing.py": NO_STATEMENTS}, entry="packing.py")
+
+
+class TestKnob(OperatorContract):
+    """On the HumanEval agent, whose module-level numbers (SAMPLES, MAX_TOKENS, TEMPERATURE) are its knobs."""
+
+    benchmark_name = "humaneval"
+
+    def make_operator(self) -> Operator:
+        return make_operator("knob")
+
+    def reply(self, messages: list[dict[str, str]], parent: Genome) -> str:
+        asked = asked_lines(messages)
+        assert re.fullmatch(r"[A-Z_]+ = [\d.]+", asked), f"knob asked for {asked!r}, not a knob"
+        return f"```python\n{changed_lines(asked)}\n```\n"
+
+    def uneditable_parent(self, benchmark: Benchmark) -> Genome:
+        return Genome(files={"packing.py": NO_STATEMENTS}, entry="packing.py")
+
+
+class TestDiagnose(OperatorContract):
+    """A plan from the parent's failure first (purpose "diagnose"), then the SEARCH/REPLACE edit it asks for."""
+
+    parent_feedback = "n=26: failed: circles 3 and 7 overlap by 0.012"
+    PLAN = "1. Move the rings a little further apart.\n2. Keep every circle inside the square."
+
+    def make_operator(self) -> Operator:
+        return make_operator("diagnose")
+
+    def reply(self, messages: list[dict[str, str]], parent: Genome) -> str:
+        if "## Plan" not in messages[-1]["content"]:
+            return self.PLAN
+        _, old, new = first_number(parent.files[parent.entry])
+        return f"<<<<<<< SEARCH\n{old}\n=======\n{new}\n>>>>>>> REPLACE\n"
+
+    def test_the_plan_reads_the_failure_and_the_edit_follows_the_plan(self) -> None:
+        _, made, env = self.propose()
+        assert isinstance(made, Proposal), made
+        (plan_purpose, plan_messages), (edit_purpose, edit_messages) = env.calls
+        assert (plan_purpose, edit_purpose) == ("diagnose", "mutate")
+        assert self.parent_feedback in plan_messages[-1]["content"]
+        assert self.PLAN in edit_messages[-1]["content"]
+
+
+class TestSelfModify(OperatorContract):
+    """The HumanEval agent writes its child: its module returned with one more sample drawn per problem."""
+
+    benchmark_name = "humaneval"
+
+    def make_operator(self) -> Operator:
+        return make_operator("self_modify")
+
+    def parent_returns(self, prompt: str, parent: Genome) -> object:
+        module = prompt.split("\n# ----------", 1)[0]  # the task block the operator appended is not the module
+        assert module.strip() == parent.files[parent.entry].strip(), "the task shows the agent its own module"
+        assert "SAMPLES = 1\n" in module
+        return module.replace("SAMPLES = 1\n", "SAMPLES = 2\n", 1)
 
 
 class TestCrossover(OperatorContract):
@@ -118,6 +215,12 @@ class _CarelessContract(OperatorContract):
         return _Careless()
 
 
+def test_every_built_in_operator_runs_the_contract() -> None:
+    contracts = (TestAstMutate, TestRewrite, TestDiff, TestLines, TestKnob, TestDiagnose, TestSelfModify, TestCrossover)
+    tested = {contract().make_operator().name for contract in contracts}
+    assert tested == set(OPERATORS), f"no OperatorContract for {sorted(set(OPERATORS) - tested)}"
+
+
 def test_the_operator_contract_fails_an_undeclared_fm_call_and_unseeded_draws() -> None:
     contract = _CarelessContract()
     with pytest.raises(AssertionError, match="declare uses_fm"):
@@ -129,3 +232,29 @@ def test_the_operator_contract_fails_an_undeclared_fm_call_and_unseeded_draws() 
             contract.test_the_same_draws_make_the_same_child()
     finally:
         _Careless.uses_fm = False
+
+
+class _Boastful(Operator):
+    """Declares that its parent agent writes its child, and writes the child itself."""
+
+    name = "boastful"
+    runs_agent = True
+
+    async def propose(self, context, env):  # type: ignore[no-untyped-def]
+        parent = context.parent.genome
+        source = parent.files[parent.entry].replace("SAMPLES = 1", "SAMPLES = 2", 1)
+        return env.check(Genome(files={**parent.files, parent.entry: source}, entry=parent.entry), parent)
+
+
+def test_the_operator_contract_fails_a_declared_parent_run_that_never_happens() -> None:
+    class Contract(OperatorContract):
+        benchmark_name = "humaneval"
+        registered = False
+
+        def make_operator(self) -> Operator:
+            return _Boastful()
+
+    with pytest.raises(AssertionError, match="without running its parent"):
+        Contract().test_it_calls_the_fm_and_runs_the_parent_only_as_it_declares()
+    with pytest.raises(AssertionError, match="builds agent tasks"):
+        type("OnCircles", (Contract,), {"benchmark_name": "circle_packing"})().propose()
