@@ -35,9 +35,7 @@ import argparse
 import asyncio
 import contextlib
 import dataclasses
-import hashlib
 import json
-import math
 import os
 import signal
 import subprocess
@@ -45,20 +43,29 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench._peer_runs import (
+    EXAMPLE,
+    PEERS,
+    SystemRun,
+    equal_seconds,
+    fmt_score,
+    from_payload,
+    seed_program,
+    sha,
+    table,
+)
 from bench.peers.fm_meter import FMMeter
 from cambrian.evaluators.base import Genome
 from cambrian.evaluators.circle_packing import CirclePacking
 
 BENCH = Path(__file__).resolve().parent
-PEERS = BENCH / "peers"
-EXAMPLE = PEERS / "circle_packing"
 RESULTS_DIR = BENCH / "results"
 SYSTEMS = ("cambrian", "openevolve", "shinka")
 ENTRY = "packing.py"  # Cambrian's entry file for the genome
@@ -71,17 +78,6 @@ def pack_circles(n):
     return [(float(x), float(y), float(r)) for (x, y), r in zip(centers, radii)]
 """
 _SCORE_TIMEOUT_S = 900  # one re-scoring by OpenEvolve's evaluator (it gives the program 600 s)
-
-
-def seed_program() -> str:
-    """OpenEvolve's initial program exactly as it ships: the copy without its provenance header."""
-    lines = (EXAMPLE / "initial_program.py").read_text().splitlines(keepends=True)
-    start = next(i for i, line in enumerate(lines) if line.startswith("# EVOLVE-BLOCK-START"))
-    return "".join(lines[start:])
-
-
-def sha(code: str) -> str:
-    return hashlib.sha256(code.encode()).hexdigest()[:16]
 
 
 def cambrian_genome(code: str) -> Genome:
@@ -104,71 +100,6 @@ class OpenEvolveSeedPacking(CirclePacking):
 
 
 # ----- one system's run ---------------------------------------------------------------------------
-
-
-@dataclass
-class SystemRun:
-    """One system's search: every proposal in the order its score (or failure) became known."""
-
-    system: str
-    version: str = ""
-    exit_code: int = 0
-    error: str = ""  # why the run has no (or a partial) result, with its log's tail
-    wall_seconds: float = 0.0
-    seed_score: float | None = None  # by the system's own evaluator (sum of radii)
-    seed_sha: str = ""
-    #: {"index": 1-based, "t": seconds since the run started, "score": own evaluator or None, "sha", "note"}
-    trajectory: list[dict[str, Any]] = field(default_factory=list)
-    fm_calls: int = 0
-    fm_hung_up: int = 0  # requests whose client gave up before the answer (its own timeout)
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    settings: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def valid(self) -> int:
-        return sum(1 for p in self.trajectory if (p["score"] or 0.0) > 0)
-
-    def best(self, by_seconds: float | None = None) -> dict[str, Any] | None:
-        """The first program that reached the best own score (within `by_seconds` of the start): the seed (index
-        0) unless a proposal beat it; None when nothing was scored."""
-        best: dict[str, Any] | None = None
-        if self.seed_score is not None:
-            best = {"index": 0, "t": 0.0, "score": self.seed_score, "sha": self.seed_sha, "note": "the seed"}
-        for proposal in self.trajectory:
-            if by_seconds is not None and proposal["t"] > by_seconds:
-                break
-            if proposal["score"] is not None and (best is None or proposal["score"] > best["score"]):
-                best = proposal
-        return best
-
-
-def from_payload(system: str, payload: dict[str, Any], codes: dict[str, str]) -> SystemRun:
-    """A SystemRun from a driver's JSON; the code of each proposal that set a new best goes into `codes`."""
-    started = float(payload["started"])
-    run = SystemRun(
-        system=system,
-        version=str(payload.get("version", "")),
-        wall_seconds=float(payload["finished"]) - started,
-        seed_score=payload["seed"].get("score"),
-        seed_sha=sha(seed_program()),
-        settings=payload.get("settings", {}),
-    )
-    record = run.seed_score if run.seed_score is not None else -math.inf  # as SystemRun.best decides
-    for index, proposal in enumerate(sorted(payload["proposals"], key=lambda p: p["t"]), start=1):
-        code, score = proposal.get("code"), proposal.get("score")
-        step = {
-            "index": index,
-            "t": round(float(proposal["t"]) - started, 2),
-            "score": score,
-            "sha": sha(code) if code else None,
-            "note": proposal.get("note", "")[:200],
-        }
-        if code and score is not None and score > record:
-            record = score
-            codes[step["sha"]] = code
-        run.trajectory.append(step)
-    return run
 
 
 def run_cambrian(args: argparse.Namespace, endpoint: Any, workdir: Path, say: Callable[[str], None]) -> dict[str, Any]:
@@ -375,83 +306,6 @@ def score_cambrian(code: str, benchmark: CirclePacking, sandbox: Any, limits: An
 # ----- the report --------------------------------------------------------------------------------
 
 
-def _fmt(value: float | None, digits: int = 4) -> str:
-    return "-" if value is None else f"{value:.{digits}f}"
-
-
-def _reached(best: dict[str, Any] | None) -> str:
-    if best is None:
-        return "-"
-    return "0 (the seed)" if best["index"] == 0 else f"{best['index']} ({best['t']:.0f} s)"
-
-
-def equal_seconds(runs: Sequence[SystemRun]) -> float | None:
-    """The wall time of the fastest system that finished (the equal-time cut), None without any."""
-    finished = [r.wall_seconds for r in runs if r.wall_seconds > 0 and not r.error]
-    return min(finished) if finished else None
-
-
-def table(saved: dict[str, Any]) -> str:
-    """Both views: at the proposal budget, and at the fastest system's wall time."""
-    runs = [SystemRun(**row) for row in saved["runs"]]
-    scores: dict[str, dict[str, float | None]] = saved["scores"]
-    seed = saved["seed"]
-    meta = saved["meta"]
-
-    def rescored(sha_: str | None, evaluator: str) -> str:
-        return _fmt(scores.get(sha_ or "", {}).get(evaluator)) if sha_ else "-"
-
-    lines = [
-        f"model {meta['model']}, seed program {seed['sha']} (OpenEvolve's circle_packing/initial_program.py): "
-        f"OpenEvolve's evaluator {_fmt(seed['openevolve'])}, Cambrian's {_fmt(seed['cambrian'])}; "
-        f"budget {meta['proposals']} proposals, run seed {meta['seed']}"
-        + (f", cap {meta['wall_seconds']:g} s" if meta.get("wall_seconds") else ""),
-        "",
-        f"At the proposal budget ({meta['proposals']} proposals):",
-        "",
-        "| system | proposals | valid | FM calls (tokens in / out) | seed, own eval | best, own eval "
-        "| best, OpenEvolve eval | best, Cambrian eval | best at proposal | wall s | proposals/min |",
-        "|" + "---|" * 11,
-    ]
-    for run in runs:
-        if run.error and not run.trajectory:
-            lines.append(f"| {run.system} | failed: {run.error.splitlines()[0][:80]} |" + " |" * 9)
-            continue
-        best = run.best()
-        rate = len(run.trajectory) / (run.wall_seconds / 60) if run.wall_seconds > 0 else 0.0
-        lines.append(
-            f"| {run.system} | {len(run.trajectory)} | {run.valid} | {run.fm_calls} ({run.prompt_tokens} / "
-            f"{run.completion_tokens}) | {_fmt(run.seed_score)} | {_fmt(best['score'] if best else None)} "
-            f"| {rescored(best and best['sha'], 'openevolve')} | {rescored(best and best['sha'], 'cambrian')} "
-            f"| {best['index'] if best else '-'} | {run.wall_seconds:.0f} | {rate:.2f} |"
-        )
-    cut = meta.get("equal_seconds")
-    if cut:
-        lines += [
-            "",
-            f"At equal wall time ({cut:.0f} s, the fastest system's whole run):",
-            "",
-            "| system | proposals by then | best, own eval | best, OpenEvolve eval | best, Cambrian eval "
-            "| reached at proposal (s) |",
-            "|" + "---|" * 6,
-        ]
-        for run in runs:
-            if run.error and not run.trajectory:
-                continue
-            best = run.best(cut)
-            made = sum(1 for p in run.trajectory if p["t"] <= cut)
-            lines.append(
-                f"| {run.system} | {made} | {_fmt(best['score'] if best else run.seed_score)} "
-                f"| {rescored(best and best['sha'], 'openevolve')} | {rescored(best and best['sha'], 'cambrian')} "
-                f"| {_reached(best)} |"
-            )
-    lines.append(
-        "\nown eval: the system's own evaluator (Cambrian's scorer for Cambrian, OpenEvolve's evaluator for "
-        "the peers); '-' for a best: no proposal scored"
-    )
-    return "\n".join(lines)
-
-
 # ----- main --------------------------------------------------------------------------------------
 
 
@@ -588,8 +442,9 @@ def run_systems(
                 write()
                 best = run.best()
                 say(
-                    f"{system}: {len(run.trajectory)} proposals, {run.valid} valid, seed {_fmt(run.seed_score)} -> "
-                    f"best {_fmt(best['score'] if best else None)}, {run.fm_calls} FM calls, "
+                    f"{system}: {len(run.trajectory)} proposals, {run.valid} valid, "
+                    f"seed {fmt_score(run.seed_score)} -> best {fmt_score(best['score'] if best else None)}, "
+                    f"{run.fm_calls} FM calls, "
                     f"{run.wall_seconds:.0f} s" + (f"\n{run.error}" if run.error else "")
                 )
     finally:
@@ -628,8 +483,8 @@ def rescore(
             }
             saved["scores"][key] = scores
             say(
-                f"re-scored {key}: OpenEvolve's evaluator {_fmt(scores['openevolve'])}, "
-                f"Cambrian's {_fmt(scores['cambrian'])}"
+                f"re-scored {key}: OpenEvolve's evaluator {fmt_score(scores['openevolve'])}, "
+                f"Cambrian's {fmt_score(scores['cambrian'])}"
             )
             write()
     finally:

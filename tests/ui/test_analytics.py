@@ -260,6 +260,7 @@ def second_run(smollm2_path: Path, tmp_path_factory: pytest.TempPathFactory) -> 
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(2400)  # two real searches first (its fixtures): however slow a busy machine makes them
 def test_analytics_of_real_runs_agree_with_the_archive(
     real_run: tuple[Path, str], second_run: tuple[Path, str]
 ) -> None:

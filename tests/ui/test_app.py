@@ -350,6 +350,7 @@ def test_report_is_one_self_contained_escaped_file(runs_dir: Runs, tmp_path: Pat
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(2400)  # a real search first (its fixture): however slow a busy machine makes it
 def test_pages_of_a_real_run(real_run: tuple[Path, str]) -> None:
     folder, name = real_run
     with Archive.at(folder / name / "archive.db", readonly=True) as archive:
