@@ -2,8 +2,9 @@
 
 - `SearchLoop`, `LoopEvent`, `LoopOutcome`: the asyncio pipeline of proposers and evaluators over an
   archive, with its budgets, stop and resume; it is composed of built objects (a selector, an `OperatorMix`,
-  a `Proposer`, an executor and its `EvaluationContext`, a budget, `LoopSettings`, a reporter), and
-  `loop_from_config` / `selector_from_config` build them from a run's config;
+  a `Proposer`, an `Executor` (`LocalExecutor`: this machine's sandbox) and its `EvaluationContext`, a
+  budget, `LoopSettings`, a reporter), and `loop_from_config` / `selector_from_config` build them from a
+  run's config;
 - `RunBook`: what the loop writes down (agents, results, the best so far, events, the outcome), returning
   what happened for the loop to act on; the loop's `Scheduler` owns the queue, the stop and the counters;
   `PromptMemory`: what prompts show of the archive, read once and cached;
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
     from cambrian.meta_agent.search._behaviour import BehaviourSpace, TaskRow
     from cambrian.meta_agent.search._book import RunBook
     from cambrian.meta_agent.search._compose import selector_from_config
+    from cambrian.meta_agent.search._executor import Executor, LocalExecutor
     from cambrian.meta_agent.search._from_config import loop_from_config
     from cambrian.meta_agent.search._loop import LoopEvent, LoopOutcome, SearchLoop
     from cambrian.meta_agent.search._memory import PromptMemory
@@ -53,6 +55,7 @@ _NAMES: dict[str, tuple[str, ...]] = {
     "cambrian.meta_agent.search._behaviour": ("BehaviourSpace", "TaskRow"),
     "cambrian.meta_agent.search._book": ("RunBook",),
     "cambrian.meta_agent.search._compose": ("selector_from_config",),
+    "cambrian.meta_agent.search._executor": ("Executor", "LocalExecutor"),
     "cambrian.meta_agent.search._from_config": ("loop_from_config",),
     "cambrian.meta_agent.search._loop": ("LoopEvent", "LoopOutcome", "SearchLoop"),
     "cambrian.meta_agent.search._memory": ("PromptMemory",),
@@ -72,6 +75,8 @@ def __dir__() -> list[str]:
 __all__ = [
     "INTERRUPTED",
     "BehaviourSpace",
+    "Executor",
+    "LocalExecutor",
     "LoopEvent",
     "LoopOutcome",
     "LoopSettings",

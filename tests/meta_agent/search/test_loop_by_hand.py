@@ -17,8 +17,7 @@ from cambrian.evaluators.runner import Limits
 from cambrian.meta_agent.config import BudgetConfig
 from cambrian.meta_agent.errors import ConfigError
 from cambrian.meta_agent.operators import make_operator
-from cambrian.meta_agent.search import LoopEvent, LoopSettings, OperatorMix, Proposer, SearchLoop
-from cambrian.meta_agent.search._executor import LocalExecutor
+from cambrian.meta_agent.search import LocalExecutor, LoopEvent, LoopSettings, OperatorMix, Proposer, SearchLoop
 from cambrian.meta_agent.search.evaluation import AgentFMBudget, EvaluationContext
 from cambrian.sandbox.local import LocalSandbox
 
