@@ -44,6 +44,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench._fm_efficacy_table import wilson
+
 STRATEGIES = ("greedy", "dgm", "hgm", "map_elites", "novelty", "uniform")
 #: Budget (proposals), targets and benchmark options per benchmark. Deceptive (4 blocks of 4 bits): 0.8125
 #: means one block escaped the trap (13/16), 1.0 is the global optimum. Circle packing (n=26) starts from
@@ -201,17 +203,6 @@ def mean_ci(values: Sequence[float]) -> tuple[float, float, float]:
         return float(x.mean()), math.nan, math.nan
     half = T_975.get(len(x) - 1, 1.96) * x.std(ddof=1) / math.sqrt(len(x))
     return float(x.mean()), float(x.mean() - half), float(x.mean() + half)
-
-
-def wilson(successes: int, n: int) -> tuple[float, float, float]:
-    """Proportion and its 95% Wilson interval."""
-    if n == 0:
-        return math.nan, math.nan, math.nan
-    z = 1.96
-    p = successes / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return p, max(0.0, centre - half), min(1.0, centre + half)
 
 
 def bootstrap_mean_ci(
