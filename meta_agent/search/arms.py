@@ -35,7 +35,8 @@ class OperatorMix:
     operators: name -> operator, one for every weighted name. weights: name -> weight (> 0 to be drawn), the
     draw's odds without a bandit and its prior with one. arms: the arms to draw from (default: one per operator
     and model, `operator_arms`). models: the FM labels an FM operator can run on (the first is the run's
-    `fm.model`; none for a search without FM). bandit: learns which arm pays (None: draws by weight).
+    `fm.model`; none for a search without FM; with the default arms an FM operator needs at least one, else a
+    ConfigError). bandit: learns which arm pays (None: draws by weight).
     """
 
     def __init__(
@@ -55,9 +56,17 @@ class OperatorMix:
                 f"search.operators weighs {', '.join(missing)}, but no such operator was given to the loop",
                 fix="pass an operator object for every weighted name (loop_from_config builds them all)",
             )
+        armless: list[str] = []
         if arms is None:
             arms = operator_arms(self.weights, self.operators, models=models, gateway_model=models[0] if models else "")
+            armless = sorted(set(self.weights) - {arm.operator for arm in arms})
         self.arms = list(arms)
+        if armless:
+            raise ConfigError(
+                f"search.operators weighs {', '.join(armless)}, but no model was given for it to run on",
+                fix="give OperatorMix the labels of the FM clients the proposer holds (models=[...]; "
+                "loop_from_config does)",
+            )
         self.bandit = bandit
         self._editable = _LRU[tuple[str, int], bool](capacity=4096)
 

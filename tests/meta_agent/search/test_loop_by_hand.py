@@ -62,10 +62,16 @@ def test_a_loop_built_by_hand_without_a_config_searches_and_stores_everything(tm
 
 
 def test_a_hand_built_loop_refuses_parts_that_do_not_fit(tmp_path: Path) -> None:
-    built = parts(tmp_path, operator="rewrite")  # an FM operator, and the proposer holds no FM client
+    built = parts(tmp_path)
+    rewrite = {"rewrite": make_operator("rewrite")}
+    # An FM operator on a model the proposer holds no client for.
+    built["operators"] = OperatorMix(rewrite, weights={"rewrite": 1.0}, models=["qwen"])
     with pytest.raises(ConfigError, match="FM operators but the run has no FM"):
         SearchLoop(**built)
     built["archive"].close()
     with pytest.raises(ConfigError, match="no such operator was given") as info:
         OperatorMix({}, weights={"diff": 1.0})
     assert "loop_from_config" in info.value.fix
+    with pytest.raises(ConfigError, match="no model was given for it to run on") as info:
+        OperatorMix(rewrite, weights={"rewrite": 1.0})  # an FM operator, and no model label
+    assert "models=" in info.value.fix
