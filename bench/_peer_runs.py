@@ -1,7 +1,8 @@
 """bench/peer_efficacy.py's record of a system's search and its report: `SystemRun` (every proposal in the order
 its score became known, the best within a wall time), `from_payload` (a peer driver's JSON as one), and `table`
 (both views: at the proposal budget, and at the fastest system's wall time). The seed program all three
-systems start from, and the short hash that names a program in the report, are here too."""
+systems start from is the task's (bench/_peer_tasks.py); the short hash that names a program in the report is
+here."""
 
 from __future__ import annotations
 
@@ -9,18 +10,7 @@ import hashlib
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
-
-PEERS = Path(__file__).resolve().parent / "peers"
-EXAMPLE = PEERS / "circle_packing"
-
-
-def seed_program() -> str:
-    """OpenEvolve's initial program exactly as it ships: the copy without its provenance header."""
-    lines = (EXAMPLE / "initial_program.py").read_text().splitlines(keepends=True)
-    start = next(i for i, line in enumerate(lines) if line.startswith("# EVOLVE-BLOCK-START"))
-    return "".join(lines[start:])
 
 
 def sha(code: str) -> str:
@@ -36,7 +26,7 @@ class SystemRun:
     exit_code: int = 0
     error: str = ""  # why the run has no (or a partial) result, with its log's tail
     wall_seconds: float = 0.0
-    seed_score: float | None = None  # by the system's own evaluator (sum of radii)
+    seed_score: float | None = None  # by the system's own evaluator (circle packing: the sum of radii)
     seed_sha: str = ""
     #: {"index": 1-based, "t": seconds since the run started, "score": own evaluator or None, "sha", "note"}
     trajectory: list[dict[str, Any]] = field(default_factory=list)
@@ -64,7 +54,7 @@ class SystemRun:
         return best
 
 
-def from_payload(system: str, payload: dict[str, Any], codes: dict[str, str]) -> SystemRun:
+def from_payload(system: str, payload: dict[str, Any], codes: dict[str, str], seed_code: str) -> SystemRun:
     """A SystemRun from a driver's JSON; the code of each proposal that set a new best goes into `codes`."""
     started = float(payload["started"])
     run = SystemRun(
@@ -72,7 +62,7 @@ def from_payload(system: str, payload: dict[str, Any], codes: dict[str, str]) ->
         version=str(payload.get("version", "")),
         wall_seconds=float(payload["finished"]) - started,
         seed_score=payload["seed"].get("score"),
-        seed_sha=sha(seed_program()),
+        seed_sha=sha(seed_code),
         settings=payload.get("settings", {}),
     )
     record = run.seed_score if run.seed_score is not None else -math.inf  # as SystemRun.best decides
@@ -109,38 +99,49 @@ def equal_seconds(runs: Sequence[SystemRun]) -> float | None:
     return min(finished) if finished else None
 
 
+_EVALUATOR_NAMES = {"openevolve": "OpenEvolve", "cambrian": "Cambrian"}
+
+
 def table(saved: dict[str, Any]) -> str:
     """Both views: at the proposal budget, and at the fastest system's wall time."""
     runs = [SystemRun(**row) for row in saved["runs"]]
     scores: dict[str, dict[str, float | None]] = saved["scores"]
     seed = saved["seed"]
     meta = saved["meta"]
+    task = meta.get("task", "circle_packing")  # files written before the suite tasks: circle packing
+    evaluators = meta.get("evaluators", ["openevolve", "cambrian"])
 
-    def rescored(sha_: str | None, evaluator: str) -> str:
-        return fmt_score(scores.get(sha_ or "", {}).get(evaluator)) if sha_ else "-"
+    def rescored(sha_: str | None) -> str:
+        return "".join(f"| {fmt_score(scores.get(sha_ or '', {}).get(e)) if sha_ else '-'} " for e in evaluators)
 
+    heads = "".join(f"| best, {_EVALUATOR_NAMES[e]} eval " for e in evaluators)
+    if task == "circle_packing":
+        where = "OpenEvolve's circle_packing/initial_program.py"
+        seeds = f"OpenEvolve's evaluator {fmt_score(seed['openevolve'])}, Cambrian's {fmt_score(seed['cambrian'])}"
+    else:
+        where = f"the {task} benchmark's seed"
+        seeds = f"the benchmark's score {fmt_score(seed['cambrian'])}"
     lines = [
-        f"model {meta['model']}, seed program {seed['sha']} (OpenEvolve's circle_packing/initial_program.py): "
-        f"OpenEvolve's evaluator {fmt_score(seed['openevolve'])}, Cambrian's {fmt_score(seed['cambrian'])}; "
+        f"model {meta['model']}, seed program {seed['sha']} ({where}): {seeds}; "
         f"budget {meta['proposals']} proposals, run seed {meta['seed']}"
         + (f", cap {meta['wall_seconds']:g} s" if meta.get("wall_seconds") else ""),
         "",
         f"At the proposal budget ({meta['proposals']} proposals):",
         "",
         "| system | proposals | valid | FM calls (tokens in / out) | seed, own eval | best, own eval "
-        "| best, OpenEvolve eval | best, Cambrian eval | best at proposal | wall s | proposals/min |",
-        "|" + "---|" * 11,
+        f"{heads}| best at proposal | wall s | proposals/min |",
+        "|" + "---|" * (9 + len(evaluators)),
     ]
     for run in runs:
         if run.error and not run.trajectory:
-            lines.append(f"| {run.system} | failed: {run.error.splitlines()[0][:80]} |" + " |" * 9)
+            lines.append(f"| {run.system} | failed: {run.error.splitlines()[0][:80]} |" + " |" * (7 + len(evaluators)))
             continue
         best = run.best()
         rate = len(run.trajectory) / (run.wall_seconds / 60) if run.wall_seconds > 0 else 0.0
         lines.append(
             f"| {run.system} | {len(run.trajectory)} | {run.valid} | {run.fm_calls} ({run.prompt_tokens} / "
             f"{run.completion_tokens}) | {fmt_score(run.seed_score)} | {fmt_score(best['score'] if best else None)} "
-            f"| {rescored(best and best['sha'], 'openevolve')} | {rescored(best and best['sha'], 'cambrian')} "
+            f"{rescored(best and best['sha'])}"
             f"| {best['index'] if best else '-'} | {run.wall_seconds:.0f} | {rate:.2f} |"
         )
     cut = meta.get("equal_seconds")
@@ -149,9 +150,8 @@ def table(saved: dict[str, Any]) -> str:
             "",
             f"At equal wall time ({cut:.0f} s, the fastest system's whole run):",
             "",
-            "| system | proposals by then | best, own eval | best, OpenEvolve eval | best, Cambrian eval "
-            "| reached at proposal (s) |",
-            "|" + "---|" * 6,
+            f"| system | proposals by then | best, own eval {heads}| reached at proposal (s) |",
+            "|" + "---|" * (4 + len(evaluators)),
         ]
         for run in runs:
             if run.error and not run.trajectory:
@@ -160,11 +160,13 @@ def table(saved: dict[str, Any]) -> str:
             made = sum(1 for p in run.trajectory if p["t"] <= cut)
             lines.append(
                 f"| {run.system} | {made} | {fmt_score(best['score'] if best else run.seed_score)} "
-                f"| {rescored(best and best['sha'], 'openevolve')} | {rescored(best and best['sha'], 'cambrian')} "
+                f"{rescored(best and best['sha'])}"
                 f"| {_reached(best)} |"
             )
-    lines.append(
-        "\nown eval: the system's own evaluator (Cambrian's scorer for Cambrian, OpenEvolve's evaluator for "
-        "the peers); '-' for a best: no proposal scored"
+    own = (
+        "Cambrian's scorer for Cambrian, OpenEvolve's evaluator for the peers"
+        if task == "circle_packing"
+        else f"the {task} benchmark in Cambrian's sandbox, for all three"
     )
+    lines.append(f"\nown eval: the system's own evaluator ({own}); '-' for a best: no proposal scored")
     return "\n".join(lines)

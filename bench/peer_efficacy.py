@@ -2,8 +2,12 @@
 
 One local llama.cpp server (Cambrian's `LocalServer`) serves all three, one system after another, through a
 counting relay (bench/peers/fm_meter.py) that records every FM request the same way for each. All three start
-from OpenEvolve's circle-packing initial program (bench/peers/circle_packing/, n = 26, maximise the sum of
-radii) and make `--proposals` proposals:
+from one seed program and make `--proposals` proposals. `--task circle_packing` (the default) is OpenEvolve's
+circle-packing example (bench/peers/circle_packing/, n = 26, maximise the sum of radii), as below; a suite task
+(`--task knapsack`, symbolic_regression, tsp, fast_primes, job_order) starts all three from the Cambrian
+benchmark's seed, tells the peers the task in the benchmark's words, runs them with their defaults for a new
+task, and scores every system's programs with the benchmark itself (bench/_peer_tasks.py says how). On circle
+packing:
 - Cambrian: its default search configuration, as `cambrian run --model MODEL` sets it for a model served on
   this machine, but for the budget, the run seed and the endpoint (the shared server). Its genome is
   OpenEvolve's file plus a fixed `pack_circles(n)` below the EVOLVE-BLOCK that calls `run_packing()`, so the
@@ -22,6 +26,7 @@ time: what each had reached by the time the fastest system finished.
     .venv/bin/python bench/peer_efficacy.py --model smollm2-135m --proposals 2 --max-tokens 256 --label smoke
     .venv/bin/python bench/peer_efficacy.py --model qwen2.5-coder-1.5b --proposals 20 --seed 0
     .venv/bin/python bench/peer_efficacy.py --systems cambrian,openevolve --wall-seconds 3600
+    .venv/bin/python bench/peer_efficacy.py --task knapsack --proposals 40 --seed 0
     .venv/bin/python bench/peer_efficacy.py --report bench/results/peers-qwen2.5-coder-1.5b-20p-s0.json
 
 The peers' venv: `python3 -m venv /work/peers-venv && /work/peers-venv/bin/pip install openevolve==0.4.0
@@ -50,59 +55,22 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._peer_runs import (
-    EXAMPLE,
-    PEERS,
-    SystemRun,
-    equal_seconds,
-    fmt_score,
-    from_payload,
-    seed_program,
-    sha,
-    table,
-)
+from bench._peer_runs import SystemRun, equal_seconds, fmt_score, from_payload, sha, table
+from bench._peer_tasks import PEERS, TASKS, PeerTask, peer_task
 from bench.peers.fm_meter import FMMeter
-from cambrian.evaluators.base import Genome
-from cambrian.evaluators.circle_packing import CirclePacking
 
 BENCH = Path(__file__).resolve().parent
 RESULTS_DIR = BENCH / "results"
 SYSTEMS = ("cambrian", "openevolve", "shinka")
-ENTRY = "packing.py"  # Cambrian's entry file for the genome
-#: Cambrian's entry point over OpenEvolve's fixed `run_packing()`; appended below the EVOLVE-BLOCK, never evolved.
-ADAPTER = """
-
-# Fixed (not evolved): Cambrian's entry point, scoring what run_packing() returns.
-def pack_circles(n):
-    centers, radii, _ = run_packing()
-    return [(float(x), float(y), float(r)) for (x, y), r in zip(centers, radii)]
-"""
 _SCORE_TIMEOUT_S = 900  # one re-scoring by OpenEvolve's evaluator (it gives the program 600 s)
-
-
-def cambrian_genome(code: str) -> Genome:
-    """A program in OpenEvolve's form as Cambrian's genome: the adapter appended unless it is there already."""
-    return Genome(files={ENTRY: code if "def pack_circles(" in code else code + ADAPTER}, entry=ENTRY)
-
-
-class OpenEvolveSeedPacking(CirclePacking):
-    """Cambrian's circle packing (n = 26), started from OpenEvolve's initial program with the adapter."""
-
-    def seed(self) -> Genome:
-        return cambrian_genome(seed_program())
-
-    def _contract(self) -> str:
-        return super()._contract() + (
-            "\nIn this program `pack_circles(n)` is fixed, outside the EVOLVE-BLOCK: it calls `run_packing()`, "
-            "which calls `construct_packing()`. Improve `construct_packing()` and its helpers inside the block; "
-            "it must return (centers, radii, sum_of_radii): numpy arrays of shape (26, 2) and (26,), and their sum."
-        )
 
 
 # ----- one system's run ---------------------------------------------------------------------------
 
 
-def run_cambrian(args: argparse.Namespace, endpoint: Any, workdir: Path, say: Callable[[str], None]) -> dict[str, Any]:
+def run_cambrian(
+    task: PeerTask, args: argparse.Namespace, endpoint: Any, workdir: Path, say: Callable[[str], None]
+) -> dict[str, Any]:
     """Cambrian's search, built as `cambrian run` builds it, with the shared server's endpoint; a driver payload."""
     from cambrian.archive.models import AgentStatus
     from cambrian.archive.store import Archive
@@ -117,7 +85,7 @@ def run_cambrian(args: argparse.Namespace, endpoint: Any, workdir: Path, say: Ca
         sets=args.cambrian_set,
         overrides={
             "name": "cambrian",
-            "benchmark": "circle_packing",
+            "benchmark": task.name,
             "seed": args.seed,
             "runs_dir": str(workdir),
             "budget.iterations": args.proposals,
@@ -129,7 +97,7 @@ def run_cambrian(args: argparse.Namespace, endpoint: Any, workdir: Path, say: Ca
         },
     )
     policy = FeedbackPolicy.from_options(config.evaluation.feedback.model_dump())
-    benchmark = OpenEvolveSeedPacking.from_options(config.benchmark_options, feedback_policy=policy)
+    benchmark = task.benchmark(config.benchmark_options, feedback_policy=policy)
     sandbox = choose_sandbox(config, say)
 
     async def search(loop: SearchLoop) -> Any:
@@ -172,7 +140,7 @@ def run_cambrian(args: argparse.Namespace, endpoint: Any, workdir: Path, say: Ca
         if agent.iteration <= 0 or agent.status not in done:
             continue
         evaluated = agent.status == AgentStatus.evaluated
-        files, entry = codes.get(agent.key, ({}, ENTRY))
+        files, entry = codes.get(agent.key, ({}, task.entry))
         proposals.append(
             {
                 "t": _unix(agent.updated_at),
@@ -197,12 +165,12 @@ def _unix(moment: datetime) -> float:
     return (moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)).timestamp()
 
 
-def run_peer(system: str, args: argparse.Namespace, api_base: str, workdir: Path) -> dict[str, Any]:
+def run_peer(task: PeerTask, system: str, args: argparse.Namespace, api_base: str, workdir: Path) -> dict[str, Any]:
     """One peer's driver in the peers' venv; its payload, or RuntimeError with the tail of its log."""
     folder = workdir / system
     folder.mkdir(parents=True, exist_ok=True)
     program, out = folder / "initial_program.py", folder / f"{system}.json"
-    program.write_text(seed_program())
+    program.write_text(task.seed_program())
     common = [
         "--program",
         str(program),
@@ -226,16 +194,9 @@ def run_peer(system: str, args: argparse.Namespace, api_base: str, workdir: Path
     if args.max_tokens is not None:
         common += ["--max-tokens", str(args.max_tokens)]
     if system == "openevolve":
-        extra = [
-            "--evaluator",
-            str(EXAMPLE / "evaluator.py"),
-            "--config",
-            str(EXAMPLE / "config_phase_1.yaml"),
-            "--iterations",
-            str(args.proposals),
-        ]
+        extra = [*task.openevolve_args(folder), "--iterations", str(args.proposals)]
     else:
-        extra = ["--proposals", str(args.proposals)]
+        extra = [*task.shinka_args(folder), "--proposals", str(args.proposals)]
     # A safety net only: each system stops itself at its budget (and at --wall-seconds).
     limit = (args.wall_seconds or args.proposals * args.llm_timeout) + args.llm_timeout + 600
     code = run_group(
@@ -243,16 +204,18 @@ def run_peer(system: str, args: argparse.Namespace, api_base: str, workdir: Path
         cwd=folder,
         log=folder / "driver.log",
         timeout_s=limit,
+        env=task.peer_env(args.seed),
     )
     if code != 0 or not out.exists():
         raise RuntimeError(f"{system} driver exited {code}:\n{_tail(folder / 'driver.log')}")
     return json.loads(out.read_text())
 
 
-def run_group(command: list[str], *, cwd: Path, log: Path, timeout_s: float) -> int:
-    """Run `command` in a process group of its own (output to `log`); past `timeout_s` the whole group is killed
-    (the peers start worker and evaluation processes of their own). The exit status, -9 when killed."""
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}  # not Cambrian's venv
+def run_group(command: list[str], *, cwd: Path, log: Path, timeout_s: float, env: dict[str, str] | None = None) -> int:
+    """Run `command` in a process group of its own (output to `log`, `env` added to the environment); past
+    `timeout_s` the whole group is killed (the peers start worker and evaluation processes of their own). The
+    exit status, -9 when killed."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")} | (env or {})
     with log.open("w") as handle:
         process = subprocess.Popen(
             command,
@@ -296,11 +259,13 @@ def score_openevolve(code: str, args: argparse.Namespace, folder: Path) -> float
         return None
 
 
-def score_cambrian(code: str, benchmark: CirclePacking, sandbox: Any, limits: Any) -> float:
-    """Sum of radii by Cambrian's circle-packing scorer, the program run in Cambrian's sandbox (0: invalid)."""
+def score_cambrian(task: PeerTask, code: str, benchmark: Any, sandbox: Any, limits: Any) -> float:
+    """The score by Cambrian's scorer of the task (circle packing: the sum of radii), the program run in
+    Cambrian's sandbox (0: invalid)."""
     from cambrian.evaluators.runner import evaluate_agent
 
-    return float(evaluate_agent(benchmark, cambrian_genome(code), sandbox, limits=limits).score)
+    result = evaluate_agent(benchmark, task.genome(code), sandbox, limits=limits)
+    return float(result.score) if result.valid else 0.0
 
 
 # ----- the report --------------------------------------------------------------------------------
@@ -311,6 +276,7 @@ def score_cambrian(code: str, benchmark: CirclePacking, sandbox: Any, limits: An
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--task", default="circle_packing", choices=TASKS, help="what all three evolve")
     parser.add_argument("--model", default="qwen2.5-coder-1.5b", help="a local model (`cambrian models list`)")
     parser.add_argument("--proposals", type=int, default=20, help="proposals per system (default 20)")
     parser.add_argument("--wall-seconds", type=float, default=None, help="also stop each system after this long")
@@ -348,7 +314,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         parser.error(f"unknown system(s) {', '.join(sorted(unknown))}; the systems are {', '.join(SYSTEMS)}")
     if any(s != "cambrian" for s in systems) and not Path(args.peers_python).exists():
         parser.error(f"no peers' interpreter at {args.peers_python}: make the venv (see this script's docstring)")
-    label = args.label or f"{args.model}-{args.proposals}p-s{args.seed}"
+    task = peer_task(args.task)
+    label = (
+        args.label
+        or f"{'' if task.name == 'circle_packing' else task.name + '-'}{args.model}-{args.proposals}p-s{args.seed}"
+    )
     out = RESULTS_DIR / f"peers-{label}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
 
@@ -359,6 +329,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     saved: dict[str, Any] = {
         "meta": {
             "command": "bench/peer_efficacy.py " + " ".join(sys.argv[1:] if argv is None else argv),
+            "task": task.name,
+            "evaluators": list(task.evaluators),
             "model": args.model,
             "proposals": args.proposals,
             "seed": args.seed,
@@ -372,7 +344,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "load": os.getloadavg()[0],
         },
-        "seed": {"sha": sha(seed_program()), "openevolve": None, "cambrian": None},
+        "seed": {"sha": sha(task.seed_program()), **{evaluator: None for evaluator in task.evaluators}},
         "runs": [],
         "scores": {},
         "codes": {},
@@ -387,14 +359,15 @@ def main(argv: Sequence[str] | None = None) -> None:
         folder = contextlib.nullcontext(str(args.keep_runs))
     with folder as where:
         workdir = Path(where)
-        runs = run_systems(systems, args, workdir, saved, write, say)
+        runs = run_systems(task, systems, args, workdir, saved, write, say)
         saved["meta"]["equal_seconds"] = equal_seconds(runs)
-        rescore(runs, args, workdir, saved, write, say)
+        rescore(task, runs, args, workdir, saved, write, say)
     print(table(saved))
     print(f"results: {out}")
 
 
 def run_systems(
+    task: PeerTask,
     systems: Sequence[str],
     args: argparse.Namespace,
     workdir: Path,
@@ -426,10 +399,10 @@ def run_systems(
                 try:
                     if system == "cambrian":
                         endpoint = dataclasses.replace(server.endpoint(), api_base=meter.base_url)
-                        payload = run_cambrian(args, endpoint, workdir, say)
+                        payload = run_cambrian(task, args, endpoint, workdir, say)
                     else:
-                        payload = run_peer(system, args, meter.base_url, workdir)
-                    run = from_payload(system, payload, saved["codes"])
+                        payload = run_peer(task, system, args, meter.base_url, workdir)
+                    run = from_payload(system, payload, saved["codes"], task.seed_program())
                 except Exception as exc:  # noqa: BLE001 - one system's failure is reported, the others still run
                     run = SystemRun(system=system, exit_code=1, error=f"{type(exc).__name__}: {exc}")
                 calls = meter.calls(system)
@@ -453,6 +426,7 @@ def run_systems(
 
 
 def rescore(
+    task: PeerTask,
     runs: Sequence[SystemRun],
     args: argparse.Namespace,
     workdir: Path,
@@ -460,16 +434,16 @@ def rescore(
     write: Callable[[], None],
     say: Callable[[str], None],
 ) -> None:
-    """The seed and each system's best (at the budget and at equal time) by both evaluators."""
+    """The seed and each system's best (at the budget and at equal time) by the task's evaluators."""
     from cambrian.meta_agent.config import load_config
     from cambrian.meta_agent.search.evaluation import run_limits
     from cambrian.meta_agent.search.session import choose_sandbox
 
     config = load_config(overrides={"seed": args.seed})
-    benchmark = OpenEvolveSeedPacking()
+    benchmark = task.benchmark()
     sandbox = choose_sandbox(config, lambda line: None)
     cut = saved["meta"].get("equal_seconds")
-    wanted = {sha(seed_program()): seed_program()}
+    wanted = {sha(task.seed_program()): task.seed_program()}
     saved["codes"].update(wanted)
     for run in runs:
         for best in (run.best(), run.best(cut) if cut else None):
@@ -477,19 +451,15 @@ def rescore(
                 wanted[best["sha"]] = saved["codes"][best["sha"]]
     try:
         for key, code in wanted.items():
-            scores = {
-                "openevolve": score_openevolve(code, args, workdir / "rescore"),
-                "cambrian": score_cambrian(code, benchmark, sandbox, run_limits(config)),
-            }
+            scores = {"cambrian": score_cambrian(task, code, benchmark, sandbox, run_limits(config))}
+            if "openevolve" in task.evaluators:
+                scores = {"openevolve": score_openevolve(code, args, workdir / "rescore"), **scores}
             saved["scores"][key] = scores
-            say(
-                f"re-scored {key}: OpenEvolve's evaluator {fmt_score(scores['openevolve'])}, "
-                f"Cambrian's {fmt_score(scores['cambrian'])}"
-            )
+            say(f"re-scored {key}: " + ", ".join(f"{name} {fmt_score(value)}" for name, value in scores.items()))
             write()
     finally:
         sandbox.close()
-    saved["seed"].update(saved["scores"][sha(seed_program())])
+    saved["seed"].update(saved["scores"][sha(task.seed_program())])
     saved["codes"] = {k: v for k, v in saved["codes"].items() if k in wanted}
     write()
 

@@ -1,18 +1,20 @@
-"""Run OpenEvolve on one seed program with its circle-packing example settings, and write what every proposal did.
+"""Run OpenEvolve on one seed program with the settings of a config file, and write what every proposal did.
 
 Runs in the peers' virtual environment (`openevolve` from PyPI), never in Cambrian's: bench/peer_efficacy.py
-starts it as a subprocess. The settings are OpenEvolve's own `examples/circle_packing/config_phase_1.yaml`
-(full rewrites, its system message, 4 islands, cascade evaluation, 60 s evaluation timeout, temperature 0.7,
-top_p 0.95, max_tokens 8192) with these changes only: one model at the shared server instead of the two hosted
-ones, the iteration budget, the run seed (OpenEvolve sends a seed derived from it with every request), the LLM
-timeout (the example's 600 s is short for a CPU model), the worker processes, and max_tokens where
-`--max-tokens` asks.
+starts it as a subprocess. On circle packing the settings are OpenEvolve's own
+`examples/circle_packing/config_phase_1.yaml` (full rewrites, its system message, 4 islands, cascade
+evaluation, 60 s evaluation timeout, temperature 0.7, top_p 0.95, max_tokens 8192); on a suite task,
+OpenEvolve's defaults with the task's description as the system message (bench/_peer_tasks.py). Either way
+with these changes only: one model at the shared server instead of the hosted ones, the iteration budget, the
+run seed (OpenEvolve sends a seed derived from it with every request), the LLM timeout (600 s and less is
+short for a CPU model), the worker processes, and max_tokens where `--max-tokens` asks.
 
     /work/peers-venv/bin/python bench/peers/openevolve_driver.py --program SEED.py --evaluator EVAL.py \\
         --config bench/peers/circle_packing/config_phase_1.yaml --api-base http://127.0.0.1:PORT/v1 \\
         --model qwen2.5-coder-1.5b --iterations 20 --seed 0 --workdir DIR --out DIR/openevolve.json
 
-The output JSON: the seed's and every proposal's sum of radii by OpenEvolve's own evaluator, the time it was
+The output JSON: the seed's and every proposal's score (`--score-key` of the evaluator's metrics: the sum of
+radii by OpenEvolve's own circle-packing evaluator, or a suite task's combined_score), the time it was
 known (Unix seconds), and the code of every valid proposal; proposals that failed before evaluation (no code
 in the reply, an LLM error) are listed with their error and no score.
 """
@@ -72,6 +74,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--program", required=True, help="the seed program")
     parser.add_argument("--evaluator", required=True, help="OpenEvolve's evaluator.py")
+    parser.add_argument("--score-key", default="sum_radii", help="the evaluator's metric that is the score")
     parser.add_argument("--config", required=True, help="OpenEvolve's example config (YAML)")
     parser.add_argument("--api-base", required=True)
     parser.add_argument("--model", required=True)
@@ -109,8 +112,8 @@ def main() -> None:
                     "iteration": program.iteration_found,
                     "t": program.timestamp,
                     "code": program.code,
-                    # No sum_radii: the evaluator failed (an error, a timeout) and scored the program 0.
-                    "score": float(metrics.get("sum_radii", 0.0)),
+                    # No score: the evaluator failed (an error, a timeout) and scored the program 0.
+                    "score": float(metrics.get(args.score_key, 0.0)),
                     "note": str(metrics.get("error", ""))[:300],
                     "metrics": {k: v for k, v in metrics.items() if isinstance(v, (int, float))},
                 }
@@ -140,7 +143,7 @@ def main() -> None:
         "finished": finished,
         "seed": {"score": seed["score"] if seed else None, "metrics": seed["metrics"] if seed else {}},
         "proposals": sorted(proposals, key=lambda p: p["t"]),
-        "settings": {k: v for k, v in config_dict.items() if k != "prompt"} | {"prompt": "the example's"},
+        "settings": {k: v for k, v in config_dict.items() if k != "prompt"} | {"prompt": "the config file's"},
     }
     Path(args.out).write_text(json.dumps(payload, indent=1))
 

@@ -3,7 +3,8 @@
 Runs in the peers' virtual environment (`shinka-evolve` from PyPI), never in Cambrian's: bench/peer_efficacy.py
 starts it as a subprocess. The settings are the ones Shinka's own Hydra config composes by default
 (shinka/configs: evolution/medium_budget, database/island_medium, task/circle_packing's system message,
-cluster/local), with these changes only:
+cluster/local), with these changes only (on a suite task also the task message, `--task-message`, and the
+evaluation script, `--evaluate`):
 - one model, the shared server (`local/<model>@<api_base>`), instead of the four hosted ones;
 - no code embeddings (`embedding_model` None: the default is OpenAI's hosted text-embedding-3-small, which
   cannot be reached here; without embeddings Shinka accepts every patch without its novelty check);
@@ -13,7 +14,8 @@ cluster/local), with these changes only:
   parents, patch types and temperatures from, are seeded with the run seed;
 - the LLM timeout (`shinka.llm.client.TIMEOUT`, 1200 s by default), the concurrent proposals, and max_tokens
   where `--max-tokens` asks.
-Evaluation: bench/peers/shinka_evaluate.py (OpenEvolve's evaluator in Shinka's results format).
+Evaluation: bench/peers/shinka_evaluate.py (OpenEvolve's evaluator in Shinka's results format), or for a suite
+task bench/peers/shinka_suite_evaluate.py (the Cambrian benchmark's score).
 
     /work/peers-venv/bin/python bench/peers/shinka_driver.py --program SEED.py --api-base http://127.0.0.1:PORT/v1 \\
         --model qwen2.5-coder-1.5b --proposals 20 --seed 0 --workdir DIR --out DIR/shinka.json
@@ -59,8 +61,12 @@ def shipped(path: str) -> dict[str, Any]:
 def settings(args: argparse.Namespace) -> dict[str, Any]:
     """Shinka's default composition (config.yaml's defaults list) with the changes the module doc lists."""
     budget, database = shipped("evolution/medium_budget.yaml"), shipped("database/island_medium.yaml")
-    task = shipped("task/circle_packing.yaml")
-    evo = {**budget["evo_config"], "task_sys_msg": task["evo_config"]["task_sys_msg"], "language": "python"}
+    message = (
+        Path(args.task_message).read_text()
+        if args.task_message
+        else shipped("task/circle_packing.yaml")["evo_config"]["task_sys_msg"]
+    )
+    evo = {**budget["evo_config"], "task_sys_msg": message, "language": "python"}
     evo.update(
         llm_models=[f"local/{args.model}@{args.api_base}"],
         embedding_model=None,
@@ -73,7 +79,7 @@ def settings(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "evo_config": evo,
         "db_config": database["db_config"],
-        "job_config": {"eval_program_path": str(EVALUATE), "python_executable": sys.executable},
+        "job_config": {"eval_program_path": str(args.evaluate), "python_executable": sys.executable},
         "max_evaluation_jobs": budget["max_evaluation_jobs"],
         "max_proposal_jobs": args.workers,
         "max_db_workers": budget["max_db_workers"],
@@ -154,6 +160,8 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=1, help="proposals generated at once")
     parser.add_argument("--wall-seconds", type=float, default=None, help="stop Shinka after this long")
     parser.add_argument("--max-tokens", type=int, default=None, help="replace the default max_tokens (16384)")
+    parser.add_argument("--evaluate", default=str(EVALUATE), help="Shinka's evaluation script for the task")
+    parser.add_argument("--task-message", default=None, help="a file with the task's system message")
     parser.add_argument("--workdir", required=True)
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
