@@ -148,8 +148,8 @@ def _print_islands(archive: Archive, run: Run, agents: list[Agent], config: dict
         return
     search = config["search"]
     every, migrants = search.get("migration_every", 10), search.get("migrants", 1)
-    title = f"islands (every {every} finished proposals, each island's best {migrants} join the next)"
-    table = Table("island", "agents", "evaluated", "migrants in", "best", title=title, title_justify="left", box=None)
+    console.print(f"islands: {count}; every {every} finished proposals, each island's best {migrants} join the next")
+    table = Table("island", "agents", "evaluated", "migrants in", "best", box=None)
     for island in island_summaries(agents, archive.island_migrants(run.key), count):
         best = "—" if island.best_agent_id is None else f"{fmt_score(island.best_score)} (agent {island.best_agent_id})"
         table.add_row(str(island.island), str(island.home_agents), str(island.evaluated), str(island.migrants_in), best)
