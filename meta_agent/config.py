@@ -206,8 +206,8 @@ class SearchConfig(_Section):
     )
     migration_every: int = Field(
         default=10,
-        description="with islands > 1: every N finished proposals, each island's best evaluated members that the "
-        "next island lacks join it (a ring: the last island's join the first)",
+        description="with islands > 1: every N finished proposals (scored or refused), each island's best "
+        "evaluated members join the next island unless it has them already (a ring: the last island's join the first)",
     )
     migrants: int = Field(
         default=1, description="with islands > 1: members of each island that join the next at a migration (0: none)"
