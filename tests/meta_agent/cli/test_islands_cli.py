@@ -1,5 +1,5 @@
-"""A run with islands through the real CLI: `cambrian run --set search.islands=3`, then what `status`, `show` and
-the UI say of its islands; a bad island setting refused before anything runs.
+"""A run with islands through the real CLI: `cambrian run --set search.islands=3`, then what `status`, `show`,
+the UI and the library API say of its islands; a bad island setting refused before anything runs.
 
 The search uses ast_mutate on the deceptive benchmark in the local sandbox: no FM is called (the model named is a
 hosted one with a placeholder key that nothing uses), so it takes seconds.
@@ -14,6 +14,7 @@ from pathlib import Path
 
 from fastapi.testclient import TestClient
 
+import cambrian as cambrian_api
 from cambrian.archive.store import Archive
 from cambrian.ui import create_app
 
@@ -76,6 +77,10 @@ def test_status_show_and_the_ui_tell_a_runs_islands(tmp_path: Path) -> None:
     assert data["joined"][0]["after_proposals"] == migrants[0].after_proposals
     assert "<dt>island</dt>" in page and f"(joined after {migrants[0].after_proposals} proposals)" in page
     assert (seed_data["agent"]["island"], seed_data["islands"]) == (None, [0, 1, 2])
+
+    library = cambrian_api.open_run("isl", runs_dir=runs)  # the library API carries it too
+    assert [row["island"] for row in library.lineage()] == [a.island for a in agents]
+    assert library.agent(migrant.key).island == migrant.island
 
 
 def test_a_run_without_islands_shows_none(tmp_path: Path) -> None:
