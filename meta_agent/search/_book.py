@@ -138,8 +138,8 @@ class RunBook:
         islands: Islands,
     ) -> None:
         """on_event: the reporter, told each event. writes: the loop's group commit, through which the
-        lifecycle writes reach the archive. islands: the run's islands (one, by default), told of every proposal
-        stored and agent evaluated: a migration round is held when due."""
+        lifecycle writes reach the archive. islands: the run's islands (one, by default), told of every agent
+        evaluated and every proposal refused or scored: a migration round is held when one is due."""
         self.archive = archive
         self.run_id = run_id
         self.behaviour = behaviour

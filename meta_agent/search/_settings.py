@@ -1,7 +1,8 @@
 """What the search loop reads of a run's settings, as one value: `LoopSettings`.
 
 The loop is built from objects (a selector, an operator mix, a proposer, an executor, an archive, a budget); the
-few numbers it reads itself, how it paces proposals and how often it evaluates a child, are these.
+few numbers it reads itself, how it paces proposals, how often it evaluates a child and how many islands it
+keeps apart, are these.
 `LoopSettings.of_run` takes them from a `RunConfig`; a loop built by hand gives them directly, or keeps the
 defaults (those of a default config).
 """

@@ -82,6 +82,14 @@ def test_status_show_and_the_ui_tell_a_runs_islands(tmp_path: Path) -> None:
     assert [row["island"] for row in library.lineage()] == [a.island for a in agents]
     assert library.agent(migrant.key).island == migrant.island
 
+    resumed = cambrian("resume", "isl", "--iterations", "11", runs=runs)  # the stored config keeps its islands
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    with Archive.at(runs / "isl" / "archive.db", readonly=True) as archive:
+        later, more = archive.agents(run.key), archive.island_migrants(run.key)
+    assert [(a.id, a.island) for a in later[: len(agents)]] == [(a.id, a.island) for a in agents]
+    assert {(a.iteration, a.island) for a in later if a.iteration > 8} == {(9, 2), (10, 0), (11, 1)}
+    assert [m.agent_id for m in more][: len(migrants)] == [m.agent_id for m in migrants]
+
 
 def test_a_run_without_islands_shows_none(tmp_path: Path) -> None:
     runs = tmp_path / "runs"
