@@ -171,7 +171,7 @@ def _run_exists(name: str) -> RunExists:
 
 
 def _check_migrant(row: IslandMigrant, agent: Agent | None, on_island: set[tuple[int, int]]) -> None:
-    """A migrant must be an evaluated agent of its run, joining an island (>= 0) it is not on yet."""
+    """A migrant must be an evaluated agent of its run with a home island, joining an island (>= 0) it is not on."""
     if agent is None or agent.run_id != row.run_id:
         raise AgentNotFound(
             f"agent {row.agent_id} is not an agent of run {row.run_id}", fix="migrate agents of the run's archive"
