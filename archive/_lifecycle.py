@@ -16,8 +16,18 @@ from sqlmodel import col, delete, select
 
 from cambrian.archive._database import Database
 from cambrian.archive.commands import LifecycleCommand, check_commands, store_genome
-from cambrian.archive.errors import ArchiveUnreachable, RunExists, RunNotFound
-from cambrian.archive.models import Agent, AgentDescriptor, Evaluation, LLMCall, Run, RunStatus, utcnow
+from cambrian.archive.errors import AgentNotFound, ArchiveUnreachable, InvalidTransition, RunExists, RunNotFound
+from cambrian.archive.models import (
+    Agent,
+    AgentDescriptor,
+    AgentStatus,
+    Evaluation,
+    IslandMigrant,
+    LLMCall,
+    Run,
+    RunStatus,
+    utcnow,
+)
 
 
 class Lifecycle:
@@ -85,10 +95,37 @@ class Lifecycle:
             agents = select(Agent.id).where(col(Agent.run_id) == run_id)
             session.exec(delete(Evaluation).where(col(Evaluation.agent_id).in_(agents)))
             session.exec(delete(AgentDescriptor).where(col(AgentDescriptor.agent_id).in_(agents)))
+            session.exec(delete(IslandMigrant).where(col(IslandMigrant.run_id) == run_id))
             session.exec(delete(LLMCall).where(col(LLMCall.run_id) == run_id))
             gone = session.exec(delete(Agent).where(col(Agent.run_id) == run_id))
             session.exec(delete(Run).where(col(Run.id) == run_id))
             return int(gone.rowcount or 0)
+
+    def add_island_migrants(self, migrants: Sequence[IslandMigrant]) -> list[IslandMigrant]:
+        """Copies of `migrants`, stored in one write transaction once each checks out (else nothing is)."""
+        rows = [
+            IslandMigrant(
+                agent_id=m.agent_id,
+                island=m.island,
+                run_id=m.run_id,
+                from_island=m.from_island,
+                after_proposals=m.after_proposals,
+                created_at=m.created_at,
+            )
+            for m in migrants
+        ]
+        if not rows:
+            return []
+        ids = {row.agent_id for row in rows}
+        with self._db.write_session() as session:
+            agents = {a.id: a for a in session.exec(select(Agent).where(col(Agent.id).in_(ids)))}
+            joined = session.exec(select(IslandMigrant).where(col(IslandMigrant.agent_id).in_(ids)))
+            on_island = {(m.agent_id, m.island) for m in joined}
+            for row in rows:
+                _check_migrant(row, agents.get(row.agent_id), on_island)
+                on_island.add((row.agent_id, row.island))
+            session.add_all(rows)
+        return rows
 
     def put_genome(self, files: Mapping[str, str], entry: str) -> str:
         with self._db.transaction(write=True) as connection:
@@ -131,6 +168,30 @@ def _run_exists(name: str) -> RunExists:
         f"a run named {name!r} already exists",
         fix=f"continue it with `cambrian resume {name}`, or pick another --name",
     )
+
+
+def _check_migrant(row: IslandMigrant, agent: Agent | None, on_island: set[tuple[int, int]]) -> None:
+    """A migrant must be an evaluated agent of its run with a home island, joining an island (>= 0) it is not on."""
+    if agent is None or agent.run_id != row.run_id:
+        raise AgentNotFound(
+            f"agent {row.agent_id} is not an agent of run {row.run_id}", fix="migrate agents of the run's archive"
+        )
+    if agent.status != AgentStatus.evaluated:
+        raise InvalidTransition(
+            f"agent {row.agent_id} is {agent.status.value}: only evaluated agents migrate",
+            fix="choose migrants among the island's evaluated members",
+        )
+    if min(row.island, row.from_island, row.after_proposals) < 0:
+        raise ValueError(f"a migrant's islands and round are integers >= 0, got {row!r}")
+    if agent.island is None:
+        raise InvalidTransition(
+            f"agent {row.agent_id} is on every island already (a seed, or an agent of a run without islands)",
+            fix="migrate an agent that has a home island",
+        )
+    if agent.island == row.island or (row.agent_id, row.island) in on_island:
+        raise InvalidTransition(
+            f"agent {row.agent_id} is on island {row.island} already", fix="migrate an agent the island lacks"
+        )
 
 
 def _no_run(run_id: int) -> RunNotFound:

@@ -1,5 +1,5 @@
 """`Queries`: the archive's reads: agents and genomes, lineage (children, ancestors, subtree, best path),
-pending work, iterations, task results, descriptors and the numpy view of a run.
+pending work, iterations, task results, descriptors, island migrants and the numpy view of a run.
 
 The per-candidate reads (an agent, a genome, a parent's prompt context, the duplicate gate) run prebuilt Core
 statements (`_statements`) on the archive's kept connection; the rest are rarely called, so they keep the ORM
@@ -28,7 +28,7 @@ from cambrian.archive._statements import (
     no_agent,
 )
 from cambrian.archive.errors import GenomeNotFound
-from cambrian.archive.models import Agent, AgentStatus, Evaluation, detached
+from cambrian.archive.models import Agent, AgentStatus, Evaluation, IslandMigrant, detached
 from cambrian.archive.view import NO_PARENT, ArchiveView
 
 
@@ -172,6 +172,15 @@ class Queries:
         )
         with self._db.transaction(write=False) as connection:
             return [(int(r[0]), str(r[1]), float(r[2]), bool(r[3]), bool(r[4])) for r in connection.execute(query)]
+
+    def island_migrants(self, run_id: int) -> list[IslandMigrant]:
+        query = (
+            select(IslandMigrant)
+            .where(IslandMigrant.run_id == run_id)
+            .order_by(col(IslandMigrant.after_proposals), col(IslandMigrant.from_island), col(IslandMigrant.agent_id))
+        )
+        with self._db.read_session() as session:
+            return list(session.exec(query))
 
     def descriptors(self, run_id: int) -> dict[int, dict[str, float]]:
         query = (

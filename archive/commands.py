@@ -66,7 +66,8 @@ class AddAgent:
     calls made for it and not yet attributed are attributed to the new agent (the proposer calls the FM before
     the agent exists). repair_note: what the
     static check repaired in the child before evaluation (e.g. "added `import math`"); None when nothing.
-    fm_seconds: wall seconds of the FM calls that made it.
+    fm_seconds: wall seconds of the FM calls that made it. island: its home island (>= 0), the island its
+    proposal drew its parents from; None for a seed (on every island) or in a run without islands.
     """
 
     run_id: int
@@ -87,10 +88,13 @@ class AddAgent:
     proposal_id: str | None = None
     repair_note: str | None = None
     fm_seconds: float = 0.0
+    island: int | None = None
 
     def __post_init__(self) -> None:
         status = AgentStatus(self.status)
         object.__setattr__(self, "status", status)
+        if self.island is not None and (type(self.island) is not int or self.island < 0):
+            raise ValueError(f"an agent's island is an integer >= 0 (or None: every island), not {self.island!r}")
         if status not in _NEW_AGENT_STATUSES:
             raise InvalidTransition(
                 f"a new agent starts as proposed, evaluating or invalid, not {status.value}",
@@ -133,6 +137,7 @@ class AddAgent:
             "behaves_as": None,
             "fm_seconds": self.fm_seconds,
             "proposal_id": self.proposal_id,
+            "island": self.island,
         }
         if self.files is not None and self.entry is not None:  # files without an entry cannot be built
             values["genome_hash"] = store_genome(connection, self.files, self.entry)

@@ -1,4 +1,4 @@
-"""The archive's tables: runs, agents, genomes, evaluations, FM calls and the schema version.
+"""The archive's tables: runs, agents, genomes, evaluations, island migrants, FM calls and the schema version.
 
 Every column a researcher filters or sorts on is a real column (no JSON blobs
 standing in for columns); the only JSON text is the frozen run config and the
@@ -134,11 +134,30 @@ class Agent(SQLModel, table=True):
     # Schema version 7. The proposal that made this agent: every FM call of it (its repairs, a diagnosis, a
     # parent agent writing it) carries the same id (LLMCall.proposal_id). None for seeds.
     proposal_id: str | None = Field(default=None, index=True)
+    # Schema version 8. The agent's home island (`search.islands`): the island its proposal drew its parents
+    # from, and its children's. None: a seed (it belongs to every island), or an agent of a run without islands.
+    island: int | None = None
 
     @property
     def key(self) -> int:
         """The agent's id; a agent read from or added to an archive always has one."""
         return _stored_id(self.id, "agent")
+
+
+class IslandMigrant(SQLModel, table=True):
+    """An agent that joined an island besides its home by migration (`search.migration_every`; schema version 8).
+
+    It stays a member of every island it was on: its home (`Agent.island`), and each island a row names. island:
+    the island it joined; from_island: the island whose best it was; after_proposals: the migration round, held
+    once that many of the run's proposals had finished.
+    """
+
+    agent_id: int = Field(foreign_key="agent.id", primary_key=True)
+    island: int = Field(primary_key=True)
+    run_id: int = Field(foreign_key="run.id", index=True)
+    from_island: int
+    after_proposals: int
+    created_at: datetime = Field(default_factory=utcnow)
 
 
 class Evaluation(SQLModel, table=True):

@@ -45,15 +45,16 @@ from cambrian.archive.models import SchemaVersion, utcnow
 
 __all__ = ["READABLE_FROM", "SCHEMA_VERSION", "UNVERSIONED", "SchemaReport", "open_schema", "read_version"]
 
-#: The version this code creates and reads: the head revision of archive/migrations ("0007").
+#: The version this code creates and reads: the head revision of archive/migrations ("0008").
 #: 1: the tables before versioning; 2: agent.repair_note; 3: the llmrequest table; 4: the commitmark table;
 #: 5: the greedyanswer table; 6: agent.repeats, .score_spread, .behaves_as, .fm_seconds, evaluation.output_hash;
-#: 7: agent.proposal_id and llmcall.proposal_id (FM calls linked to their agent by an explicit id).
-SCHEMA_VERSION = 7
+#: 7: agent.proposal_id and llmcall.proposal_id (FM calls linked to their agent by an explicit id);
+#: 8: agent.island and the islandmigrant table (islands with migration).
+SCHEMA_VERSION = 8
 #: The oldest version a read-only open reads as it stands: the versions after it add nothing a reader
-#: selects. Version 7 added agent and llmcall columns that every read of an agent or a call selects, so
-#: older archives need `cambrian db upgrade` (or any writable open) first.
-READABLE_FROM = 7
+#: selects. Version 8 added an agent column that every read of an agent selects, so older archives need
+#: `cambrian db upgrade` (or any writable open) first.
+READABLE_FROM = 8
 #: The version of an archive written before the version table existed.
 UNVERSIONED = 1
 

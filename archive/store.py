@@ -53,6 +53,7 @@ from cambrian.archive.models import (
     AgentStatus,
     Evaluation,
     GreedyAnswer,
+    IslandMigrant,
     LLMCall,
     LLMRequest,
     LLMResponse,
@@ -187,6 +188,7 @@ class Archive:
         proposal_id: str | None = None,
         repair_note: str | None = None,
         fm_seconds: float = 0.0,
+        island: int | None = None,
     ) -> Agent:
         """Store an agent and its genome (if `files`) in one transaction: `AddAgent` says what each argument means."""
         command = AddAgent(
@@ -207,6 +209,7 @@ class Archive:
             proposal_id=proposal_id,
             repair_note=repair_note,
             fm_seconds=fm_seconds,
+            island=island,
         )
         return self._db.run(self._lifecycle.apply, command)
 
@@ -263,6 +266,18 @@ class Archive:
         TypeError for anything else in `commands`. Raises only what no single command could get past either:
         ArchiveUnreachable when the database stays away, or an interrupt."""
         return self._lifecycle.write_batch(commands)
+
+    # ----- islands -----
+
+    def add_island_migrants(self, migrants: Sequence[IslandMigrant]) -> list[IslandMigrant]:
+        """Store one migration round's migrants (each an agent joining an island) in one transaction; returns the
+        stored copies. Each agent must be an evaluated agent of the migrant's run, and joins an island at most once
+        (AgentNotFound, InvalidTransition otherwise: nothing is stored)."""
+        return self._db.run(self._lifecycle.add_island_migrants, migrants)
+
+    def island_migrants(self, run_id: int) -> list[IslandMigrant]:
+        """The run's migrants, in the order they migrated (round, then the island they left, then agent id)."""
+        return self._db.run(self._queries.island_migrants, run_id)
 
     # ----- agents: reads -----
 

@@ -66,7 +66,8 @@ class Agent:
     apart (None until `Run.evaluate(agent, split="holdout")` or `cambrian eval` measured it). parent and
     second_parent: the ids it was made from (None for the seed; second_parent only for crossover). files:
     relative path -> text of its program (empty for a proposal that never became a program); entry: the file
-    its benchmark runs.
+    its benchmark runs. island: its home island in a run with islands (`search.islands`), None for the seed
+    (on every island) and in a run without islands.
     """
 
     id: int
@@ -81,6 +82,7 @@ class Agent:
     files: Mapping[str, str]
     entry: str | None
     invalid_reason: str | None = None
+    island: int | None = None
 
 
 class Run:
@@ -148,7 +150,7 @@ class Run:
     def lineage(self) -> list[dict[str, Any]]:
         """Every agent of the run, oldest first, as plain dicts (no code): id, parent, second_parent,
         iteration, operator, model, status, score, holdout_score, invalid_reason, fm_seconds, cost_usd,
-        created_at. The tree is the parent links."""
+        island (the home island; None without islands), created_at. The tree is the parent links."""
         with self._archive() as (archive, run_id):
             return [_lineage_row(row) for row in archive.agents(run_id)]
 
@@ -392,6 +394,7 @@ def _agent(archive: Archive, row: AgentRow) -> Agent:
         files=files,
         entry=entry,
         invalid_reason=row.invalid_reason,
+        island=row.island,
     )
 
 
@@ -410,5 +413,6 @@ def _lineage_row(row: AgentRow) -> dict[str, Any]:
         "invalid_reason": row.invalid_reason,
         "fm_seconds": row.fm_seconds,
         "cost_usd": row.cost_usd,
+        "island": row.island,
         "created_at": created.isoformat(),
     }

@@ -198,8 +198,43 @@ class SearchConfig(_Section):
         description="processes that parse, apply and statically check FM replies away from the loop's thread "
         "(0: in it; auto: cores - 2, at most 4, so none on a 2-core machine); the children are the same either way",
     )
+    islands: int = Field(
+        default=1,
+        description="populations searched apart (OpenEvolve's and ShinkaEvolve's islands): proposal k draws its "
+        "parents with search.strategy from island (k - 1) mod N alone (its children, its migrants and the seed), "
+        "and its child lives there. 1 (the default): one population",
+    )
+    migration_every: int = Field(
+        default=10,
+        description="with islands > 1: every N finished proposals (scored or refused), each island's best "
+        "evaluated members join the next island unless it has them already (a ring: the last island's join the first)",
+    )
+    migrants: int = Field(
+        default=1, description="with islands > 1: members of each island that join the next at a migration (0: none)"
+    )
     novelty: NoveltyConfig = Field(default_factory=NoveltyConfig)
     bandit: BanditConfig = Field(default_factory=BanditConfig)
+
+    @field_validator("islands")
+    @classmethod
+    def _islands_in_range(cls, islands: int) -> int:
+        if not 1 <= islands <= 256:
+            raise ValueError("use 1 island (one population, the default) up to 256 islands, e.g. 4")
+        return islands
+
+    @field_validator("migration_every")
+    @classmethod
+    def _migration_every_positive(cls, every: int) -> int:
+        if every < 1:
+            raise ValueError("use a number of finished proposals >= 1 between migrations, e.g. 10")
+        return every
+
+    @field_validator("migrants")
+    @classmethod
+    def _migrants_not_negative(cls, migrants: int) -> int:
+        if migrants < 0:
+            raise ValueError("use a number of migrants >= 0 per island (0: islands never exchange agents), e.g. 1")
+        return migrants
 
     @field_validator("edit_processes")
     @classmethod
@@ -398,47 +433,6 @@ def config_keys(model: type[BaseModel] | None = None, prefix: str = "") -> list[
         if isinstance(annotation, type) and issubclass(annotation, BaseModel):
             keys += config_keys(annotation, f"{dotted}.")
     return keys
-
-
-def defaults_toml(config: RunConfig | None = None) -> str:
-    """`config` (default: the defaults) as commented TOML: every key, its value and what it means."""
-    lines = ["# Cambrian's settings: any key goes in a --config TOML file or on the command line as --set KEY=VALUE"]
-
-    def table(model: type[BaseModel], values: Mapping[str, Any], prefix: str) -> None:
-        nested = []
-        for name, field in model.model_fields.items():
-            annotation = field.annotation
-            if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-                nested.append((name, annotation))
-                continue
-            value = values.get(name)
-            shown = "# (unset)" if value is None else _toml_value(value)
-            note = f"  # {field.description}" if field.description else ""
-            lines.append(f"{name} = {shown}{note}" if value is not None else f"# {name} = (unset){note}")
-        for name, sub in nested:
-            lines.append(f"\n[{prefix}{name}]")
-            table(sub, values.get(name) or {}, f"{prefix}{name}.")
-
-    table(RunConfig, json.loads((config or RunConfig()).to_json()), "")
-    return "\n".join(lines) + "\n"
-
-
-def _toml_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, str):
-        return json.dumps(value)
-    if isinstance(value, list):
-        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
-    if isinstance(value, dict):
-        return (
-            "{"
-            + ", ".join(
-                f"{json.dumps(str(k)) if not str(k).isidentifier() else k} = {_toml_value(v)}" for k, v in value.items()
-            )
-            + "}"
-        )
-    return json.dumps(value)
 
 
 def _assign(data: dict[str, Any], dotted: str, value: Any) -> None:

@@ -2,7 +2,7 @@
 
 Its code, its diff against its parent (and any agent chosen), scores, per-task results, the FM
 calls that made it or that it made from its sandbox with their full prompts and replies, its
-lineage from the seed, and the `cambrian export` command for it.
+lineage from the seed, the islands it is on (in a run with islands), and the `cambrian export` command for it.
 """
 
 from __future__ import annotations
@@ -14,10 +14,11 @@ from pathlib import Path
 from typing import Any
 
 from cambrian.archive.errors import AgentNotFound
-from cambrian.archive.models import Agent, Evaluation, LLMCall, Run
+from cambrian.archive.islands import islands_of
+from cambrian.archive.models import Agent, Evaluation, IslandMigrant, LLMCall, Run
 from cambrian.archive.store import Archive
 from cambrian.ui._code import FileDiff, diff_files
-from cambrian.ui._data import shown_store
+from cambrian.ui._data import run_config, shown_store
 
 #: What the page says for a call whose request was never stored.
 PROMPT_NOT_RECORDED = "prompt not recorded (archive written before prompts were kept)"
@@ -58,6 +59,8 @@ class AgentDetail:
     against_diff: list[FileDiff] | None = None
     export_command: str = ""
     notes: list[str] = field(default_factory=list)
+    islands: list[int] = field(default_factory=list)  # the islands it is on, its home first; [] without islands
+    joined: list[IslandMigrant] = field(default_factory=list)  # its migrations to other islands, in order
 
 
 def run_agent(archive: Archive, run: Run, agent_id: int) -> Agent:
@@ -151,6 +154,8 @@ def agent_detail(
         parent_diff = diff_files(parent_files, files) if files else None
         if not files:
             notes.append("this agent has no code (its proposal failed before a genome was stored): no diff")
+    count = int((run_config(run).get("search") or {}).get("islands", 1))
+    joined = [m for m in archive.island_migrants(run.key) if m.agent_id == agent.id] if agent.island is not None else []
     other, other_diff = None, None
     if against is not None:
         other = run_agent(archive, run, against)
@@ -169,4 +174,6 @@ def agent_detail(
         against_diff=other_diff,
         export_command=export_command(runs_dir, run, agent.key, store),
         notes=notes,
+        islands=islands_of(agent, joined, count) if count > 1 or agent.island is not None else [],
+        joined=joined,
     )

@@ -134,5 +134,7 @@ def add_routes(app: FastAPI) -> None:
                     for view in detail.calls
                 ],
                 "export_command": detail.export_command,
+                "islands": detail.islands,
+                "joined": [row_dict(m) for m in detail.joined],
             }
         )

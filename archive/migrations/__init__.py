@@ -11,6 +11,7 @@ versions, four digits ("0001", "0002", ...), so a revision names the version it 
 - 0004: the commitmark table; 0005: the greedyanswer table;
 - 0006: agent.repeats, agent.score_spread, agent.behaves_as, agent.fm_seconds and evaluation.output_hash.
 - 0007: agent.proposal_id and llmcall.proposal_id (old links kept once, as "legacy-<agent id>").
+- 0008: agent.island and the islandmigrant table (islands with migration; old agents on no island).
 
 Each revision also writes its version into the one-row `schemaversion` table, which Cambrian
 releases from before Alembic read: they then refuse a newer archive instead of mistaking it for

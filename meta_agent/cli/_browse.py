@@ -12,7 +12,8 @@ from rich.table import Table
 from rich.tree import Tree
 
 from cambrian.archive.errors import AgentNotFound, ArchiveCorrupt, ArchiveOutdated, ArchiveTooNew
-from cambrian.archive.models import Agent, AgentStatus, Run
+from cambrian.archive.islands import island_summaries
+from cambrian.archive.models import Agent, AgentStatus, IslandMigrant, Run
 from cambrian.archive.store import Archive
 from cambrian.meta_agent.cli._app import RunsDir, Store, app, console, err_console
 from cambrian.meta_agent.errors import CambrianError, ConfigError
@@ -98,7 +99,7 @@ def _add_runs(table: Table, archive: Archive) -> None:
 def status(
     run_name: str = typer.Argument(..., metavar="RUN"), runs_dir: Path = RunsDir, store: str | None = Store
 ) -> None:
-    """A run's state: agents by status, best and seed scores, FM tokens and cost."""
+    """A run's state: agents by status, best and seed scores, FM tokens and cost, and its islands if it has any."""
     archive, r = open_run(runs_dir, run_name, readonly=True, store=store)
     with archive:
         agents = archive.agents(r.key)
@@ -135,7 +136,38 @@ def status(
                     f"{row.prompt_tokens} + {row.completion_tokens} tokens, ${row.cost_usd:.4f}"
                 )
         console.print(f"model {config['fm']['model']}, strategy {config['search']['strategy']}, seed {r.seed}")
+        _print_islands(archive, r, agents, config)
         _print_arms(agents, config)
+
+
+def _print_islands(archive: Archive, run: Run, agents: list[Agent], config: dict) -> None:
+    """Per island of a run with islands: its agents (those whose home it is), how many were evaluated, the
+    agents that joined it by migration, and its best member (the seed and migrants included)."""
+    count = island_count(config)
+    if count <= 1:
+        return
+    search = config["search"]
+    every, migrants = search.get("migration_every", 10), search.get("migrants", 1)
+    console.print(f"islands: {count}; every {every} finished proposals, each island's best {migrants} join the next")
+    table = Table("island", "agents", "evaluated", "migrants in", "best", box=None)
+    for island in island_summaries(agents, archive.island_migrants(run.key), count):
+        best = "—" if island.best_agent_id is None else f"{fmt_score(island.best_score)} (agent {island.best_agent_id})"
+        table.add_row(str(island.island), str(island.home_agents), str(island.evaluated), str(island.migrants_in), best)
+    console.print(table)
+
+
+def island_count(config: dict) -> int:
+    """The islands a run's stored config names (1 for runs made before islands)."""
+    return int((config.get("search") or {}).get("islands", 1))
+
+
+def _island_line(agent: Agent, migrants: list[IslandMigrant], count: int) -> str | None:
+    """Which islands the agent is on, for `show` (None in a run without islands)."""
+    if agent.island is None:
+        return None if count <= 1 else f"on every island (0-{count - 1}): a seed"
+    joined = [m for m in migrants if m.agent_id == agent.id]
+    also = "; joined " + ", ".join(f"island {m.island} after {m.after_proposals} proposals" for m in joined)
+    return f"island {agent.island} (home)" + (also if joined else "")
 
 
 def _print_arms(agents: list[Agent], config: dict) -> None:
@@ -288,6 +320,10 @@ def show(
             f"tokens {agent.prompt_tokens} + {agent.completion_tokens}  cost ${agent.cost_usd:.4f}  "
             f"genome {agent.genome_hash or '—'}"
         )
+        count = island_count(json.loads(r.config_json))
+        islands = _island_line(agent, archive.island_migrants(r.key) if agent.island is not None else [], count)
+        if islands is not None:
+            console.print(islands)
         if agent.invalid_reason:
             console.print(f"[red]invalid:[/red] {agent.invalid_reason}")
         if agent.feedback:

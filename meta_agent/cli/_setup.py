@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import typer
+from pydantic import BaseModel
 from rich.table import Table
 
 from cambrian.meta_agent.cli._app import app, console, http_url
-from cambrian.meta_agent.config import load_config
+from cambrian.meta_agent.config import RunConfig, load_config
 
 
 @app.command()
@@ -44,10 +48,49 @@ def config_(
     show_defaults: bool = typer.Option(False, "--show-defaults", help="show the defaults (the default without -c)"),
 ) -> None:
     """Every config key with its value and meaning: the defaults, or a config file (+ --set) checked and resolved."""
-    from cambrian.meta_agent.config import defaults_toml
-
     resolved = None if show_defaults else load_config(config, sets=set_) if (config or set_) else None
     print(defaults_toml(resolved), end="")
+
+
+def defaults_toml(config: RunConfig | None = None) -> str:
+    """`config` (default: the defaults) as commented TOML: every key, its value and what it means."""
+    lines = ["# Cambrian's settings: any key goes in a --config TOML file or on the command line as --set KEY=VALUE"]
+
+    def table(model: type[BaseModel], values: Mapping[str, Any], prefix: str) -> None:
+        nested = []
+        for name, field in model.model_fields.items():
+            annotation = field.annotation
+            if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+                nested.append((name, annotation))
+                continue
+            value = values.get(name)
+            shown = "# (unset)" if value is None else _toml_value(value)
+            note = f"  # {field.description}" if field.description else ""
+            lines.append(f"{name} = {shown}{note}" if value is not None else f"# {name} = (unset){note}")
+        for name, sub in nested:
+            lines.append(f"\n[{prefix}{name}]")
+            table(sub, values.get(name) or {}, f"{prefix}{name}.")
+
+    table(RunConfig, json.loads((config or RunConfig()).to_json()), "")
+    return "\n".join(lines) + "\n"
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return (
+            "{"
+            + ", ".join(
+                f"{json.dumps(str(k)) if not str(k).isidentifier() else k} = {_toml_value(v)}" for k, v in value.items()
+            )
+            + "}"
+        )
+    return json.dumps(value)
 
 
 @app.command()

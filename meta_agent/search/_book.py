@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from cambrian.archive.commands import AddAgent, FinishEvaluation
-from cambrian.archive.models import Agent, AgentStatus, RunStatus
+from cambrian.archive.models import Agent, AgentStatus, IslandMigrant, RunStatus
 from cambrian.archive.novelty import near_duplicate
 from cambrian.archive.store import Archive, genome_hash
 from cambrian.archive.view import ArchiveView
@@ -26,6 +26,7 @@ from cambrian.evaluators.base import Genome
 from cambrian.evaluators.runner import AgentResult
 from cambrian.meta_agent.operators import Proposal
 from cambrian.meta_agent.search._behaviour import BehaviourSpace, TaskRow
+from cambrian.meta_agent.search._islands import Islands
 from cambrian.meta_agent.search._memory import _LRU, PromptMemory
 from cambrian.meta_agent.search._scheduler import Counters
 from cambrian.meta_agent.search._writes import GroupCommit
@@ -54,14 +55,16 @@ class LoopEvent:
 
 @dataclass(frozen=True)
 class Origin:
-    """Where a proposal belongs: its iteration, its parent(s), the (model, operator) arm that made it, and its
-    id (`new_proposal_id`), which every FM call made for it carries and the agent it becomes stores."""
+    """Where a proposal belongs: its iteration, its parent(s), the (model, operator) arm that made it, its id
+    (`new_proposal_id`), which every FM call made for it carries and the agent it becomes stores, and the island
+    its parents were drawn on (None: a run without islands), which becomes the child's home."""
 
     iteration: int
     parent_id: int
     second_parent_id: int | None
     arm: Arm
     proposal_id: str | None = None
+    island: int | None = None
 
 
 def new_proposal_id() -> str:
@@ -132,9 +135,11 @@ class RunBook:
         arms: list[Arm],
         on_event: Callable[[LoopEvent], None],
         writes: GroupCommit,
+        islands: Islands,
     ) -> None:
         """on_event: the reporter, told each event. writes: the loop's group commit, through which the
-        lifecycle writes reach the archive."""
+        lifecycle writes reach the archive. islands: the run's islands (one, by default), told of every agent
+        evaluated and every proposal refused or scored: a migration round is held when one is due."""
         self.archive = archive
         self.run_id = run_id
         self.behaviour = behaviour
@@ -143,6 +148,7 @@ class RunBook:
         self.arms = arms
         self.on_event = on_event
         self.write = writes
+        self.islands = islands
         # Children being stored now: genome hash -> (the store's end, the code embedding when the similarity
         # gate is on). A child identical or too similar to one of them waits for that store's outcome.
         self._storing: dict[str, tuple[asyncio.Future[None], np.ndarray | None]] = {}
@@ -162,6 +168,7 @@ class RunBook:
         for agent in reversed(agents):
             if agent.genome_hash is not None:
                 self._genome_owner[agent.genome_hash] = agent.key
+        self._migrated(self.islands.load(agents), 0)
 
     def store_seed(self, seed: Genome) -> Agent:
         agent = self.archive.add_agent(self.run_id, files=dict(seed.files), entry=seed.entry, operator="seed")
@@ -278,7 +285,14 @@ class RunBook:
                 origin.parent_id,
             )
         )
+        self._migrated(self.islands.finished(origin.iteration), origin.iteration)
         return agent
+
+    def _migrated(self, migrants: list[IslandMigrant], iteration: int) -> None:
+        """Tell the user of a migration round's migrants (none: no round was held). The islands count a proposal
+        finished once its child is refused or scored (`store_invalid`, `record_result`)."""
+        if migrants:
+            self.on_event(LoopEvent("note", 0, iteration, None, self.best_score(), self.islands.describe(migrants)))
 
     # ----- evaluations -------------------------------------------------------------------------
 
@@ -355,6 +369,7 @@ class RunBook:
                 descriptor=columns.descriptor,
                 embedding=columns.embedding,
             )
+            self.islands.admit(agent)
             if self.best is None or score > self.best[0]:
                 self.best = (float(score), agent_id)
             self.on_event(
@@ -385,6 +400,7 @@ class RunBook:
                     agent.parent_id,
                 )
             )
+        self._migrated(self.islands.finished(agent.iteration), agent.iteration)
         return agent
 
     def _same_outputs(self, parent_id: int, outputs: dict[str, str | None]) -> bool:
@@ -469,6 +485,7 @@ def _add_agent(
         iteration=origin.iteration,
         invalid_reason=invalid_reason,
         proposal_id=origin.proposal_id,
+        island=origin.island,
         repair_note=proposal.repair_note,
         prompt_tokens=proposal.prompt_tokens,
         completion_tokens=proposal.completion_tokens,

@@ -2,13 +2,13 @@
 
 `SearchLoop` takes objects; `loop_from_config` gets them here by name (built-in or installed plugins).
 Whatever built them, the loop checks them against the benchmark before anything runs: the descriptor axes
-and neighbours the selector reads, a benchmark that supports `self_modify`, an FM for the FM operators; and
-a run is refused when no operator can edit its seed.
+and neighbours the selector reads, a benchmark that supports `self_modify`, an FM for the FM operators, and
+agents enough for crossover alone; and a run is refused when no operator can edit its seed.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -70,6 +70,17 @@ def check_operators(
     needs_fm = any(operators[name].uses_fm for name in weights)
     if needs_fm and not has_fm:
         raise ConfigError("search.operators names FM operators but the run has no FM", fix="configure fm.model")
+
+
+def check_can_start(operators: Collection[str], *, evaluated: int, islands: int) -> None:
+    """A search whose one operator is crossover needs two evaluated agents to start from, on each island (a run
+    with islands starts each from the seed alone)."""
+    if set(operators) == {"crossover"} and (evaluated < 2 or islands > 1):
+        raise ConfigError(
+            "search.operators: crossover alone cannot start a search (it needs two evaluated agents"
+            + (", on each of the search.islands)" if islands > 1 else ")"),
+            fix="add another operator, e.g. {crossover = 0.3, diff = 0.7}",
+        )
 
 
 def fm_needed(config: RunConfig, benchmark: Benchmark, operators: Mapping[str, Operator]) -> bool:

@@ -11,10 +11,11 @@ worker threads. The archive is the source of truth: a run killed at any instant 
 `proposed`/`evaluating` agents and redoing missing iterations (whose FM replies are usually cache hits, so they
 cost nothing again).
 
-One candidate's path, in file order: the loop draws its parent (the selector) and arm (`OperatorMix`), the
-`Proposer` (_proposals.py) makes it, `RunBook.vet` (_book.py) passes it through the gates and the book stores
-it, the `Scheduler` (_scheduler.py) queues it, `ChildEvaluations` (_evaluating.py) evaluates it through the
-`Executor` (_executor.py) and the book stores its result.
+One candidate's path, in file order: the loop draws its parent (the selector, over its island's members:
+`Islands`, _islands.py) and arm (`OperatorMix`), the `Proposer` (_proposals.py) makes it, `RunBook.vet`
+(_book.py) passes it through the gates and the book stores it, the `Scheduler` (_scheduler.py) queues it,
+`ChildEvaluations` (_evaluating.py) evaluates it through the `Executor` (_executor.py) and the book stores its
+result.
 """
 
 from __future__ import annotations
@@ -30,15 +31,16 @@ from cambrian.archive.selection import ParentSelector
 from cambrian.archive.store import Archive
 from cambrian.evaluators.base import Benchmark, Genome
 from cambrian.meta_agent.config import BudgetConfig, NoveltyConfig
-from cambrian.meta_agent.errors import ConfigError, RunAborted, SeedFailed
+from cambrian.meta_agent.errors import RunAborted, SeedFailed
 from cambrian.meta_agent.llm import FMAuthError, FMUnavailable, derive_seed
 from cambrian.meta_agent.llm.gateway import FMGateway, GatewayError
 from cambrian.meta_agent.operators import ParentInfo, PromptContext, Proposal
 from cambrian.meta_agent.search._behaviour import BehaviourSpace
 from cambrian.meta_agent.search._book import Acceptance, LoopEvent, LoopOutcome, Origin, RunBook, new_proposal_id
-from cambrian.meta_agent.search._compose import check_operators, check_selector_needs
+from cambrian.meta_agent.search._compose import check_can_start, check_operators, check_selector_needs
 from cambrian.meta_agent.search._evaluating import ChildEvaluations, Faulted
 from cambrian.meta_agent.search._executor import Executor
+from cambrian.meta_agent.search._islands import Islands, second_parent
 from cambrian.meta_agent.search._memory import _LRU, PromptMemory
 from cambrian.meta_agent.search._proposals import Proposer, Repairable, with_usage
 from cambrian.meta_agent.search._reflection import RunNotes, changed_lines
@@ -105,6 +107,15 @@ class SearchLoop:
         self.scheduler = Scheduler(max_pending=settings.max_pending or (executor.slots + settings.proposers))
         # The lifecycle writes of the loop and its book, committed together when ready together.
         self.writes = GroupCommit(archive)
+        self.view = self.behaviour.rebuild(archive, self.run_id, lambda hash_: self.memory.genome(hash_).files)
+        self.islands = Islands(
+            archive=archive,
+            run_id=self.run_id,
+            view=self.view,
+            count=settings.islands,
+            migration_every=settings.migration_every,
+            migrants=settings.migrants,
+        )
         self.book = RunBook(
             archive=archive,
             run_id=self.run_id,
@@ -114,8 +125,8 @@ class SearchLoop:
             arms=operators.arms,
             on_event=self.on_event,
             writes=self.writes,
+            islands=self.islands,
         )
-        self.view = self.behaviour.rebuild(archive, self.run_id, lambda hash_: self.memory.genome(hash_).files)
         self.evaluations = ChildEvaluations(
             executor=executor,
             context=context,
@@ -130,11 +141,7 @@ class SearchLoop:
         self._repairable = _LRU[int, Repairable](capacity=1024)
         self._reflection: asyncio.Task[None] | None = None
         self._repairs: set[asyncio.Task[None]] = set()  # FM repairs of failed runs in flight: proposals too
-        if {arm.operator for arm in operators.arms} == {"crossover"} and len(self.view) < 2:
-            raise ConfigError(
-                "search.operators: crossover alone cannot start a search (it needs two evaluated agents)",
-                fix="add another operator, e.g. {crossover = 0.3, diff = 0.7}",
-            )
+        check_can_start({arm.operator for arm in operators.arms}, evaluated=len(self.view), islands=settings.islands)
 
     @property
     def gateway(self) -> FMGateway | None:
@@ -258,20 +265,21 @@ class SearchLoop:
         False when the sandbox failed (self_modify), so the worker does not reset the count of faults in a row.
         """
         rng = np.random.default_rng([self.settings.seed, iteration])
-        parent_id = int(self.selector.select(self.view, 1, rng)[0])
+        island, view = self.islands.draw(iteration)  # one island (the default): the run's view
+        parent_id = int(self.selector.select(view, 1, rng)[0])
         parent, failed_attempts = self.memory.parent(parent_id)
-        arm = self.mix.choose(rng, parent_id, parent.genome, pairs=len(self.view) >= 2)
-        second_parent_id = self._second_parent(parent_id, rng) if arm.operator == "crossover" else None
+        arm = self.mix.choose(rng, parent_id, parent.genome, pairs=len(view) >= 2)
+        second_parent_id = second_parent(self.selector, view, parent_id, rng) if arm.operator == "crossover" else None
         ctx = PromptContext(
             contract=self.benchmark.contract,
             benchmark=self.benchmark.name,
             parent=parent,
             second_parent=self.memory.parent_info(second_parent_id) if second_parent_id is not None else None,
             failed_attempts=failed_attempts,
-            inspirations=self.memory.inspirations(self.view, exclude=parent_id),
+            inspirations=self.memory.inspirations(view, exclude=parent_id),
             notes=self.notes.text if self.notes is not None else None,
         )
-        origin = Origin(iteration, parent_id, second_parent_id, arm, new_proposal_id())
+        origin = Origin(iteration, parent_id, second_parent_id, arm, new_proposal_id(), island)
         last = self.settings.max_reproposals
         unstored = Proposal(None)  # the usage of attempts that repeated a program the run has: not stored
         for attempt in range(last + 1):
@@ -361,14 +369,6 @@ class SearchLoop:
         if failure is not None:
             self.on_event(LoopEvent("note", 0, done, None, self.book.best_score(), failure))
 
-    def _second_parent(self, parent_id: int, rng: np.random.Generator) -> int:
-        """Crossover's other parent: drawn by the same strategy, a different agent (else the best other one)."""
-        for candidate in self.selector.select(self.view, 8, rng).tolist():
-            if int(candidate) != parent_id:
-                return int(candidate)
-        order, _ = self.view.ranking()
-        return next(int(self.view.ids[row]) for row in order if int(self.view.ids[row]) != parent_id)
-
     # ----- evaluating ----------------------------------------------------------------------
 
     async def _evaluate_worker(self) -> None:
@@ -432,7 +432,7 @@ class SearchLoop:
         arm = Arm(repairable.model, repairable.operator)
         parent_id = agent.parent_id
         assert parent_id is not None  # a child being repaired came from a proposal, which has a parent
-        origin = Origin(repairable.iteration, parent_id, agent.second_parent_id, arm, new_proposal_id())
+        origin = Origin(repairable.iteration, parent_id, agent.second_parent_id, arm, new_proposal_id(), agent.island)
         self.mix.record_pull(arm)
         try:
             proposal = await self.proposer.fix(

@@ -257,6 +257,8 @@ def test_a_version_5_archive_is_upgraded_by_a_writer_and_refused_by_a_reader(tmp
             evaluations=[Evaluation(agent_id=agent.key, task_id="t", score=1.0)],
         )
     with sqlite3.connect(path) as raw:  # what version 5 wrote: no repeats, spread, no-op verdict or output hash
+        raw.execute("DROP TABLE islandmigrant")  # nor islands (version 8)
+        raw.execute("ALTER TABLE agent DROP COLUMN island")
         for table in ("agent", "llmcall"):  # nor a proposal id (version 7)
             raw.execute(f"DROP INDEX ix_{table}_proposal_id")
             raw.execute(f"ALTER TABLE {table} DROP COLUMN proposal_id")
@@ -280,6 +282,7 @@ def test_a_version_5_archive_is_upgraded_by_a_writer_and_refused_by_a_reader(tmp
         assert (writer.schema.found, writer.schema.version) == (5, SCHEMA_VERSION)
         [old] = writer.agents(int(run.id))
         assert (old.repeats, old.score_spread, old.behaves_as, old.fm_seconds, old.score) == (1, None, None, 0, 1.0)
+        assert old.island is None and writer.island_migrants(int(run.id)) == []
         [row] = writer.evaluations(old.key)
         assert row.output_hash is None
     with Archive.at(tmp_path / "fresh.db"):

@@ -23,7 +23,7 @@ from sqlmodel import SQLModel
 
 from cambrian.archive.errors import ArchiveOutdated, ArchiveTooNew
 from cambrian.archive.migrations import alembic_config, revision_of, script_directory
-from cambrian.archive.models import AgentStatus, Evaluation, LLMCall
+from cambrian.archive.models import AgentStatus, Evaluation, IslandMigrant, LLMCall
 from cambrian.archive.schema import READABLE_FROM, SCHEMA_VERSION, UNVERSIONED
 from cambrian.archive.store import Archive
 
@@ -144,8 +144,8 @@ def test_a_new_archive_matches_the_revisions_and_downgrades_to_nothing_and_back(
 
 @pytest.mark.parametrize(
     ("version", "alembic"),
-    [(UNVERSIONED, False), (2, False), (3, False), (1, True), (2, True), (3, True), (4, True), (6, True)],
-    ids=["unversioned", "v2-before-alembic", "v3-before-alembic"] + [f"revision-000{v}" for v in (1, 2, 3, 4, 6)],
+    [(UNVERSIONED, False), (2, False), (3, False), (1, True), (2, True), (3, True), (4, True), (6, True), (7, True)],
+    ids=["unversioned", "v2-before-alembic", "v3-before-alembic"] + [f"revision-000{v}" for v in (1, 2, 3, 4, 6, 7)],
 )
 def test_an_older_archive_is_read_or_refused_read_only_and_upgraded_by_a_writer(
     url: str, version: int, alembic: bool
@@ -177,6 +177,7 @@ def test_an_older_archive_is_read_or_refused_read_only_and_upgraded_by_a_writer(
             assert "created table commitmark" in report.changes
         if version < 5:
             assert "created table greedyanswer" in report.changes
+        assert {"added column agent.island", "created table islandmigrant"} <= set(report.changes)
         run = archive.get_run("old")
         assert (run.seed, run.config_json, run.cambrian_version) == (7, '{"budget": {"iterations": 3}}', "0.1.0")
         seed, child = archive.agents(run.key)
@@ -185,9 +186,11 @@ def test_an_older_archive_is_read_or_refused_read_only_and_upgraded_by_a_writer(
         assert archive.get_genome("g1") == ({"main.py": "def solve():\n    return 1\n"}, "main.py")
         assert [(e.task_id, e.score, e.passed) for e in archive.evaluations(1)] == [("t0", 0.5, True)]
         assert [(c.agent_id, c.prompt_tokens, c.seed) for c in archive.llm_calls(run.key)] == [(2, 120, 11)]
-        # Version 7: the link the old rule made is kept as a proposal id, once.
-        assert [c.proposal_id for c in archive.llm_calls(run.key)] == ["legacy-2"]
-        assert (seed.proposal_id, child.proposal_id) == (None, "legacy-2")
+        if version < 7:  # Version 7: the link the old rule made is kept as a proposal id, once.
+            assert [c.proposal_id for c in archive.llm_calls(run.key)] == ["legacy-2"]
+            assert (seed.proposal_id, child.proposal_id) == (None, "legacy-2")
+        # Version 8: old agents are on no island (a run without islands), and none ever migrated.
+        assert (seed.island, child.island) == (None, None) and archive.island_migrants(run.key) == []
         # The upgraded archive takes new rows with fresh ids and the new column.
         repaired = archive.add_agent(
             run.key,
@@ -203,9 +206,19 @@ def test_an_older_archive_is_read_or_refused_read_only_and_upgraded_by_a_writer(
         archive.finish_evaluation(
             repaired.key, status=AgentStatus.evaluated, score=0.7, evaluations=[Evaluation(task_id="t1")]
         )
+        on_island = archive.add_agent(
+            run.key, files={"main.py": "x = 3\n"}, entry="main.py", parent_id=1, iteration=3, operator="diff", island=1
+        )
+        archive.mark_evaluating(on_island.key)
+        archive.finish_evaluation(on_island.key, status=AgentStatus.evaluated, score=0.8)
+        archive.add_island_migrants(
+            [IslandMigrant(agent_id=on_island.key, island=0, run_id=run.key, from_island=1, after_proposals=3)]
+        )
     with Archive(url) as again:  # current now: nothing more to do
         assert (again.schema.found, again.schema.changes) == (SCHEMA_VERSION, ())
         assert again.get_agent(3).repair_note == "added `import math`"
+        assert again.get_agent(on_island.key).island == 1
+        assert [(m.agent_id, m.island, m.after_proposals) for m in again.island_migrants(1)] == [(4, 0, 3)]
     engine = _engine(url)
     with engine.connect() as connection:
         assert connection.execute(text("SELECT version_num FROM alembic_version")).scalar() == revision_of(
