@@ -27,11 +27,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from cambrian.archive.novelty import CodeEmbedder, DuplicateGate, EndpointEmbedder, behaviour_vector
-from cambrian.archive.store import Archive
+from cambrian.archive.novelty import NGRAM_FEATURES, CodeEmbedder, DuplicateGate, EndpointEmbedder, behaviour_vector
+from cambrian.archive.store import Archive, genome_hash
 from cambrian.archive.view import ArchiveView
 from cambrian.evaluators.base import Benchmark, descriptor_bounds
 from cambrian.meta_agent.config import NoveltyConfig
+from cambrian.meta_agent.search._memory import _LRU
 
 #: Generic descriptors every benchmark gets, with their binning ranges (None: categorical).
 GENERIC_DESCRIPTORS: tuple[tuple[str, tuple[float, float] | None], ...] = (
@@ -42,6 +43,8 @@ GENERIC_DESCRIPTORS: tuple[tuple[str, tuple[float, float] | None], ...] = (
 
 #: Stored per agent (the signature id is re-derived from the task rows).
 _STORED_GENERIC = ("code_size", "pass_fraction")
+#: Code embeddings kept by genome hash (x 576 float32 for SmolLM2-135M: ~9 MB).
+_EMBEDDINGS_KEPT = 4096
 
 
 @dataclass(frozen=True)
@@ -73,8 +76,9 @@ def code_size(files: Mapping[str, str]) -> float:
 class BehaviourSpace:
     """Builds view columns for a run's agents; holds the code embedder and the near-duplicate gate.
 
-    embed_endpoint: a function calling an embedding endpoint (texts -> vectors), when
-    `novelty.embedding_model` is set; None uses the local hashing vectorizer.
+    code_embedder: the embedding model's embedder, when `novelty.embedding_model` is set (its `dim` is the
+    model's); None uses the local hashing vectorizer. Each distinct genome is embedded once while it is
+    among the last `_EMBEDDINGS_KEPT` embedded: a model's embedding costs seconds on a CPU.
     """
 
     def __init__(
@@ -82,7 +86,7 @@ class BehaviourSpace:
         benchmark: Benchmark,
         config: NoveltyConfig,
         *,
-        embed_endpoint: Callable[[list[str]], list[list[float]]] | None = None,
+        code_embedder: EndpointEmbedder | None = None,
     ) -> None:
         self.config = config
         self.task_ids = [task.id for task in benchmark.tasks("search")]
@@ -91,29 +95,25 @@ class BehaviourSpace:
         self._benchmark_bounds = [bounds[name] for name in self.benchmark_names]
         self.names: tuple[str, ...] = self.benchmark_names + tuple(name for name, _ in GENERIC_DESCRIPTORS)
         self.bounds = tuple(self._benchmark_bounds) + tuple(bound for _, bound in GENERIC_DESCRIPTORS)
-        self._embed_endpoint = embed_endpoint
-        self._embedder: CodeEmbedder | EndpointEmbedder | None = None
+        self._embedder: CodeEmbedder | EndpointEmbedder | None = code_embedder
         self.gate = (
             DuplicateGate(threshold=config.duplicate_threshold, embedder=self.embedder)
             if config.duplicate_threshold is not None
             else None
         )
-        self._code_embeddings: dict[int, np.ndarray] = {}  # agent id -> embedding, until the view has it
+        self._code_embeddings = _LRU[str, np.ndarray](capacity=_EMBEDDINGS_KEPT)  # genome hash -> embedding
 
     @property
     def embedder(self) -> CodeEmbedder | EndpointEmbedder:
         """The code embedder, made on first use (scikit-learn takes seconds to import; behaviour-only runs skip it)."""
         if self._embedder is None:
-            if self._embed_endpoint is not None:
-                self._embedder = EndpointEmbedder(embed_fn=self._embed_endpoint, dim=self.config.embedding_dim)
-            else:
-                self._embedder = CodeEmbedder(n_features=self.config.embedding_dim)
+            self._embedder = CodeEmbedder(n_features=self.config.embedding_dim or NGRAM_FEATURES)
         return self._embedder
 
     @property
     def embedding_dim(self) -> int:
         if self.config.space == "code":
-            return self.config.embedding_dim
+            return self._embedder.dim if self._embedder is not None else self.config.embedding_dim or NGRAM_FEATURES
         return len(self.benchmark_names) + len(self.task_ids)
 
     def empty_view(self) -> ArchiveView:
@@ -125,7 +125,13 @@ class BehaviourSpace:
         )
 
     def code_embedding(self, files: Mapping[str, str]) -> np.ndarray:
-        return np.asarray(self.embedder.embed(files), dtype=np.float32)
+        """The genome's code embedding (unit float32), from the cache when it was embedded lately."""
+        key = genome_hash(files)
+        embedding = self._code_embeddings.get(key)
+        if embedding is None:
+            embedding = np.asarray(self.embedder.embed(files), dtype=np.float32)
+            self._code_embeddings.put(key, embedding)
+        return embedding
 
     def columns(
         self,
