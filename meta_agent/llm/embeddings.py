@@ -91,7 +91,7 @@ class LocalEmbeddings:
                 base_url=self.server.base_url, api_key="local", timeout=self.timeout_s, max_retries=1
             )
             self.chunk_tokens = min(self.chunk_tokens, self._trained_context())
-            self._dim = len(self._embed_chunks([self._tokens("def f():\n    return 0\n")])[0])
+            self._dim = len(self._embed_chunks([self.tokens("def f():\n    return 0\n")])[0])
         except BaseException:
             self.stop()
             raise
@@ -114,7 +114,7 @@ class LocalEmbeddings:
 
     def embed(self, texts: list[str]) -> list[list[float]]:
         """One vector of length `dim` per text (an empty text: zeros), long texts in chunks (module docstring)."""
-        tokens = [self._tokens(text) for text in texts]
+        tokens = [self.tokens(text) for text in texts]
         chunks = [[ids[i : i + self.chunk_tokens] for i in range(0, len(ids), self.chunk_tokens)] for ids in tokens]
         flat = [chunk for text_chunks in chunks for chunk in text_chunks]
         vectors = iter(self._embed_chunks(flat) if flat else [])
@@ -128,7 +128,7 @@ class LocalEmbeddings:
             out.append((weights @ rows / weights.sum()).tolist())
         return out
 
-    def _tokens(self, text: str) -> list[int]:
+    def tokens(self, text: str) -> list[int]:
         """The text's tokens, from the server's own tokenizer (llama.cpp's /tokenize, beside the OpenAI API)."""
         import httpx
 
