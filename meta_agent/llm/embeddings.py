@@ -14,11 +14,17 @@ duplicates of their parents). 512-token chunks keep the server near 370 MB (2,04
 SmolLM2-135M) at the same speed, and fit every registry model's training context.
 
 A server that died or stops answering raises `EmbeddingUnavailable` naming its log, and the run stops.
+
+`StoredEmbeddings` keeps each text's vector in a JSON-lines file (a run's folder), so a text is embedded once
+however often it is asked for (the duplicate gate and the view ask for a child's twice) and a resumed run
+embeds only its new agents.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import hashlib
+import json
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -28,7 +34,7 @@ import numpy as np
 from cambrian.meta_agent.llm._errors import EmbeddingUnavailable
 from cambrian.meta_agent.llm.serve import LocalServer, Pooling, default_threads
 
-__all__ = ["CHUNK_TOKENS", "LocalEmbeddings"]
+__all__ = ["CHUNK_TOKENS", "LocalEmbeddings", "StoredEmbeddings"]
 
 #: Tokens of one chunk (and the embedding server's context): see the module docstring.
 CHUNK_TOKENS = 512
@@ -185,6 +191,59 @@ class LocalEmbeddings:
             fix=f"resume the run (`cambrian resume RUN`: it starts a new server); if it dies again read its log at "
             f"{server.log_path}, or remove search.novelty.embedding_model to use the character n-grams",
         )
+
+
+class StoredEmbeddings:
+    """texts -> vectors through `embed`, each text's vector kept by the sha256 of the text, in memory and in a
+    JSON-lines file at `path`: a first line naming the embedder (`identity`: model, pooling, chunk size...),
+    then one {"sha256", "vector"} per text. A file made by another embedder is started afresh; a line cut
+    short by a kill is skipped (its text is embedded again when asked for).
+    """
+
+    def __init__(
+        self, embed: Callable[[list[str]], list[list[float]]], path: Path, *, identity: Mapping[str, object]
+    ) -> None:
+        self._embed = embed
+        self.path = Path(path)
+        self._identity = dict(identity)
+        self._vectors: dict[str, list[float]] = {}
+        self._load()
+
+    def __len__(self) -> int:
+        return len(self._vectors)
+
+    def __call__(self, texts: list[str]) -> list[list[float]]:
+        keys = [hashlib.sha256(text.encode()).hexdigest() for text in texts]
+        missing = {key: text for key, text in zip(keys, texts) if key not in self._vectors}
+        if missing:
+            vectors = self._embed(list(missing.values()))
+            with self.path.open("a", encoding="utf-8") as out:
+                for key, vector in zip(missing, vectors):
+                    self._vectors[key] = [float(v) for v in vector]
+                    out.write(json.dumps({"sha256": key, "vector": self._vectors[key]}) + "\n")
+        return [self._vectors[key] for key in keys]
+
+    def _load(self) -> None:
+        text = self.path.read_text(encoding="utf-8") if self.path.is_file() else ""
+        lines = text.splitlines()
+        if not lines or _json_or_none(lines[0]) != self._identity:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.path.write_text(json.dumps(self._identity) + "\n", encoding="utf-8")
+            return
+        if not text.endswith("\n"):  # a line cut short: the next one starts on a line of its own
+            with self.path.open("a", encoding="utf-8") as out:
+                out.write("\n")
+        for line in lines[1:]:
+            row = _json_or_none(line)
+            if isinstance(row, dict) and isinstance(row.get("sha256"), str) and isinstance(row.get("vector"), list):
+                self._vectors[row["sha256"]] = row["vector"]
+
+
+def _json_or_none(line: str) -> object:
+    try:
+        return json.loads(line)
+    except ValueError:
+        return None
 
 
 def _unit(vector: Sequence[float]) -> np.ndarray:

@@ -28,11 +28,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from cambrian.archive.novelty import NGRAM_FEATURES, CodeEmbedder, DuplicateGate, EndpointEmbedder, behaviour_vector
-from cambrian.archive.store import Archive, genome_hash
+from cambrian.archive.store import Archive
 from cambrian.archive.view import ArchiveView
 from cambrian.evaluators.base import Benchmark, descriptor_bounds
 from cambrian.meta_agent.config import NoveltyConfig
-from cambrian.meta_agent.search._memory import _LRU
 
 #: Generic descriptors every benchmark gets, with their binning ranges (None: categorical).
 GENERIC_DESCRIPTORS: tuple[tuple[str, tuple[float, float] | None], ...] = (
@@ -43,8 +42,6 @@ GENERIC_DESCRIPTORS: tuple[tuple[str, tuple[float, float] | None], ...] = (
 
 #: Stored per agent (the signature id is re-derived from the task rows).
 _STORED_GENERIC = ("code_size", "pass_fraction")
-#: Code embeddings kept by genome hash (x 576 float32 for SmolLM2-135M: ~9 MB).
-_EMBEDDINGS_KEPT = 4096
 
 
 @dataclass(frozen=True)
@@ -77,8 +74,7 @@ class BehaviourSpace:
     """Builds view columns for a run's agents; holds the code embedder and the near-duplicate gate.
 
     code_embedder: the embedding model's embedder, when `novelty.embedding_model` is set (its `dim` is the
-    model's); None uses the local hashing vectorizer. Each distinct genome is embedded once while it is
-    among the last `_EMBEDDINGS_KEPT` embedded: a model's embedding costs seconds on a CPU.
+    model's); None uses the local hashing vectorizer.
     """
 
     def __init__(
@@ -101,7 +97,7 @@ class BehaviourSpace:
             if config.duplicate_threshold is not None
             else None
         )
-        self._code_embeddings = _LRU[str, np.ndarray](capacity=_EMBEDDINGS_KEPT)  # genome hash -> embedding
+        self._code_embeddings: dict[int, np.ndarray] = {}  # agent id -> embedding, until the view has it
 
     @property
     def embedder(self) -> CodeEmbedder | EndpointEmbedder:
@@ -125,13 +121,7 @@ class BehaviourSpace:
         )
 
     def code_embedding(self, files: Mapping[str, str]) -> np.ndarray:
-        """The genome's code embedding (unit float32), from the cache when it was embedded lately."""
-        key = genome_hash(files)
-        embedding = self._code_embeddings.get(key)
-        if embedding is None:
-            embedding = np.asarray(self.embedder.embed(files), dtype=np.float32)
-            self._code_embeddings.put(key, embedding)
-        return embedding
+        return np.asarray(self.embedder.embed(files), dtype=np.float32)
 
     def columns(
         self,

@@ -8,12 +8,13 @@ import contextlib
 import dataclasses
 import os
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 from cambrian.archive.novelty import EndpointEmbedder
 from cambrian.meta_agent.config import RunConfig
 from cambrian.meta_agent.errors import ConfigError
 from cambrian.meta_agent.llm import EmbeddingUnavailable, Endpoint, Ledger, LLMClient, probe_endpoint
-from cambrian.meta_agent.llm.embeddings import LocalEmbeddings
+from cambrian.meta_agent.llm.embeddings import LocalEmbeddings, StoredEmbeddings
 from cambrian.meta_agent.llm.models import is_local_model, model_label, resolve
 from cambrian.meta_agent.llm.serve import (
     GRAMMAR_FIELDS,
@@ -145,8 +146,9 @@ def code_embedder(config: RunConfig, reporter: Reporter) -> Iterator[EndpointEmb
     A local model (named as fm.model is: a registry name or a .gguf path) gets a llama.cpp server of its own in
     embedding mode (`LocalEmbeddings`), started here and stopped when the run ends; a litellm model is asked
     for one embedding now, so a dead endpoint fails before the run does any work. Either way the embedding
-    length is the model's, checked against search.novelty.embedding_dim where that is set. Nothing is started
-    where nothing in the run uses code embeddings (no duplicate gate, novelty measured on behaviour).
+    length is the model's, checked against search.novelty.embedding_dim where that is set, and the vectors are
+    kept in the run's folder (`StoredEmbeddings`: each genome embedded once, a resumed run only its new ones).
+    Nothing is started where nothing in the run uses code embeddings (no duplicate gate, novelty on behaviour).
     """
     novelty = config.search.novelty
     spec = novelty.embedding_model
@@ -162,7 +164,9 @@ def code_embedder(config: RunConfig, reporter: Reporter) -> Iterator[EndpointEmb
         return
     if not is_local_model(spec):
         embed = _litellm_embedding(config, spec)
-        yield _checked(EndpointEmbedder(embed_fn=embed, dim=len(embed([_PROBE_TEXT])[0])), config, spec)
+        dim = len(embed([_PROBE_TEXT])[0])
+        stored = StoredEmbeddings(embed, _store_path(config, spec), identity={"model": spec, "dim": dim})
+        yield _checked(EndpointEmbedder(embed_fn=stored, dim=dim), config, spec)
         return
     label = model_label(spec)
     path = resolve(spec, progress=reporter.info)
@@ -175,8 +179,18 @@ def code_embedder(config: RunConfig, reporter: Reporter) -> Iterator[EndpointEmb
         log_path=config.run_dir() / f"server-embeddings-{label}.log",
     )
     with server:
-        reporter.info(f"embedding server ready at {server.server.base_url} ({server.dim} dimensions)")
-        yield _checked(EndpointEmbedder(embed_fn=server.embed, dim=server.dim), config, label)
+        identity = {"model": label, "dim": server.dim, "pooling": server.pooling, "chunk_tokens": server.chunk_tokens}
+        stored = StoredEmbeddings(server.embed, _store_path(config, label), identity=identity)
+        reporter.info(
+            f"embedding server ready at {server.server.base_url} ({server.dim} dimensions; {len(stored)} genomes "
+            "embedded before)"
+        )
+        yield _checked(EndpointEmbedder(embed_fn=stored, dim=server.dim), config, label)
+
+
+def _store_path(config: RunConfig, label: str) -> Path:
+    """Where a run keeps its code embeddings (`StoredEmbeddings`): its folder, a file per embedding model."""
+    return config.run_dir() / f"embeddings-{''.join(c if c.isalnum() or c in '-_.' else '_' for c in label)}.jsonl"
 
 
 _PROBE_TEXT = "def f():\n    return 0\n"  # what a litellm embedding model is first asked to embed
