@@ -3,7 +3,7 @@ and what do they cost per agent on this machine?
 
 Each embedder -- the hashing vectorizer of character n-grams (Cambrian's default, 256 features) and each
 local model of `--models`, served as a run serves `search.novelty.embedding_model` (`LocalEmbeddings`: a
-llama.cpp server of its own, one thread per core, 512-token chunks, `--pooling`) -- embeds eight real
+llama.cpp server of its own, one thread per core, 496-token chunks, `--pooling`) -- embeds eight real
 programs (bench/_embedding_edits.py: the benchmarks' seeds and reference programs) and 33 edits of them,
 one genome per call as a run does. It prints:
 

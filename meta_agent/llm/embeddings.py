@@ -8,9 +8,9 @@ waits while that server generates (6.0-6.3 s for an embedding that takes 1.3 s a
 reply), so a run's embeddings get a server of their own instead of the FM's.
 
 Long programs are split, never cut: a text is tokenized by the server (`/tokenize`), its tokens go to the
-server in chunks of at most `chunk_tokens`, and the text's vector is the token-weighted mean of its chunks'
+server in chunks that fit the server's context, and the text's vector is the token-weighted mean of its chunks'
 unit vectors. Truncating would make every edit past the cut invisible (a gate would call such children
-duplicates of their parents). 512-token chunks keep the server near 370 MB (2,048: 1 GB, measured with
+duplicates of their parents). A 512-token context keeps the server near 370 MB (2,048: 1 GB, measured with
 SmolLM2-135M) at the same speed, and fit every registry model's training context.
 
 A server that died or stops answering raises `EmbeddingUnavailable` naming its log, and the run stops.
@@ -34,18 +34,23 @@ import numpy as np
 from cambrian.meta_agent.llm._errors import EmbeddingUnavailable
 from cambrian.meta_agent.llm.serve import LocalServer, Pooling, default_threads
 
-__all__ = ["CHUNK_TOKENS", "LocalEmbeddings", "StoredEmbeddings"]
+__all__ = ["CONTEXT_TOKENS", "LocalEmbeddings", "StoredEmbeddings"]
 
-#: Tokens of one chunk (and the embedding server's context): see the module docstring.
-CHUNK_TOKENS = 512
+#: The embedding server's context in tokens: see the module docstring.
+CONTEXT_TOKENS = 512
+#: Tokens of that context a chunk leaves free: llama.cpp refuses an input as long as the context (measured
+#: with "last" pooling: "request (512 tokens) exceeds the available context size (512 tokens)"), and a model
+#: may add a BOS or EOS token of its own.
+_SPARE_TOKENS = 16
 
 
 class LocalEmbeddings:
     """A local model's embedding server and `embed(texts) -> vectors` through it.
 
     model_path: a GGUF file. alias: the model's name in messages and requests. threads: llama.cpp
-    threads (default: one per core this process may use). chunk_tokens: the most tokens embedded at
-    once (>= 16; at most the model's training context is used). pooling: "mean" (of the tokens'
+    threads (default: one per core this process may use). context_tokens: the server's context (>= 32;
+    at most the model's training context is used); `chunk_tokens`, the most tokens embedded at once, is
+    16 fewer. pooling: "mean" (of the tokens'
     vectors) or "last" (the last token's). timeout_s: per request; log_path: the server's output
     (default: a temp file, removed at stop).
     """
@@ -56,27 +61,27 @@ class LocalEmbeddings:
         *,
         alias: str,
         threads: int | None = None,
-        chunk_tokens: int = CHUNK_TOKENS,
+        context_tokens: int = CONTEXT_TOKENS,
         pooling: Pooling = "mean",
         timeout_s: float = 300.0,
         log_path: Path | None = None,
     ) -> None:
-        if chunk_tokens < 16:
-            raise ValueError(f"chunk_tokens must be >= 16, got {chunk_tokens}")
+        if context_tokens < 2 * _SPARE_TOKENS:
+            raise ValueError(f"context_tokens must be >= {2 * _SPARE_TOKENS}, got {context_tokens}")
         self.alias = alias
         self.pooling = pooling
         self.timeout_s = timeout_s
         self.server = LocalServer(
             model_path,
             alias=alias,
-            n_ctx=chunk_tokens,
+            n_ctx=context_tokens,
             n_parallel=1,
             threads=threads if threads is not None else default_threads(),
             backend="llamacpp",
             log_path=log_path,
             embeddings=pooling,
         )
-        self.chunk_tokens = chunk_tokens
+        self.chunk_tokens = context_tokens - _SPARE_TOKENS
         self._dim: int | None = None
         self._client: Any = None  # openai.OpenAI, made at start
 
@@ -96,7 +101,7 @@ class LocalEmbeddings:
             self._client = openai.OpenAI(
                 base_url=self.server.base_url, api_key="local", timeout=self.timeout_s, max_retries=1
             )
-            self.chunk_tokens = min(self.chunk_tokens, self._trained_context())
+            self.chunk_tokens = min(self.chunk_tokens, self._trained_context() - _SPARE_TOKENS)
             self._dim = len(self._embed_chunks([self.tokens("def f():\n    return 0\n")])[0])
         except BaseException:
             self.stop()

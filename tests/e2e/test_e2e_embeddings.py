@@ -83,7 +83,7 @@ def test_a_run_with_a_local_embedding_model_stores_each_genomes_embedding_and_re
 
     path = tmp_path / "fm-embeddings" / "embeddings-smollm2-135m.jsonl"
     header, rows = _stored(path)
-    assert header == {"model": "smollm2-135m", "dim": SMOLLM2_WIDTH, "pooling": "mean", "chunk_tokens": 512}
+    assert header == {"model": "smollm2-135m", "dim": SMOLLM2_WIDTH, "pooling": "mean", "chunk_tokens": 496}
     keys = [row["sha256"] for row in rows]
     assert len(keys) == len(set(keys))  # each genome embedded once
     evaluated = [run.agent(row["id"]) for row in run.lineage() if row["status"] == "evaluated"]

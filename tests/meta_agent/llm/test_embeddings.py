@@ -25,9 +25,9 @@ PROGRAM = "def area(width: float, height: float) -> float:\n    return width * h
 
 @pytest.fixture(scope="module")
 def embeddings(smollm2_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalEmbeddings]:
-    """SmolLM2-135M's embedding server with 64-token chunks (so a short program already needs several)."""
+    """SmolLM2-135M's embedding server with a 64-token context (48-token chunks: a short program needs several)."""
     log = tmp_path_factory.mktemp("embeddings") / "server.log"
-    server = LocalEmbeddings(smollm2_path, alias="smollm2-135m", chunk_tokens=64, log_path=log)
+    server = LocalEmbeddings(smollm2_path, alias="smollm2-135m", context_tokens=64, log_path=log)
     server.start()
     try:
         yield server
@@ -50,11 +50,19 @@ def test_a_text_longer_than_the_servers_context_is_embedded_in_chunks_and_its_ta
 ) -> None:
     """The server holds 64 tokens; a longer text is not cut: an edit in its last chunk still moves it."""
     long = "".join(f"def f{i}(x):\n    return x * {i} + {i * i}\n\n" for i in range(18))
-    assert len(embeddings.tokens(long)) > 4 * embeddings.chunk_tokens == 256
+    assert embeddings.chunk_tokens == 48 and len(embeddings.tokens(long)) > 4 * embeddings.chunk_tokens
     edited = long.replace("return x * 17 + 289", "return x * 17 - 289")
     original, changed = (np.asarray(v) for v in embeddings.embed([long, edited]))
     cosine = float(original @ changed / np.linalg.norm(original) / np.linalg.norm(changed))
     assert len(original) == SMOLLM2_WIDTH and cosine < 1 - 1e-7
+
+
+def test_last_token_pooling_embeds_a_text_longer_than_the_context_too(smollm2_path: Path, tmp_path: Path) -> None:
+    with LocalEmbeddings(smollm2_path, alias="smollm2-135m", context_tokens=64, pooling="last") as server:
+        text = "".join(f"def f{i}(x):\n    return x * {i}\n\n" for i in range(12))
+        assert len(server.tokens(text)) > 2 * server.chunk_tokens
+        (vector,) = server.embed([text])
+    assert len(vector) == SMOLLM2_WIDTH and np.all(np.isfinite(vector))
 
 
 def test_the_embedding_server_answers_completions_too(embeddings: LocalEmbeddings) -> None:
@@ -88,9 +96,9 @@ def test_a_dead_embedding_server_is_an_error_naming_the_cause_and_the_fix(smollm
     assert "search.novelty.embedding_model" in info.value.fix
 
 
-def test_a_chunk_size_below_16_tokens_is_refused(smollm2_path: Path) -> None:
-    with pytest.raises(ValueError, match="chunk_tokens must be >= 16"):
-        LocalEmbeddings(smollm2_path, alias="x", chunk_tokens=8)
+def test_a_context_below_32_tokens_is_refused(smollm2_path: Path) -> None:
+    with pytest.raises(ValueError, match="context_tokens must be >= 32"):
+        LocalEmbeddings(smollm2_path, alias="x", context_tokens=16)
 
 
 class _Counting:
