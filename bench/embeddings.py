@@ -17,7 +17,8 @@ one genome per call as a run does. It prints:
    unrelated programs (how much of the scale an embedder uses).
 
     .venv/bin/python bench/embeddings.py
-    .venv/bin/python bench/embeddings.py --models smollm2-135m --pooling mean last --label smollm2-pooling
+    .venv/bin/python bench/embeddings.py --models smollm2-135m --pooling mean last --label smollm2-135m
+    .venv/bin/python bench/embeddings.py --report bench/results/embeddings-smollm2-135m.json
 """
 
 from __future__ import annotations
@@ -153,12 +154,12 @@ def print_tables(summaries: Mapping[str, dict]) -> None:
     print("\n| embedder | " + " | ".join(KINDS) + " | unrelated programs |")
     print("|---|" + "---|" * (len(KINDS) + 1))
     for label, s in summaries.items():
-        print(f"| {label} | " + " | ".join(f"{s['by_kind'][k]:.4f}" for k in KINDS) + f" | {s['unrelated']:.4f} |")
+        print(f"| {label} | " + " | ".join(f"{s['by_kind'][k]:.5f}" for k in KINDS) + f" | {s['unrelated']:.5f} |")
     print("\n| embedder | lowest trivial | highest real | gap | pairs ordered | within a program |")
     print("|---|---|---|---|---|---|")
     for label, s in summaries.items():
         print(
-            f"| {label} | {s['min_trivial']:.4f} | {s['max_real']:.4f} | {s['gap']:+.4f} | {s['ordered']:.2f} | "
+            f"| {label} | {s['min_trivial']:.5f} | {s['max_real']:.5f} | {s['gap']:+.5f} | {s['ordered']:.2f} | "
             f"{s['ordered_within']:.2f} |"
         )
 
@@ -178,7 +179,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--pooling", nargs="+", default=["mean"], choices=["mean", "last"])
     parser.add_argument("--threads", type=int, default=None, help="llama.cpp threads (default: one per core)")
     parser.add_argument("--label", default="smollm2-qwen0.5b", help="names the results file")
+    parser.add_argument("--report", type=Path, default=None, help="print the tables of an earlier results file")
     args = parser.parse_args(argv)
+    if args.report is not None:
+        print_tables(json.loads(args.report.read_text())["summaries"])
+        return
     meta = {
         "command": " ".join(["bench/embeddings.py", *(argv if argv is not None else sys.argv[1:])]),
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
