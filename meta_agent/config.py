@@ -118,21 +118,11 @@ class NoveltyConfig(_Section):
     max_reproposals: int = Field(default=2, ge=0, le=20, description="re-proposals after a near-duplicate")
     embedding_model: str | None = Field(
         default=None,
-        description="code embeddings from a foundation model instead of the hashing vectorizer of character "
-        "n-grams (None, the default): a local model named as fm.model is (a registry name such as smollm2-135m, "
-        "or a .gguf path), served on this machine by a llama.cpp server of its own in embedding mode, started "
-        "and stopped with the run; or a litellm embedding model (e.g. openai/text-embedding-3-small). Only "
-        "used where code embeddings are (duplicate_threshold set, or space = code). Measured on 8 programs "
-        "(docs/results/generality.md): SmolLM2-135M costs ~2 s per agent here and separates trivial from real "
-        "edits no better than the n-grams",
+        description="code embeddings from an FM, not n-grams (None): a local model as fm.model names one, served "
+        "by the run, or a litellm model. They rank trivial edits above real ones better than n-grams, but no one "
+        "threshold separates them; 3-6 s per agent (docs/results/generality.md)",
     )
-    embedding_dim: int | None = Field(
-        default=None,
-        ge=16,
-        le=8192,
-        description="code embedding size: the hashing vectorizer's features (None: 256); with embedding_model, "
-        "the model's width, which None reads from the model when the run starts (a different value is refused)",
-    )
+    embedding_dim: int | None = Field(default=None, ge=16, le=8192, description="n-grams: 256; a model: its width")
 
 
 class BanditConfig(_Section):
