@@ -20,6 +20,8 @@ from cambrian.archive.errors import ArchiveError
 _BLOCK_ELEMENTS = 1 << 22
 # Extra nearest candidates kept from the float32 screen, re-measured exactly in float64.
 _CANDIDATE_MARGIN = 16
+#: The hashing vectorizer's embedding length unless a run sets search.novelty.embedding_dim.
+NGRAM_FEATURES = 256
 
 
 def distances_to(embeddings: np.ndarray, query: np.ndarray) -> np.ndarray:
@@ -150,7 +152,7 @@ class CodeEmbedder(_Embedder):
     over `genome_text(files)`; cosine similarity of two embeddings is their dot product.
     """
 
-    def __init__(self, *, n_features: int = 256, ngram_range: tuple[int, int] = (3, 5)) -> None:
+    def __init__(self, *, n_features: int = NGRAM_FEATURES, ngram_range: tuple[int, int] = (3, 5)) -> None:
         """n_features: embedding length (>= 1; collisions grow as it shrinks). ngram_range: (min, max) chars."""
         # scikit-learn costs about a second to import; only runs that embed code pay it.
         from sklearn.feature_extraction.text import HashingVectorizer

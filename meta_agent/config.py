@@ -118,9 +118,11 @@ class NoveltyConfig(_Section):
     max_reproposals: int = Field(default=2, ge=0, le=20, description="re-proposals after a near-duplicate")
     embedding_model: str | None = Field(
         default=None,
-        description="a litellm embedding model for code embeddings (None: the local hashing vectorizer)",
+        description="code embeddings from an FM, not n-grams (None): a local model as fm.model names one, served "
+        "by the run, or a litellm model. They rank trivial edits above real ones better than n-grams, but no one "
+        "threshold separates them; 3-6 s per agent (docs/results/generality.md)",
     )
-    embedding_dim: int = Field(default=256, ge=16, le=8192, description="code embedding size")
+    embedding_dim: int | None = Field(default=None, ge=16, le=8192, description="n-grams: 256; a model: its width")
 
 
 class BanditConfig(_Section):

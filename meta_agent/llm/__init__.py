@@ -6,7 +6,7 @@
 - `Ledger`, `LedgerEntry`, `MemoryLedger`, `ArchiveLedger`: where those entries go (memory, or a run's
   archive);
 - `LLMError` and its subclasses (`FMAuthError`, `FMBadRequest`, `FMUnavailable`, `ModelNotFound`,
-  `ModelDownloadError`, `ChecksumMismatch`, `ServerStartError`), each with a `fix`.
+  `ModelDownloadError`, `ChecksumMismatch`, `ServerStartError`, `EmbeddingUnavailable`), each with a `fix`.
 
 By role, in modules of their own:
 
@@ -14,6 +14,8 @@ By role, in modules of their own:
   `is_local_model`, `REGISTRY`);
 - `cambrian.meta_agent.llm.serve`: local inference servers, llama.cpp on CPU or vLLM on GPU (`LocalServer`,
   `choose_backend`, `serve_forever`);
+- `cambrian.meta_agent.llm.embeddings`: code embeddings from a local model's own llama.cpp server
+  (`LocalEmbeddings`: long texts in chunks, the server's failures as `EmbeddingUnavailable`);
 - `cambrian.meta_agent.llm.gateway`: the host side of an agent's FM socket (`FMGateway`, `AgentChannel`:
   budgets, every call recorded, no key inside the sandbox);
 - `cambrian.meta_agent.llm.remote`: the same gateway for agents on other machines (`GatewayListener`,
@@ -33,6 +35,7 @@ from cambrian.meta_agent.llm._calls import CallRecord, Ledger, LedgerEntry, Memo
 from cambrian.meta_agent.llm._client import LLMClient, close_http_sessions, probe_endpoint
 from cambrian.meta_agent.llm._errors import (
     ChecksumMismatch,
+    EmbeddingUnavailable,
     FMAuthError,
     FMBadRequest,
     FMUnavailable,
@@ -49,6 +52,7 @@ __all__ = [
     "CallRecord",
     "ChecksumMismatch",
     "Completion",
+    "EmbeddingUnavailable",
     "Endpoint",
     "FMAuthError",
     "FMBadRequest",

@@ -38,3 +38,8 @@ class FMBadRequest(LLMError):
 
 class ServerStartError(LLMError):
     """A local inference server did not come up (bad model file, port taken, crashed at load)."""
+
+
+class EmbeddingUnavailable(LLMError):
+    """The code embedding model gave no usable vectors: its local server died or stopped answering, or the
+    embedding endpoint refused (search.novelty.embedding_model). The run stops; what it stored stays."""

@@ -36,6 +36,7 @@ from cambrian.meta_agent.llm.models import is_local_model, resolve
 
 __all__ = [
     "Backend",
+    "Pooling",
     "choose_backend",
     "default_threads",
     "free_port",
@@ -47,6 +48,9 @@ __all__ = [
 ]
 
 Backend = Literal["auto", "llamacpp", "vllm"]
+#: How llama.cpp pools a text's token vectors into one embedding: their mean, or the last token's.
+Pooling = Literal["mean", "last"]
+_POOLING_TYPES = {"mean": 1, "last": 3}  # llama.cpp's enum llama_pooling_type
 
 
 def default_threads() -> int:
@@ -118,7 +122,11 @@ class LocalServer:
     full length. n_parallel: requests decoded at once (1..64). threads: CPU
     threads for llama.cpp (default: one per core this process may use).
     log_path: where the server's output goes (default: a temp file removed at
-    `stop()`).
+    `stop()`). embeddings: None, or how `/v1/embeddings` pools token vectors
+    (llama.cpp only). Such a server still answers completions (measured: the
+    same text as without), but an embedding request waits while it generates,
+    so a run embeds through a server of its own (`embeddings.LocalEmbeddings`).
+    One embedding input must fit one batch: n_batch = n_ubatch = n_ctx.
     """
 
     def __init__(
@@ -133,6 +141,7 @@ class LocalServer:
         threads: int | None = None,
         backend: Backend = "auto",
         log_path: Path | None = None,
+        embeddings: Pooling | None = None,
     ) -> None:
         self.model_path = Path(model_path)
         self.alias = alias
@@ -142,6 +151,9 @@ class LocalServer:
         self.n_parallel = n_parallel
         self.threads = threads if threads is not None else default_threads()
         self.backend = choose_backend(backend)
+        if embeddings is not None and self.backend != "llamacpp":
+            raise ValueError("an embedding server runs on llama.cpp: pass backend='llamacpp'")
+        self.embeddings = embeddings
         self._own_log = log_path is None
         self.log_path = log_path  # None: a temp file, made at start()
         self._process: subprocess.Popen[bytes] | None = None
@@ -159,6 +171,10 @@ class LocalServer:
     @property
     def running(self) -> bool:
         return self._process is not None and self._process.poll() is None
+
+    def exit_status(self) -> int | None:
+        """The server process's exit status once it has exited by itself; None while it runs or when not started."""
+        return self._process.poll() if self._process is not None else None
 
     def endpoint(self) -> Endpoint:
         """How a client reaches this server.
@@ -201,6 +217,7 @@ class LocalServer:
                 str(self.threads),
                 "--parent-pid",
                 str(os.getpid()),
+                *(["--embeddings", self.embeddings] if self.embeddings else []),
             ]
         vllm = shutil.which("vllm", path=str(Path(sys.executable).parent)) or shutil.which("vllm")
         prefix = [vllm] if vllm else [sys.executable, "-m", "vllm.entrypoints.cli.main"]
@@ -396,6 +413,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--n-parallel", type=int, default=2)
     parser.add_argument("--threads", type=int, default=None, help="default: one per core")
     parser.add_argument("--parent-pid", type=int, default=None, help="exit when this process is gone")
+    parser.add_argument("--embeddings", choices=sorted(_POOLING_TYPES), default=None, help="serve /v1/embeddings")
     args = parser.parse_args(argv)
 
     import xllamacpp  # only the child loads the native library
@@ -411,6 +429,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     threads = args.threads or default_threads()
     params.cpuparams.n_threads = threads
     params.cpuparams_batch.n_threads = threads
+    if args.embeddings:
+        params.embedding = True
+        params.pooling_type = _POOLING_TYPES[args.embeddings]
+        params.n_batch = params.n_ubatch = params.n_ctx  # an embedding input is processed in one batch
 
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from cambrian.archive.novelty import CodeEmbedder, DuplicateGate, EndpointEmbedder, behaviour_vector
+from cambrian.archive.novelty import NGRAM_FEATURES, CodeEmbedder, DuplicateGate, EndpointEmbedder, behaviour_vector
 from cambrian.archive.store import Archive
 from cambrian.archive.view import ArchiveView
 from cambrian.evaluators.base import Benchmark, descriptor_bounds
@@ -73,8 +73,8 @@ def code_size(files: Mapping[str, str]) -> float:
 class BehaviourSpace:
     """Builds view columns for a run's agents; holds the code embedder and the near-duplicate gate.
 
-    embed_endpoint: a function calling an embedding endpoint (texts -> vectors), when
-    `novelty.embedding_model` is set; None uses the local hashing vectorizer.
+    code_embedder: the embedding model's embedder, when `novelty.embedding_model` is set (its `dim` is the
+    model's); None uses the local hashing vectorizer.
     """
 
     def __init__(
@@ -82,7 +82,7 @@ class BehaviourSpace:
         benchmark: Benchmark,
         config: NoveltyConfig,
         *,
-        embed_endpoint: Callable[[list[str]], list[list[float]]] | None = None,
+        code_embedder: EndpointEmbedder | None = None,
     ) -> None:
         self.config = config
         self.task_ids = [task.id for task in benchmark.tasks("search")]
@@ -91,8 +91,7 @@ class BehaviourSpace:
         self._benchmark_bounds = [bounds[name] for name in self.benchmark_names]
         self.names: tuple[str, ...] = self.benchmark_names + tuple(name for name, _ in GENERIC_DESCRIPTORS)
         self.bounds = tuple(self._benchmark_bounds) + tuple(bound for _, bound in GENERIC_DESCRIPTORS)
-        self._embed_endpoint = embed_endpoint
-        self._embedder: CodeEmbedder | EndpointEmbedder | None = None
+        self._embedder: CodeEmbedder | EndpointEmbedder | None = code_embedder
         self.gate = (
             DuplicateGate(threshold=config.duplicate_threshold, embedder=self.embedder)
             if config.duplicate_threshold is not None
@@ -104,16 +103,13 @@ class BehaviourSpace:
     def embedder(self) -> CodeEmbedder | EndpointEmbedder:
         """The code embedder, made on first use (scikit-learn takes seconds to import; behaviour-only runs skip it)."""
         if self._embedder is None:
-            if self._embed_endpoint is not None:
-                self._embedder = EndpointEmbedder(embed_fn=self._embed_endpoint, dim=self.config.embedding_dim)
-            else:
-                self._embedder = CodeEmbedder(n_features=self.config.embedding_dim)
+            self._embedder = CodeEmbedder(n_features=self.config.embedding_dim or NGRAM_FEATURES)
         return self._embedder
 
     @property
     def embedding_dim(self) -> int:
         if self.config.space == "code":
-            return self.config.embedding_dim
+            return self._embedder.dim if self._embedder is not None else self.config.embedding_dim or NGRAM_FEATURES
         return len(self.benchmark_names) + len(self.task_ids)
 
     def empty_view(self) -> ArchiveView:

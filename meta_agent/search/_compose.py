@@ -93,10 +93,12 @@ def fm_needed(config: RunConfig, benchmark: Benchmark, operators: Mapping[str, O
     return any(op.uses_fm or op.runs_agent for op in weighted) or config.search.reflect_every > 0 or agents_call
 
 
-def check_models(config: RunConfig) -> None:
-    """Every model the run names that is a .gguf path exists: checked before the run is created (a missing file
-    once ran to exit 0 with every proposal invalid)."""
-    for spec in (config.fm.model, *config.fm.models, config.evaluation.agent_model):
+def check_models(config: RunConfig, *, fm: bool = True) -> None:
+    """Every model the run uses that is a .gguf path exists: checked before the run is created (a missing file
+    once ran to exit 0 with every proposal invalid). fm: whether the run calls its FM models (else only the
+    embedding model is checked)."""
+    fm_models = (config.fm.model, *config.fm.models, config.evaluation.agent_model) if fm else ()
+    for spec in (*fm_models, config.search.novelty.embedding_model):
         if spec is not None and spec.endswith(".gguf") and not Path(spec).expanduser().is_file():
             raise ConfigError(
                 f"no model file at {spec}",

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 from cambrian.archive.models import Run
+from cambrian.archive.novelty import EndpointEmbedder
 from cambrian.archive.store import Archive
 from cambrian.evaluators.base import Benchmark
 from cambrian.meta_agent.config import RunConfig
@@ -44,15 +45,15 @@ def loop_from_config(
     more_llms: Mapping[str, LLMClient] | None = None,
     gateway: FMGateway | None = None,
     on_event: Callable[[LoopEvent], None] | None = None,
-    embed_endpoint: Callable[[list[str]], list[list[float]]] | None = None,
+    code_embedder: EndpointEmbedder | None = None,
 ) -> SearchLoop:
     """The search loop of `run` as `config` describes it.
 
     executor: where children are evaluated (None: a `LocalExecutor` over `sandbox`, with
     `evaluation.concurrency` slots); the caller closes it. llm / model_label: the run's FM (`fm.model`); None
     only when nothing in the run calls one. more_llms: label -> client for `fm.models`. gateway: serves the FM
-    to agents under evaluation; None: agents call none. embed_endpoint: texts -> vectors for code embeddings
-    (`search.novelty.embedding_model`); None: the local hashing vectorizer.
+    to agents under evaluation; None: agents call none. code_embedder: the embedding model's embedder
+    (`search.novelty.embedding_model`, started by `session.code_embedder`); None: the local hashing vectorizer.
     """
     if executor is None:
         if sandbox is None:
@@ -80,7 +81,7 @@ def loop_from_config(
         context=context,
         budget=config.budget,
         settings=LoopSettings.of_run(config),
-        behaviour=BehaviourSpace(benchmark, config.search.novelty, embed_endpoint=embed_endpoint),
+        behaviour=BehaviourSpace(benchmark, config.search.novelty, code_embedder=code_embedder),
         memory=PromptMemory(
             archive, failed_attempts_shown=config.search.failed_attempts_shown, inspirations=config.search.inspirations
         ),

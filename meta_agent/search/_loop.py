@@ -32,7 +32,7 @@ from cambrian.archive.store import Archive
 from cambrian.evaluators.base import Benchmark, Genome
 from cambrian.meta_agent.config import BudgetConfig, NoveltyConfig
 from cambrian.meta_agent.errors import RunAborted, SeedFailed
-from cambrian.meta_agent.llm import FMAuthError, FMUnavailable, derive_seed
+from cambrian.meta_agent.llm import EmbeddingUnavailable, FMAuthError, FMUnavailable, derive_seed
 from cambrian.meta_agent.llm.gateway import FMGateway, GatewayError
 from cambrian.meta_agent.operators import ParentInfo, PromptContext, Proposal
 from cambrian.meta_agent.search._behaviour import BehaviourSpace
@@ -247,7 +247,7 @@ class SearchLoop:
             try:
                 if await self._propose(iteration):
                     self.scheduler.counters.consecutive_faults = 0
-            except FMAuthError as exc:
+            except (FMAuthError, EmbeddingUnavailable) as exc:  # retrying cannot help: the user must act
                 self._abort(exc)
             except FMUnavailable as exc:
                 self.scheduler.counters.fm_failure = exc
@@ -379,7 +379,8 @@ class SearchLoop:
                     self.scheduler.counters.in_flight.add(agent_id)
                     await self._evaluate(agent_id, started)
             except Exception as exc:  # noqa: BLE001 - an unexpected bug must stop the run, not hang it
-                self._abort(RunAborted(f"evaluating agent {agent_id} raised {type(exc).__name__}: {exc}"))
+                bug = RunAborted(f"evaluating agent {agent_id} raised {type(exc).__name__}: {exc}")
+                self._abort(exc if isinstance(exc, EmbeddingUnavailable) else bug)  # that one names its fix
             finally:
                 await self.scheduler.done(agent_id)
 

@@ -1,6 +1,6 @@
 """The FM a run calls: an endpoint per model (starting a local inference server for a local model, probing a
 remote one), the client a run's `fm.*` settings describe, the agents' own model, the llama.cpp threads and
-concurrency of local models, and the embedding endpoint for code novelty."""
+concurrency of local models, and the code embedder of `search.novelty.embedding_model`."""
 
 from __future__ import annotations
 
@@ -8,10 +8,13 @@ import contextlib
 import dataclasses
 import os
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
+from cambrian.archive.novelty import EndpointEmbedder
 from cambrian.meta_agent.config import RunConfig
 from cambrian.meta_agent.errors import ConfigError
-from cambrian.meta_agent.llm import Endpoint, Ledger, LLMClient, probe_endpoint
+from cambrian.meta_agent.llm import EmbeddingUnavailable, Endpoint, Ledger, LLMClient, probe_endpoint
+from cambrian.meta_agent.llm.embeddings import LocalEmbeddings, StoredEmbeddings
 from cambrian.meta_agent.llm.models import is_local_model, model_label, resolve
 from cambrian.meta_agent.llm.serve import (
     GRAMMAR_FIELDS,
@@ -136,11 +139,78 @@ def make_llm_client(
     )
 
 
-def embedding_endpoint(config: RunConfig) -> Callable[[list[str]], list[list[float]]] | None:
-    """texts -> vectors through litellm for `search.novelty.embedding_model`; None: the local vectorizer."""
-    model = config.search.novelty.embedding_model
-    if model is None:
-        return None
+@contextlib.contextmanager
+def code_embedder(config: RunConfig, reporter: Reporter) -> Iterator[EndpointEmbedder | None]:
+    """The embedder of `search.novelty.embedding_model` (None: the hashing vectorizer of character n-grams).
+
+    A local model (named as fm.model is: a registry name or a .gguf path) gets a llama.cpp server of its own in
+    embedding mode (`LocalEmbeddings`), started here and stopped when the run ends; a litellm model is asked
+    for one embedding now, so a dead endpoint fails before the run does any work. Either way the embedding
+    length is the model's, checked against search.novelty.embedding_dim where that is set, and the vectors are
+    kept in the run's folder (`StoredEmbeddings`: each genome embedded once, a resumed run only its new ones).
+    Nothing is started where nothing in the run uses code embeddings (no duplicate gate, novelty on behaviour).
+    """
+    novelty = config.search.novelty
+    spec = novelty.embedding_model
+    if spec is None:
+        yield None
+        return
+    if novelty.duplicate_threshold is None and novelty.space != "code":
+        reporter.warn(
+            f"search.novelty.embedding_model = {spec!r} is not used: nothing in this run compares code embeddings "
+            "(set search.novelty.duplicate_threshold, or search.novelty.space = code)"
+        )
+        yield None
+        return
+    if not is_local_model(spec):
+        embed = _litellm_embedding(config, spec)
+        dim = len(embed([_PROBE_TEXT])[0])
+        stored = StoredEmbeddings(embed, _store_path(config, spec), identity={"model": spec, "dim": dim})
+        yield _checked(EndpointEmbedder(embed_fn=stored, dim=dim), config, spec)
+        return
+    label = model_label(spec)
+    path = resolve(spec, progress=reporter.info)
+    reporter.info(f"starting a local embedding server for {label} ({path})")
+    server = LocalEmbeddings(
+        path,
+        alias=label,
+        threads=config.fm.threads,
+        timeout_s=config.fm.timeout_s,
+        log_path=config.run_dir() / f"server-embeddings-{label}.log",
+    )
+    with server:
+        identity = {"model": label, "dim": server.dim, "pooling": server.pooling, "chunk_tokens": server.chunk_tokens}
+        stored = StoredEmbeddings(server.embed, _store_path(config, label), identity=identity)
+        reporter.info(
+            f"embedding server ready at {server.server.base_url} ({server.dim} dimensions; {len(stored)} genomes "
+            "embedded before)"
+        )
+        yield _checked(EndpointEmbedder(embed_fn=stored, dim=server.dim), config, label)
+
+
+def _store_path(config: RunConfig, label: str) -> Path:
+    """Where a run keeps its code embeddings (`StoredEmbeddings`): its folder, a file per embedding model."""
+    return config.run_dir() / f"embeddings-{''.join(c if c.isalnum() or c in '-_.' else '_' for c in label)}.jsonl"
+
+
+_PROBE_TEXT = "def f():\n    return 0\n"  # what a litellm embedding model is first asked to embed
+
+
+def _checked(embedder: EndpointEmbedder, config: RunConfig, label: str) -> EndpointEmbedder:
+    """`embedder`, when search.novelty.embedding_dim is unset or its model's width; else a ConfigError."""
+    wanted = config.search.novelty.embedding_dim
+    if wanted is not None and wanted != embedder.dim:
+        raise ConfigError(
+            f"search.novelty.embedding_dim is {wanted}, but the embedding model {label} makes vectors of "
+            f"{embedder.dim}",
+            fix=f"remove search.novelty.embedding_dim (unset, the model's width is used), or set it to {embedder.dim}",
+        )
+    return embedder
+
+
+def _litellm_embedding(config: RunConfig, model: str) -> Callable[[list[str]], list[list[float]]]:
+    """texts -> vectors through litellm's embedding call (fm.api_base, fm.api_key_env), failures as
+    EmbeddingUnavailable."""
     api_key = os.environ.get(config.fm.api_key_env) if config.fm.api_key_env else None
 
     def embed(texts: list[str]) -> list[list[float]]:
@@ -149,10 +219,10 @@ def embedding_endpoint(config: RunConfig) -> Callable[[list[str]], list[list[flo
         try:
             response = litellm.embedding(model=model, input=texts, api_base=config.fm.api_base, api_key=api_key)
         except Exception as exc:  # noqa: BLE001 - litellm raises provider-specific classes
-            raise ConfigError(
+            raise EmbeddingUnavailable(
                 f"the embedding model {model!r} failed: {type(exc).__name__}: {exc}",
-                fix="check search.novelty.embedding_model (a litellm embedding model), or remove it to use "
-                "the local hashing vectorizer",
+                fix="check search.novelty.embedding_model (a local model such as smollm2-135m, a .gguf path, or a "
+                "litellm embedding model), or remove it to use the hashing vectorizer of character n-grams",
             ) from None
         return [list(item["embedding"]) for item in response.data]
 

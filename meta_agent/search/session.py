@@ -35,7 +35,7 @@ from cambrian.meta_agent.search._loop import LoopOutcome, SearchLoop
 from cambrian.meta_agent.search._reporter import Reporter
 from cambrian.meta_agent.search._run_models import (
     client_for_agents,
-    embedding_endpoint,
+    code_embedder,
     fm_endpoint,
     make_llm_client,
     resolve_fm_concurrency,
@@ -62,7 +62,7 @@ __all__ = [
     "build_benchmark",
     "check_backend",
     "choose_sandbox",
-    "embedding_endpoint",
+    "code_embedder",
     "fm_endpoint",
     "make_llm_client",
     "planned_backend",
@@ -85,8 +85,7 @@ def start_run(config: RunConfig, reporter: Reporter) -> tuple[str, LoopOutcome]:
     # Before the run exists: a seed no operator can edit would only make invalid children.
     operators = {name: make_operator(name, limits=prompt_limits(config)) for name in config.search.operators}
     check_seed_editable(config, benchmark.seed(), operators)
-    if fm_needed(config, benchmark, operators):
-        check_models(config)
+    check_models(config, fm=fm_needed(config, benchmark, operators))
     path = archive_path(config.runs_dir, config.name)
     if path.exists():
         with run_lock(path.parent, config.name):  # RunBusy, naming its process, while it is being searched
@@ -213,8 +212,10 @@ def _resume(
         # The loop's config names the store as given, password included (the stored one never does).
         config = config.model_copy(update={"runs_dir": Path(runs_dir), "store": store_in_use(archive, runs_dir, name)})
         benchmark = build_benchmark(config)
-        if fm_needed(config, benchmark, {name: make_operator(name) for name in config.search.operators}):
-            check_models(config)  # before the run is touched: a missing model file is a config error
+        # Before the run is touched: a missing model file is a config error.
+        check_models(
+            config, fm=fm_needed(config, benchmark, {name: make_operator(name) for name in config.search.operators})
+        )
         check_backend(config, confirmed=sandbox is not None)
         return _search(archive, run, config, benchmark, reporter)
 
@@ -273,6 +274,7 @@ def _search_with_resources(
             if config.evaluation.agent_fm and agent_llm
             else None
         )
+        embedder = models.enter_context(code_embedder(config, reporter))  # stopped with the model servers
         loop = loop_from_config(
             archive=archive,
             run=run,
@@ -285,7 +287,7 @@ def _search_with_resources(
             more_llms=more_llms,
             gateway=gateway,
             on_event=reporter.event,
-            embed_endpoint=embedding_endpoint(config),
+            code_embedder=embedder,
         )
         done = archive.iterations_done(run.key)
         with reporter.progress(done, config.budget.iterations):
