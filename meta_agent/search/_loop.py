@@ -233,10 +233,8 @@ class SearchLoop:
             await self.scheduler.has_parent.wait()
             if self.scheduler.stopping:
                 return
-            usd = self.budget.usd
-            if usd is not None and self.scheduler.counters.spent_usd >= usd:
-                self.scheduler.counters.budget_stop = True
-                self.request_stop(f"USD budget of {usd:g} reached (spent {self.scheduler.counters.spent_usd:.4f})")
+            if (spent := self.scheduler.spent_all(self.budget.usd)) is not None:
+                self.request_stop(spent)
                 return
             await self.scheduler.wait_for_room()
             if self.scheduler.stopping:
@@ -254,6 +252,8 @@ class SearchLoop:
                 self.scheduler.counters.consecutive_faults += 1
                 if self.scheduler.counters.consecutive_faults >= MAX_CONSECUTIVE_FAULTS:
                     self._abort(exc)
+            except Exception as exc:  # noqa: BLE001 - a bug must fail the run, not end it as if it were done
+                self._abort(RunAborted(f"proposing iteration {iteration} raised {type(exc).__name__}: {exc}"))
 
     async def _propose(self, iteration: int) -> bool:
         """One iteration: choose parent(s), operator and model, make a child, and queue it for evaluation.

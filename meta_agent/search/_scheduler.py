@@ -60,6 +60,14 @@ class Scheduler:
         self.stop.set()
         return True
 
+    def spent_all(self, usd: float | None) -> str | None:
+        """Why proposing must stop for the run's USD budget `usd` (None: no budget), marked a budget stop; None
+        while money is left."""
+        if usd is None or self.counters.spent_usd < usd:
+            return None
+        self.counters.budget_stop = True
+        return f"USD budget of {usd:g} reached (spent {self.counters.spent_usd:.4f})"
+
     def abort(self, exc: Exception) -> bool:
         """Stop because of `exc`, which the run then raises; the first abort wins. True when the stop is new."""
         if self.counters.abort is None:

@@ -15,7 +15,7 @@ from cambrian.archive.store import Archive
 from cambrian.evaluators.deceptive.benchmark import DeceptiveTrap
 from cambrian.evaluators.runner import Limits
 from cambrian.meta_agent.config import BudgetConfig
-from cambrian.meta_agent.errors import ConfigError
+from cambrian.meta_agent.errors import ConfigError, RunAborted
 from cambrian.meta_agent.operators import make_operator
 from cambrian.meta_agent.search import LocalExecutor, LoopEvent, LoopSettings, OperatorMix, Proposer, SearchLoop
 from cambrian.meta_agent.search.evaluation import AgentFMBudget, EvaluationContext
@@ -75,3 +75,27 @@ def test_a_hand_built_loop_refuses_parts_that_do_not_fit(tmp_path: Path) -> None
     with pytest.raises(ConfigError, match="no model was given for it to run on") as info:
         OperatorMix(rewrite, weights={"rewrite": 1.0})  # an FM operator, and no model label
     assert "models=" in info.value.fix
+
+
+def test_a_bug_while_proposing_fails_the_run_and_names_it(tmp_path: Path) -> None:
+    """An unexpected exception in a proposal (a bug, not an FM or edit failure) stops the run as RunAborted with
+    the exception named, and the run is not reported finished; what was stored stays stored."""
+    built = parts(tmp_path)
+    proposer: Proposer = built["proposer"]
+    propose = proposer.propose
+    calls = 0
+
+    async def buggy(*args, **kwargs):  # the second proposal hits a bug
+        nonlocal calls
+        calls += 1
+        if calls == 2:
+            raise KeyError("a bug in proposing")
+        return await propose(*args, **kwargs)
+
+    proposer.propose = buggy  # type: ignore[method-assign]
+    loop = SearchLoop(**built)
+    with pytest.raises(RunAborted, match="KeyError"):
+        asyncio.run(loop.run_until_done())
+    archive: Archive = built["archive"]
+    agents = archive.agents(built["run"].key)
+    assert any(a.operator == "seed" and a.status == AgentStatus.evaluated for a in agents)
