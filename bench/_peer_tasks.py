@@ -118,9 +118,8 @@ class SuiteTask:
 
     @functools.cached_property
     def _benchmark(self) -> Any:
-        from cambrian.evaluators.registry import get_benchmark
-
-        return get_benchmark(self.name)
+        """The task's benchmark with default options, kept for its seed and contract."""
+        return self.benchmark()
 
     def benchmark(self, options: Mapping[str, Any] | None = None, feedback_policy: Any = None) -> Any:
         """A fresh Cambrian benchmark of this task."""
