@@ -139,6 +139,14 @@ class Operator(ABC):
     runs_agent: ClassVar[bool] = False
     #: The search picks a second parent (`context.second_parent`).
     needs_second_parent: ClassVar[bool] = False
+    #: Operators of one kind ask the FM the same question (`knob` is `lines` on other lines; None: its `name`).
+    #: An attempt that rebuilt a program the run has is followed by an operator of another kind.
+    kind: ClassVar[str | None] = None
+
+    @classmethod
+    def kind_name(cls) -> str:
+        """The kind of question this operator asks the FM: `kind`, else its name."""
+        return cls.kind or cls.name
 
     @abstractmethod
     async def propose(self, context: PromptContext, env: OperatorEnv) -> Proposal:

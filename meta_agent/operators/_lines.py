@@ -46,6 +46,7 @@ class LinesOperator(FMOperator):
     rewrite named lines, in a short prompt, they change them (docs/results/small-models.md)."""
 
     name: ClassVar[str] = "lines"
+    kind: ClassVar[str | None] = "lines"  # `knob` too: the same question, on a number's line
     #: The reply is a few lines: far below fm.max_tokens.
     max_reply_tokens: ClassVar[int | None] = 384
     limits: PromptLimits = field(default_factory=PromptLimits)

@@ -24,8 +24,6 @@ import asyncio
 import dataclasses
 from collections.abc import Callable
 
-import numpy as np
-
 from cambrian.archive.models import Agent, Run, RunStatus
 from cambrian.archive.selection import ParentSelector
 from cambrian.archive.store import Archive
@@ -34,13 +32,14 @@ from cambrian.meta_agent.config import BudgetConfig, NoveltyConfig
 from cambrian.meta_agent.errors import RunAborted, SeedFailed
 from cambrian.meta_agent.llm import EmbeddingUnavailable, FMAuthError, FMUnavailable, derive_seed
 from cambrian.meta_agent.llm.gateway import FMGateway, GatewayError
-from cambrian.meta_agent.operators import ParentInfo, PromptContext, Proposal
+from cambrian.meta_agent.operators import ParentInfo, Proposal
 from cambrian.meta_agent.search._behaviour import BehaviourSpace
 from cambrian.meta_agent.search._book import Acceptance, LoopEvent, LoopOutcome, Origin, RunBook, new_proposal_id
 from cambrian.meta_agent.search._compose import check_can_start, check_operators, check_selector_needs
+from cambrian.meta_agent.search._drawing import ProposalDraws
 from cambrian.meta_agent.search._evaluating import ChildEvaluations, Faulted
 from cambrian.meta_agent.search._executor import Executor
-from cambrian.meta_agent.search._islands import Islands, second_parent
+from cambrian.meta_agent.search._islands import Islands
 from cambrian.meta_agent.search._memory import _LRU, PromptMemory
 from cambrian.meta_agent.search._proposals import Proposer, Repairable, with_usage
 from cambrian.meta_agent.search._reflection import RunNotes, changed_lines
@@ -141,6 +140,16 @@ class SearchLoop:
         self._repairable = _LRU[int, Repairable](capacity=1024)
         self._reflection: asyncio.Task[None] | None = None
         self._repairs: set[asyncio.Task[None]] = set()  # FM repairs of failed runs in flight: proposals too
+        self.draws = ProposalDraws(
+            contract=self.benchmark.contract,
+            benchmark=self.benchmark.name,
+            selector=selector,
+            islands=self.islands,
+            mix=operators,
+            memory=self.memory,
+            notes=notes,
+            seed=settings.seed,
+        )
         check_can_start({arm.operator for arm in operators.arms}, evaluated=len(self.view), islands=settings.islands)
 
     @property
@@ -261,33 +270,21 @@ class SearchLoop:
         A child too similar to an existing agent is stored as invalid (the rejection is recorded) and the
         same iteration proposes again, up to `search.novelty.max_reproposals` times; so does one identical to
         an agent the run has, which is no new child and is not stored (but at the last try): its FM usage is
-        charged to the child the iteration stores, and the next attempt's prompt shows the change it made.
+        charged to the child the iteration stores, and the next attempt's prompt shows the change it made (on an
+        operator of another kind when one can edit the parent: `ProposalDraws.after_repeat`).
         False when the sandbox failed (self_modify), so the worker does not reset the count of faults in a row.
         """
-        rng = np.random.default_rng([self.settings.seed, iteration])
-        island, view = self.islands.draw(iteration)  # one island (the default): the run's view
-        parent_id = int(self.selector.select(view, 1, rng)[0])
-        parent, failed_attempts = self.memory.parent(parent_id)
-        arm = self.mix.choose(rng, parent_id, parent.genome, pairs=len(view) >= 2)
-        second_parent_id = second_parent(self.selector, view, parent_id, rng) if arm.operator == "crossover" else None
-        ctx = PromptContext(
-            contract=self.benchmark.contract,
-            benchmark=self.benchmark.name,
-            parent=parent,
-            second_parent=self.memory.parent_info(second_parent_id) if second_parent_id is not None else None,
-            failed_attempts=failed_attempts,
-            inspirations=self.memory.inspirations(view, exclude=parent_id),
-            notes=self.notes.text if self.notes is not None else None,
-        )
-        origin = Origin(iteration, parent_id, second_parent_id, arm, new_proposal_id(), island)
+        start = self.draws.draw(iteration)
+        origin = Origin(iteration, start.parent_id, start.second_parent_id, start.arm, new_proposal_id(), start.island)
         last = self.settings.max_reproposals
         unstored = Proposal(None)  # the usage of attempts that repeated a program the run has: not stored
         for attempt in range(last + 1):
+            arm = start.arm
             self.mix.record_pull(arm)
             try:
                 proposal = await self.proposer.propose(
                     arm.operator,
-                    ctx,
+                    start.ctx,
                     model=arm.model,
                     iteration=iteration,
                     attempt=attempt,
@@ -301,11 +298,11 @@ class SearchLoop:
                 return False
             self.scheduler.counters.spent_usd += proposal.cost_usd
             proposal = with_usage(proposal, unstored)
-            repairable = Repairable(arm.operator, ctx, proposal, arm.model, iteration, attempt)
+            repairable = Repairable(arm.operator, start.ctx, proposal, arm.model, iteration, attempt)
             accepted = await self.accept(proposal, origin, repairable=repairable, last_try=attempt == last)
             if accepted.stored and accepted.child_id is None:  # refused before any evaluation
                 reason = proposal.reason or "identical to an agent of the run, or too similar to one"
-                self._note(arm.operator, parent, None, None, reason)
+                self._note(arm.operator, start.parent, None, None, reason)
             if accepted.done:
                 return True
             if accepted.stored:  # a near-duplicate, stored with its FM calls: the next attempt is a proposal anew
@@ -313,10 +310,12 @@ class SearchLoop:
             if not accepted.stored:
                 self.mix.cancel_pull(arm)  # never stored: a resumed run's replay does not see it either
                 unstored = proposal
-                # The same prompt tends to bring the same reply: the next attempt is shown what this one did.
+                # The same prompt tends to bring the same reply: the next attempt is shown what this one did,
+                # and asks another kind of question when one can (`ProposalDraws.after_repeat`).
                 assert proposal.genome is not None  # an unstored proposal rebuilt a known program
-                change = changed_lines(parent.genome.files, proposal.genome.files) or "(no line changed)"
-                ctx = dataclasses.replace(ctx, repeated=[*ctx.repeated, change])
+                change = changed_lines(start.parent.genome.files, proposal.genome.files) or "(no line changed)"
+                start = self.draws.after_repeat(start, attempt + 1, change)
+                origin = dataclasses.replace(origin, arm=start.arm, second_parent_id=start.second_parent_id)
         return True
 
     async def accept(

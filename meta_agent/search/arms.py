@@ -14,7 +14,7 @@ order, so a resumed run chooses exactly as the uninterrupted one would have;
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 import numpy as np
 
@@ -75,9 +75,28 @@ class OperatorMix:
         uniformly, among the operators that can edit it (`Operator.cannot_edit`: no FM call is spent on one that
         cannot). When none can, the draw is over all of them and the operator's refusal names the cause.
         pairs: whether two evaluated agents exist (crossover is not drawn until they do)."""
-        arms = self.arms if pairs else [arm for arm in self.arms if arm.operator != "crossover"]
+        arms = self._drawable(pairs)
         able = [arm for arm in arms if self.can_edit(arm.operator, parent_id, parent)]
-        arms = able or arms
+        return self._draw(rng, able or arms)
+
+    def choose_other(
+        self, rng: np.random.Generator, parent_id: int, parent: Genome, *, pairs: bool, tried: Collection[str]
+    ) -> Arm | None:
+        """An arm of an operator of another kind (`Operator.kind`) than those `tried` that can edit `parent`,
+        drawn as `choose` draws; None when none is left (a proposal whose attempt rebuilt a known program moves
+        on to another kind of question)."""
+        kinds = {self.operators[name].kind_name() for name in tried}
+        able = [
+            arm
+            for arm in self._drawable(pairs)
+            if self.operators[arm.operator].kind_name() not in kinds and self.can_edit(arm.operator, parent_id, parent)
+        ]
+        return self._draw(rng, able) if able else None
+
+    def _drawable(self, pairs: bool) -> list[Arm]:
+        return self.arms if pairs else [arm for arm in self.arms if arm.operator != "crossover"]
+
+    def _draw(self, rng: np.random.Generator, arms: Sequence[Arm]) -> Arm:
         if self.bandit is not None:
             return self.bandit.choose(rng, allowed=arms)
         weights = {name: w for name, w in self.weights.items() if any(a.operator == name for a in arms)}

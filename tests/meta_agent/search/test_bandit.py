@@ -1,6 +1,7 @@
 """The (model, operator) bandit: UCB1 and Thompson sampling on simulated arms, cost-awareness, replay.
 
-Pure: the arms are simulated with a seeded numpy generator, no FM involved.
+Pure: the arms are simulated with a seeded numpy generator, no FM involved. The operator mix's draw after a
+repeat too.
 """
 
 from __future__ import annotations
@@ -10,6 +11,9 @@ from collections import Counter
 import numpy as np
 import pytest
 
+from cambrian.evaluators.base import Genome
+from cambrian.meta_agent.operators import make_operator
+from cambrian.meta_agent.search.arms import OperatorMix
 from cambrian.meta_agent.search.bandit import ALGORITHMS, Arm, Bandit, BanditError, improvement_reward
 
 ARMS = [Arm("qwen", "diff"), Arm("qwen", "rewrite"), Arm("smol", "diff")]
@@ -194,3 +198,27 @@ def test_the_prior_leans_thompson_towards_the_heavier_operator_until_outcomes_sp
 def test_a_prior_that_is_not_a_weight_is_refused() -> None:
     with pytest.raises(BanditError, match="prior"):
         Bandit(ARMS, algorithm="thompson", prior={ARMS[0]: -1.0})
+
+
+@pytest.mark.parametrize("with_bandit", [False, True])
+def test_after_a_repeat_the_mix_draws_another_kind_of_operator(with_bandit: bool) -> None:
+    """`knob` asks what `lines` asks (on a number's line): a proposal that tried either moves to another kind;
+    none is left once every kind that can edit the parent was tried."""
+    names = ["lines", "knob", "rewrite", "diff"]
+    weights = {"lines": 0.4, "knob": 0.4, "rewrite": 0.1, "diff": 0.1}
+    arms = [Arm("qwen", name) for name in names]
+    mix = OperatorMix(
+        {name: make_operator(name) for name in names},
+        weights=weights,
+        models=["qwen"],
+        bandit=Bandit(arms, algorithm="thompson", prior={arm: weights[arm.operator] for arm in arms})
+        if with_bandit
+        else None,
+    )
+    parent = Genome(files={"p.py": "LIMIT = 3\n\n\ndef f(x):\n    return x * LIMIT\n"}, entry="p.py")
+    rng = np.random.default_rng(0)
+    for tried in ({"lines"}, {"knob"}):
+        drawn = {mix.choose_other(rng, 1, parent, pairs=True, tried=tried) for _ in range(40)}
+        assert {arm.operator for arm in drawn if arm is not None} == {"rewrite", "diff"}
+    assert mix.choose_other(rng, 1, parent, pairs=True, tried={"knob", "rewrite"}) == Arm("qwen", "diff")
+    assert mix.choose_other(rng, 1, parent, pairs=True, tried={"lines", "rewrite", "diff"}) is None

@@ -441,3 +441,23 @@ def test_each_fm_call_is_linked_to_the_child_of_its_proposal_by_id_fake_fm(tmp_p
     for child, purpose in ((crashed, "mutate"), (repaired, "repair")):
         (call,) = archive.agent_llm_calls(child.key)
         assert (call.purpose, call.proposal_id, call.iteration) == (purpose, child.proposal_id, 1)
+
+
+def test_an_attempt_after_a_repeat_asks_another_kind_of_question_fake_fm(tmp_path: Path) -> None:
+    # Iteration 2's rewrite of the seed (the better parent) rebuilds iteration 1's child: the next attempt is a
+    # diff (the only other kind of operator), shown the repeated change; the child it stores is the diff's,
+    # charged with both calls.
+    diff = "<<<<<<< SEARCH\n    radius = 0.5 / max(columns, rows)\n=======\n"
+    diff += "    radius = 0.5 / max(columns, rows) * 0.99\n>>>>>>> REPLACE\n"
+    fm = ScriptedFM([fenced(VALID), fenced(VALID), diff])
+    search = {"strategy": "greedy", "operators": {"rewrite": 1.0, "diff": 1e-6}, "max_pending": 1}
+    loop, archive = make_loop(tmp_path, fm, budget={"iterations": 2}, search=search)
+    asyncio.run(loop.run_until_done())
+    children = [a for a in archive.agents(1) if a.iteration > 0]
+    assert [(a.iteration, a.operator, a.status) for a in children] == [
+        (1, "rewrite", AgentStatus.evaluated),
+        (2, "diff", AgentStatus.evaluated),
+    ]
+    assert children[1].prompt_tokens == 20 and fm.calls == 3
+    prompts = [messages[-1]["content"] for _, messages in fm.requests]
+    assert "SEARCH/REPLACE" in prompts[2] and "1. -" in prompts[2].split("## Already tried in this proposal")[1]
