@@ -29,11 +29,14 @@ from cambrian.meta_agent.search.bandit import Arm
 
 __all__ = ["ProposalDraws", "Start"]
 
+_REPEAT_SALT = 0xA7  # the draw after a repeat has a stream of its own, apart from the operator's (env.rng)
+
 
 @dataclass(frozen=True)
 class Start:
-    """One attempt's starting point. view: the island's agents the parents were drawn from. tried: the
-    operators earlier attempts of this proposal used (each rebuilt a program the run has)."""
+    """One attempt's starting point. island: the proposal's island (None with one island). view: the island's
+    agents the parents were drawn from. tried: the operators earlier attempts of this proposal used (each
+    rebuilt a program the run has)."""
 
     iteration: int
     island: int | None
@@ -97,9 +100,10 @@ class ProposalDraws:
 
     def after_repeat(self, start: Start, attempt: int, change: str) -> Start:
         """The start of `attempt` after one (from `start`) that rebuilt a program the run has by `change`: shown
-        the change, on another operator the proposal has not tried when one can edit the parent."""
+        the change, on an operator of a kind the proposal has not tried when one can edit the parent (else the
+        same arm again)."""
         tried = start.tried | {start.arm.operator}
-        rng = np.random.default_rng([self.seed, start.iteration, attempt])
+        rng = np.random.default_rng([self.seed, start.iteration, attempt, _REPEAT_SALT])
         ctx = dataclasses.replace(start.ctx, repeated=[*start.ctx.repeated, change])
         again = dataclasses.replace(start, ctx=ctx, tried=tried)
         other = self.mix.choose_other(
