@@ -1,6 +1,6 @@
 """Does README command 1 show a search improving? The quickstart search, run as a user runs it, over seeds.
 
-Each seed is README command 1, `cambrian run circle_packing --iterations 40 --wall-seconds 480`, with
+Each seed is README command 1, `cambrian run symbolic_regression --iterations 40 --wall-seconds 480`, with
 `--set seed=S` (plus any extra arguments, e.g.
 `--model`), a real search through the CLI: local model, best available sandbox, fresh runs folder. Per
 seed it reports the wall clock, the seed's and the best score, and the edit path that made the best
@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 # README command 1, after `cambrian`: 40 proposals or 8 minutes of proposing, whichever comes first.
-README_ARGS = ("run", "circle_packing", "--iterations", "40", "--wall-seconds", "480")
+README_ARGS = ("run", "symbolic_regression", "--iterations", "40", "--wall-seconds", "480")
 
 
 @dataclass
