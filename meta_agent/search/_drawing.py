@@ -113,9 +113,7 @@ class ProposalDraws:
 
     def _with_arm(self, start: Start, arm: Arm, rng: np.random.Generator) -> Start:
         """`start` on `arm`, with crossover's second parent drawn from the same view (none for other operators)."""
-        second: int | None = None
-        if arm.operator == "crossover":
-            second = start.second_parent_id or second_parent(self.selector, start.view, start.parent_id, rng)
+        second = second_parent(self.selector, start.view, start.parent_id, rng) if arm.operator == "crossover" else None
         ctx = dataclasses.replace(
             start.ctx, second_parent=self.memory.parent_info(second) if second is not None else None
         )
