@@ -20,7 +20,9 @@ its seed.
 
 Arguments after `--` go to every `cambrian run` (to compare a setting against the defaults). Results go to
 bench/results/generality-<label>.json, rewritten after every run, so a long measurement can be read (and
-resumed with --resume) while it goes on.
+resumed with --resume) while it goes on. Each row keeps the commit that ran it and the load when it started;
+--resume continues a file only from a checkout of the commit its rows were made at, so a suite too long for
+one sitting (three seeds take about 15 hours on two cores) can be run in parts, one table of one search.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -100,6 +103,8 @@ class TaskRun:
     by_operator: dict[str, list[int]] = field(default_factory=dict)  # operator -> [valid, proposed]
     path: str = ""  # the edits from the seed to the best agent
     tail: str = ""  # the last lines the command printed
+    commit: str = ""  # the checkout that ran it (a suite resumed in a later session keeps one commit)
+    load: float | None = None  # the 1-minute load average when it started (2 on a busy 2-core machine)
 
 
 def reference_score(task: SuiteTask) -> float | None:
@@ -119,7 +124,7 @@ def reference_score(task: SuiteTask) -> float | None:
         sandbox.close()
 
 
-def run_task(task: SuiteTask, seed: int, iterations: int, extra: Sequence[str], runs_dir: Path) -> TaskRun:
+def run_task(task: SuiteTask, seed: int, iterations: int, extra: Sequence[str], runs_dir: Path, commit: str) -> TaskRun:
     from cambrian.archive.models import AgentStatus
     from cambrian.archive.store import Archive
     from cambrian.meta_agent.search import summarize_run
@@ -143,13 +148,28 @@ def run_task(task: SuiteTask, seed: int, iterations: int, extra: Sequence[str], 
         *options,
         *extra,
     ]
+    load = os.getloadavg()[0]
     started = time.perf_counter()
     done = subprocess.run(command, capture_output=True, text=True, env={**os.environ, "COLUMNS": "200"})
     seconds = time.perf_counter() - started
     tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-14:])
     database = runs_dir / name / "archive.db"
     if not database.exists():
-        return TaskRun(task.name, seed, done.returncode, seconds, None, None, False, 0, 0, None, tail=tail)
+        return TaskRun(
+            task.name,
+            seed,
+            done.returncode,
+            seconds,
+            None,
+            None,
+            False,
+            0,
+            0,
+            None,
+            tail=tail,
+            commit=commit,
+            load=load,
+        )
     with Archive.at(database, readonly=True) as archive:
         run_id = int(archive.get_run(name).id)
         summary = summarize_run(archive, run_id)
@@ -180,6 +200,8 @@ def run_task(task: SuiteTask, seed: int, iterations: int, extra: Sequence[str], 
         by_operator=by_operator,
         path=path,
         tail=tail,
+        commit=commit,
+        load=load,
     )
 
 
@@ -262,15 +284,26 @@ def main(argv: Sequence[str] | None = None) -> None:
     label = args.label or datetime.now().strftime("%Y%m%d-%H%M%S")
     out = RESULTS_DIR / f"generality-{label}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    runs: list[TaskRun] = []
-    if args.resume and out.exists():
-        runs = [TaskRun(**row) for row in json.loads(out.read_text())["runs"]]
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    runs: list[TaskRun] = []
+    saved_meta: dict[str, Any] = {}
+    if args.resume and out.exists():
+        saved = json.loads(out.read_text())
+        runs, saved_meta = [TaskRun(**row) for row in saved["runs"]], saved["meta"]
+        others = sorted({r.commit for r in runs if r.commit and r.commit != commit})
+        if others:  # one table measures one search: a resumed suite runs the code its first rows ran
+            parser.error(
+                f"--resume: {out.name} holds runs made at {', '.join(others)}, and this checkout is {commit}; "
+                f"resume from a checkout of that commit (git worktree add /tmp/suite {others[0]}, then copy "
+                "the file into its bench/results), or choose another --label"
+            )
+    now = datetime.now(timezone.utc).isoformat(timespec="seconds")
     meta = {
         "command": f"bench/generality.py --iterations {args.iterations} --seeds {args.seeds} "
         + (f"--tasks {args.tasks} " if args.tasks else "")
         + (f"-- {' '.join(args.extra)}" if args.extra else ""),
-        "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "started": saved_meta.get("started", now),
+        "resumed": [*saved_meta.get("resumed", []), now] if saved_meta else [],
         "commit": commit,
         "load": os.getloadavg()[0],
     }
@@ -285,7 +318,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             for task in chosen:
                 if (task.name, seed) in done:
                     continue
-                run = run_task(task, seed, args.iterations, args.extra, Path(runs_dir))
+                run = run_task(task, seed, args.iterations, args.extra, Path(runs_dir), commit)
                 runs.append(run)
                 rate = f"{run.proposals / run.proposing_minutes:.2f}/min" if run.proposing_minutes else "-"
                 print(
