@@ -142,6 +142,30 @@ def windows(genome: Genome, *, knobs: bool = False) -> list[Focus]:
     return found
 
 
+def enclosing_function(genome: Genome, focus: Focus) -> tuple[str, Focus] | None:
+    """The name and the lines (decorators included) of the innermost function definition around `focus`, where
+    that definition lies inside one editable region of its file; None for lines at module level or a
+    function that reaches outside its region."""
+    text = genome.files[focus.path]
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return None
+    found: tuple[str, int, int] | None = None
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno is not None:
+            start = min([node.lineno, *(decorator.lineno for decorator in node.decorator_list)]) - 1
+            if start <= focus.start and focus.end <= node.end_lineno and (found is None or start >= found[1]):
+                found = (node.name, start, node.end_lineno)
+    if found is None:
+        return None
+    name, start, end = found
+    lines = text.splitlines()
+    if not any(low <= start and end <= high for low, high in _regions(genome, focus.path) or [(0, len(lines))]):
+        return None
+    return name, Focus(path=focus.path, start=start, end=end, text="\n".join(lines[start:end]).rstrip())
+
+
 def _regions(genome: Genome, path: str) -> list[tuple[int, int]]:
     try:
         return evolve_regions(genome.files[path], path=path)

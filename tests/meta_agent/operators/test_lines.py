@@ -244,3 +244,64 @@ def test_new_lines_are_placed_at_the_old_lines_indentation_fake_fm() -> None:
     copied = "total += item\n        total += 1"  # the first line copied without its indentation
     child = LinesOperator().apply(parent, f"```python\n{copied}\n```", focus=focus)
     assert "\n        total += item\n        total += 1\n" in child.files["p.py"]
+
+
+TOUR = '''\
+"""The order of a tour."""
+
+
+# EVOLVE-BLOCK-START
+def tour(points: list[list[float]]) -> list[int]:
+    """A permutation of range(len(points))."""
+    return list(range(len(points)))
+
+
+# EVOLVE-BLOCK-END
+'''
+
+
+def test_a_reply_that_defines_the_function_anew_replaces_it_fake_fm() -> None:
+    # Measured (qwen2.5-coder-1.5b, the suite's TSP seed): asked for the `return` line, the model wrote the
+    # whole function, imports first. Placed at the line, it nested a second `tour` in the first, which
+    # returned None; it replaces the function now.
+    parent = genome(TOUR)
+    (focus,) = LinesOperator().windows(parent)
+    whole = (
+        "import random\n\n"
+        "def tour(points: list[list[float]]) -> list[int]:\n"
+        '    """Visit them at random."""\n'
+        "    return random.sample(range(len(points)), len(points))"
+    )
+    child = LinesOperator().apply(parent, f"```python\n{whole}\n```", focus=focus)
+    assert child.files["p.py"] == TOUR.replace(
+        'def tour(points: list[list[float]]) -> list[int]:\n    """A permutation of range(len(points))."""\n'
+        "    return list(range(len(points)))\n",
+        whole + "\n",
+    )
+    indented = "\n".join("    " + line if line else "" for line in whole.splitlines())  # at the line's indentation
+    assert LinesOperator().apply(parent, f"```python\n{indented}\n```", focus=focus) == child
+    # A definition of another name is new code at the lines, as before.
+    helper = "def order(points):\n    return list(range(len(points)))\nreturn order(points)"
+    child = LinesOperator().apply(parent, f"```python\n{helper}\n```", focus=focus)
+    assert (
+        "\n    def order(points):\n        return list(range(len(points)))\n    return order(points)\n"
+        in (child.files["p.py"])
+    )
+
+
+def test_a_method_defined_anew_keeps_its_class_and_a_function_outside_the_region_stays_fake_fm() -> None:
+    text = (
+        "# EVOLVE-BLOCK-START\nclass Balancer:\n    def pick(self, loads):\n        return 0\n\n"
+        "    def other(self):\n        return 1\n# EVOLVE-BLOCK-END\n"
+    )
+    parent = genome(text)
+    focus = Focus.find(parent, "        return 0")
+    reply = "def pick(self, loads):\n    return loads.index(min(loads))"
+    child = LinesOperator().apply(parent, f"```python\n{reply}\n```", focus=focus)
+    assert child.files["p.py"] == text.replace("        return 0\n", "        return loads.index(min(loads))\n")
+    # The function starts above the editable region: the reply is placed at the lines, as before (nested).
+    outside = "def tour(points):\n    # EVOLVE-BLOCK-START\n    return []\n    # EVOLVE-BLOCK-END\n"
+    parent = genome(outside)
+    focus = Focus.find(parent, "    return []")
+    child = LinesOperator().apply(parent, "```python\ndef tour(points):\n    return [0]\n```", focus=focus)
+    assert "\n    def tour(points):\n        return [0]\n" in child.files["p.py"]
