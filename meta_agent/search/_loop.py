@@ -363,8 +363,13 @@ class SearchLoop:
     async def _reflect(self) -> None:
         assert self.notes is not None
         done = self.archive.iterations_done(self.run_id)
-        seed = derive_seed(self.settings.seed, 0, done)
-        failure = await self.notes.refresh(contract=self.benchmark.contract, seed=seed)
+        try:
+            failure = await self.notes.refresh(
+                contract=self.benchmark.contract, seed=derive_seed(self.settings.seed, 0, done)
+            )
+        except Exception as exc:  # noqa: BLE001 - a bug in the notes must stop the run, not vanish with their task
+            self._abort(RunAborted(f"writing the run's notes raised {type(exc).__name__}: {exc}"))
+            return
         if failure is not None:
             self.on_event(LoopEvent("note", 0, done, None, self.book.best_score(), failure))
 

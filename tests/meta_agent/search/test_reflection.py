@@ -7,6 +7,9 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import pytest
+
+from cambrian.meta_agent.errors import RunAborted
 from cambrian.meta_agent.search._reflection import MAX_NOTES_CHARS, RunNotes, changed_lines, clean_notes, result_text
 from cambrian.meta_agent.testing import ScriptedFM
 from tests.meta_agent.search.test_loop_fake_fm import VALID, fenced, make_loop
@@ -53,6 +56,22 @@ def test_every_n_proposals_the_fm_writes_notes_that_later_prompts_show_fake_fm(t
     assert later and all(notes in messages[-1]["content"] for messages in later)
     assert "## Notes from this run so far" in later[0][-1]["content"]
     assert notes not in fm.requests[0][1][-1]["content"]  # none before the first reflection
+    archive.close()
+
+
+def test_a_bug_in_the_notes_stops_the_run_by_name_fake_fm(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # An FM that cannot write notes leaves them as they were (a `note` event); anything else is a bug, which
+    # stops the run as RunAborted instead of vanishing with the notes' task.
+    def broken(self: RunNotes, contract: str) -> list[dict[str, str]]:
+        raise KeyError("outcomes")
+
+    monkeypatch.setattr(RunNotes, "messages", broken)
+    fm = ScriptedFM([fenced(VALID.replace("0.999", f"0.99{k}")) for k in range(1, 9)])
+    search = {"strategy": "greedy", "operators": {"rewrite": 1.0}, "max_pending": 1, "reflect_every": 2}
+    loop, archive = make_loop(tmp_path, fm, budget={"iterations": 6}, search=search)
+    with pytest.raises(RunAborted, match="writing the run's notes raised KeyError: 'outcomes'"):
+        asyncio.run(loop.run_until_done())
+    assert [purpose for purpose, _ in fm.requests][:2] == ["mutate", "mutate"]  # stopped after the notes failed
     archive.close()
 
 
