@@ -109,7 +109,8 @@ def replay(folder: Path, show: bool) -> list[Replayed]:
                 beat = result.valid and parent.score is not None and result.score > parent.score + 1e-9
                 code = today.files[focus.path]
             changed.append(Replayed(child.id, parent.id, before, after, valid_before, valid_after, beat, code))
-            print(f"{folder.name} #{child.id} (parent #{parent.id}): {before[:90]} -> {after[:90]}", flush=True)
+            where = f"{folder.name} #{child.id} (parent #{parent.id}, {parent.score or 0:.4f})"
+            print(f"{where}: {before[:90]} -> {after[:90]}", flush=True)
             if show and code:
                 print(code)
     finally:

@@ -142,6 +142,30 @@ def windows(genome: Genome, *, knobs: bool = False) -> list[Focus]:
     return found
 
 
+@dataclass(frozen=True)
+class Headed:
+    """A condition or loop whose header a `Focus` is: its kind, and the 0-based [start, end) lines of the whole
+    statement (its `else` included) and of its body."""
+
+    kind: type[ast.stmt]
+    statement: tuple[int, int]
+    body: tuple[int, int]
+
+
+def headed_statement(genome: Genome, focus: Focus) -> Headed | None:
+    """The `if`, `for` or `while` whose header is exactly the `focus` lines (a header window), else None."""
+    try:
+        tree = ast.parse(genome.files[focus.path])
+    except SyntaxError:
+        return None
+    for node in ast.walk(tree):
+        if isinstance(node, _HEADED) and node.lineno - 1 == focus.start and node.body[0].lineno - 1 == focus.end:
+            end, body_end = node.end_lineno, node.body[-1].end_lineno
+            if end is not None and body_end is not None:
+                return Headed(type(node), (focus.start, end), (focus.end, body_end))
+    return None
+
+
 def enclosing_function(genome: Genome, focus: Focus) -> tuple[str, Focus] | None:
     """The name and the lines (decorators included) of the innermost function definition around `focus`, where
     that definition lies inside one editable region of its file; None for lines at module level or a

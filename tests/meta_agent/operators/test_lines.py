@@ -305,3 +305,20 @@ def test_a_method_defined_anew_keeps_its_class_and_a_function_outside_the_region
     focus = Focus.find(parent, "    return []")
     child = LinesOperator().apply(parent, "```python\ndef tour(points):\n    return [0]\n```", focus=focus)
     assert "\n    def tour(points):\n        return [0]\n" in child.files["p.py"]
+
+
+def test_a_reply_to_a_header_that_brings_a_body_replaces_the_statement_or_its_body_fake_fm() -> None:
+    # Measured (fast primes, qwen2.5-coder-1.5b): asked for `while d * d <= k:`, the model wrote the loop, or
+    # only its body; placed at the header, above the old body, neither parsed.
+    parent = genome(KINDS)
+    focus = Focus.find(parent, "    while total > limit:")
+    loop = "while total > 2 * limit:\n    total //= 2"  # a header with its own body: the whole statement
+    child = LinesOperator().apply(parent, f"```python\n{loop}\n```", focus=focus)
+    assert "\n    while total > 2 * limit:\n        total //= 2\n    assert total >= 0\n" in child.files["p.py"]
+    assert "total -= 1" not in child.files["p.py"]
+    body = "total -= 2"  # a body: it goes under the old header
+    child = LinesOperator().apply(parent, f"```python\n{body}\n```", focus=focus)
+    assert "\n    while total > limit:\n        total -= 2\n    assert total >= 0\n" in child.files["p.py"]
+    header = "while total >= limit:"  # what was asked: the header, its body kept
+    child = LinesOperator().apply(parent, f"```python\n{header}\n```", focus=focus)
+    assert "\n    while total >= limit:\n        total -= 1\n" in child.files["p.py"]
