@@ -20,6 +20,7 @@ derived from what the archive stores, so a resumed run rebuilds the same view.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import math
 from collections.abc import Callable, Mapping, Sequence
@@ -122,6 +123,14 @@ class BehaviourSpace:
 
     def code_embedding(self, files: Mapping[str, str]) -> np.ndarray:
         return np.asarray(self.embedder.embed(files), dtype=np.float32)
+
+    async def code_embedding_async(self, files: Mapping[str, str]) -> np.ndarray:
+        """`code_embedding` for the running search: in a worker thread where an endpoint embeds (an FM's
+        /v1/embeddings took 3-6 s an agent on two cores, during which the event loop, every proposal and
+        evaluation, stood still); in line for the n-grams, which take microseconds."""
+        if isinstance(self._embedder, EndpointEmbedder):
+            return await asyncio.to_thread(self.code_embedding, files)
+        return self.code_embedding(files)
 
     def columns(
         self,

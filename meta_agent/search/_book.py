@@ -194,7 +194,7 @@ class RunBook:
             return Verdict(stored=True)
         child_hash = genome_hash(proposal.genome.files)
         gate_on = self.behaviour.gate is not None
-        embedding = self.behaviour.code_embedding(proposal.genome.files) if gate_on else None
+        embedding = await self.behaviour.code_embedding_async(proposal.genome.files) if gate_on else None
         await self._wait_for_similar_stores(child_hash, embedding)
         duplicate = self._genome_owner.get(child_hash)
         if duplicate is not None:
@@ -324,7 +324,14 @@ class RunBook:
         columns = None
         if result.valid and twin is None:
             tasks = [TaskRow(t.task_id, t.score, t.passed, t.executed) for t in result.task_results]
-            columns = self.behaviour.columns(files=genome.files, tasks=tasks, descriptor=result.descriptor)
+            code = (
+                await self.behaviour.code_embedding_async(genome.files)
+                if self.behaviour.config.space == "code"
+                else None
+            )
+            columns = self.behaviour.columns(
+                files=genome.files, tasks=tasks, descriptor=result.descriptor, code_embedding=code
+            )
         agent = await self.write(
             FinishEvaluation(
                 agent_id,
