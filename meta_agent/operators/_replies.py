@@ -171,7 +171,8 @@ def _spliced(lines: list[str], start: int, end: int, new: str) -> str:
 
 def _restated(lines: list[str], headed: Headed, focus: Focus, code: str) -> str | None:
     """Where the lines asked for are the header of a condition or a loop (its body kept) and the reply is a whole
-    statement of that kind, header and body: the file with the old statement replaced by it; else None.
+    statement of that kind, header and body: the file with the old statement replaced by it (its `else` kept
+    where the reply has none); else None.
 
     Measured (fast primes, qwen2.5-coder-1.5b, seed 0): asked for `while d * d <= k:` or `for k in range(2, n):`,
     the model wrote the whole loop, or only its body. Placed at the header, the old body followed the new one
@@ -183,7 +184,8 @@ def _restated(lines: list[str], headed: Headed, focus: Focus, code: str) -> str 
         return None  # a header alone does not parse: it is what was asked for
     if not statements or not isinstance(statements[0], headed.kind):
         return None
-    start, end = headed.statement
+    # A reply without an `else` (or `elif`) of its own replaces the header and body: the old `else` stays.
+    start, end = headed.statement if getattr(statements[0], "orelse", None) else (headed.statement[0], headed.body[1])
     placed = (_spliced(lines, start, end, new) for new in _at_indent(code, _indent(focus.text)))
     return next((text for text in placed if _parses(text)), None)
 

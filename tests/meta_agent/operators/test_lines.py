@@ -322,3 +322,20 @@ def test_a_reply_to_a_header_that_brings_a_body_replaces_the_statement_or_its_bo
     header = "while total >= limit:"  # what was asked: the header, its body kept
     child = LinesOperator().apply(parent, f"```python\n{header}\n```", focus=focus)
     assert "\n    while total >= limit:\n        total -= 1\n" in child.files["p.py"]
+
+
+def test_a_loop_restated_without_an_else_keeps_the_old_else_fake_fm() -> None:
+    # Fast primes' seed counts a prime in its `while` loop's `else`: a reply that rewrote only the loop keeps it.
+    text = (
+        "# EVOLVE-BLOCK-START\ndef f(k):\n    d = 3\n    while d * d <= k:\n        if k % d == 0:\n            break\n"
+    )
+    text += "        d += 2\n    else:\n        return 1\n    return 0\n# EVOLVE-BLOCK-END\n"
+    parent = genome(text)
+    focus = Focus.find(parent, "    while d * d <= k:")
+    child = LinesOperator().apply(
+        parent, "```python\nwhile d * d <= k:\n    if k % d == 0:\n        break\n    d += 1\n```", focus=focus
+    )
+    assert child.files["p.py"] == text.replace("        d += 2\n", "        d += 1\n")
+    with_else = "while d <= k:\n    d += 1\nelse:\n    return 2"  # its own else replaces the old one
+    child = LinesOperator().apply(parent, f"```python\n{with_else}\n```", focus=focus)
+    assert "    while d <= k:\n        d += 1\n    else:\n        return 2\n    return 0\n" in child.files["p.py"]
