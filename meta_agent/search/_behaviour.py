@@ -132,6 +132,10 @@ class BehaviourSpace:
             return await asyncio.to_thread(self.code_embedding, files)
         return self.code_embedding(files)
 
+    async def column_embedding(self, files: Mapping[str, str]) -> np.ndarray | None:
+        """The code embedding `columns` reads in the "code" space (`code_embedding_async`); None in the other."""
+        return await self.code_embedding_async(files) if self.config.space == "code" else None
+
     def columns(
         self,
         *,

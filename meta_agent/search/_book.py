@@ -324,11 +324,7 @@ class RunBook:
         columns = None
         if result.valid and twin is None:
             tasks = [TaskRow(t.task_id, t.score, t.passed, t.executed) for t in result.task_results]
-            code = (
-                await self.behaviour.code_embedding_async(genome.files)
-                if self.behaviour.config.space == "code"
-                else None
-            )
+            code = await self.behaviour.column_embedding(genome.files)
             columns = self.behaviour.columns(
                 files=genome.files, tasks=tasks, descriptor=result.descriptor, code_embedding=code
             )
