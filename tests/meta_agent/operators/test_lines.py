@@ -164,6 +164,9 @@ def test_lines_operator_asks_for_the_named_lines_and_applies_the_code_fake_fm() 
     assert moved.files["packing.py"] == improved
     with pytest.raises(EditError, match="only EVOLVE-BLOCK markers"):
         operator.apply(parent, "```python\n# EVOLVE-BLOCK-END\n```", focus=focus)
+    # Nor does a comment about the block copied from the prompt reach the program.
+    wrapped = "```python\n# EVOLVE-BLOCK\n        distance = 0.25 * ring\n# EVOLVE-BLOCK\n```"
+    assert operator.apply(parent, wrapped, focus=focus).files["packing.py"] == improved
     # A focus of another parent is refused by name, not spliced somewhere else.
     stale = Focus(path="packing.py", start=focus.start + 1, end=focus.end + 1, text=focus.text)
     with pytest.raises(EditError, match="not lines"):
