@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from sqlalchemy.engine import make_url
@@ -82,6 +83,7 @@ class RunSummary:
     store: str | None = None  # the shared store holding the run (password hidden); None: its own archive.db
     #: operator -> (valid children, children proposed), in the order operators first proposed
     by_operator: dict[str, tuple[int, int]] = field(default_factory=dict)
+    models: tuple[str, ...] = ()  # the models that proposed children, in the order they first did
 
     @property
     def gain(self) -> float | None:
@@ -131,9 +133,9 @@ class RunSummary:
             cause = _dominant_cause(self.reasons)
             if cause == "model":
                 return (
-                    "fix: the model's replies could not be used (" + self._top_reasons() + "); use a stronger model "
-                    "(e.g. --model qwen2.5-coder-1.5b or a hosted one), keep constrained decoding on (fm.constrained="
-                    "on for a local server, the default there), and read the reasons with `cambrian tree RUN`"
+                    f"fix: the model's replies could not be used ({self._top_reasons()}); use "
+                    f"{stronger_model(self.models)}, keep constrained decoding on (fm.constrained=on for a local "
+                    "server, the default there), and read the reasons with `cambrian tree RUN`"
                 )
             if cause == "program":
                 return (
@@ -152,7 +154,7 @@ class RunSummary:
             )
         return (
             "fix: valid children did not score higher; run more iterations (`cambrian resume RUN --iterations N`), "
-            "try a stronger model (e.g. --model qwen2.5-coder-1.5b), or add operators (search.operators)"
+            f"try {stronger_model(self.models)}, or add operators (search.operators)"
         )
 
     def _top_reasons(self) -> str:
@@ -174,6 +176,23 @@ _MODEL_CAUSES = (
     "wrote an EVOLVE-BLOCK",
 )
 _PROGRAM_CAUSES = ("crash:", "timeout", "invalid packing", "no result", "did not produce", "unusable")
+
+
+def stronger_model(models: Sequence[str]) -> str:
+    """What to suggest over the models a run proposed with: a larger model of the local registry than the
+    largest one it used, else a hosted one (a run of qwen2.5-coder-1.5b was told to try qwen2.5-coder-1.5b)."""
+    from cambrian.meta_agent.llm.models import REGISTRY  # the llm package (its client) only when a fix is asked
+
+    names = [spec.name for spec in REGISTRY]
+    if any(model not in names for model in models):  # a hosted or served model: no local one is known stronger
+        return "a stronger model"
+    larger = names[max((names.index(model) for model in models), default=-1) + 1 :]
+    if larger:
+        return f"a stronger model (e.g. --model {larger[-1]} or a hosted one)"
+    return (
+        f"a stronger model than {names[-1]}, the largest local one (a hosted one, e.g. --model "
+        "openai/gpt-4o-mini --api-key-env OPENAI_API_KEY, or a larger one served at --api-base)"
+    )
 
 
 def _dominant_cause(reasons: dict[str, int]) -> str:
@@ -214,6 +233,7 @@ def summarize_run(archive: Archive, run_id: int) -> RunSummary:
     for child in children:
         valid_so_far, made = by_operator.get(child.operator, (0, 0))
         by_operator[child.operator] = (valid_so_far + (child.status == AgentStatus.evaluated), made + 1)
+    models = tuple(dict.fromkeys(child.model for child in children if child.model))
     best = archive.best(run_id, 1)
     best_agent = best[0] if best else None
     path: list[Edit] = []
@@ -240,6 +260,7 @@ def summarize_run(archive: Archive, run_id: int) -> RunSummary:
         reasons=dict(reasons.most_common()),
         store=store,
         by_operator=by_operator,
+        models=models,
     )
 
 

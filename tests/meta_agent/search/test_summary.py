@@ -8,6 +8,7 @@ from pathlib import Path
 from cambrian.archive.models import AgentStatus
 from cambrian.archive.store import Archive
 from cambrian.meta_agent.search import categorize, summarize_run
+from cambrian.meta_agent.search._summary import stronger_model
 
 FILES = {"p.py": "x = 1\n"}
 
@@ -84,6 +85,26 @@ def test_a_run_that_improved_nothing_says_why_and_what_to_do(tmp_path: Path) -> 
     assert lines[3].startswith(
         "fix: the model's replies could not be used (format: no SEARCH/REPLACE block 3); use a stronger model"
     )
+
+
+def test_the_stronger_model_suggested_is_stronger_than_the_ones_the_run_used() -> None:
+    # A run of qwen2.5-coder-1.5b whose children scored no higher was told to try qwen2.5-coder-1.5b.
+    assert stronger_model(()) == "a stronger model (e.g. --model qwen2.5-coder-1.5b or a hosted one)"
+    assert stronger_model(("smollm2-135m",)) == "a stronger model (e.g. --model qwen2.5-coder-1.5b or a hosted one)"
+    largest = stronger_model(("qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b"))
+    assert largest.startswith("a stronger model than qwen2.5-coder-1.5b, the largest local one (a hosted one")
+    assert stronger_model(("qwen2.5-coder-1.5b", "openai/gpt-4o-mini")) == "a stronger model"
+
+
+def test_a_run_of_the_largest_local_model_is_not_told_to_try_it(tmp_path: Path) -> None:
+    with Archive.at(tmp_path / "a.db") as archive:
+        run_id = int(archive.create_run(name="r", benchmark="b", seed=0, config_json="{}").id)
+        seed = _evaluated(archive, run_id, 2.0)
+        _evaluated(archive, run_id, 1.5, parent_id=seed, iteration=1, operator="lines", model="qwen2.5-coder-1.5b")
+        summary = summarize_run(archive, run_id)
+    assert summary.models == ("qwen2.5-coder-1.5b",)
+    assert "--model qwen2.5-coder-1.5b" not in summary.fix()
+    assert "a stronger model than qwen2.5-coder-1.5b, the largest local one" in summary.fix()
 
 
 def test_a_run_whose_children_all_crashed_names_the_crash_not_the_model(tmp_path: Path) -> None:
