@@ -20,9 +20,11 @@ its seed.
 
 Arguments after `--` go to every `cambrian run` (to compare a setting against the defaults). Results go to
 bench/results/generality-<label>.json, rewritten after every run, so a long measurement can be read (and
-resumed with --resume) while it goes on. Each row keeps the commit that ran it and the load when it started;
---resume continues a file only from a checkout of the commit its rows were made at, so a suite too long for
-one sitting (three seeds take about 15 hours on two cores) can be run in parts, one table of one search.
+resumed with --resume) while it goes on. Each row keeps the commit that ran it, the load when it started, and
+per operator its valid children, improvements and FM seconds, with the reasons the others did not count;
+--resume continues a file only from a checkout whose code is that of the commits its rows were made at (docs,
+tests and other tools may differ: `changed_code`), so a suite too long for one sitting (three seeds take about
+15 hours on two cores) can be run in parts, one table of one search.
 """
 
 from __future__ import annotations
@@ -44,7 +46,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-RESULTS_DIR = Path(__file__).resolve().parent / "results"
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS_DIR = ROOT / "bench" / "results"
 
 
 @dataclass(frozen=True)
@@ -100,11 +103,30 @@ class TaskRun:
     proposals: int
     valid: int
     proposing_minutes: float | None  # from the seed's score to the last child's, where both exist
-    by_operator: dict[str, list[int]] = field(default_factory=dict)  # operator -> [valid, proposed]
+    #: operator -> [valid, proposed, improved on the parent, FM seconds] (older rows: the first two)
+    by_operator: dict[str, list[float]] = field(default_factory=dict)
     path: str = ""  # the edits from the seed to the best agent
     tail: str = ""  # the last lines the command printed
     commit: str = ""  # the checkout that ran it (a suite resumed in a later session keeps one commit)
     load: float | None = None  # the 1-minute load average when it started (2 on a busy 2-core machine)
+    reasons: dict[str, int] = field(default_factory=dict)  # why the other children did not count (`categorize`)
+
+
+def changed_code(before: str, after: str) -> list[str]:
+    """The files that make or count a run which differ between two commits: all but the docs, the tests, CI,
+    Markdown and the other bench scripts. A suite may be resumed from a commit where this is empty (only docs or
+    other tools changed): its rows measure one search."""
+    if before == after:
+        return []
+    done = subprocess.run(["git", "diff", "--name-only", before, after], capture_output=True, text=True, cwd=ROOT)
+    if done.returncode != 0:  # a commit this clone lacks: not known to be the same code
+        return [f"(git diff {before} {after}: {(done.stderr.strip() or 'failed').splitlines()[0]})"]
+    return [
+        path
+        for path in done.stdout.split()
+        if not (path.startswith(("docs/", "tests/", ".ci/", "bench/")) or path.endswith(".md") or path == "mkdocs.yml")
+        or path == "bench/generality.py"
+    ]
 
 
 def reference_score(task: SuiteTask) -> float | None:
@@ -176,11 +198,16 @@ def run_task(task: SuiteTask, seed: int, iterations: int, extra: Sequence[str], 
         agents = archive.agents(run_id)
     seeds = [a for a in agents if a.operator == "seed" and a.status == AgentStatus.evaluated]
     children = [a for a in agents if a.iteration > 0]
-    by_operator: dict[str, list[int]] = {}
+    scores = {a.key: a.score for a in agents}
+    by_operator: dict[str, list[float]] = {}
     for child in children:
-        counts = by_operator.setdefault(child.operator, [0, 0])
-        counts[0] += child.status == AgentStatus.evaluated
+        counts = by_operator.setdefault(child.operator, [0, 0, 0, 0.0])
+        valid = child.status == AgentStatus.evaluated
+        parent_score = scores.get(int(child.parent_id)) if child.parent_id is not None else None
+        counts[0] += valid
         counts[1] += 1
+        counts[2] += valid and child.score is not None and parent_score is not None and child.score > parent_score
+        counts[3] = round(counts[3] + child.fm_seconds, 1)
     minutes = None
     if seeds and children:
         minutes = (max(a.created_at for a in children) - seeds[0].updated_at).total_seconds() / 60
@@ -202,6 +229,7 @@ def run_task(task: SuiteTask, seed: int, iterations: int, extra: Sequence[str], 
         tail=tail,
         commit=commit,
         load=load,
+        reasons=summary.reasons,
     )
 
 
@@ -254,6 +282,46 @@ def table(runs: Sequence[TaskRun], references: dict[str, float | None]) -> str:
     return "\n".join(lines)
 
 
+def operator_table(runs: Sequence[TaskRun]) -> str:
+    """Which operators paid, over all the runs: children, valid, improved on the parent, FM seconds (repairs
+    included) and FM seconds per improvement. Rows made before these counts were kept are left out, by number."""
+    totals: dict[str, list[float]] = {}
+    counted = [run for run in runs if all(len(counts) == 4 for counts in run.by_operator.values())]
+    for run in counted:
+        for operator, counts in run.by_operator.items():
+            total = totals.setdefault(operator, [0, 0, 0, 0.0])
+            for i, value in enumerate(counts):
+                total[i] += value
+    lines = [
+        "| operator | children | valid | improved on the parent | FM seconds | FM seconds per improvement |",
+        "|" + "---|" * 6,
+    ]
+    for operator, (valid, proposed, improved, seconds) in sorted(totals.items(), key=lambda item: -item[1][1]):
+        per = f"{seconds / improved:,.0f}" if improved else "-"
+        lines.append(f"| {operator} | {proposed:.0f} | {valid:.0f} | {improved:.0f} | {seconds:,.0f} | {per} |")
+    if not counted:
+        return "(no run kept its operators' improvements and FM seconds: made before they were kept)"
+    if len(counted) < len(runs):
+        lines.append(f"\n({len(runs) - len(counted)} runs made before these counts were kept are not in it)")
+    return "\n".join(lines)
+
+
+def reasons_table(runs: Sequence[TaskRun], top: int = 3) -> str:
+    """Why children did not count, per task over its seeds: the most common reasons (`categorize`)."""
+    by_task: dict[str, dict[str, int]] = {}
+    for run in runs:
+        reasons = by_task.setdefault(run.task, {})
+        for reason, count in run.reasons.items():
+            reasons[reason] = reasons.get(reason, 0) + count
+    lines = ["| task | invalid | most common reasons |", "|---|---|---|"]
+    for task, reasons in by_task.items():
+        invalid = sum(run.proposals - run.valid for run in runs if run.task == task)
+        ranked = sorted(reasons.items(), key=lambda item: -item[1])[:top]
+        shown = "; ".join(f"{reason} {count}" for reason, count in ranked) or ("-" if not invalid else "not kept")
+        lines.append(f"| {task} | {invalid} | {shown} |")
+    return "\n".join(lines)
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -275,7 +343,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args.report is not None:
         saved = json.loads(args.report.read_text())
         print(saved["meta"]["command"])
-        print(table([TaskRun(**row) for row in saved["runs"]], saved["references"]))
+        rows = [TaskRun(**row) for row in saved["runs"]]
+        print(table(rows, saved["references"]))
+        print("\n" + operator_table(rows) + "\n\n" + reasons_table(rows))
         return
     chosen = [t for t in TASKS if not args.tasks or t.name in args.tasks.split(",")]
     unknown = set(filter(None, args.tasks.split(","))) - {t.name for t in TASKS}
@@ -284,18 +354,21 @@ def main(argv: Sequence[str] | None = None) -> None:
     label = args.label or datetime.now().strftime("%Y%m%d-%H%M%S")
     out = RESULTS_DIR / f"generality-{label}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT
+    ).stdout.strip()
     runs: list[TaskRun] = []
     saved_meta: dict[str, Any] = {}
     if args.resume and out.exists():
         saved = json.loads(out.read_text())
         runs, saved_meta = [TaskRun(**row) for row in saved["runs"]], saved["meta"]
-        others = sorted({r.commit for r in runs if r.commit and r.commit != commit})
+        others = sorted({r.commit for r in runs if r.commit and changed_code(r.commit, commit)})
         if others:  # one table measures one search: a resumed suite runs the code its first rows ran
             parser.error(
-                f"--resume: {out.name} holds runs made at {', '.join(others)}, and this checkout is {commit}; "
-                f"resume from a checkout of that commit (git worktree add /tmp/suite {others[0]}, then copy "
-                "the file into its bench/results), or choose another --label"
+                f"--resume: {out.name} holds runs made at {', '.join(others)}, whose code differs from this "
+                f"checkout's ({commit}: {', '.join(changed_code(others[0], commit)[:5])}); resume from a checkout "
+                f"of that commit (git worktree add /tmp/suite {others[0]}, then copy the file into its "
+                "bench/results), or choose another --label"
             )
     now = datetime.now(timezone.utc).isoformat(timespec="seconds")
     meta = {
@@ -333,6 +406,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                 payload = {"meta": meta, "references": references, "runs": [asdict(r) for r in runs]}
                 out.write_text(json.dumps(payload, indent=1))
     print(table(runs, references))
+    print("\n" + operator_table(runs) + "\n\n" + reasons_table(runs))
     print(f"results: {out}")
 
 
