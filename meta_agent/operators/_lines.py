@@ -113,7 +113,16 @@ class LinesOperator(FMOperator):
         return code_grammar(language, markers=language != "python")  # the new lines sit inside the region
 
     def format_hint(self, ctx: PromptContext) -> str:
-        return ": the new lines only, in one code block, with the same indentation"
+        """The lines asked for, again: sent back with an error ("Reply again with the whole corrected answer"),
+        qwen2.5-coder-1.5b answered a third of its line edits' repairs with the whole program, cut off at the
+        reply's 384 tokens (bench/replay_repairs.py)."""
+        if ctx.focus is None:
+            return ": the new lines only, in one code block, with the same indentation"
+        language = code_language(ctx.focus.path) or "python"
+        return (
+            f": new code for only these lines of {ctx.focus.path}, not the whole program:\n```{language}\n"
+            f"{ctx.focus.text}\n```\nin one ```{language} block, with the same indentation"
+        )
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -121,6 +122,30 @@ def test_a_failed_reply_goes_back_once_with_its_error_fake_fm(tmp_path: Path) ->
     assert repair_messages[-2] == {"role": "assistant", "content": fenced(broken)}
     assert "could not be used: the edited packing.py is not valid Python" in repair_messages[-1]["content"]
     assert "```python block" in repair_messages[-1]["content"]
+
+
+def test_a_line_edit_sent_back_is_asked_for_its_lines_again_not_the_program_fake_fm(tmp_path: Path) -> None:
+    # Told "reply again with the whole corrected answer", qwen2.5-coder-1.5b answered a third of its line
+    # edits' repairs with the whole program, cut off at the reply's cap: the repair restates the lines.
+    fm = ScriptedFM(["```python\n    x = = 1\n```", "```python\n    x = = 2\n```"])
+    loop, _ = make_loop(
+        tmp_path,
+        fm,
+        budget={"iterations": 1},
+        fm={"concurrency": 1, "repair_rounds": 1},
+        search={"operators": {"lines": 1.0}},
+    )
+    asyncio.run(loop.run_until_done())
+    assert [purpose for purpose, _ in fm.requests] == ["mutate", "repair"]
+    asked = re.search(
+        r"these lines of packing.py so that the program scores higher:\n(```python\n.*?\n```)",
+        fm.requests[0][1][-1]["content"],
+        re.S,
+    )
+    assert asked is not None
+    repair = fm.requests[1][1][-1]["content"]
+    assert "not valid Python" in repair
+    assert f"new code for only these lines of packing.py, not the whole program:\n{asked[1]}\n" in repair
 
 
 def test_a_reply_failing_every_repair_round_is_invalid_with_the_last_error_fake_fm(tmp_path: Path) -> None:
