@@ -183,7 +183,7 @@ def table(rows: Sequence[Repair]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("runs", nargs="+", type=Path, help="run folders, each with its archive.db")
+    parser.add_argument("runs", nargs="*", type=Path, help="run folders, each with its archive.db")
     parser.add_argument("--model", default="qwen2.5-coder-1.5b", help="the model the runs used")
     parser.add_argument("--threads", type=int, default=None, help="llama.cpp threads (default: one per core)")
     parser.add_argument("--limit", type=int, default=None, help="at most this many repairs per run")
@@ -195,6 +195,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         print(saved["meta"]["command"])
         print(table([_repair(row) for row in saved["repairs"]]))
         return
+    if not args.runs:
+        parser.error("give the folders of kept runs (bench/generality.py --keep-runs), or --report FILE")
     from cambrian.meta_agent.llm.models import resolve
     from cambrian.meta_agent.llm.serve import LocalServer
 
