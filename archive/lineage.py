@@ -9,10 +9,26 @@ lineage column in one vectorised pass.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 # Count columns kept per row, own and clade-pooled: successes, failures, improved, not improved.
 _N_COUNTS = 4
+
+#: Two scores closer than this, relative to the parent's (at least this much absolute), are one score: a child
+#: that computed its parent's circle packing in another order scored 2.2e-16 above it, counted as an improvement
+#: by the bandit (where, as the largest reward so far, it was worth the most any arm had earned), the run's
+#: summary, the selection's lineage counts and the UI.
+SCORE_TOLERANCE = 1e-9
+
+
+def improves(child: Any, parent: Any) -> Any:
+    """Whether a child's score is above its parent's by more than rounding (`SCORE_TOLERANCE`): floats or numpy
+    arrays (elementwise); NaN (unscored, no parent) is never an improvement."""
+    child, parent = np.asarray(child, dtype=np.float64), np.asarray(parent, dtype=np.float64)
+    with np.errstate(invalid="ignore"):
+        return (child - parent) > SCORE_TOLERANCE * np.maximum(1.0, np.abs(parent))
 
 
 def _own_counts(n: int, successes: object, failures: object) -> np.ndarray:

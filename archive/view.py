@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from cambrian.archive.errors import AgentNotFound
-from cambrian.archive.lineage import _N_COUNTS, _clade_sums, _lineage_rows, _own_counts
+from cambrian.archive.lineage import _N_COUNTS, _clade_sums, _lineage_rows, _own_counts, improves
 from cambrian.archive.novelty import distances_to, knn_table, merge_into_knn
 
 #: parent_ids value for an agent with no parent (a seed).
@@ -170,7 +170,7 @@ class ArchiveView:
         # Count children only among rows present, matching what `add` maintains.
         view._n_children[:n] = np.bincount(parent_rows[parent_rows >= 0], minlength=n)
         linked = parent_rows >= 0
-        improved = linked & (scores > scores[np.where(linked, parent_rows, 0)])
+        improved = linked & improves(scores, scores[np.where(linked, parent_rows, 0)])
         own[:, 2] = improved
         own[:, 3] = linked & ~improved
         view._own[:n] = own
@@ -209,7 +209,7 @@ class ArchiveView:
         self._parent_rows[row] = parent_row
         if parent_row >= 0:
             self._n_children[parent_row] += 1
-            improved = self._scores[row] > self._scores[parent_row]
+            improved = bool(improves(self._scores[row], self._scores[parent_row]))
             own[2], own[3] = float(improved), float(not improved)
         self._own[row] = own
         self._clade[row] = 0.0

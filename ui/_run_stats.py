@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from cambrian.archive.lineage import improves
 from cambrian.ui._columns import AgentColumns
 
 #: The most points the score plot carries; beyond it the ordinary evaluated points are sampled evenly
@@ -158,14 +159,15 @@ def outcome_table(columns: AgentColumns, keys: Sequence[str]) -> list[OutcomeRow
     evaluated = np.fromiter((value == "evaluated" for value in status), dtype=bool, count=len(status))
     invalid = np.fromiter((value == "invalid" for value in status), dtype=bool, count=len(status))
     scores = columns.scores[proposals]
-    gain = scores - parent_scores(columns)[proposals]
+    parents = parent_scores(columns)[proposals]
+    gain = scores - parents
     known_gain = evaluated & ~np.isnan(gain)
     clipped = np.where(known_gain, np.maximum(np.nan_to_num(gain), 0.0), 0.0)
     scored = evaluated & ~np.isnan(scores)
     best = np.full(groups, -np.inf)
     np.maximum.at(best, codes[scored], scores[scored])
     n_rows, n_evaluated, n_invalid = count(np.ones(len(proposals), dtype=bool)), count(evaluated), count(invalid)
-    n_improved = count(known_gain & (np.nan_to_num(gain) > 0))
+    n_improved = count(known_gain & improves(scores, parents))
     gains = total(clipped, evaluated)
     tokens = total(columns.tokens[proposals].astype(np.float64))
     cost = total(columns.cost_usd[proposals])

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
+from cambrian.archive.lineage import improves
 from cambrian.archive.models import Agent, AgentStatus
 from cambrian.archive.store import Archive
 
@@ -86,6 +87,15 @@ class RunSummary:
     models: tuple[str, ...] = ()  # the models that proposed children, in the order they first did
 
     @property
+    def improved_on_the_seed(self) -> bool:
+        """Whether the best agent scored above the seed by more than rounding (`archive.lineage.improves`)."""
+        return (
+            self.best_score is not None
+            and self.seed_score is not None
+            and bool(improves(self.best_score, self.seed_score))
+        )
+
+    @property
     def gain(self) -> float | None:
         if self.best_score is None or self.seed_score is None:
             return None
@@ -97,7 +107,7 @@ class RunSummary:
         rate = f"{self.valid}/{self.proposals} ({self.valid / self.proposals:.0%})" if self.proposals else "0/0"
         reasons = ", ".join(f"{name} {count}" for name, count in list(self.reasons.items())[:3])
         gain = self.gain
-        if gain is not None and gain > 0 and self.best_id is not None and self.seed_score is not None:
+        if gain is not None and self.improved_on_the_seed and self.best_id is not None and self.seed_score is not None:
             relative = f" ({gain / abs(self.seed_score):+.1%})" if self.seed_score else ""
             out.append(
                 f"best agent #{self.best_id} scores {self.best_score:.4f}: {gain:+.4f}{relative} over the seed's "
@@ -123,7 +133,7 @@ class RunSummary:
                 "by operator: "
                 + ", ".join(f"{name} {valid}/{made} valid" for name, (valid, made) in self.by_operator.items())
             )
-        if self.proposals and (self.valid == 0 or (gain is not None and gain <= 0)):
+        if self.proposals and (self.valid == 0 or (gain is not None and not self.improved_on_the_seed)):
             out.append(self.fix())
         return out
 
@@ -226,7 +236,7 @@ def summarize_run(archive: Archive, run_id: int) -> RunSummary:
     improved = 0
     for child in valid:
         parent = by_id.get(int(child.parent_id)) if child.parent_id is not None else None
-        if parent is not None and parent.score is not None and child.score is not None and child.score > parent.score:
+        if parent is not None and None not in (child.score, parent.score) and improves(child.score, parent.score):
             improved += 1
     reasons = Counter(categorize(a.invalid_reason or "") for a in children if a.status == AgentStatus.invalid)
     by_operator: dict[str, tuple[int, int]] = {}

@@ -41,6 +41,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from cambrian.archive.lineage import improves
 from cambrian.errors import CambrianError
 
 __all__ = ["ALGORITHMS", "Arm", "ArmStats", "Bandit", "BanditError", "improvement_reward"]
@@ -91,10 +92,12 @@ class ArmStats:
 
 
 def improvement_reward(child_score: float | None, parent_score: float | None) -> float:
-    """max(0, child - parent) in score units; 0.0 for an invalid child (None) or a parentless seed (None)."""
-    if child_score is None or parent_score is None:
+    """child - parent in score units where the child improves on its parent (`archive.lineage.improves`: by more
+    than rounding), else 0.0: an invalid child or a parentless seed (None), a lower score, or one above by
+    rounding only (as the largest reward so far, 2.2e-16 would be worth the most any arm had earned)."""
+    if child_score is None or parent_score is None or not improves(child_score, parent_score):
         return 0.0
-    return max(0.0, float(child_score) - float(parent_score))
+    return float(child_score) - float(parent_score)
 
 
 class Bandit:

@@ -60,6 +60,20 @@ def test_clade_counts_match_the_hand_count() -> None:
     assert by_id(view, view.n_children) == {1: 2, 2: 2, 3: 1, 4: 0, 5: 0, 6: 0, 7: 0}
 
 
+def test_a_child_above_its_parent_by_rounding_only_has_not_improved() -> None:
+    parent = float.fromhex("0x1.177c0f6b7fe55p+0")  # a circle packing's score and the next float above it
+    child = float.fromhex("0x1.177c0f6b7fe56p+0")
+    view = ArchiveView(capacity=1)
+    view.add(1, parent, None)
+    view.add(2, child, 1)
+    view.add(3, parent + 1e-3, 1)
+    bulk = ArchiveView.from_arrays(
+        np.array([1, 2, 3]), np.array([parent, child, parent + 1e-3]), parent_ids=np.array([-1, 1, 1])
+    )
+    for built in (view, bulk):
+        assert by_id(built, built.improved) == {1: 0.0, 2: 0.0, 3: 1.0}
+
+
 @pytest.mark.parametrize("seed", [0, 1, 2, 3])
 def test_from_arrays_in_any_order_equals_incremental_add(seed: int) -> None:
     order = np.random.default_rng(seed).permutation(len(TREE))  # children may precede parents

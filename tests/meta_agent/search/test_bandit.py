@@ -40,6 +40,17 @@ def test_improvement_reward() -> None:
     assert improvement_reward(0.9, None) == 0.0  # seed: no parent
 
 
+def test_a_score_above_the_parent_by_rounding_only_earns_nothing() -> None:
+    # Measured: a knob edit recomputed its parent's circle packing in another order and scored 2.2e-16 higher;
+    # as the largest reward so far it was the most any arm had earned. Rounding is no improvement.
+    parent = 1.091736758942621
+    assert improvement_reward(float.fromhex("0x1.177c0f6b7fe56p+0"), float.fromhex("0x1.177c0f6b7fe55p+0")) == 0.0
+    assert improvement_reward(parent + 1e-12, parent) == 0.0
+    assert improvement_reward(parent + 1e-6, parent) == pytest.approx(1e-6)
+    assert improvement_reward(1e6 + 1e-4, 1e6) == 0.0  # relative to the parent's score
+    assert improvement_reward(1e6 + 1.0, 1e6) == pytest.approx(1.0)
+
+
 def test_ucb1_pulls_every_arm_once_first() -> None:
     bandit = Bandit(ARMS)
     rng = np.random.default_rng(3)

@@ -107,6 +107,19 @@ def test_a_run_of_the_largest_local_model_is_not_told_to_try_it(tmp_path: Path) 
     assert "a stronger model than qwen2.5-coder-1.5b, the largest local one" in summary.fix()
 
 
+def test_a_best_above_the_seed_by_rounding_only_is_no_gain(tmp_path: Path) -> None:
+    seed_score = float.fromhex("0x1.177c0f6b7fe55p+0")
+    with Archive.at(tmp_path / "a.db") as archive:
+        run_id = int(archive.create_run(name="r", benchmark="b", seed=0, config_json="{}").id)
+        seed = _evaluated(archive, run_id, seed_score)
+        _evaluated(archive, run_id, float.fromhex("0x1.177c0f6b7fe56p+0"), parent_id=seed, iteration=1, operator="knob")
+        summary = summarize_run(archive, run_id)
+        lines = summary.lines("r")
+    assert summary.improved == 0 and not summary.improved_on_the_seed
+    assert lines[0] == "no child beat the seed's 1.0917"
+    assert "1 proposed, 1/1 (100%) valid, 0 beat their parent" in lines[1]
+
+
 def test_a_run_whose_children_all_crashed_names_the_crash_not_the_model(tmp_path: Path) -> None:
     with Archive.at(tmp_path / "a.db") as archive:
         run_id = int(archive.create_run(name="r", benchmark="b", seed=0, config_json="{}").id)
