@@ -46,7 +46,13 @@ class FMConfig(_Section):
     api_key_env: str | None = Field(default=None, description="NAME of the env var holding the API key")
     temperature: float = Field(default=0.8, ge=0, le=2)
     max_tokens: int = Field(default=1024, ge=16, le=65536)
-    timeout_s: float = Field(default=300, gt=0)
+    timeout_s: float | None = Field(
+        default=None,
+        gt=0,
+        description="seconds one FM call may take. Default: 300 for a hosted API, 1800 for a server on this "
+        "machine (a CPU model writing 1,024 tokens on a busy 2-core machine took over 300 s, and each retry "
+        "waited behind the call it had given up, until the run failed)",
+    )
     retries: int = Field(default=3, ge=0, le=10)
     concurrency: int = Field(
         default=2,

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import urllib.parse
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -114,6 +115,22 @@ def client_for_agents(
     return make_llm_client(endpoint, config, ledger=ledger, warn=reporter.warn)
 
 
+#: Seconds an FM call may take by default (`fm.timeout_s`): a hosted API, and a server on this machine, whose
+#: CPU model may write for minutes on a busy machine.
+HOSTED_TIMEOUT_S = 300.0
+LOCAL_TIMEOUT_S = 1800.0
+
+
+def fm_timeout(config: RunConfig, api_base: str | None) -> float:
+    """`fm.timeout_s`, or its default for the endpoint at `api_base`: LOCAL_TIMEOUT_S for a server on this
+    machine (a loopback address), HOSTED_TIMEOUT_S otherwise."""
+    if config.fm.timeout_s is not None:
+        return config.fm.timeout_s
+    host = urllib.parse.urlsplit(api_base or "").hostname or ""
+    local = host == "localhost" or host.startswith("127.") or host == "::1"
+    return LOCAL_TIMEOUT_S if local else HOSTED_TIMEOUT_S
+
+
 def make_llm_client(
     endpoint: Endpoint, config: RunConfig, *, ledger: Ledger, warn: Callable[[str], None] | None = None
 ) -> LLMClient:
@@ -130,7 +147,7 @@ def make_llm_client(
         endpoint,
         ledger=ledger,
         concurrency=config.fm.concurrency,
-        timeout_s=config.fm.timeout_s,
+        timeout_s=fm_timeout(config, endpoint.api_base),
         retries=config.fm.retries,
         temperature=config.fm.temperature,
         max_tokens=config.fm.max_tokens,
@@ -175,7 +192,7 @@ def code_embedder(config: RunConfig, reporter: Reporter) -> Iterator[EndpointEmb
         path,
         alias=label,
         threads=config.fm.threads,
-        timeout_s=config.fm.timeout_s,
+        timeout_s=fm_timeout(config, "http://127.0.0.1"),
         log_path=config.run_dir() / f"server-embeddings-{label}.log",
     )
     with server:
