@@ -49,9 +49,7 @@ class FMConfig(_Section):
     timeout_s: float | None = Field(
         default=None,
         gt=0,
-        description="seconds one FM call may take. Default: 300 for a hosted API, 1800 for a server on this "
-        "machine (a CPU model writing 1,024 tokens on a busy 2-core machine took over 300 s, and each retry "
-        "waited behind the call it had given up, until the run failed)",
+        description="seconds per FM call; default 300 for a hosted API, 1800 for a server on this machine",
     )
     retries: int = Field(default=3, ge=0, le=10)
     concurrency: int = Field(

@@ -123,7 +123,8 @@ LOCAL_TIMEOUT_S = 1800.0
 
 def fm_timeout(config: RunConfig, api_base: str | None) -> float:
     """`fm.timeout_s`, or its default for the endpoint at `api_base`: LOCAL_TIMEOUT_S for a server on this
-    machine (a loopback address), HOSTED_TIMEOUT_S otherwise."""
+    machine (a loopback address), HOSTED_TIMEOUT_S otherwise. A CPU model's 1,024-token reply on a busy 2-core
+    machine took over 300 s, and each retry waited behind the call it had given up, until the run failed."""
     if config.fm.timeout_s is not None:
         return config.fm.timeout_s
     host = urllib.parse.urlsplit(api_base or "").hostname or ""

@@ -89,11 +89,7 @@ class RunSummary:
     @property
     def improved_on_the_seed(self) -> bool:
         """Whether the best agent scored above the seed by more than rounding (`archive.lineage.improves`)."""
-        return (
-            self.best_score is not None
-            and self.seed_score is not None
-            and bool(improves(self.best_score, self.seed_score))
-        )
+        return bool(improves(self.best_score, self.seed_score))  # None (no seed score, no best) is NaN: False
 
     @property
     def gain(self) -> float | None:
@@ -236,7 +232,7 @@ def summarize_run(archive: Archive, run_id: int) -> RunSummary:
     improved = 0
     for child in valid:
         parent = by_id.get(int(child.parent_id)) if child.parent_id is not None else None
-        if parent is not None and None not in (child.score, parent.score) and improves(child.score, parent.score):
+        if parent is not None and improves(child.score, parent.score):
             improved += 1
     reasons = Counter(categorize(a.invalid_reason or "") for a in children if a.status == AgentStatus.invalid)
     by_operator: dict[str, tuple[int, int]] = {}
