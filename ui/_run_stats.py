@@ -91,7 +91,7 @@ class OutcomeRow:
     improved: int
     tokens: int
     cost_usd: float
-    mean_gain: float | None  # mean of max(child - parent, 0) over finished proposals (invalid count 0)
+    mean_gain: float | None  # mean gain above the parent (0 within rounding) over finished proposals, invalid 0
     best_score: float | None
     fm_seconds: float = 0.0  # wall seconds of the FM calls that made these proposals
 
@@ -161,13 +161,13 @@ def outcome_table(columns: AgentColumns, keys: Sequence[str]) -> list[OutcomeRow
     scores = columns.scores[proposals]
     parents = parent_scores(columns)[proposals]
     gain = scores - parents
-    known_gain = evaluated & ~np.isnan(gain)
-    clipped = np.where(known_gain, np.maximum(np.nan_to_num(gain), 0.0), 0.0)
+    improved = evaluated & ~np.isnan(gain) & improves(scores, parents)
+    clipped = np.where(improved, np.nan_to_num(gain), 0.0)  # rounding above the parent is no gain
     scored = evaluated & ~np.isnan(scores)
     best = np.full(groups, -np.inf)
     np.maximum.at(best, codes[scored], scores[scored])
     n_rows, n_evaluated, n_invalid = count(np.ones(len(proposals), dtype=bool)), count(evaluated), count(invalid)
-    n_improved = count(known_gain & improves(scores, parents))
+    n_improved = count(improved)
     gains = total(clipped, evaluated)
     tokens = total(columns.tokens[proposals].astype(np.float64))
     cost = total(columns.cost_usd[proposals])

@@ -107,6 +107,17 @@ class CliReporter:
         return Reporter(info=self.info, warn=self.warn, event=self.event, progress=self.progress_bar)
 
 
+def _gain(best: float, seed: float) -> str:
+    """The best's gain over the seed as printed: "no gain" within rounding (`improves`), else signed, in as many
+    digits as it needs (a gain of 3e-06 is not "+0.0000")."""
+    from cambrian.archive.lineage import improves
+
+    if not improves(best, seed):
+        return "no gain"
+    delta = best - seed
+    return f"{delta:+.4f}" if abs(delta) >= 1e-4 else f"{delta:+.2e}"
+
+
 def _print_outcome(name: str, outcome: LoopOutcome, runs_dir: Path, store: str | None = None) -> None:
     colour = {"finished": "green", "stopped": "yellow"}.get(outcome.status.value, "red")
     console.print(f"\n[bold {colour}]run {name} {outcome.status.value}[/]: {outcome.reason}")
@@ -115,7 +126,7 @@ def _print_outcome(name: str, outcome: LoopOutcome, runs_dir: Path, store: str |
     if outcome.best_score is not None:
         gain = ""
         if outcome.seed_score is not None:
-            gain = f" (seed {outcome.seed_score:.4f}, {outcome.best_score - outcome.seed_score:+.4f})"
+            gain = f" (seed {outcome.seed_score:.4f}, {_gain(outcome.best_score, outcome.seed_score)})"
         console.print(f"best score [bold]{outcome.best_score:.4f}[/bold] by agent {outcome.best_agent_id}{gain}")
     from cambrian.meta_agent.search import summarize_run
 

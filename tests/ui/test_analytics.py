@@ -329,3 +329,34 @@ def test_sample_keeps_the_best_half_and_a_spread_taking_turns() -> None:
     assert ids[_sample(ids, scores, 4)].tolist() == [10, 1, 9, 8]
     assert sorted(ids[_sample(ids, scores, 10)].tolist()) == list(range(1, 11))
     assert ids[_sample(ids, scores, 10)].tolist()[:2] == [10, 1]
+
+
+def test_a_child_above_its_parent_by_rounding_only_is_neither_improved_nor_a_gain() -> None:
+    """The operator table's "improved" and "mean gain" read improvement as the search does
+    (`archive.lineage.improves`): a knob edit that reorders a packing scores 2.2e-16 above its parent."""
+    from cambrian.ui._columns import AgentColumns
+    from cambrian.ui._run_stats import outcome_table
+
+    seed = 1.0917
+    scores = np.array([seed, seed + 2.2e-16, seed + 0.1, np.nan])
+    n = len(scores)
+    columns = AgentColumns(
+        ids=np.arange(1, n + 1),
+        parent_ids=np.array([-1, 1, 1, 1]),
+        iterations=np.arange(n),
+        scores=scores,
+        holdout_scores=np.full(n, np.nan),
+        tokens=np.zeros(n, dtype=np.int64),
+        cost_usd=np.zeros(n),
+        fm_seconds=np.full(n, 60.0),
+        updated=np.zeros(n),
+        statuses=["evaluated", "evaluated", "evaluated", "invalid"],
+        operators=["seed", "knob", "lines", "knob"],
+        models=["", "m", "m", "m"],
+        reasons=["", "", "", "crashed"],
+    )
+    rows = {row.key: row for row in outcome_table(columns, ("operator",))}
+    knob, lines = rows[("knob",)], rows[("lines",)]
+    assert (knob.improved, knob.mean_gain, knob.gain_per_fm_minute) == (0, 0.0, 0.0)
+    assert lines.improved == 1
+    assert lines.mean_gain == pytest.approx(0.1)

@@ -36,3 +36,13 @@ def test_each_proposal_is_one_line_numbered_by_its_iteration_across_a_resume(tmp
 
     resumed = cambrian("resume", "lines", "--iterations", "5", *runs)
     assert sorted(iterations_printed(resumed)) == [(4, 5), (5, 5)]  # not 1-3 again, not "proposal 6 of 5"
+
+
+def test_the_best_s_gain_over_the_seed_reads_as_the_search_counts_it() -> None:
+    """Rounding above the seed is no gain (not "+0.0000"); a gain too small for four decimals still shows."""
+    from cambrian.meta_agent.cli._run import _gain
+
+    assert _gain(1.0917 + 2.2e-16, 1.0917) == "no gain"
+    assert _gain(1.0917, 1.0917) == "no gain"
+    assert _gain(1.1781, 1.0917) == "+0.0864"
+    assert _gain(1.0 + 3e-6, 1.0) == "+3.00e-06"
