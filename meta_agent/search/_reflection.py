@@ -14,6 +14,7 @@ from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from cambrian.archive.lineage import improves
 from cambrian.archive.store import Archive
 from cambrian.evaluators.base import Genome
 from cambrian.meta_agent.llm import FMBadRequest, FMUnavailable, LLMClient, Request
@@ -55,10 +56,9 @@ def result_text(parent_score: float | None, child_score: float | None, reason: s
         return f"did not count: {(reason or 'no reason').splitlines()[0][:200]}"
     if parent_score is None:
         return f"scored {child_score:.6g}"
-    gain = child_score - parent_score
-    if abs(gain) <= 1e-12 * max(1.0, abs(parent_score)):
+    if not (improves(child_score, parent_score) or improves(parent_score, child_score)):  # within rounding
         return f"no change in score ({child_score:.6g})"
-    return f"{parent_score:.6g} -> {child_score:.6g} ({gain:+.4g})"
+    return f"{parent_score:.6g} -> {child_score:.6g} ({child_score - parent_score:+.4g})"
 
 
 class RunNotes:
