@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
+from cambrian.archive.lineage import improves
 from cambrian.archive.selection import STRATEGY_NAMES
 from cambrian.archive.store import Archive
 from cambrian.meta_agent.cli._app import RunsDir, Store, app, console, err_console, http_url, store_url
@@ -110,8 +111,6 @@ class CliReporter:
 def _gain(best: float, seed: float) -> str:
     """The best's gain over the seed as printed: "no gain" within rounding (`improves`), else signed, in as many
     digits as it needs (a gain of 3e-06 is not "+0.0000")."""
-    from cambrian.archive.lineage import improves
-
     if not improves(best, seed):
         return "no gain"
     delta = best - seed
