@@ -160,15 +160,14 @@ def outcome_table(columns: AgentColumns, keys: Sequence[str]) -> list[OutcomeRow
     invalid = np.fromiter((value == "invalid" for value in status), dtype=bool, count=len(status))
     scores = columns.scores[proposals]
     parents = parent_scores(columns)[proposals]
-    gain = scores - parents
-    improved = evaluated & ~np.isnan(gain) & improves(scores, parents)
-    clipped = np.where(improved, np.nan_to_num(gain), 0.0)  # rounding above the parent is no gain
+    improved = evaluated & improves(scores, parents)  # NaN (unscored, no parent) never improves
+    gains_each = np.where(improved, scores - parents, 0.0)  # rounding above the parent is no gain
     scored = evaluated & ~np.isnan(scores)
     best = np.full(groups, -np.inf)
     np.maximum.at(best, codes[scored], scores[scored])
     n_rows, n_evaluated, n_invalid = count(np.ones(len(proposals), dtype=bool)), count(evaluated), count(invalid)
     n_improved = count(improved)
-    gains = total(clipped, evaluated)
+    gains = total(gains_each, evaluated)
     tokens = total(columns.tokens[proposals].astype(np.float64))
     cost = total(columns.cost_usd[proposals])
     fm_seconds = total(columns.fm_seconds[proposals])
