@@ -20,7 +20,8 @@ its seed.
 
 Arguments after `--` go to every `cambrian run` (to compare a setting against the defaults). Results go to
 bench/results/generality-<label>.json, rewritten after every run, so a long measurement can be read (and
-resumed with --resume) while it goes on. Each row keeps the commit that ran it, the load when it started, and
+resumed with --resume) while it goes on. Each row keeps the commit that ran it, the load when it started, the
+host's CPU (proposals per minute compare only within one host: a resumed suite may run on another machine), and
 per operator its valid children, improvements and FM seconds, with the reasons the others did not count;
 --resume continues a file only from a checkout whose code is that of the commits its rows were made at (docs,
 tests and other tools may differ: `changed_code`), so a suite too long for one sitting (three seeds take about
@@ -110,6 +111,28 @@ class TaskRun:
     commit: str = ""  # the checkout that ran it (a suite resumed in a later session keeps one commit)
     load: float | None = None  # the 1-minute load average when it started (2 on a busy 2-core machine)
     reasons: dict[str, int] = field(default_factory=dict)  # why the other children did not count (`categorize`)
+    host: str = ""  # the CPU that ran it (`host()`): proposals per minute compare only between rows of one host
+
+
+#: The CPU features llama.cpp's matrix kernels use; prompt processing of the same model differs severalfold
+#: between hosts that have them and hosts that do not.
+_SIMD = ("avx2", "avx512f", "avx512_vnni", "amx_tile")
+
+
+def host() -> str:
+    """The CPU model, its cores and the SIMD features llama.cpp uses, e.g. 'AMD EPYC, 2 cores, avx2': a suite
+    resumed in a later session may run on another machine (prompt processing of the 1.5B model: about 35 tokens/s
+    on a 2-core AVX2 host; at least twice that where AVX-512 is)."""
+    model, flags = "unknown CPU", set()
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() == "model name":
+                model = value.strip()
+            elif key.strip() == "flags":
+                flags = set(value.split())
+    features = " ".join(flag for flag in _SIMD if flag in flags) or "no AVX2"
+    return f"{model}, {len(os.sched_getaffinity(0))} cores, {features}"
 
 
 def changed_code(before: str, after: str) -> list[str]:
@@ -191,6 +214,7 @@ def run_task(task: SuiteTask, seed: int, iterations: int, extra: Sequence[str], 
             tail=tail,
             commit=commit,
             load=load,
+            host=host(),
         )
     with Archive.at(database, readonly=True) as archive:
         run_id = int(archive.get_run(name).id)
@@ -230,6 +254,7 @@ def run_task(task: SuiteTask, seed: int, iterations: int, extra: Sequence[str], 
         commit=commit,
         load=load,
         reasons=summary.reasons,
+        host=host(),
     )
 
 
@@ -279,6 +304,9 @@ def table(runs: Sequence[TaskRun], references: dict[str, float | None]) -> str:
         f"{proposals_all / total_minutes if total_minutes > 0 else 0:.2f} proposals per minute (all proposals over all "
         "the minutes spent proposing)"
     )
+    hosts = sorted({r.host or "not recorded" for r in runs})
+    if len(hosts) > 1:
+        lines.append(f"rows from {len(hosts)} hosts ({'; '.join(hosts)}): proposals per minute compare within one")
     return "\n".join(lines)
 
 
@@ -379,6 +407,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         "resumed": [*saved_meta.get("resumed", []), now] if saved_meta else [],
         "commit": commit,
         "load": os.getloadavg()[0],
+        "host": host(),
     }
     references = {task.name: reference_score(task) for task in chosen}
     done = {(r.task, r.seed) for r in runs}
