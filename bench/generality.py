@@ -121,8 +121,8 @@ _SIMD = ("avx2", "avx512f", "avx512_vnni", "amx_tile")
 
 def host() -> str:
     """The CPU model, its cores and the SIMD features llama.cpp uses, e.g. 'AMD EPYC, 2 cores, avx2': a suite
-    resumed in a later session may run on another machine (prompt processing of the 1.5B model: about 35 tokens/s
-    on a 2-core AVX2 host; at least twice that where AVX-512 is)."""
+    resumed in a later session may run on another machine, and the 1.5B model's prompt processing differed about
+    twofold between two of ours (docs/results/generality.md, "Two hosts")."""
     model, flags = "unknown CPU", set()
     with contextlib.suppress(OSError):
         for line in Path("/proc/cpuinfo").read_text().splitlines():
