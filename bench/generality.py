@@ -409,12 +409,18 @@ def main(argv: Sequence[str] | None = None) -> None:
         "load": os.getloadavg()[0],
         "host": host(),
     }
-    references = {task.name: reference_score(task) for task in chosen}
     done = {(r.task, r.seed) for r in runs}
     folder: contextlib.AbstractContextManager[str] = tempfile.TemporaryDirectory(prefix="cambrian-generality-")
     if args.keep_runs is not None:
+        pending = [f"{t.name}-{s}" for s in args.seeds.split(",") if s for t in chosen if (t.name, int(s)) not in done]
+        if leftovers := [name for name in pending if (args.keep_runs / name).exists()]:
+            parser.error(  # a run name cambrian refuses to reuse: its row would record the refusal
+                f"{args.keep_runs} already holds {', '.join(leftovers)}, which {out.name} has no row for (a sitting "
+                "stopped while running it): remove those folders, then run again"
+            )
         args.keep_runs.mkdir(parents=True, exist_ok=True)
         folder = contextlib.nullcontext(str(args.keep_runs))
+    references = {task.name: reference_score(task) for task in chosen}
     with folder as runs_dir:
         for seed in [int(s) for s in args.seeds.split(",") if s]:
             for task in chosen:
