@@ -387,9 +387,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     ).stdout.strip()
     runs: list[TaskRun] = []
     saved_meta: dict[str, Any] = {}
+    saved_references: dict[str, float | None] = {}
     if args.resume and out.exists():
         saved = json.loads(out.read_text())
         runs, saved_meta = [TaskRun(**row) for row in saved["runs"]], saved["meta"]
+        saved_references = saved.get("references", {})
         others = sorted({r.commit for r in runs if r.commit and changed_code(r.commit, commit)})
         if others:  # one table measures one search: a resumed suite runs the code its first rows ran
             parser.error(
@@ -399,12 +401,16 @@ def main(argv: Sequence[str] | None = None) -> None:
                 "bench/results), or choose another --label"
             )
     now = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    meta = {
-        "command": f"bench/generality.py --iterations {args.iterations} --seeds {args.seeds} "
+    command = (
+        f"bench/generality.py --iterations {args.iterations} --seeds {args.seeds} "
         + (f"--tasks {args.tasks} " if args.tasks else "")
-        + (f"-- {' '.join(args.extra)}" if args.extra else ""),
+        + (f"-- {' '.join(args.extra)}" if args.extra else "")
+    )
+    meta = {  # a resumed file keeps its first sitting's command; each later sitting's is kept beside its time
+        "command": saved_meta.get("command", command),
         "started": saved_meta.get("started", now),
         "resumed": [*saved_meta.get("resumed", []), now] if saved_meta else [],
+        "resumed_commands": [*saved_meta.get("resumed_commands", []), command] if saved_meta else [],
         "commit": commit,
         "load": os.getloadavg()[0],
         "host": host(),
@@ -420,7 +426,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             )
         args.keep_runs.mkdir(parents=True, exist_ok=True)
         folder = contextlib.nullcontext(str(args.keep_runs))
-    references = {task.name: reference_score(task) for task in chosen}
+    references = {**saved_references, **{task.name: reference_score(task) for task in chosen}}
     with folder as runs_dir:
         for seed in [int(s) for s in args.seeds.split(",") if s]:
             for task in chosen:
