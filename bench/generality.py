@@ -114,8 +114,7 @@ class TaskRun:
     host: str = ""  # the CPU that ran it (`host()`): proposals per minute compare only between rows of one host
 
 
-#: The CPU features llama.cpp's matrix kernels use; prompt processing of the same model differs severalfold
-#: between hosts that have them and hosts that do not.
+#: The CPU features llama.cpp's matrix kernels use: prompt processing of one model differs with them.
 _SIMD = ("avx2", "avx512f", "avx512_vnni", "amx_tile")
 
 
@@ -132,7 +131,8 @@ def host() -> str:
             elif key.strip() == "flags":
                 flags = set(value.split())
     features = " ".join(flag for flag in _SIMD if flag in flags) or "no AVX2"
-    return f"{model}, {len(os.sched_getaffinity(0))} cores, {features}"
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return f"{model}, {cores} cores, {features}"
 
 
 def changed_code(before: str, after: str) -> list[str]:
