@@ -122,6 +122,8 @@ def host() -> str:
     """The CPU model, its cores and the SIMD features llama.cpp uses, e.g. 'AMD EPYC, 2 cores, avx2': a suite
     resumed in a later session may run on another machine, and the 1.5B model's prompt processing differed about
     twofold between two of ours (docs/results/generality.md, "Two hosts")."""
+    from cambrian.meta_agent.llm.serve import default_threads  # the cores a llama.cpp server here would use
+
     model, flags = "unknown CPU", set()
     with contextlib.suppress(OSError):
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -131,8 +133,7 @@ def host() -> str:
             elif key.strip() == "flags":
                 flags = set(value.split())
     features = " ".join(flag for flag in _SIMD if flag in flags) or "no AVX2"
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return f"{model}, {cores} cores, {features}"
+    return f"{model}, {default_threads()} cores, {features}"
 
 
 def changed_code(before: str, after: str) -> list[str]:
