@@ -12,7 +12,7 @@ Per cell it reports:
   humaneval: every task ran to an answer), over all proposals, with a 95%
   Wilson interval. As in a search, a reply that fails to parse, apply or pass
   the static check, or a child whose run fails, goes back to the FM with the
-  error at most `fm.repair_rounds` times in all (default 1); the table counts
+  error at most `fm.repair_rounds` times in all (by the model class: 0 small, 1 large); the table counts
   the run repairs and how many of them ended valid;
 - improved: child scores higher than its parent (crossover: than the better
   parent), over all proposals;
