@@ -76,12 +76,14 @@ class FMConfig(_Section):
         "on the CPU: a few lines and numbers at a time) or large (hosted, or a server at fm.api_base: diffs "
         "and rewrites). auto: small for a local model (a registry name or a .gguf file), else large",
     )
-    repair_rounds: int = Field(
-        default=1,
+    repair_rounds: int | None = Field(
+        default=None,
         ge=0,
         le=3,
-        description="a reply that fails to parse, apply or pass the static check goes back to the FM with the "
-        "exact error, in the same conversation, this many times (ledger purpose `repair`)",
+        description="a reply that fails to parse, apply or pass the static check, or a child whose run failed, "
+        "goes back to the FM with the exact error, in the same conversation, this many times (ledger purpose "
+        "`repair`). Unset: by fm.model_class from REPAIR_ROUNDS_BY_MODEL_CLASS (small 0, large 1), frozen so "
+        "into the run",
     )
 
     @field_validator("api_base")
@@ -167,6 +169,10 @@ OPERATORS_BY_MODEL_CLASS: Mapping[str, Mapping[str, float]] = {
     "small": {"lines": 0.4, "knob": 0.25, "diff": 0.15, "rewrite": 0.1, "crossover": 0.05, "diagnose": 0.05},
     "large": {"diff": 0.3, "rewrite": 0.25, "lines": 0.15, "crossover": 0.1, "diagnose": 0.1, "knob": 0.1},
 }
+
+#: Repair rounds by model class: a 1.5B model on two cores spent a quarter of its FM time on repairs for a
+#: tenth of its valid children, and proposed faster without them (docs/results/generality.md, "Repairs").
+REPAIR_ROUNDS_BY_MODEL_CLASS: Mapping[str, int] = {"small": 0, "large": 1}
 
 
 class SearchConfig(_Section):
@@ -356,11 +362,12 @@ class RunConfig(_Section):
         return name
 
     @model_validator(mode="after")
-    def _operators_for_the_model(self) -> RunConfig:
-        """search.operators left empty: the mix for the model's class (OPERATORS_BY_MODEL_CLASS)."""
+    def _defaults_for_the_model(self) -> RunConfig:
+        """search.operators and fm.repair_rounds left unset: the model class's (OPERATORS_BY_MODEL_CLASS,
+        REPAIR_ROUNDS_BY_MODEL_CLASS)."""
         if not self.search.operators:
-            mix = OPERATORS_BY_MODEL_CLASS[model_class(self.fm)]
-            self.search.operators = dict(mix)
+            self.search.operators = dict(OPERATORS_BY_MODEL_CLASS[model_class(self.fm)])
+        self.fm.repair_rounds = fm_repair_rounds(self.fm)
         return self
 
     def with_default_name(self) -> RunConfig:
@@ -389,6 +396,11 @@ def model_class(fm: FMConfig) -> str:
     from cambrian.meta_agent.llm.models import is_local_model  # the registry of local models, read where it is needed
 
     return "small" if fm.api_base is None and is_local_model(fm.model) else "large"
+
+
+def fm_repair_rounds(fm: FMConfig) -> int:
+    """fm.repair_rounds, or where unset the rounds of the model's class (REPAIR_ROUNDS_BY_MODEL_CLASS)."""
+    return REPAIR_ROUNDS_BY_MODEL_CLASS[model_class(fm)] if fm.repair_rounds is None else fm.repair_rounds
 
 
 def load_config(
