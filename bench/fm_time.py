@@ -13,7 +13,9 @@ per run from its ledger:
   FM seconds (a run on a CPU server is bound by its FM);
 - the prompt-cache floor: the prompt characters no earlier call of the run began with (its longest common
   prefix with any earlier prompt and reply), in tokens at the run's own characters per token, against the
-  prompt tokens the server processed (its `server.log`). No cache can process fewer.
+  prompt tokens the server processed (its `server.log`). No cache can process fewer. Beside it, simulated
+  over the same calls: one server slot, and three slots with each conversation pinned to its own (a repair
+  finds its conversation; llama.cpp's `id_slot`).
 
     .venv/bin/python bench/fm_time.py /work/suite9/*/ --label suite9
 
@@ -70,6 +72,21 @@ def cache_floor(prompts: Sequence[tuple[str, str]]) -> int:
     return new
 
 
+def pinned_slots(prompts: Sequence[tuple[str, str]], slots: int) -> int:
+    """Characters of `prompts` a server with `slots` slots would process if each call went to the slot holding
+    its conversation (a repair's), else to the least recently used one (`slots` = 1: one slot, as a run's
+    server has; llama.cpp's prompt cache in RAM, which sometimes brings an older prompt back, left out)."""
+    held = [""] * slots
+    used = [0] * slots
+    new = 0
+    for clock, (prompt, reply) in enumerate(prompts, start=1):
+        continuing = [i for i in range(slots) if held[i] and prompt.startswith(held[i])]
+        slot = max(continuing, key=lambda i: len(held[i])) if continuing else min(range(slots), key=used.__getitem__)
+        new += len(prompt) - common_prefix(held[slot], prompt)
+        held[slot], used[slot] = prompt + reply, clock
+    return new
+
+
 def processed_tokens(run_dir: Path) -> int | None:
     """Prompt tokens the run's llama.cpp server processed (its log), None without one."""
     log = run_dir / "server.log"
@@ -112,7 +129,8 @@ def read_run(run_dir: Path) -> dict[str, Any] | None:
             prompts.append((rendered(json.loads(request.messages)), response.text if response else ""))
     characters = sum(len(p) for p, _ in prompts)
     tokens = sum(c.prompt_tokens for c in calls)
-    floor = round(cache_floor(prompts) * tokens / characters) if characters else None
+    per_character = tokens / characters if characters else 0.0
+    floor = round(cache_floor(prompts) * per_character) if characters else None
     proposals, without = len(children), len(children) - len(made_by_repair)
     minutes_without = minutes * (1 - repair_share) if minutes else None
     return {
@@ -133,6 +151,8 @@ def read_run(run_dir: Path) -> dict[str, Any] | None:
         "prompt_tokens": tokens,
         "processed_tokens": processed_tokens(run_dir),
         "cache_floor_tokens": floor,
+        "one_slot_tokens": round(pinned_slots(prompts, 1) * per_character),
+        "three_pinned_slots_tokens": round(pinned_slots(prompts, 3) * per_character),
     }
 
 
@@ -167,6 +187,12 @@ def table(rows: Sequence[dict[str, Any]]) -> str:
         f"{total['proposals']}, {_rate(total['proposals'], total['proposing_minutes'])} | {w_total['valid']}/"
         f"{w_total['proposals']}, {_rate(w_total['proposals'], w_total['proposing_minutes'])} | {processed}, "
         f"{floor} |"
+    )
+    one = sum(r["one_slot_tokens"] for r in rows)
+    pinned = sum(r["three_pinned_slots_tokens"] for r in rows)
+    lines.append(
+        f"\nprompt tokens to process, simulated without the RAM cache: one slot {one}, three slots with each "
+        f"conversation pinned to its own (least recently used first) {pinned}; the floor {floor}"
     )
     return "\n".join(lines)
 

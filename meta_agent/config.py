@@ -171,7 +171,8 @@ OPERATORS_BY_MODEL_CLASS: Mapping[str, Mapping[str, float]] = {
 }
 
 #: Repair rounds by model class: a 1.5B model on two cores spent a quarter of its FM time on repairs for a
-#: tenth of its valid children, and proposed faster without them (docs/results/generality.md, "Repairs").
+#: tenth of its valid children, and proposed faster without them (docs/results/generality.md, "Where the FM
+#: time goes").
 REPAIR_ROUNDS_BY_MODEL_CLASS: Mapping[str, int] = {"small": 0, "large": 1}
 
 
