@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 from collections.abc import Sequence
 from datetime import datetime, timezone
@@ -35,12 +34,13 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from completions import _PROMPT  # llama.cpp's line per prompt: milliseconds, tokens processed
+
 from cambrian.archive.lineage import improves
 from cambrian.archive.models import AgentStatus
 from cambrian.archive.store import Archive
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
-_PROMPT = re.compile(r"prompt eval time =\s*[\d.]+ ms /\s*(\d+) tokens")
 _PURPOSES = ("mutate", "repair", "diagnose")
 
 
@@ -92,7 +92,7 @@ def processed_tokens(run_dir: Path) -> int | None:
     log = run_dir / "server.log"
     if not log.is_file():
         return None
-    return sum(int(n) for n in _PROMPT.findall(log.read_text(encoding="utf-8", errors="replace")))
+    return sum(int(tokens) for _ms, tokens in _PROMPT.findall(log.read_text(encoding="utf-8", errors="replace")))
 
 
 def read_run(run_dir: Path) -> dict[str, Any] | None:
