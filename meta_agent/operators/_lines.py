@@ -27,6 +27,7 @@ from cambrian.meta_agent.operators._prompting import (
     PromptContext,
     PromptLimits,
     code_language,
+    failed_attempts_section,
     format_files,
     format_score,
     render,
@@ -76,8 +77,11 @@ class LinesOperator(FMOperator):
         return self.apply(ctx.parent.genome, reply, focus=ctx.focus)
 
     def messages(self, ctx: PromptContext) -> list[dict[str, str]]:
-        """A short prompt: the contract, the program and its score, the lines to rewrite, the idea. A program
-        longer than `limits.max_lines_program_chars` is shown as an outline around the lines (`_outline`)."""
+        """A short prompt: the contract, the program and its score, why its latest children failed (the last
+        `limits.max_lines_failed_attempts`, each cut to `max_lines_attempt_chars`), the lines to rewrite, the
+        idea. A program longer than `limits.max_lines_program_chars` is shown as an outline around the lines
+        (`_outline`). Everything that changes from one call on a parent to the next comes after the program, so
+        the server's prompt cache keeps the program."""
         genome = ctx.parent.genome
         if ctx.focus is None:
             raise EditError(
@@ -89,6 +93,12 @@ class LinesOperator(FMOperator):
             # A module-level assignment (a knob's setting) keeps the functions that read it in full.
             names = () if ctx.focus.text[:1].isspace() else assigned_names(ctx.focus.text)
             shown = outline_genome(genome, ctx.focus, names=names)
+        failures = dataclasses.replace(
+            self.limits,
+            max_failed_attempts=self.limits.max_lines_failed_attempts,
+            max_attempt_chars=self.limits.max_lines_attempt_chars,
+        )
+        failed = failed_attempts_section(ctx.failed_attempts, failures)
         values = {
             **task_values(ctx, self.limits),
             "score": format_score(ctx.parent.score),
@@ -96,6 +106,7 @@ class LinesOperator(FMOperator):
             "path": ctx.focus.path,
             "focus": ctx.focus.text,
             "language": code_language(ctx.focus.path) or "python",
+            "failed_note": f"{failed}\n" if failed else "",
         }
         return [system_message(ctx), {"role": "user", "content": render("lines", values).strip()}]
 

@@ -174,6 +174,8 @@ class PromptLimits:
     whole region (rewrite, crossover) cannot edit a program whose region does not fit in it.
     max_lines_program_chars: a program longer than this (characters, all files) is shown to `lines` and
     `knob` as an outline: the function holding the lines in full, the others as signatures (`_outline`).
+    max_lines_failed_attempts, max_lines_attempt_chars: the failed attempts a `lines` or `knob` prompt shows,
+    and the characters of each: fewer and shorter than a whole-file prompt's, as its prompt is short.
     """
 
     max_failed_attempts: int = 3
@@ -184,6 +186,8 @@ class PromptLimits:
     max_plan_chars: int = 1500
     max_reply_tokens: int = 1024
     max_lines_program_chars: int = 3000
+    max_lines_failed_attempts: int = 2
+    max_lines_attempt_chars: int = 200
 
 
 def has_markers(genome: Genome) -> bool:

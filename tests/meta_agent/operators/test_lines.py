@@ -173,6 +173,27 @@ def test_lines_operator_asks_for_the_named_lines_and_applies_the_code_fake_fm() 
         operator.apply(parent, "```python\ndistance = 0.25 * ring\n```", focus=stale)
 
 
+def test_a_line_edit_is_told_why_the_parents_latest_children_failed_after_the_program() -> None:
+    parent = CirclePacking().seed()
+    focus = Focus.find(parent, "        distance = 0.35 * ring")
+    failures = [
+        "lines: crashed: ValueError: oldest",
+        "knob: the edit left the program unchanged",
+        "lines: " + "x" * 500,
+    ]
+    for operator in (LinesOperator(), KnobOperator()):
+        prompt = operator.messages(context(parent, focus=focus, failed_attempts=failures))[-1]["content"]
+        section = (
+            "## Recent changes that failed (do not repeat them)\n1. knob: the edit left the program unchanged\n2. "
+        )
+        assert section in prompt and "oldest" not in prompt  # the last two only
+        assert "x" * 200 not in prompt  # each cut short: the prompt stays short
+        # After the program and before the task: a prompt cache keeps the program across calls on one parent.
+        assert prompt.index("# EVOLVE-BLOCK-END") < prompt.index(section) < prompt.index("## Task")
+        bare = operator.messages(context(parent, focus=focus))[-1]["content"]
+        assert "failed" not in bare and "\n\n## Task" in bare
+
+
 def test_knob_operator_picks_one_module_level_number_assignment_else_the_lines_draw() -> None:
     operator = make_operator("knob")
     assert isinstance(operator, KnobOperator) and isinstance(operator, LinesOperator) and operator.uses_fm
