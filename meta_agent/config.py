@@ -85,6 +85,15 @@ class FMConfig(_Section):
         "`repair`). Unset: by fm.model_class from REPAIR_ROUNDS_BY_MODEL_CLASS (small 0, large 1), frozen so "
         "into the run",
     )
+    redraws: int = Field(
+        default=0,
+        ge=0,
+        le=3,
+        description="a reply that fails to parse, apply or pass the static check (an edit that changes nothing "
+        "among them) is drawn again from the same prompt with another seed, this many times, before any repair "
+        "round (ledger purpose `redraw`): the server still holds the prompt, so a redraw costs its reply's "
+        "decoding",
+    )
 
     @field_validator("api_base")
     @classmethod
