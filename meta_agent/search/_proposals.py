@@ -20,7 +20,7 @@ import numpy as np
 
 from cambrian.evaluators.base import AgentsWriteCode, Genome, entry_function
 from cambrian.evaluators.base import ideas as benchmark_ideas
-from cambrian.meta_agent.config import RunConfig, fm_repair_rounds
+from cambrian.meta_agent.config import RunConfig, fm_redraws, fm_repair_rounds
 from cambrian.meta_agent.edits import EditError, EditPool, check_child, edit_processes
 from cambrian.meta_agent.llm import Completion, FMBadRequest, LLMClient, Request, derive_seed
 from cambrian.meta_agent.operators import (
@@ -94,7 +94,7 @@ class Proposer:
             executor=executor,
             run_seed=config.seed,
             repair_rounds=fm_repair_rounds(config.fm),
-            redraws=config.fm.redraws,
+            redraws=fm_redraws(config.fm),
             ideas=config.search.ideas,
             edit_processes=edit_processes(config.search.edit_processes),
         )

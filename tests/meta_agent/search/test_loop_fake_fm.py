@@ -47,11 +47,11 @@ def make_loop(
             "name": "t",
             "runs_dir": str(tmp_path),
             "search": {"strategy": "greedy", "operators": {"rewrite": 1.0}},
-            # Each scripted reply is one proposal's: no repair round takes the next reply (the tests of the
-            # repair round turn it on).
-            "fm": {"concurrency": 1, "repair_rounds": 0},
             "evaluation": {"concurrency": 2, "timeout_s": 3},
             **config,
+            # Each scripted reply is one proposal's: no redraw or repair round takes the next reply (the tests of
+            # those turn them on).
+            "fm": {"concurrency": 1, "repair_rounds": 0, "redraws": 0, **config.get("fm", {})},
         }
     )
     archive = Archive.at(tmp_path / "archive.db") if store is None else Archive(store)
