@@ -199,7 +199,7 @@ class LLMCall(SQLModel, table=True):
     run_id: int | None = Field(default=None, foreign_key="run.id", index=True)
     agent_id: int | None = Field(default=None, index=True)
     iteration: int | None = Field(default=None, index=True)
-    purpose: str = "mutate"  # mutate | diagnose | agent | judge
+    purpose: str = "mutate"  # mutate | redraw | repair | diagnose | agent | judge | reflect | self_modify
     model: str
     prompt_tokens: int = 0
     completion_tokens: int = 0

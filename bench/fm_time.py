@@ -3,10 +3,10 @@
 Reads run folders (`bench/generality.py --keep-runs DIR` keeps them; each has an `archive.db`) and prints a row
 per run from its ledger:
 
-- FM seconds by purpose (mutate, repair, diagnose; calls answered from the response cache and agents' own calls
+- FM seconds by purpose (mutate, redraw, repair, diagnose; calls answered from the response cache and agents' own calls
   left out), and the repairs' share;
 - what the repairs gave: children that a repair built and that ran (`repair_note` starting "FM repair"), and of
-  those how many beat their parent;
+  those how many beat their parent; the same for the redraws (`fm.redraws`: "FM redraw");
 - the run without them, as counted from the same run (not run again): children that only a repair made
   (`FM repair after the run failed`) are not proposed, children that a repair fixed before they ran are
   invalid, and the proposing minutes (from the seed's score to the last child) shrink by the repairs' share of
@@ -41,7 +41,7 @@ from cambrian.archive.models import AgentStatus
 from cambrian.archive.store import Archive
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
-_PURPOSES = ("mutate", "repair", "diagnose")
+_PURPOSES = ("mutate", "redraw", "repair", "diagnose")
 
 
 def common_prefix(a: str, b: str) -> int:
@@ -116,8 +116,10 @@ def read_run(run_dir: Path) -> dict[str, Any] | None:
     children = [a for a in agents if a.iteration > 0]
     valid = [a for a in children if a.status == AgentStatus.evaluated]
     by_fm_repair = [a for a in valid if (a.repair_note or "").startswith("FM repair")]
+    by_redraw = [a for a in valid if (a.repair_note or "").startswith("FM redraw")]
     made_by_repair = [a for a in children if (a.repair_note or "").startswith("FM repair after the run failed")]
     beat = [a for a in by_fm_repair if a.parent_id is not None and improves(a.score, scores.get(int(a.parent_id)))]
+    redraw_beat = [a for a in by_redraw if a.parent_id is not None and improves(a.score, scores.get(int(a.parent_id)))]
     minutes = (
         (max(a.created_at for a in children) - seed.updated_at).total_seconds() / 60 if seed and children else None
     )
@@ -140,6 +142,8 @@ def read_run(run_dir: Path) -> dict[str, Any] | None:
         "repair_share": round(repair_share, 3),
         "repaired_valid": len(by_fm_repair),
         "repaired_beat_parent": len(beat),
+        "redrawn_valid": len(by_redraw),
+        "redrawn_beat_parent": len(redraw_beat),
         "proposals": proposals,
         "valid": len(valid),
         "proposing_minutes": round(minutes, 2) if minutes else None,
@@ -163,27 +167,32 @@ def _rate(proposals: int, minutes: float | None) -> str:
 def table(rows: Sequence[dict[str, Any]]) -> str:
     """The rows as a Markdown table, with a line for all runs together."""
     lines = [
-        "| run | FM s: mutate / repair / diagnose | repairs: calls, share | repaired children valid (beat parent) "
-        "| valid / proposals, /min | without repairs: valid / proposals, /min | prompt tokens processed, floor |",
-        "|---|---|---|---|---|---|---|",
+        "| run | FM s: mutate / redraw / repair / diagnose | redraws: calls, children valid (beat parent) "
+        "| repairs: calls, share | repaired children valid (beat parent) | valid / proposals, /min "
+        "| without repairs: valid / proposals, /min | prompt tokens processed, floor |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         s, w = r["fm_seconds"], r["without_repairs"]
         lines.append(
-            f"| {r['run']} | {s['mutate']:.0f} / {s['repair']:.0f} / {s['diagnose']:.0f} | {r['calls']['repair']}, "
+            f"| {r['run']} | {s['mutate']:.0f} / {s.get('redraw', 0):.0f} / {s['repair']:.0f} / {s['diagnose']:.0f} "
+            f"| {r['calls'].get('redraw', 0)}, {r.get('redrawn_valid', 0)} ({r.get('redrawn_beat_parent', 0)}) "
+            f"| {r['calls']['repair']}, "
             f"{r['repair_share']:.0%} | {r['repaired_valid']} ({r['repaired_beat_parent']}) | {r['valid']}/"
             f"{r['proposals']}, {_rate(r['proposals'], r['proposing_minutes'])} | {w['valid']}/{w['proposals']}, "
             f"{_rate(w['proposals'], w['proposing_minutes'])} | {r['processed_tokens'] or '-'}, "
             f"{r['cache_floor_tokens'] or '-'} |"
         )
-    total = {k: sum(r[k] or 0 for r in rows) for k in ("proposals", "valid", "proposing_minutes", "repaired_valid")}
+    keys = ("proposals", "valid", "proposing_minutes", "repaired_valid", "redrawn_valid")
+    total = {k: sum(r.get(k) or 0 for r in rows) for k in keys}
     w_total = {k: sum(r["without_repairs"][k] or 0 for r in rows) for k in ("proposals", "valid", "proposing_minutes")}
     fm = sum(sum(r["fm_seconds"].values()) for r in rows)
     repair = sum(r["fm_seconds"]["repair"] for r in rows)
     processed = sum(r["processed_tokens"] or 0 for r in rows)
     floor = sum(r["cache_floor_tokens"] or 0 for r in rows)
     lines.append(
-        f"| all | {fm:.0f} in all | {repair / fm if fm else 0:.0%} | {total['repaired_valid']} | {total['valid']}/"
+        f"| all | {fm:.0f} in all | {sum(r['calls'].get('redraw', 0) for r in rows)}, {total['redrawn_valid']} "
+        f"| {repair / fm if fm else 0:.0%} | {total['repaired_valid']} | {total['valid']}/"
         f"{total['proposals']}, {_rate(total['proposals'], total['proposing_minutes'])} | {w_total['valid']}/"
         f"{w_total['proposals']}, {_rate(w_total['proposals'], w_total['proposing_minutes'])} | {processed}, "
         f"{floor} |"

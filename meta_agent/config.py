@@ -85,6 +85,16 @@ class FMConfig(_Section):
         "`repair`). Unset: by fm.model_class from REPAIR_ROUNDS_BY_MODEL_CLASS (small 0, large 1), frozen so "
         "into the run",
     )
+    redraws: int | None = Field(
+        default=None,
+        ge=0,
+        le=3,
+        description="a reply that fails to parse, apply or pass the static check (an edit that changes nothing "
+        "among them) is drawn again from the same prompt with another seed, this many times, before any repair "
+        "round (ledger purpose `redraw`): the server still holds the prompt, so a redraw costs its reply's "
+        "decoding. Unset: by fm.model_class from REDRAWS_BY_MODEL_CLASS (small 1, large 0), frozen so into the "
+        "run",
+    )
 
     @field_validator("api_base")
     @classmethod
@@ -174,6 +184,11 @@ OPERATORS_BY_MODEL_CLASS: Mapping[str, Mapping[str, float]] = {
 #: tenth of its valid children, and proposed faster without them (docs/results/generality.md, "Where the FM
 #: time goes").
 REPAIR_ROUNDS_BY_MODEL_CLASS: Mapping[str, int] = {"small": 0, "large": 1}
+
+#: Redraws by model class: a 1.5B model drawn again from its cached prompt made valid children from the replies
+#: it could not use at less FM time each than its fresh proposals did (docs/results/generality.md,
+#: "Redraws"). A large model keeps its repair round instead.
+REDRAWS_BY_MODEL_CLASS: Mapping[str, int] = {"small": 1, "large": 0}
 
 
 class SearchConfig(_Section):
@@ -364,11 +379,12 @@ class RunConfig(_Section):
 
     @model_validator(mode="after")
     def _defaults_for_the_model(self) -> RunConfig:
-        """search.operators and fm.repair_rounds left unset: the model class's (OPERATORS_BY_MODEL_CLASS,
-        REPAIR_ROUNDS_BY_MODEL_CLASS)."""
+        """search.operators, fm.repair_rounds and fm.redraws left unset: the model class's
+        (OPERATORS_BY_MODEL_CLASS, REPAIR_ROUNDS_BY_MODEL_CLASS, REDRAWS_BY_MODEL_CLASS)."""
         if not self.search.operators:
             self.search.operators = dict(OPERATORS_BY_MODEL_CLASS[model_class(self.fm)])
         self.fm.repair_rounds = fm_repair_rounds(self.fm)
+        self.fm.redraws = fm_redraws(self.fm)
         return self
 
     def with_default_name(self) -> RunConfig:
@@ -386,7 +402,10 @@ class RunConfig(_Section):
 
     @classmethod
     def from_json(cls, text: str) -> RunConfig:
-        return _validate(json.loads(text), source="the run's stored config")
+        data = json.loads(text)
+        if isinstance(data, dict) and isinstance(data.get("fm"), dict):
+            data["fm"].setdefault("redraws", 0)  # stored before redraws existed: the run drew each reply once
+        return _validate(data, source="the run's stored config")
 
 
 def model_class(fm: FMConfig) -> str:
@@ -402,6 +421,11 @@ def model_class(fm: FMConfig) -> str:
 def fm_repair_rounds(fm: FMConfig) -> int:
     """fm.repair_rounds, or where unset the rounds of the model's class (REPAIR_ROUNDS_BY_MODEL_CLASS)."""
     return REPAIR_ROUNDS_BY_MODEL_CLASS[model_class(fm)] if fm.repair_rounds is None else fm.repair_rounds
+
+
+def fm_redraws(fm: FMConfig) -> int:
+    """fm.redraws, or where unset the redraws of the model's class (REDRAWS_BY_MODEL_CLASS)."""
+    return REDRAWS_BY_MODEL_CLASS[model_class(fm)] if fm.redraws is None else fm.redraws
 
 
 def load_config(

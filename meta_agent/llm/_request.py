@@ -22,9 +22,11 @@ Messages = Sequence[Mapping[str, Any]]
 _SEED_RANGE = 2**31  # llama.cpp and most providers take a signed 32-bit seed
 
 
-def derive_seed(run_seed: int, iteration: int, attempt: int) -> int:
-    """The FM seed of one call: sha256 of (run seed, iteration, attempt), in [0, 2**31)."""
-    digest = hashlib.sha256(f"{run_seed}:{iteration}:{attempt}".encode()).digest()
+def derive_seed(run_seed: int, iteration: int, attempt: int, draw: int = 0) -> int:
+    """The FM seed of one call: sha256 of (run seed, iteration, attempt), in [0, 2**31). draw: 1, 2, ... for
+    a reply drawn again from the same prompt (`fm.redraws`), which must not be sampled with the same seed."""
+    key = f"{run_seed}:{iteration}:{attempt}" + (f":{draw}" if draw else "")
+    digest = hashlib.sha256(key.encode()).digest()
     return int.from_bytes(digest[:8], "big") % _SEED_RANGE
 
 
@@ -32,7 +34,7 @@ def derive_seed(run_seed: int, iteration: int, attempt: int) -> int:
 class Request:
     """One chat completion to ask, as its caller decides it; the client fills in what is left None.
 
-    seed: the per-call seed (see `derive_seed`). purpose: mutate | diagnose | repair | agent | judge |
+    seed: the per-call seed (see `derive_seed`). purpose: mutate | redraw | diagnose | repair | agent | judge |
     reflect | self_modify, recorded in the ledger. agent_id, iteration: whom the ledger charges the call to.
     proposal_id: the proposal the call is made for (`Agent.proposal_id`), which links it to the child; never
     part of the request hash.

@@ -12,9 +12,9 @@ An operator turns a parent (two for crossover) and its context into one child:
 `env` is what the search gives one proposal (`search.Proposer` makes one per attempt):
 seeded draws (`rng`), the FM of the proposal's arm (`complete`, every call in the
 ledger, tokens counted for the child), the direction the benchmark suggests (`idea`),
-how many times a bad reply may go back (`repair_rounds`), the static check every child
-passes (`check`), and the parent agent's own run in the sandbox (`run_parent`, for
-operators whose agents write their children). Operators do no other I/O besides
+how many times a bad reply is drawn again (`redraws`) or goes back (`repair_rounds`),
+the static check every child passes (`check`), and the parent agent's own run in the
+sandbox (`run_parent`, for operators whose agents write their children). Operators do no other I/O besides
 reading their prompt templates.
 
 Raise `EditError` with a public reason when no child can be made: the search stores
@@ -87,6 +87,11 @@ class OperatorEnv(Protocol):
         """Times a reply that fails to parse, apply or pass the static check may go back to the FM (>= 0)."""
         ...
 
+    @property
+    def redraws(self) -> int:
+        """Times such a reply is first drawn again from the same messages, with another seed (>= 0)."""
+        ...
+
     def rng(self, salt: int | None = None) -> np.random.Generator:
         """A generator seeded by the run seed, the iteration and the attempt (and `salt`, for a second,
         independent stream): the same proposal of the same run draws the same numbers."""
@@ -104,10 +109,12 @@ class OperatorEnv(Protocol):
         purpose: str,
         grammar: str | None = None,
         max_tokens: int | None = None,
+        draw: int = 0,
     ) -> str:
-        """The reply of the proposal's FM to `messages` (purpose: "mutate", "diagnose" or "repair", for the
-        ledger). grammar: GBNF the reply must follow under constrained decoding. max_tokens: a cap below
-        `fm.max_tokens` for replies short by nature. FMBadRequest when the prompt itself is refused."""
+        """The reply of the proposal's FM to `messages` (purpose: "mutate", "redraw", "diagnose" or "repair",
+        for the ledger). grammar: GBNF the reply must follow under constrained decoding. max_tokens: a cap below
+        `fm.max_tokens` for replies short by nature. draw: 0, or 1, 2, ... to sample the same messages again
+        with another seed. FMBadRequest when the prompt itself is refused."""
         ...
 
     def check(self, child: Genome, parent: Genome, *, note: str = "") -> Proposal:

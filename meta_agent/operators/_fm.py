@@ -2,8 +2,10 @@
 `knob`, which ask for a few named lines, are in `_lines`.
 
 They share `FMOperator`: messages -> one FM call -> the reply applied to the parent -> the static
-check. A reply that cannot become a checked child goes back to the FM with its error, in the same
-conversation, up to `env.repair_rounds` times (the ledger's purpose "repair"); a child that failed
+check. A reply that cannot become a checked child is drawn again from the same messages with another seed,
+up to `env.redraws` times (the ledger's purpose "redraw": the server still holds the prompt, so it costs the
+reply's decoding), then goes back to the FM with its error, in the same conversation, up to
+`env.repair_rounds` times (the ledger's purpose "repair"); a child that failed
 when run can be taken back the same way (`fix`). Each says what its reply must look like as a
 grammar (`grammar`, for constrained decoding) and in words (`format_hint`, for the repair message).
 """
@@ -96,23 +98,30 @@ class FMOperator(Operator):
         return await self.edit(self.prepare(context, env), env)
 
     async def edit(self, ctx: PromptContext, env: OperatorEnv) -> Proposal:
-        """Ask for the edit; a reply that cannot become a checked child goes back with its error, up to
-        `env.repair_rounds` times, in the same conversation."""
+        """Ask for the edit; a reply that cannot become a checked child is drawn again from the same messages
+        with another seed, up to `env.redraws` times, then goes back with its error, up to `env.repair_rounds`
+        times, in the same conversation."""
         messages = list(self.messages(ctx))
         grammar = self.grammar(ctx)
         errors: list[str] = []
-        for round_ in range(env.repair_rounds + 1):
+        draw = round_ = 0
+        while True:
+            purpose = "repair" if round_ else "redraw" if draw else "mutate"
             reply = await env.complete(
-                messages, purpose="repair" if round_ else "mutate", grammar=grammar, max_tokens=self.max_reply_tokens
+                messages, purpose=purpose, grammar=grammar, max_tokens=self.max_reply_tokens, draw=draw
             )
             try:
                 proposal = await env.derive(functools.partial(self.child, ctx, reply), ctx.parent.genome)
             except EditError as exc:
                 errors.append(str(exc))
+                if not round_ and draw < env.redraws:
+                    draw += 1
+                    continue
                 if round_ == env.repair_rounds:
-                    if round_:
-                        raise EditError(f"{exc} (still failing after {round_} repair round(s))", fix=exc.fix) from exc
+                    if errors[1:]:
+                        raise EditError(f"{exc} (still failing after {_tries(draw, round_)})", fix=exc.fix) from exc
                     raise
+                round_ += 1
                 messages += [
                     {"role": "assistant", "content": reply},
                     {
@@ -128,7 +137,8 @@ class FMOperator(Operator):
                     },
                 ]
                 continue
-            repaired = [f"FM repair round {len(errors)} fixed: {_first_line(errors[-1])}"] if errors else []
+            fixed = f"FM repair round {round_}" if round_ else f"FM redraw {draw}"
+            repaired = [f"{fixed} fixed: {_first_line(errors[-1])}"] if errors else []
             return dataclasses.replace(
                 proposal,
                 repair_note=_joined(*repaired, proposal.repair_note),
@@ -136,7 +146,6 @@ class FMOperator(Operator):
                 conversation=(*messages, {"role": "assistant", "content": reply}),
                 repairs_left=env.repair_rounds - round_,
             )
-        raise AssertionError("unreachable: the last round returns or raises")
 
     async def fix(self, ctx: PromptContext, failed: Proposal, failure: str, env: OperatorEnv) -> Proposal:
         """The child again, after it failed when run: `failure` (its public feedback: the crash, the timeout,
@@ -164,6 +173,13 @@ class FMOperator(Operator):
             conversation=(*messages, {"role": "assistant", "content": reply}),
             repairs_left=failed.repairs_left - 1,
         )
+
+
+def _tries(redraws: int, repair_rounds: int) -> str:
+    """'1 redraw', '2 repair round(s)', '1 redraw and 1 repair round(s)'."""
+    tries = [f"{redraws} redraw{'s' if redraws > 1 else ''}"] if redraws else []
+    tries += [f"{repair_rounds} repair round(s)"] if repair_rounds else []
+    return " and ".join(tries)
 
 
 def _first_line(text: str, limit: int = 160) -> str:

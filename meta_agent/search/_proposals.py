@@ -20,7 +20,7 @@ import numpy as np
 
 from cambrian.evaluators.base import AgentsWriteCode, Genome, entry_function
 from cambrian.evaluators.base import ideas as benchmark_ideas
-from cambrian.meta_agent.config import RunConfig, fm_repair_rounds
+from cambrian.meta_agent.config import RunConfig, fm_redraws, fm_repair_rounds
 from cambrian.meta_agent.edits import EditError, EditPool, check_child, edit_processes
 from cambrian.meta_agent.llm import Completion, FMBadRequest, LLMClient, Request, derive_seed
 from cambrian.meta_agent.operators import (
@@ -46,6 +46,7 @@ class Proposer:
         executor: Executor | None,
         run_seed: int,
         repair_rounds: int = 1,
+        redraws: int = 0,
         ideas: bool = True,
         edit_processes: int = 0,
     ) -> None:
@@ -53,7 +54,8 @@ class Proposer:
         limits, the agents' gateway and budget. executor: where such a parent runs (`runs_agent` operators:
         self_modify); None when no such operator runs. repair_rounds: times a reply that fails to parse, apply
         or pass the static check goes back to the FM with the error, in the same conversation (FM operators
-        only; >= 0). ideas: give each FM proposal one direction drawn from the benchmark's `ideas` (seeded by
+        only; >= 0). redraws: times such a reply is first drawn again from the same prompt with another seed
+        (>= 0). ideas: give each FM proposal one direction drawn from the benchmark's `ideas` (seeded by
         run seed, iteration and attempt).
         edit_processes: worker processes that parse, apply and check FM replies (`EditPool`; 0: this thread);
         started at the first reply, stopped by `close()`."""
@@ -64,6 +66,7 @@ class Proposer:
         self.context = context
         self.run_seed = run_seed
         self.repair_rounds = max(0, repair_rounds)
+        self.redraws = max(0, redraws)
         #: The function the harness calls in the entry file; the static check keeps it callable.
         self.entry_function = entry_function(benchmark)
         self.ideas = benchmark_ideas(benchmark) if ideas else ()
@@ -91,6 +94,7 @@ class Proposer:
             executor=executor,
             run_seed=config.seed,
             repair_rounds=fm_repair_rounds(config.fm),
+            redraws=fm_redraws(config.fm),
             ideas=config.search.ideas,
             edit_processes=edit_processes(config.search.edit_processes),
         )
@@ -183,6 +187,10 @@ class _Env:
     def repair_rounds(self) -> int:
         return self._proposer.repair_rounds
 
+    @property
+    def redraws(self) -> int:
+        return self._proposer.redraws
+
     def rng(self, salt: int | None = None) -> np.random.Generator:
         key = [self._proposer.run_seed, self._iteration, self._attempt]
         return np.random.default_rng(key if salt is None else [*key, salt])
@@ -198,6 +206,7 @@ class _Env:
         purpose: str,
         grammar: str | None = None,
         max_tokens: int | None = None,
+        draw: int = 0,
     ) -> str:
         llm = self._proposer.llms.get(self._model)
         if llm is None:
@@ -208,7 +217,7 @@ class _Env:
         completion = await llm.complete(
             Request(
                 [dict(message) for message in messages],
-                seed=self._seed,
+                seed=derive_seed(self._proposer.run_seed, self._iteration, self._attempt, draw),
                 purpose=purpose,
                 iteration=self._iteration,
                 proposal_id=self._proposal_id,

@@ -16,8 +16,9 @@ class ScriptedFM:
     of the prompt's characters, as a bound a gateway can check).
 
     It records what it was asked: `requests` ((purpose, messages) per call), `log` ((purpose, iteration) per
-    call), `calls`, `prompt_bytes`, and `in_flight` / `most_in_flight` (overlapping calls). Tests that use it
-    say so in their name (`..._fake_fm`); every other test talks to a real local model.
+    call), `seeds` (each call's sampling seed), `calls`, `prompt_bytes`, and `in_flight` / `most_in_flight`
+    (overlapping calls). Tests that use it say so in their name (`..._fake_fm`); every other test talks to a
+    real local model.
     """
 
     def __init__(
@@ -37,6 +38,7 @@ class ScriptedFM:
         self.calls = 0
         self.requests: list[tuple[str, list[dict[str, str]]]] = []
         self.log: list[tuple[str, int | None]] = []
+        self.seeds: list[int] = []
         self.prompt_bytes = 0
         self.in_flight = 0
         self.most_in_flight = 0
@@ -47,6 +49,7 @@ class ScriptedFM:
         self.calls += 1
         self.requests.append((purpose, [dict(m) for m in messages]))
         self.log.append((purpose, request.iteration))
+        self.seeds.append(request.seed)
         size = sum(len(m.get("content", "")) for m in messages)
         self.prompt_bytes += size
         self.in_flight += 1

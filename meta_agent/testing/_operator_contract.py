@@ -56,6 +56,7 @@ class ContractEnv:
         reply: Replier | None = None,
         entry_function: str | None = None,
         repair_rounds: int = 1,
+        redraws: int = 0,
         parent_run: ParentRun | None = None,
     ) -> None:
         self._parent = parent
@@ -63,6 +64,7 @@ class ContractEnv:
         self._reply = reply
         self._entry_function = entry_function
         self._repair_rounds = repair_rounds
+        self._redraws = redraws
         self._parent_run = parent_run
         self.calls: list[tuple[str, list[dict[str, str]]]] = []
         self.parent_runs = 0
@@ -71,6 +73,10 @@ class ContractEnv:
     @property
     def repair_rounds(self) -> int:
         return self._repair_rounds
+
+    @property
+    def redraws(self) -> int:
+        return self._redraws
 
     def rng(self, salt: int | None = None) -> np.random.Generator:
         return np.random.default_rng([self._seed] if salt is None else [self._seed, salt])
@@ -85,6 +91,7 @@ class ContractEnv:
         purpose: str,
         grammar: str | None = None,
         max_tokens: int | None = None,
+        draw: int = 0,
     ) -> str:
         shown = [dict(message) for message in messages]
         self.calls.append((purpose, shown))

@@ -314,7 +314,7 @@ def test_arc_program_search_runs_end_to_end_fake_fm(tmp_path: Path) -> None:
             "runs_dir": str(tmp_path),
             "benchmark": "arc-program",
             "search": {"strategy": "greedy", "operators": {"rewrite": 1.0}},
-            "fm": {"concurrency": 1, "repair_rounds": 0},  # one scripted reply per iteration
+            "fm": {"concurrency": 1, "repair_rounds": 0, "redraws": 0},  # one scripted reply per iteration
             "evaluation": {"concurrency": 1, "timeout_s": 10},
             "budget": {"iterations": 3},
         }

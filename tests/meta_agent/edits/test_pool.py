@@ -126,7 +126,7 @@ def run_search(tmp_path: Path, processes: int) -> list[tuple]:
             "name": "t",
             "runs_dir": str(tmp_path),
             "budget": {"iterations": 4},
-            "fm": {"concurrency": 1, "repair_rounds": 0},
+            "fm": {"concurrency": 1, "repair_rounds": 0, "redraws": 0},
             "evaluation": {"concurrency": 1},
             "search": {"strategy": "greedy", "operators": {"rewrite": 1.0}, "edit_processes": processes},
         }

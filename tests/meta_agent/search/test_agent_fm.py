@@ -127,7 +127,7 @@ def test_the_agent_budget_is_per_task_so_every_task_may_call_the_fm_fake_fm(tmp_
             "runs_dir": str(tmp_path),
             "budget": {"iterations": 1},
             "search": {"strategy": "greedy", "operators": {"rewrite": 1.0}},
-            "fm": {"repair_rounds": 0},
+            "fm": {"repair_rounds": 0, "redraws": 0},
             "evaluation": {"agent_fm_calls": 1, "agent_fm_tokens": 10_000, "repeats": 1},
         }
     )

@@ -47,11 +47,11 @@ def make_loop(
             "name": "t",
             "runs_dir": str(tmp_path),
             "search": {"strategy": "greedy", "operators": {"rewrite": 1.0}},
-            # Each scripted reply is one proposal's: no repair round takes the next reply (the tests of the
-            # repair round turn it on).
-            "fm": {"concurrency": 1, "repair_rounds": 0},
             "evaluation": {"concurrency": 2, "timeout_s": 3},
             **config,
+            # Each scripted reply is one proposal's: no redraw or repair round takes the next reply (the tests of
+            # those turn them on).
+            "fm": {"concurrency": 1, "repair_rounds": 0, "redraws": 0, **config.get("fm", {})},
         }
     )
     archive = Archive.at(tmp_path / "archive.db") if store is None else Archive(store)
@@ -156,6 +156,36 @@ def test_a_reply_failing_every_repair_round_is_invalid_with_the_last_error_fake_
     assert child.status == AgentStatus.invalid
     assert "no ```python block" in child.invalid_reason and "after 1 repair round" in child.invalid_reason
     assert child.prompt_tokens == 20  # both calls' usage stays on the invalid child
+
+
+def test_a_reply_that_cannot_be_used_is_drawn_again_from_the_same_prompt_with_another_seed_fake_fm(
+    tmp_path: Path,
+) -> None:
+    fm = ScriptedFM(["no code at all", fenced(VALID)])
+    loop, archive = make_loop(tmp_path, fm, budget={"iterations": 1}, fm={"concurrency": 1, "redraws": 1})
+    asyncio.run(loop.run_until_done())
+    (child,) = [a for a in archive.agents(1) if a.iteration == 1]
+    assert child.status == AgentStatus.evaluated and child.score > 2.0
+    assert child.repair_note.startswith("FM redraw 1 fixed: the reply has no ```python block")
+    assert [purpose for purpose, _ in fm.requests] == ["mutate", "redraw"]
+    assert fm.requests[0][1] == fm.requests[1][1]  # the same messages: the server's cached prompt
+    assert fm.seeds[0] != fm.seeds[1]
+    assert child.prompt_tokens == 20  # both calls' usage is the child's
+
+
+def test_redraws_come_before_the_repair_rounds_and_a_reply_failing_all_names_both_fake_fm(tmp_path: Path) -> None:
+    fm = ScriptedFM(["no code at all", "still no code", "nor now"])
+    loop, archive = make_loop(
+        tmp_path, fm, budget={"iterations": 1}, fm={"concurrency": 1, "redraws": 1, "repair_rounds": 1}
+    )
+    asyncio.run(loop.run_until_done())
+    (child,) = [a for a in archive.agents(1) if a.iteration == 1]
+    assert child.status == AgentStatus.invalid
+    assert child.invalid_reason.endswith("(still failing after 1 redraw and 1 repair round(s))")
+    assert [purpose for purpose, _ in fm.requests] == ["mutate", "redraw", "repair"]
+    first, _, repair = (messages for _, messages in fm.requests)
+    assert repair[: len(first)] == first and repair[len(first)] == {"role": "assistant", "content": "still no code"}
+    assert len(set(fm.seeds)) == 2  # the repair goes on in the redraw's conversation, with its seed
 
 
 def test_a_child_that_crashes_goes_back_with_its_run_and_the_fix_is_a_new_child_fake_fm(tmp_path: Path) -> None:

@@ -35,9 +35,10 @@ def _config(tmp_path: Path, **settings) -> RunConfig:
             "name": "t",
             "runs_dir": str(tmp_path),
             "search": search,
-            "fm": {"concurrency": 1, "repair_rounds": 0},  # one scripted reply per proposal
             "evaluation": {"concurrency": 1, "timeout_s": 10, "agent_fm": False},
             **settings,
+            # One scripted reply per proposal: no redraw or repair round takes the next.
+            "fm": {"concurrency": 1, "repair_rounds": 0, "redraws": 0, **settings.get("fm", {})},
         }
     )
 

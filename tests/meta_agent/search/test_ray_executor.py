@@ -78,7 +78,7 @@ def ray_config(cluster: LocalRayCluster, tmp_path: Path, **sections: Any) -> Run
             "name": "ray",
             "runs_dir": str(tmp_path),
             "search": {"strategy": "greedy", "operators": {"rewrite": 1.0}},
-            "fm": {"concurrency": 1, "repair_rounds": 0},
+            "fm": {"concurrency": 1, "repair_rounds": 0, "redraws": 0},
             **sections,
             "evaluation": {**evaluation, **sections.get("evaluation", {})},
         }

@@ -92,7 +92,7 @@ def run_search(tmp_path: Path, benchmark: ValueBenchmark, replies: list[str], **
             "runs_dir": str(tmp_path),
             "budget": {"iterations": len(replies)},
             "search": {"strategy": "greedy", "operators": {"rewrite": 1.0}, "max_pending": 1},
-            "fm": {"concurrency": 1, "repair_rounds": 0},
+            "fm": {"concurrency": 1, "repair_rounds": 0, "redraws": 0},
             "evaluation": {"concurrency": 1, **evaluation},
         }
     )
