@@ -166,7 +166,7 @@ def test_a_reply_that_cannot_be_used_is_drawn_again_from_the_same_prompt_with_an
     asyncio.run(loop.run_until_done())
     (child,) = [a for a in archive.agents(1) if a.iteration == 1]
     assert child.status == AgentStatus.evaluated and child.score > 2.0
-    assert child.repair_note.startswith("FM redraw 1 fixed: the reply has no ```python block")
+    assert child.repair_note.startswith("FM redraw 1 fixed: the reply had no ```python block")
     assert [purpose for purpose, _ in fm.requests] == ["mutate", "redraw"]
     assert fm.requests[0][1] == fm.requests[1][1]  # the same messages: the server's cached prompt
     assert fm.seeds[0] != fm.seeds[1]
