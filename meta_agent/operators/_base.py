@@ -14,8 +14,8 @@ seeded draws (`rng`), the FM of the proposal's arm (`complete`, every call in th
 ledger, tokens counted for the child), the direction the benchmark suggests (`idea`),
 how many times a bad reply is drawn again (`redraws`) or goes back (`repair_rounds`),
 the static check every child passes (`check`), and the parent agent's own run in the
-sandbox (`run_parent`, for operators whose agents write their children). Operators do no other I/O besides
-reading their prompt templates.
+sandbox (`run_parent`, for operators whose agents write their children). Operators do
+no other I/O besides reading their prompt templates.
 
 Raise `EditError` with a public reason when no child can be made: the search stores
 that reason on the invalid agent and shows it to the next prompt of the same parent.

@@ -2,12 +2,12 @@
 `knob`, which ask for a few named lines, are in `_lines`.
 
 They share `FMOperator`: messages -> one FM call -> the reply applied to the parent -> the static
-check. A reply that cannot become a checked child is drawn again from the same messages with another seed,
-up to `env.redraws` times (the ledger's purpose "redraw": the server still holds the prompt, so it costs the
-reply's decoding), then goes back to the FM with its error, in the same conversation, up to
-`env.repair_rounds` times (the ledger's purpose "repair"); a child that failed
-when run can be taken back the same way (`fix`). Each says what its reply must look like as a
-grammar (`grammar`, for constrained decoding) and in words (`format_hint`, for the repair message).
+check. A reply that cannot become a checked child is drawn again from the same messages with another
+seed, up to `env.redraws` times (the ledger's purpose "redraw": the server still holds the prompt, so
+it costs the reply's decoding), then goes back to the FM with its error, in the same conversation, up
+to `env.repair_rounds` times (the ledger's purpose "repair"); a child that failed when run can be
+taken back the same way (`fix`). Each says what its reply must look like as a grammar (`grammar`, for
+constrained decoding) and in words (`format_hint`, for the repair message).
 """
 
 from __future__ import annotations
