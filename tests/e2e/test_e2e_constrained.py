@@ -81,7 +81,7 @@ def test_every_child_of_a_constrained_smollm2_search_parses(tmp_path: Path, loca
         assert not FORMAT_FAILURES & set(refused), refused
         calls = archive.llm_calls(int(run.id))
     assert llm.constrained and not warnings  # the server took every grammar
-    assert {c.purpose for c in calls} <= {"mutate", "repair"} and all(c.error is None for c in calls)
+    assert {c.purpose for c in calls} <= {"mutate", "redraw", "repair"} and all(c.error is None for c in calls)
 
 
 def test_a_grammar_the_server_refuses_falls_back_for_that_request_only(local_fm: LocalServer) -> None:
