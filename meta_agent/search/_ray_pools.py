@@ -18,10 +18,13 @@ START_TIMEOUT_S = 300.0  # a node's pool may pull nothing but still start contai
 
 
 def lost_node_errors() -> tuple[type[Exception], ...]:
-    """What awaiting a call on a node's actor raises when the node (or the actor) is gone."""
+    """What awaiting a call on a node's actor raises when the node (or the actor) is gone. A node that Ray
+    marks dead after it was listed alive (its raylet missed heartbeats on a busy machine, as in a CI run on two
+    cores) cannot take the actor pinned to it: ActorUnschedulableError."""
     import ray.exceptions
 
     return (
+        ray.exceptions.ActorUnschedulableError,
         ray.exceptions.RayActorError,
         ray.exceptions.NodeDiedError,
         ray.exceptions.ObjectLostError,
