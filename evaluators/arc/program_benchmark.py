@@ -8,8 +8,9 @@ are part of the contract: they are the visible training data.
 
 Score per pair (host side): 1.0 for an exact match; otherwise, when the
 returned grid has the expected shape, the fraction of cells equal (partial
-credit, 0..1); 0.0 for another shape or a value that is not a grid. `passed`
-only on an exact match. The agent's score is the mean over the pairs.
+credit, 0..1); 0.0 for another shape. A value that is not a grid is unusable,
+as a crash is (0.0, not executed: a program with no usable grid is invalid).
+`passed` only on an exact match. The agent's score is the mean over the pairs.
 
 Feedback on a train pair may name expected cells (visible data); on a test
 pair it says only "exact match", "wrong shape", "not a grid" or the fraction
@@ -37,7 +38,7 @@ from cambrian.evaluators.arc.data import (
 )
 from cambrian.evaluators.base import FeedbackPolicy, Stage, Task, TaskScore
 from cambrian.evaluators.base import parse_options as parse_benchmark_options
-from cambrian.evaluators.feedback import run_failure
+from cambrian.evaluators.feedback import not_executed, run_failure
 from cambrian.evaluators.harness.run_program import read_outcome
 from cambrian.sandbox.base import RunResult
 
@@ -123,7 +124,7 @@ class ArcProgramBenchmark(ArcBenchmarkBase):
         try:
             returned = check_grid(outcome.value if outcome is not None else None)
         except GridError as exc:
-            return TaskScore(score=0.0, passed=False, executed=True, feedback=policy.clip(f"not a grid: {exc}"))
+            return not_executed(f"not a grid: {exc}", policy)  # unusable: no cell of it can be compared
         accuracy = 1.0 if returned == expected else cell_accuracy(returned, expected)
         if accuracy == 1.0:
             feedback = "exact match"

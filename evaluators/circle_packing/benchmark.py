@@ -3,7 +3,9 @@
 The agent is a program with `pack_circles(n) -> [(x, y, r), ...]`. It runs in
 the sandbox through the stdlib harness; the packing it returns is checked and
 scored here on the host with numpy, and the feedback on a valid packing says
-what limits its sum (`feedback.py`). Published best for n = 26: about 2.635
+what limits its sum (`feedback.py`). A packing that breaks a rule is unusable
+(not executed, its violations named), as a broken answer is in every program
+benchmark: a child that returns one is invalid, not a valid child scoring 0. Published best for n = 26: about 2.635
 (AlphaEvolve 2.635, ShinkaEvolve 2.63598, OpenEvolve 2.634).
 """
 
@@ -22,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from cambrian.evaluators.base import BenchmarkError, FeedbackPolicy, Genome, Stage, Task, TaskScore
 from cambrian.evaluators.base import parse_options as parse_benchmark_options
 from cambrian.evaluators.circle_packing.feedback import describe_valid_packing
-from cambrian.evaluators.feedback import opened, run_failure
+from cambrian.evaluators.feedback import not_executed, opened, run_failure
 from cambrian.evaluators.harness import HarnessBenchmark
 from cambrian.evaluators.harness.run_program import read_outcome
 from cambrian.sandbox.base import RunResult
@@ -318,10 +320,8 @@ class CirclePacking(HarnessBenchmark):
         outcome = read_outcome(result.files)
         assert outcome is not None  # run_failure returned None: the run wrote a value
         check = check_packing(outcome.value, n)
-        if not check.valid:
-            return TaskScore(
-                score=0.0, passed=False, executed=True, feedback="invalid packing: " + "; ".join(check.violations)
-            )
+        if not check.valid:  # a broken rule makes the answer unusable, as every program benchmark's does
+            return not_executed("invalid packing: " + "; ".join(check.violations), opened(self.feedback_policy))
         feedback = describe_valid_packing(
             np.asarray(check.centres), np.asarray(check.radii), best_known=BEST_KNOWN.get(n), seconds=outcome.seconds
         )
@@ -352,7 +352,7 @@ class CirclePacking(HarnessBenchmark):
             "radii shrunk just enough to be exactly valid; a larger break makes the packing invalid.\n"
             "Return plain Python lists or tuples of floats; a numpy array of shape (n, 3) or numpy numbers are "
             "accepted too (converted to plain lists and floats before checking); NaN or infinity is refused.\n"
-            "Score: the sum of the radii of a valid packing; 0 for an invalid packing, a crash or a timeout. "
+            "Score: the sum of the radii of a valid packing; an invalid packing, a crash or a timeout is not scored. "
             f"Higher is better.{best} Feedback on a valid packing names what limits it: the gap to the best "
             "known sum, the smallest circles and how much each can grow, the uncovered area.\n"
             "Environment: Python 3 with the standard library plus numpy and scipy (both installed); no network; "

@@ -318,7 +318,7 @@ def mean_result(results: list[AgentResult]) -> tuple[AgentResult, float | None]:
 
 def failed_run(result: AgentResult) -> bool:
     """Whether a child's run failed, so its FM conversation is asked to fix it: it is invalid, or no task
-    passed and none earned a score (HumanEval's every test failing, an invalid packing). A valid program that
+    passed and none earned a score (a HumanEval agent failing every test). A valid program that
     scores, below the benchmark's optimum, did not fail: asked to "fix" it, a model sends it back unchanged
     (measured: 31 of 72 refusals on five suite tasks were such replies)."""
     return not result.valid or not any(task.passed or task.score > 0 for task in result.task_results)

@@ -295,6 +295,7 @@ def test_wrong_shapes_and_non_grids() -> None:
     assert holdout.task_results[0].feedback == "wrong shape"
     junk = evaluate_agent(bench, program("def transform(grid):\n    return 'no'\n"), LocalSandbox())
     assert junk.score == 0.0 and junk.task_results[0].feedback.startswith("not a grid")
+    assert not junk.valid and not any(task.executed for task in junk.task_results)  # unusable, like a crash
 
 
 # ---- a search on arc-program through the loop ----

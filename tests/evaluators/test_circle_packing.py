@@ -97,7 +97,7 @@ def test_overlap_is_named() -> None:
     bench = CirclePacking(n=4)
     packing = [[0.25, 0.25, 0.25], [0.75, 0.25, 0.25], [0.25, 0.75, 0.25], [0.75, 0.7, 0.25]]
     score = bench.score(bench.tasks("search")[0], harness_result(packing))
-    assert score.executed and not score.passed and score.score == 0.0
+    assert not score.executed and not score.passed and score.score == 0.0  # a broken rule: unusable
     assert "circles 1 and 3 overlap by 0.05" in score.feedback
     assert "circles 2 and 3" not in score.feedback
 
@@ -114,7 +114,7 @@ def test_wrong_count_and_shape() -> None:
     bench = CirclePacking()
     task = bench.tasks("search")[0]
     score = bench.score(task, harness_result(grid(25)))
-    assert not score.passed and score.executed
+    assert not score.passed and not score.executed  # unusable, its fault named
     assert "returned 25 circles, expected 26" in score.feedback
     assert "expected three numbers" in bench.score(task, harness_result([[0.5, 0.5]] * 26)).feedback
     assert "negative radius" in check_packing([[0.5, 0.5, -0.1], [0.1, 0.1, 0.05]], 2).violations[0]

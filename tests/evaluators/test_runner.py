@@ -88,10 +88,12 @@ def test_unsafe_genome_path_is_the_candidates_fault() -> None:
     assert result.task_results == []
 
 
-def test_invalid_packing_is_valid_but_scores_zero() -> None:
+def test_an_invalid_packing_makes_an_invalid_agent_with_its_violations_named() -> None:
     result = evaluate_packing("def pack_circles(n):\n    return [(0.5, 0.5, 0.1)] * n\n")
-    assert result.valid  # it ran; the packing is wrong, which is a score, not a crash
+    assert not result.valid  # it ran, but its answer breaks the rules: unusable, as a program benchmark's is
     assert result.score == 0.0
+    assert result.invalid_reason is not None
+    assert result.invalid_reason.startswith("did not produce a usable result: invalid packing: circles 0 and 1 overlap")
     assert "overlap by" in result.feedback
 
 
