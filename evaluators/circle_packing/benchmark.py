@@ -5,8 +5,9 @@ the sandbox through the stdlib harness; the packing it returns is checked and
 scored here on the host with numpy, and the feedback on a valid packing says
 what limits its sum (`feedback.py`). A packing that breaks a rule is unusable
 (not executed, its violations named), as a broken answer is in every program
-benchmark: a child that returns one is invalid, not a valid child scoring 0. Published best for n = 26: about 2.635
-(AlphaEvolve 2.635, ShinkaEvolve 2.63598, OpenEvolve 2.634).
+benchmark: a child that returns one is invalid, not a valid child scoring 0.
+Published best for n = 26: about 2.635 (AlphaEvolve 2.635, ShinkaEvolve
+2.63598, OpenEvolve 2.634).
 """
 
 from __future__ import annotations
