@@ -27,11 +27,15 @@ time: what each had reached by the time the fastest system finished.
     .venv/bin/python bench/peer_efficacy.py --model qwen2.5-coder-1.5b --proposals 20 --seed 0
     .venv/bin/python bench/peer_efficacy.py --systems cambrian,openevolve --wall-seconds 3600
     .venv/bin/python bench/peer_efficacy.py --task knapsack --proposals 40 --seed 0
+    .venv/bin/python bench/peer_efficacy.py --task knapsack --proposals 40 --seed 0 --systems openevolve \
+        --keep-from bench/results/peers-knapsack-qwen2.5-coder-1.5b-40p-s0.json --label knapsack-openevolve-again
     .venv/bin/python bench/peer_efficacy.py --report bench/results/peers-qwen2.5-coder-1.5b-20p-s0.json
 
 The peers' venv: `python3 -m venv /work/peers-venv && /work/peers-venv/bin/pip install openevolve==0.4.0
 shinka-evolve==0.0.7`. Results go to bench/results/peers-<label>.json, rewritten after every system and after
-the re-scoring. A valid proposal is one whose program its own system scored above 0 (a valid packing).
+the re-scoring. `--keep-from FILE` runs only `--systems` again and takes the other systems' runs from an
+earlier result of the same task, model, budget and seed (the file's meta records which, and from what commit).
+A valid proposal is one whose program its own system scored above 0 (a valid packing).
 """
 
 from __future__ import annotations
@@ -51,7 +55,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -304,6 +308,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--label", default=None, help="names the result file (default: MODEL-Np-sSEED)")
     parser.add_argument("--keep-runs", type=Path, default=None, help="keep every system's files here")
     parser.add_argument("--report", type=Path, default=None, help="print the tables of an earlier JSON file only")
+    parser.add_argument(
+        "--keep-from",
+        type=Path,
+        default=None,
+        help="an earlier result of the same task, model, budget and seed: the runs of the systems not in "
+        "--systems come from it",
+    )
     args = parser.parse_args(argv)
     if args.report is not None:
         print(table(json.loads(args.report.read_text())))
@@ -349,6 +360,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         "scores": {},
         "codes": {},
     }
+    kept = [] if args.keep_from is None else kept_runs(args.keep_from, systems, saved, parser.error)
 
     def write() -> None:
         out.write_text(json.dumps(saved, indent=1))
@@ -359,23 +371,52 @@ def main(argv: Sequence[str] | None = None) -> None:
         folder = contextlib.nullcontext(str(args.keep_runs))
     with folder as where:
         workdir = Path(where)
-        runs = run_systems(task, systems, args, workdir, saved, write, say)
+        runs = run_systems(task, systems, kept, args, workdir, saved, write, say)
         saved["meta"]["equal_seconds"] = equal_seconds(runs)
         rescore(task, runs, args, workdir, saved, write, say)
     print(table(saved))
     print(f"results: {out}")
 
 
+def kept_runs(
+    path: Path, systems: Sequence[str], saved: dict[str, Any], error: Callable[[str], NoReturn]
+) -> list[SystemRun]:
+    """The runs in the earlier result at `path` of the systems not run again, their best programs' code added
+    to `saved`; `error` (which exits) when the file is not a result of the same comparison."""
+    try:
+        earlier = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        error(f"--keep-from {path}: cannot read it as a result file ({exc})")
+    theirs = {"task": "circle_packing", **earlier["meta"]}  # files written before the suite tasks: circle packing
+    same = ("task", "model", "proposals", "seed", "wall_seconds", "fm_parallel", "max_tokens")
+    differ = [key for key in same if theirs.get(key) != saved["meta"][key]]
+    if differ:
+        error(
+            f"--keep-from {path} is another comparison: its "
+            + ", ".join(f"{key} {theirs.get(key)!r}, not {saved['meta'][key]!r}" for key in differ)
+        )
+    runs = [SystemRun(**row) for row in earlier["runs"] if row["system"] not in systems]
+    saved["codes"].update(earlier["codes"])
+    saved["meta"]["kept_from"] = {
+        "file": str(path),
+        "commit": earlier["meta"].get("commit"),
+        "systems": [run.system for run in runs],
+    }
+    return runs
+
+
 def run_systems(
     task: PeerTask,
     systems: Sequence[str],
+    kept: Sequence[SystemRun],
     args: argparse.Namespace,
     workdir: Path,
     saved: dict[str, Any],
     write: Callable[[], None],
     say: Callable[[str], None],
 ) -> list[SystemRun]:
-    """Start the shared server and its relay, run each system in turn, and record each as it ends."""
+    """Start the shared server and its relay, run each system in turn, and record each as it ends (beside the
+    `kept` runs of an earlier result, in the order of SYSTEMS)."""
     from cambrian.meta_agent.llm.models import resolve
     from cambrian.meta_agent.llm.serve import LocalServer
 
@@ -390,7 +431,7 @@ def run_systems(
     )
     say(f"starting the shared llama.cpp server for {args.model}")
     server.start(timeout_s=300)
-    runs: list[SystemRun] = []
+    runs = list(kept)
     try:
         with FMMeter(server.base_url) as meter:
             for system in systems:
@@ -411,6 +452,7 @@ def run_systems(
                 run.prompt_tokens = sum(c.prompt_tokens for c in calls)
                 run.completion_tokens = sum(c.completion_tokens for c in calls)
                 runs.append(run)
+                runs.sort(key=lambda r: SYSTEMS.index(r.system))
                 saved["runs"] = [asdict(r) for r in runs]
                 write()
                 best = run.best()
@@ -447,8 +489,10 @@ def rescore(
     saved["codes"].update(wanted)
     for run in runs:
         for best in (run.best(), run.best(cut) if cut else None):
-            if best is not None and best["sha"]:
+            if best is not None and best["sha"] in saved["codes"]:
                 wanted[best["sha"]] = saved["codes"][best["sha"]]
+            elif best is not None and best["sha"]:  # a kept run's best at a new cut: its file kept only its bests
+                say(f"{run.system}: the code of {best['sha']} is not kept (an earlier result's run); not re-scored")
     try:
         for key, code in wanted.items():
             scores = {"cambrian": score_cambrian(task, code, benchmark, sandbox, run_limits(config))}

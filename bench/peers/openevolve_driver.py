@@ -6,8 +6,11 @@ starts it as a subprocess. On circle packing the settings are OpenEvolve's own
 evaluation, 60 s evaluation timeout, temperature 0.7, top_p 0.95, max_tokens 8192); on a suite task,
 OpenEvolve's defaults with the task's description as the system message (bench/_peer_tasks.py). Either way
 with these changes only: one model at the shared server instead of the hosted ones, the iteration budget, the
-run seed (OpenEvolve sends a seed derived from it with every request), the LLM timeout (600 s and less is
-short for a CPU model), the worker processes, and max_tokens where `--max-tokens` asks.
+run seed, a per-request seed (OpenEvolve itself sends one seed, derived from the run seed, with every request,
+so a prompt it sends again, as it does while no proposal has entered its database, gets the same reply; here
+request k gets sha256 of the run seed and k, as ShinkaEvolve's driver gives it, bench/peers/request_seeds.py),
+the LLM timeout (600 s and less is short for a CPU model), the worker processes, and max_tokens where
+`--max-tokens` asks.
 
     /work/peers-venv/bin/python bench/peers/openevolve_driver.py --program SEED.py --evaluator EVAL.py \\
         --config bench/peers/circle_packing/config_phase_1.yaml --api-base http://127.0.0.1:PORT/v1 \\
@@ -25,13 +28,19 @@ import argparse
 import asyncio
 import json
 import logging
+import multiprocessing
 import re
+import sys
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from request_seeds import request_seed  # next to this file, found through the path above
 
 _ITERATION_ERROR = re.compile(r"^Iteration (\d+) error: (.*?)(?: \| tokens: .*)?$", re.DOTALL)
 
@@ -95,6 +104,7 @@ def main() -> None:
     errors = ErrorLog()
     logging.getLogger("openevolve").addHandler(errors)
     config_dict = settings(args)
+    seed_each_request(args.seed)
     config = Config.from_dict(json.loads(json.dumps(config_dict)))
     # What openevolve.config.load_config does after reading a YAML file.
     config.llm.update_model_params({"system_message": config.prompt.system_message})
@@ -143,9 +153,37 @@ def main() -> None:
         "finished": finished,
         "seed": {"score": seed["score"] if seed else None, "metrics": seed["metrics"] if seed else {}},
         "proposals": sorted(proposals, key=lambda p: p["t"]),
-        "settings": {k: v for k, v in config_dict.items() if k != "prompt"} | {"prompt": "the config file's"},
+        "settings": {k: v for k, v in config_dict.items() if k != "prompt"}
+        | {"prompt": "the config file's", "request_seeds": f"sha256(run seed {args.seed}, request number)"},
     }
     Path(args.out).write_text(json.dumps(payload, indent=1))
+
+
+def seed_each_request(run_seed: int) -> None:
+    """Every LLM request gets its own seed, request_seed(run_seed, k) for the k-th request of the run.
+
+    OpenEvolve asks its model from worker processes forked from this one (a process pool without
+    max_tasks_per_child, on Linux), so the patched method and the shared request counter reach them; under
+    any other start method the patch would not, and the driver stops rather than run with one seed.
+    """
+    from openevolve.llm.openai import OpenAILLM
+
+    if multiprocessing.get_start_method() != "fork":
+        raise SystemExit(
+            f"OpenEvolve's workers would start by {multiprocessing.get_start_method()!r}, not fork: "
+            "the per-request seeds would not reach them"
+        )
+    requests = multiprocessing.Value("q", 0)  # shared with the forked workers
+    generate = OpenAILLM.generate_with_context
+
+    async def seeded(self: Any, system_message: str, messages: list[dict[str, str]], **options: Any) -> str:
+        with requests.get_lock():
+            number = requests.value
+            requests.value += 1
+        options["seed"] = request_seed(run_seed, number)
+        return await generate(self, system_message, messages, **options)
+
+    OpenAILLM.generate_with_context = seeded
 
 
 def _stop(controller: Any) -> None:

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import hashlib
 import itertools
 import json
 import random
@@ -39,13 +38,11 @@ from typing import Any
 import numpy as np
 import yaml
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from request_seeds import request_seed  # next to this file, found through the path above
+
 EVALUATE = Path(__file__).resolve().parent / "shinka_evaluate.py"
-_SEED_RANGE = 2**31  # llama.cpp takes a signed 32-bit seed
-
-
-def request_seed(run_seed: int, request: int) -> int:
-    digest = hashlib.sha256(f"{run_seed}:{request}".encode()).digest()
-    return int.from_bytes(digest[:8], "big") % _SEED_RANGE
 
 
 def shipped(path: str) -> dict[str, Any]:
