@@ -1,6 +1,6 @@
 """Per-request sampling seeds for the peers, derived the way Cambrian derives its own.
 
-Neither peer sends one of its own: ShinkaEvolve sends no seed, and OpenEvolve sends one seed, derived from the
+Neither peer sends a seed per request: ShinkaEvolve sends none, and OpenEvolve sends one seed, derived from the
 run seed, with every request, so an identical prompt (a parent redrawn while the archive has not changed) gets
 an identical reply from the shared llama.cpp server. Each driver gives request number k of a run with seed s
 the seed sha256("s:k"), so replies differ between requests and a run is repeatable.
