@@ -43,6 +43,7 @@ _CATEGORIES: tuple[tuple[str, str], ...] = (
     (r"crashed: (\w+)", "crash: {0}"),
     (r"invalid packing: .*overlap", "invalid packing: overlap"),
     (r"invalid packing: .*(?:extends past|negative)", "invalid packing: outside the square"),
+    (r"invalid packing: returned \d+ circles", "invalid packing: wrong number of circles"),
     (r"invalid packing", "invalid packing: other"),
     (r"sandbox fault", "sandbox fault"),
     (r"no result", "no result (exited without an answer)"),
@@ -56,7 +57,10 @@ def categorize(reason: str) -> str:
         if match:
             return label.format(*match.groups()) if match.groups() else label
     first = reason.strip().splitlines()[0] if reason.strip() else "unknown"
-    return first[:60]
+    # A benchmark's own words for an unusable result under one short prefix, its numbers as N, so "tour returned
+    # 59 indices for 60 points" and "... 58 indices ..." are one bucket, named by what went wrong.
+    first = re.sub(r"^did not produce a usable result: (?:unusable result: )?", "unusable result: ", first)
+    return re.sub(r"\b\d+(?:\.\d+)?\b", "N", first)[:100]
 
 
 @dataclass(frozen=True)

@@ -138,6 +138,34 @@ def test_reasons_fall_into_categories() -> None:
     assert categorize("invalid packing: circles 1 and 2 overlap by 0.01") == "invalid packing: overlap"
     assert categorize("SEARCH/REPLACE block 1 is missing its >>>>>>> REPLACE line") == "format: malformed block"
     assert categorize("something new\nsecond line") == "something new"
+    assert categorize("invalid packing: returned 52 circles, expected 26") == "invalid packing: wrong number of circles"
+
+
+def test_a_benchmarks_unusable_results_group_by_what_went_wrong_whatever_the_numbers(tmp_path: Path) -> None:
+    """The runner's wrapping of a benchmark's reason is one short prefix and its numbers are N, so one mistake
+    made twice is one bucket, and the fix still reads it as the program's failure."""
+    reasons = [
+        "did not produce a usable result: unusable result: tour returned 59 indices for 60 points",
+        "did not produce a usable result: unusable result: tour returned 58 indices for 60 points",
+        "did not produce a usable result: unusable result: count_primes(61217) returned 6163, which is not the "
+        "number of primes below 61217",
+    ]
+    assert [categorize(reason) for reason in reasons] == [
+        "unusable result: tour returned N indices for N points",
+        "unusable result: tour returned N indices for N points",
+        "unusable result: count_primes(N) returned N, which is not the number of primes below N",
+    ]
+    assert categorize("did not produce a usable result: the benchmark could not score this output: x0 was 2") == (
+        "unusable result: the benchmark could not score this output: x0 was N"
+    )
+    with Archive.at(tmp_path / "a.db") as archive:
+        run_id = int(archive.create_run(name="r", benchmark="b", seed=0, config_json="{}").id)
+        seed = _evaluated(archive, run_id, 2.0)
+        for i, reason in enumerate(reasons, start=1):
+            _invalid(archive, run_id, seed, i, reason)
+        fix = summarize_run(archive, run_id).fix()
+    assert fix.startswith("fix: the children ran and failed (unusable result: tour returned N indices for N points 2")
+    assert "stronger model" not in fix
 
 
 def test_a_rewrite_without_code_for_the_region_is_not_called_an_edit_outside_it() -> None:
