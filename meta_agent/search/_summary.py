@@ -185,7 +185,7 @@ _MODEL_CAUSES = (
     "edit outside",
     "wrote an EVOLVE-BLOCK",
 )
-_PROGRAM_CAUSES = ("crash:", "timeout", "invalid packing", "no result", "did not produce", "unusable")
+_PROGRAM_CAUSES = ("crash:", "timeout", "invalid packing", "no result", "unusable")
 
 
 def stronger_model(models: Sequence[str]) -> str:
