@@ -381,7 +381,7 @@ class DiagnoseOperator(FMOperator):
     def plan_messages(self, ctx: PromptContext) -> list[dict[str, str]]:
         """Contract, code, feedback and failed attempts, then the request for a numbered plan (no code)."""
         user = render("diagnose_plan", task_values(ctx, self.limits))
-        return [system_message(ctx, template="diagnose_system"), {"role": "user", "content": user.strip()}]
+        return [system_message(ctx), {"role": "user", "content": user.strip()}]
 
     def parse_plan(self, reply: str) -> str:
         """The plan in a reply: code blocks dropped (untagged or text fences kept, fence lines removed),
@@ -408,18 +408,20 @@ class DiagnoseOperator(FMOperator):
         return truncate(plan, max_chars=self.limits.max_plan_chars).strip()
 
     def messages(self, ctx: PromptContext) -> list[dict[str, str]]:
-        """Contract, code, feedback and failed attempts, the plan, then the SEARCH/REPLACE format.
+        """The plan's conversation (`plan_messages`, the plan as its reply), then the request to change the
+        program as it says, in the SEARCH/REPLACE format: a local server holds the conversation in its prompt
+        cache, so the edit costs the new request, not the program and its feedback again.
 
         Raises ValueError when `ctx.plan` is None (a caller's bug: call `plan_messages` first).
         """
         if ctx.plan is None:
             raise ValueError("diagnose needs ctx.plan; ask plan_messages(ctx) and parse_plan(reply) first")
-        values = {
-            **task_values(ctx, self.limits),
-            "plan": ctx.plan.strip(),
-            "block_format": block_format(ctx.parent.genome),
-        }
-        return [system_message(ctx), {"role": "user", "content": render("diagnose", values).strip()}]
+        values = {**task_values(ctx, self.limits), "block_format": block_format(ctx.parent.genome)}
+        return [
+            *self.plan_messages(ctx),
+            {"role": "assistant", "content": ctx.plan.strip()},
+            {"role": "user", "content": render("diagnose", values).strip()},
+        ]
 
     def apply(self, parent: Genome, reply: str) -> Genome:
         """SEARCH/REPLACE blocks when the reply has block markers, else a whole file applied as `rewrite`.

@@ -22,7 +22,7 @@ from cambrian.meta_agent.operators._base import OperatorEnv
 from cambrian.meta_agent.operators._fm import FMOperator
 from cambrian.meta_agent.operators._focus import Focus, editable_files, windows
 from cambrian.meta_agent.operators._grammars import code_grammar
-from cambrian.meta_agent.operators._outline import assigned_names, outline_genome
+from cambrian.meta_agent.operators._outline import assigned_names, code_around, outline_genome
 from cambrian.meta_agent.operators._prompting import (
     PromptContext,
     PromptLimits,
@@ -77,22 +77,28 @@ class LinesOperator(FMOperator):
 
     def messages(self, ctx: PromptContext) -> list[dict[str, str]]:
         """A short prompt: the contract, the program and its score, the lines to rewrite, the idea. A program
-        longer than `limits.max_lines_program_chars` is shown as an outline around the lines (`_outline`)."""
+        longer than `limits.max_lines_program_chars` is shown as an outline, the same for any lines asked for,
+        and the code around the lines follows in full (`_outline`).
+
+        What a local server must process anew for each prompt is what it does not share with an earlier one:
+        the program comes before its score and the lines, so proposals from one parent share all but the task,
+        and a child's prompt shares its parent's up to the first line the edit changed."""
         genome = ctx.parent.genome
         if ctx.focus is None:
             raise EditError(
                 self.cannot_edit(genome) or f"the {self.name} operator was given no lines to ask for",
                 fix="give the program's editable region a statement, or use the rewrite operator",
             )
-        shown = genome
+        shown, around = genome, None
         if sum(len(text) for text in genome.files.values()) > self.limits.max_lines_program_chars:
-            # A module-level assignment (a knob's setting) keeps the functions that read it in full.
+            # A module-level assignment (a knob's setting) brings the functions that read it.
             names = () if ctx.focus.text[:1].isspace() else assigned_names(ctx.focus.text)
-            shown = outline_genome(genome, ctx.focus, names=names)
+            shown, around = outline_genome(genome), code_around(genome, ctx.focus, names=names)
         values = {
             **task_values(ctx, self.limits),
             "score": format_score(ctx.parent.score),
             "files": format_files(shown),
+            "around_note": render("lines_around", {"code": format_files(around)}) if around else "",
             "path": ctx.focus.path,
             "focus": ctx.focus.text,
             "language": code_language(ctx.focus.path) or "python",

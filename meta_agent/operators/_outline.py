@@ -1,10 +1,12 @@
-"""What a `lines` or `knob` prompt shows of a long program: an outline around the lines it asks for.
+"""What a `lines` or `knob` prompt shows of a long program: an outline, then in full the code around the lines.
 
 A prompt's length is what a CPU model pays for before it writes a token: a 1.5B model reads the 295-line
 strip-packing seed (about 3,500 tokens) for every proposal, to rewrite one to three lines. A program longer
 than `PromptLimits.max_lines_program_chars` is shown as an outline instead: the module-level code, every
-signature and docstring summary, and in full only the functions that hold the lines asked for (or, for a knob, that
-use the name it sets). Other function bodies read `...  # body not shown`.
+signature and docstring summary; other function bodies read `...  # body not shown`. The outline is the same
+whatever lines are asked for (`outline_genome`), so a local server's prompt cache holds it from one proposal
+to the next, and a child's outline differs from its parent's only where the edit shows; the functions that
+hold the lines (or, for a knob, that use the name it sets) follow in full, next to the task (`in_full`).
 
 Only the prompt changes: the reply still replaces the asked-for lines of the parent's own text.
 """
@@ -27,39 +29,85 @@ def outline(text: str, *, keep: tuple[int, int] | None = None, names: Collection
     `keep` or mention one of `names`. Decorators, signatures and the first line of docstrings stay; a
     function inside a kept one is elided by the same rule. A file that does not parse is returned whole, and
     a body that holds an EVOLVE-BLOCK marker is never elided."""
+    lines = text.splitlines()
+    found = _cuts(text, keep, names)
+    if not found or not found[0]:
+        return text
+    shown = _render(lines, found[0], 0, len(lines))
+    return "\n".join(shown) + ("\n" if text.endswith("\n") else "")
+
+
+def in_full(text: str, *, keep: tuple[int, int] | None = None, names: Collection[str] = ()) -> list[str]:
+    """The functions of `text` that `outline(text, keep=keep, names=names)` shows whole and `outline(text)`
+    does not, each as it reads there (its decorators and signature, functions inside it elided by the same
+    rule), in file order: what a prompt that shows `outline(text)` adds in full."""
+    found = _cuts(text, keep, names)
+    plain = _cuts(text, None, ())
+    if found is None or plain is None:
+        return []
+    lines = text.splitlines()
+    shown = []
+    for start, end in found[1]:
+        if any(start <= cut_start and cut_end <= end for cut_start, cut_end, _ in plain[0]):
+            shown.append("\n".join(_render(lines, found[0], start, end)))
+    return shown
+
+
+def outline_genome(genome: Genome) -> Genome:
+    """The genome as a `lines`/`knob` prompt shows it: every Python file outlined (`outline`, the same for any
+    lines asked for), other files whole."""
+    return Genome(
+        files={path: outline(text) if path.endswith(".py") else text for path, text in genome.files.items()},
+        entry=genome.entry,
+    )
+
+
+def code_around(genome: Genome, focus: Focus, *, names: Collection[str] = ()) -> Genome | None:
+    """What `outline_genome(genome)` leaves out that a prompt asking for the `focus` lines shows in full: the
+    functions of the focus file that hold them, and those of any Python file that mention `names` (`in_full`),
+    one file of them each (the focus file the entry); None when there is nothing to add."""
+    files = {}
+    for path, text in genome.files.items():
+        if path.endswith(".py"):
+            keep = (focus.start, focus.end) if path == focus.path else None
+            found = in_full(text, keep=keep, names=names)
+            if found:
+                files[path] = "\n\n\n".join(found) + "\n"
+    if not files:
+        return None
+    return Genome(files=files, entry=focus.path if focus.path in files else min(files))
+
+
+def _cuts(
+    text: str, keep: tuple[int, int] | None, names: Collection[str]
+) -> tuple[list[tuple[int, int, tuple[str, ...]]], list[tuple[int, int]]] | None:
+    """The elided spans of `outline` ([start, end) 0-based -> the docstring line that stays), sorted, and the
+    spans of the outermost functions kept whole for `keep`/`names`; None when `text` does not parse."""
     try:
         tree = ast.parse(text)
     except SyntaxError:
-        return text
+        return None
     lines = text.splitlines()
-    cuts: list[tuple[int, int, tuple[str, ...]]] = []  # [start, end) (0-based) -> docstring line, ELIDED
+    cuts: list[tuple[int, int, tuple[str, ...]]] = []
+    kept: list[tuple[int, int]] = []
     for node in _outermost_functions(tree):
-        _collect(node, lines, keep, set(names), cuts)
-    if not cuts:
-        return text
+        _collect(node, lines, keep, set(names), cuts, kept)
+    return sorted(cuts), sorted(kept)
+
+
+def _render(lines: list[str], cuts: list[tuple[int, int, tuple[str, ...]]], start: int, end: int) -> list[str]:
+    """lines[start:end] with the cuts inside that span elided."""
     out: list[str] = []
-    position = 0
-    for start, end, summary in sorted(cuts):
-        out.extend(lines[position:start])
-        indent = lines[start][: len(lines[start]) - len(lines[start].lstrip())]
+    position = start
+    for cut_start, cut_end, summary in cuts:
+        if cut_start < start or cut_end > end:
+            continue
+        out.extend(lines[position:cut_start])
+        indent = lines[cut_start][: len(lines[cut_start]) - len(lines[cut_start].lstrip())]
         out.extend(indent + line for line in (*summary, ELIDED))
-        position = end
-    out.extend(lines[position:])
-    return "\n".join(out) + ("\n" if text.endswith("\n") else "")
-
-
-def outline_genome(genome: Genome, focus: Focus, *, names: Collection[str] = ()) -> Genome:
-    """The genome as a `lines`/`knob` prompt shows it: the focus file outlined around the focus (and `names`),
-    every other Python file outlined to its signatures (they hold no kept lines), other files whole."""
-    shown = {}
-    for path, text in genome.files.items():
-        if not path.endswith(".py"):
-            shown[path] = text
-        elif path == focus.path:
-            shown[path] = outline(text, keep=(focus.start, focus.end), names=names)
-        else:
-            shown[path] = outline(text, names=names)
-    return Genome(files=shown, entry=genome.entry)
+        position = cut_end
+    out.extend(lines[position:end])
+    return out
 
 
 def assigned_names(focus_text: str) -> set[str]:
@@ -103,12 +151,16 @@ def _collect(
     keep: tuple[int, int] | None,
     names: set[str],
     cuts: list[tuple[int, int, tuple[str, ...]]],
+    kept: list[tuple[int, int]] | None = None,
 ) -> None:
-    """Add `function`'s elided span to `cuts`, or, when it is kept, look at the functions inside it."""
+    """Add `function`'s elided span to `cuts`, or, when it is kept, its span (decorators included) to `kept`
+    (outermost only) and look at the functions inside it."""
     start, end = function.lineno - 1, function.end_lineno or function.lineno
     holds_focus = keep is not None and start <= keep[0] and keep[1] <= end
     mentions = any(isinstance(node, ast.Name) and node.id in names for node in ast.walk(function))
     if holds_focus or mentions:
+        if kept is not None:
+            kept.append((min([start, *(d.lineno - 1 for d in function.decorator_list)]), end))
         for inner in _outermost_functions(function):
             _collect(inner, lines, keep, names, cuts)
         return

@@ -288,6 +288,7 @@ def block_format(genome: Genome) -> str:
     return render("diff_format", {"other_files_note": other_files_note})
 
 
-def system_message(ctx: PromptContext, *, template: str = "system") -> dict[str, str]:
-    """The system message: template `template` rendered with the benchmark's name."""
-    return {"role": "system", "content": render(template, {"benchmark": ctx.benchmark}).strip()}
+def system_message(ctx: PromptContext) -> dict[str, str]:
+    """The system message every operator's prompt begins with, the benchmark named: one text for all, so a
+    local server's prompt cache holds it (and the contract after it) for every prompt of a run."""
+    return {"role": "system", "content": render("system", {"benchmark": ctx.benchmark}).strip()}

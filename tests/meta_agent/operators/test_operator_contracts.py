@@ -134,7 +134,7 @@ class TestDiagnose(OperatorContract):
         return make_operator("diagnose")
 
     def reply(self, messages: list[dict[str, str]], parent: Genome) -> str:
-        if "## Plan" not in messages[-1]["content"]:
+        if messages[-1]["content"].startswith("## Contract"):  # the plan's request; then the edit's
             return self.PLAN
         _, old, new = first_number(parent.files[parent.entry])
         return f"<<<<<<< SEARCH\n{old}\n=======\n{new}\n>>>>>>> REPLACE\n"
@@ -145,7 +145,8 @@ class TestDiagnose(OperatorContract):
         (plan_purpose, plan_messages), (edit_purpose, edit_messages) = env.calls
         assert (plan_purpose, edit_purpose) == ("diagnose", "mutate")
         assert self.parent_feedback in plan_messages[-1]["content"]
-        assert self.PLAN in edit_messages[-1]["content"]
+        assert edit_messages[: len(plan_messages)] == plan_messages  # one conversation: the server caches it
+        assert edit_messages[len(plan_messages)] == {"role": "assistant", "content": self.PLAN}
 
 
 class TestSelfModify(OperatorContract):

@@ -72,9 +72,11 @@ def test_messages_show_contract_code_score_feedback_and_failures(name: str) -> N
     operator = make_operator(name)
     assert isinstance(operator, FMOperator)
     messages = operator.messages(context(second_parent=other, plan="1. Grow the radii."))
-    assert [m["role"] for m in messages] == ["system", "user"]
+    # diagnose asks on in its plan's conversation: system, user, the plan, user.
+    roles = ["system", "user", "assistant", "user"] if name == "diagnose" else ["system", "user"]
+    assert [m["role"] for m in messages] == roles
     assert "circle_packing" in messages[0]["content"]
-    user = messages[1]["content"]
+    user = "\n".join(m["content"] for m in messages if m["role"] == "user")
     assert CONTRACT in user
     assert "### packing.py\n```python\n" + SEED.rstrip() in user
     assert "score: 1.3" in user
