@@ -64,6 +64,8 @@ class FMOperator(Operator):
     #: The most tokens a reply may take, where replies are short by nature (None: `fm.max_tokens`). A small
     #: model that loses the format writes on to the limit, so a tight cap is what that costs.
     max_reply_tokens: ClassVar[int | None] = None
+    #: Whether a proposal is given one of the benchmark's ideas (`search.ideas`) to try.
+    takes_idea: ClassVar[bool] = True
 
     @abstractmethod
     def messages(self, ctx: PromptContext) -> list[dict[str, str]]:
@@ -91,9 +93,9 @@ class FMOperator(Operator):
         return self.apply(ctx.parent.genome, reply)
 
     async def propose(self, context: PromptContext, env: OperatorEnv) -> Proposal:
-        """One direction drawn from the benchmark's ideas (not for crossover: its direction is the other
-        parent), then the edit."""
-        if context.idea is None and not self.needs_second_parent:
+        """One direction drawn from the benchmark's ideas (where the operator `takes_idea`; not for crossover: its
+        direction is the other parent), then the edit."""
+        if context.idea is None and self.takes_idea and not self.needs_second_parent:
             context = dataclasses.replace(context, idea=env.idea())
         return await self.edit(self.prepare(context, env), env)
 

@@ -49,6 +49,10 @@ class LinesOperator(FMOperator):
     kind: ClassVar[str | None] = "lines"  # `knob` too: the same question, on a number's line
     #: The reply is a few lines: far below fm.max_tokens.
     max_reply_tokens: ClassVar[int | None] = 384
+    #: A benchmark's ideas are moves of a whole program ("place circles one at a time"); asked to make one in
+    #: the few lines named, qwen2.5-coder-1.5b wrote lines that broke the program (docs/results/generality.md,
+    #: "Ideas for whole-program operators only").
+    takes_idea: ClassVar[bool] = False
     limits: PromptLimits = field(default_factory=PromptLimits)
 
     def windows(self, parent: Genome) -> list[Focus]:
@@ -76,7 +80,7 @@ class LinesOperator(FMOperator):
         return self.apply(ctx.parent.genome, reply, focus=ctx.focus)
 
     def messages(self, ctx: PromptContext) -> list[dict[str, str]]:
-        """A short prompt: the contract, the program and its score, the lines to rewrite, the idea. A program
+        """A short prompt: the contract, the program and its score, the lines to rewrite. A program
         longer than `limits.max_lines_program_chars` is shown as an outline, the same for any lines asked for,
         and the code around the lines follows in full (`_outline`).
 

@@ -6,6 +6,9 @@ Tests named `_fake_fm` apply scripted replies (exact texts are needed to check t
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+
 import numpy as np
 import pytest
 
@@ -24,6 +27,7 @@ from cambrian.meta_agent.operators import (
     make_operator,
     operator_names,
 )
+from cambrian.meta_agent.testing import ContractEnv
 from cambrian.sandbox.local import LocalSandbox
 
 ONE_RETURN = '''\
@@ -146,7 +150,8 @@ def test_lines_operator_asks_for_the_named_lines_and_applies_the_code_fake_fm() 
     prompt = operator.messages(ctx)[-1]["content"]
     asked = "Rewrite only these lines of packing.py so that the program scores higher:"
     assert f"{asked}\n```python\n{focus.text}\n```" in prompt
-    assert "tune the numbers" in prompt and "pack circles" in prompt and "ring_centres" in prompt
+    assert "pack circles" in prompt and "ring_centres" in prompt
+    assert "tune the numbers" not in prompt  # an idea is a move of the whole program, not of a few lines
     assert operator.grammar(ctx).startswith('root ::= "```python\\n" code')
     improved = parent.files["packing.py"].replace("0.35 * ring", "0.25 * ring")
     for reply in ("```python\n        distance = 0.25 * ring\n```", "```python\ndistance = 0.25 * ring\n```"):
@@ -209,6 +214,31 @@ def test_cannot_edit_says_which_operators_can_try_a_program(text: str, able: set
     if "lines" not in able:
         with pytest.raises(EditError, match="lines needs a statement"):
             LinesOperator().messages(bare)
+
+
+class IdeaEnv(ContractEnv):
+    """A ContractEnv whose benchmark has an idea to give, counting the proposals that draw it."""
+
+    IDEA = "place circles one at a time, each where the largest possible circle fits"
+    drawn = 0
+
+    def idea(self) -> str | None:
+        self.drawn += 1
+        return self.IDEA
+
+
+@pytest.mark.parametrize("name", ["lines", "knob", "diff", "rewrite"])
+def test_only_whole_program_operators_are_given_an_idea_fake_fm(name: str) -> None:
+    """An idea is a move of the whole program: a line edit asked to make one broke the program (the lines
+    it was given no longer defined the names the rest read), so `lines` and `knob` draw none."""
+    parent = CirclePacking().seed()
+    env = IdeaEnv(parent, reply=lambda messages, genome: "no usable reply", repair_rounds=0)
+    with contextlib.suppress(EditError):  # the reply is beside the point: the prompt is what the test reads
+        asyncio.run(make_operator(name).propose(context(parent), env))
+    (_, messages), *_ = env.calls
+    whole_program = name in ("diff", "rewrite")
+    assert env.drawn == int(whole_program)
+    assert (IdeaEnv.IDEA in messages[-1]["content"]) == whole_program
 
 
 def context(parent: Genome, **values: object) -> PromptContext:
