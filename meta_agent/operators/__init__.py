@@ -15,7 +15,8 @@
 - `Focus`: the lines `lines` and `knob` ask the FM to rewrite (a span of one editable file);
 - prompts: `PromptContext`, `ParentInfo`, `PromptLimits`, `render` and `template_names` (the templates in
   `prompts/`, one file each), `PromptTemplateError`;
-- reply grammars for constrained decoding: `search_replace_grammar`, `code_grammar`, `gbnf_literal`.
+- reply grammars for constrained decoding: `search_replace_grammar`, `code_grammar`, `changed_lines_grammar`,
+  `gbnf_literal`.
 """
 
 from cambrian.meta_agent.operators._ast_mutate import AstMutation, collect_sites
@@ -37,7 +38,12 @@ from cambrian.meta_agent.operators._fm import (
     run_repair_note,
 )
 from cambrian.meta_agent.operators._focus import Focus
-from cambrian.meta_agent.operators._grammars import code_grammar, gbnf_literal, search_replace_grammar
+from cambrian.meta_agent.operators._grammars import (
+    changed_lines_grammar,
+    code_grammar,
+    gbnf_literal,
+    search_replace_grammar,
+)
 from cambrian.meta_agent.operators._lines import KnobOperator, LinesOperator
 from cambrian.meta_agent.operators._prompting import (
     ParentInfo,
@@ -80,6 +86,7 @@ __all__ = [
     "SelfModifyOperator",
     "UnknownOperatorError",
     "choose_operator",
+    "changed_lines_grammar",
     "code_grammar",
     "collect_sites",
     "gbnf_literal",

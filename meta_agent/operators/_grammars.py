@@ -15,6 +15,8 @@ carries them (meta_agent/llm/_client.py sends them to the server).
 
 from __future__ import annotations
 
+import io
+import tokenize
 from collections.abc import Sequence
 
 from cambrian.evaluators.base import Genome
@@ -121,6 +123,17 @@ def search_replace_grammar(
     )
 
 
+def _lead_alternatives(first: str = "") -> list[str]:
+    """What may follow a line's indentation, blank lines aside (`_unmarked_line_rules`): a first character that
+    is neither blank nor `#` nor a backtick (nor one of `first`), a comment (`comment`: no marker), or one or
+    two backticks and more (no fence)."""
+    lead = [f'[^ \\t#`\\n{"".join(_class_char(char) for char in first)}] [^\\n]* "\\n"', '"#" [# \\t]* comment']
+    for count in (1, 2):
+        lead.append(f'{gbnf_literal("`" * count)} [^`\\n] [^\\n]* "\\n"')
+        lead.append(f'{gbnf_literal("`" * count)} "\\n"')
+    return lead
+
+
 def _unmarked_line_rules() -> list[str]:
     """Rules for one line of Python that is no EVOLVE-BLOCK marker comment (`# EVOLVE-BLOCK-START`, any
     indentation, any number of `#`) and opens no fence: the indentation, then a first character that is
@@ -131,10 +144,7 @@ def _unmarked_line_rules() -> list[str]:
         excluded = marker[count] if marker[count].isalnum() else f"\\x{ord(marker[count]):02X}"
         comment.append(f'{gbnf_literal(marker[:count])} [^{excluded}\\n] [^\\n]* "\\n"')
         comment.append(f'{gbnf_literal(marker[:count])} "\\n"')
-    lead = ['"\\n"', '[^ \\t#`\\n] [^\\n]* "\\n"', '"#" [# \\t]* comment']
-    for count in (1, 2):
-        lead.append(f'{gbnf_literal("`" * count)} [^`\\n] [^\\n]* "\\n"')
-        lead.append(f'{gbnf_literal("`" * count)} "\\n"')
+    lead = ['"\\n"', *_lead_alternatives()]
     return ["newline ::= [ \\t]* lead", "lead ::= " + " | ".join(lead), "comment ::= " + " | ".join(comment)]
 
 
@@ -150,3 +160,71 @@ def code_grammar(language: str = "python", *, markers: bool = True) -> str:
     lines = [_CODE_LINE] if markers else _unmarked_line_rules()
     root = f'root ::= {gbnf_literal(f"```{language}" + chr(10))} code "```"'
     return "\n".join([root, "code ::= newline+", *lines]) + "\n"
+
+
+def _class_char(char: str) -> str:
+    """`char` as it may stand inside a GBNF character class: letters and digits as they are, others escaped."""
+    if char.isascii() and char.isalnum():
+        return char
+    return (
+        f"\\x{ord(char):02X}"
+        if ord(char) <= 0xFF
+        else f"\\u{ord(char):04X}"
+        if ord(char) <= 0xFFFF
+        else f"\\U{ord(char):08X}"
+    )
+
+
+def _code_part(line: str) -> str:
+    """A line of Python without its indentation and its trailing comment (the whole stripped line when it does
+    not tokenize on its own, as a line of a string spread over lines)."""
+    text = line.strip()
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(text + "\n").readline))
+    except (tokenize.TokenError, SyntaxError):
+        return text
+    comments = [token.start[1] for token in tokens if token.type == tokenize.COMMENT]
+    return text[: comments[0]].rstrip() if comments else text
+
+
+def changed_lines_grammar(old: str) -> str:
+    """GBNF for new lines of Python in one fenced block (as `code_grammar(markers=False)`) that are not the
+    `old` lines again. Indentation, blank lines, comment lines and trailing comments aside, the reply must
+    differ from the old lines: in a character, or by a line less or more.
+
+    Why: asked to rewrite named lines, qwen2.5-coder-1.5b wrote them again unchanged in 21 of 269 `lines` and
+    `knob` draws of the suite's seed-0 rows at c997abb (strip packing: 14 draws, 15% of its FM time), and the
+    redraw of such a copy copied them again in 8 of 13 (docs/results/generality.md, "Line edits that must
+    change the lines").
+
+    Line j of the old code is matched by `same-j` (its indentation, then `same-j-0`); `same-j-i` has matched
+    its first i characters and may go on with the next one or leave the line there, after which the reply is
+    free (`newline*`). Old lines that open with `#` or a backtick: `code_grammar(markers=False)`."""
+    lines = [code for code in (_code_part(line) for line in old.splitlines()) if code]
+    if not lines or any(line[0] in "#`" for line in lines):
+        return code_grammar(markers=False)
+    free = '"\\n" newline*'
+    # Not a comment: a comment line, like a blank one, leaves the state as it was (it changes no code).
+    code_leads = [f"{lead} newline*" for lead in _lead_alternatives() if not lead.startswith('"#"')]
+    rules = [f'root ::= {gbnf_literal("```python" + chr(10))} same-0 "```"', *_unmarked_line_rules()]
+    for j, line in enumerate(lines + [""]):
+        # The reply may stop before an old line (one line less), never after the last (the same again).
+        rules.append(f"same-{j} ::= same-{j}-line?" if 0 < j < len(lines) else f"same-{j} ::= same-{j}-line")
+        rules.append(f"same-{j}-line ::= [ \\t]* same-{j}-0")
+        kept = [f'"\\n" same-{j}', f'"#" [# \\t]* comment same-{j}']
+        if not line:  # every old line matched: a line of code more is the change
+            rules.append(f"same-{j}-0 ::= " + " | ".join(kept + code_leads))
+            break
+        other = [f"{lead} newline*" for lead in _lead_alternatives(first=line[0]) if not lead.startswith('"#"')]
+        rules.append(f"same-{j}-0 ::= " + " | ".join([f"{gbnf_literal(line[0])} same-{j}-1", *kept, *other]))
+        for i in range(1, len(line)):
+            rules.append(
+                f"same-{j}-{i} ::= {gbnf_literal(line[i])} same-{j}-{i + 1} | [^{_class_char(line[i])}\\n] "
+                f"[^\\n]* {free} | {free}"
+            )
+        # The whole line matched: trailing blanks or a comment keep it the same; anything else changes it.
+        rules.append(
+            f'same-{j}-{len(line)} ::= [ \\t]* "\\n" same-{j + 1} | [ \\t]* "#" [^\\n]* "\\n" same-{j + 1} '
+            f"| [ \\t]* [^ \\t#\\n] [^\\n]* {free}"
+        )
+    return "\n".join(rules) + "\n"

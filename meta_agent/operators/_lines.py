@@ -21,7 +21,7 @@ from cambrian.meta_agent.edits import EditError
 from cambrian.meta_agent.operators._base import OperatorEnv
 from cambrian.meta_agent.operators._fm import FMOperator
 from cambrian.meta_agent.operators._focus import Focus, editable_files, windows
-from cambrian.meta_agent.operators._grammars import code_grammar
+from cambrian.meta_agent.operators._grammars import changed_lines_grammar, code_grammar
 from cambrian.meta_agent.operators._outline import assigned_names, code_around, outline_genome
 from cambrian.meta_agent.operators._prompting import (
     PromptContext,
@@ -117,10 +117,12 @@ class LinesOperator(FMOperator):
         return _apply_lines(parent, reply, Focus.find(parent, focus) if isinstance(focus, str) else focus)
 
     def grammar(self, ctx: PromptContext) -> str | None:
-        """One fenced code block."""
+        """One fenced code block; in Python, one that does not copy the lines asked for (`changed_lines_grammar`)."""
         path = ctx.focus.path if ctx.focus is not None else ctx.parent.genome.entry
         language = code_language(path) or "python"
-        return code_grammar(language, markers=language != "python")  # the new lines sit inside the region
+        if language == "python" and ctx.focus is not None:
+            return changed_lines_grammar(ctx.focus.text)  # no markers either: the new lines sit inside the region
+        return code_grammar(language, markers=language != "python")
 
     def format_hint(self, ctx: PromptContext) -> str:
         """The lines asked for, again: sent back with an error ("Reply again with the whole corrected answer"),

@@ -18,7 +18,7 @@ from cambrian.meta_agent.config import RunConfig
 from cambrian.meta_agent.edits import EditError
 from cambrian.meta_agent.llm import ArchiveLedger, LLMClient, MemoryLedger, Request, derive_seed
 from cambrian.meta_agent.llm.serve import LocalServer
-from cambrian.meta_agent.operators import ParentInfo, PromptContext, RewriteOperator
+from cambrian.meta_agent.operators import Focus, LinesOperator, ParentInfo, PromptContext, RewriteOperator
 from cambrian.meta_agent.search import categorize, loop_from_config
 from cambrian.meta_agent.search.session import make_llm_client
 from cambrian.sandbox.local import LocalSandbox
@@ -124,3 +124,25 @@ def test_a_region_rewrite_under_the_real_server_writes_no_marker_and_changes_not
             assert categorize(str(error)) != "edit outside EVOLVE-BLOCK", error
         else:
             assert child.files["packing.py"].startswith(seed.files["packing.py"].split("import math")[0])
+
+
+def test_a_line_edit_under_the_real_server_never_copies_the_lines_it_was_asked_to_change(local_fm: LocalServer) -> None:
+    seed = CirclePacking(start="grid").seed()
+    operator = LinesOperator()
+    focus = Focus.find(seed, "    radius = 0.5 / max(columns, rows)")
+    ctx = PromptContext(
+        contract="pack circles", benchmark="circle_packing", parent=ParentInfo(1, seed, 1.0, None), focus=focus
+    )
+    warnings: list[str] = []
+    llm = LLMClient(
+        local_fm.endpoint(), ledger=MemoryLedger(), max_tokens=60, constrained=True, on_warning=warnings.append
+    )
+    for number in range(4):
+        reply = llm.complete_sync(
+            Request(operator.messages(ctx), seed=derive_seed(7, number, 0), grammar=operator.grammar(ctx))
+        ).text
+        try:
+            operator.apply(seed, reply, focus=focus)
+        except EditError as error:  # cut off at max_tokens, say: never the lines again
+            assert "unchanged" not in str(error), reply
+    assert not warnings  # the server took the grammar

@@ -21,6 +21,7 @@ from cambrian.meta_agent.operators import (
     ParentInfo,
     PromptContext,
     RewriteOperator,
+    changed_lines_grammar,
     code_grammar,
     gbnf_literal,
     search_replace_grammar,
@@ -215,6 +216,56 @@ def test_a_region_reply_cannot_write_a_marker_so_it_cannot_change_a_line_outside
     assert not Matcher(lines).derives("```python\n# EVOLVE-BLOCK-END\n```")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="Python"):
         code_grammar("rust", markers=False)
+
+
+OLD_LINES = "    for i in range(n):\n        x = 0.5 * i  # spacing\n"
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        OLD_LINES,
+        "for i in range(n):\n    x = 0.5 * i  # spacing\n",  # the indentation lost
+        "    for i in range(n):\n        x = 0.5 * i\n",  # the comment dropped
+        "    for i in range(n):   \n\n        # tuned\n        x = 0.5 * i  # tuned\n\n",  # blanks, comments
+    ],
+)
+def test_a_line_edit_cannot_copy_the_old_lines(reply: str) -> None:
+    grammar = changed_lines_grammar(OLD_LINES)
+    assert not Matcher(grammar).derives(f"```python\n{reply}```")
+    assert Matcher(code_grammar(markers=False)).derives(f"```python\n{reply}```")  # the plain block could
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "    for i in range(n):\n        x = 0.25 * i  # spacing\n",  # a number
+        "    for i in range(n):\n        x = 0.5 * i + 1\n",  # more on a line
+        "    for i in range(n):\n        x = 0.5\n",  # less on a line
+        "    for i in range(n):\n",  # a line less
+        "    for i in range(n):\n        x = 0.5 * i\n        y = x\n",  # a line more
+        "    for i in range(n):\n        y = 0.5 * i\n",  # the first character
+        "x = [0.5 * i for i in range(n)]\n",  # all of it
+        "    for i in range(n):\n        x = 0.5 * i\n`` a tick\n",
+    ],
+)
+def test_a_line_edit_may_change_the_old_lines_anywhere(reply: str) -> None:
+    assert Matcher(changed_lines_grammar(OLD_LINES)).derives(f"```python\n{reply}```")
+
+
+def test_a_changed_line_edit_still_writes_no_marker_and_no_fence() -> None:
+    matcher = Matcher(changed_lines_grammar("x = 1\n"))
+    assert matcher.derives("```python\nx = 2\n```")
+    for reply in ("# EVOLVE-BLOCK-END\nx = 2\n", "x = 2\n# EVOLVE-BLOCK-START\n", "x = 2\n```python\n"):
+        assert not matcher.derives(f"```python\n{reply}```"), reply
+    assert not matcher.derives("```python\n```")  # no empty reply either
+    # Characters GBNF escapes in a class, and a line that does not tokenize alone, are matched as they are.
+    tricky = 'a[i] = s[-1] ^ "#]\\\\" + "é"\n'
+    assert not Matcher(changed_lines_grammar(tricky)).derives(f"```python\n{tricky}```")
+    assert Matcher(changed_lines_grammar(tricky)).derives(f"```python\n{tricky.replace('-1', '-2')}```")
+    unclosed = "    total = sum(values,\n"
+    assert not Matcher(changed_lines_grammar(unclosed)).derives(f"```python\n{unclosed}```")
+    assert changed_lines_grammar("# a comment\n") == code_grammar(markers=False)  # nothing to tell apart
 
 
 def _ctx(parent: Genome, focus: Focus | None = None) -> PromptContext:
