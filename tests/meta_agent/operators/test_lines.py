@@ -24,6 +24,7 @@ from cambrian.meta_agent.operators import (
     LinesOperator,
     ParentInfo,
     PromptContext,
+    changed_lines_grammar,
     make_operator,
     operator_names,
 )
@@ -152,7 +153,7 @@ def test_lines_operator_asks_for_the_named_lines_and_applies_the_code_fake_fm() 
     assert f"{asked}\n```python\n{focus.text}\n```" in prompt
     assert "pack circles" in prompt and "ring_centres" in prompt
     assert "tune the numbers" not in prompt  # an idea is a move of the whole program, not of a few lines
-    assert operator.grammar(ctx).startswith('root ::= "```python\\n" code')
+    assert operator.grammar(ctx) == changed_lines_grammar(focus.text)  # one block, not the old lines again
     improved = parent.files["packing.py"].replace("0.35 * ring", "0.25 * ring")
     for reply in ("```python\n        distance = 0.25 * ring\n```", "```python\ndistance = 0.25 * ring\n```"):
         child = operator.apply(parent, reply, focus=focus)  # the lost indentation comes back
