@@ -206,7 +206,8 @@ class SearchConfig(_Section):
     inspirations: int = Field(default=2, ge=0, le=10, description="other good agents shown in prompts")
     ideas: bool = Field(
         default=True,
-        description="give each FM proposal one direction to try, drawn (seeded) from the benchmark's `ideas`",
+        description="give each whole-program FM proposal (diff, rewrite, diagnose; not lines, knob or crossover) "
+        "one direction to try, drawn (seeded) from the benchmark's `ideas`",
     )
     failed_attempts_shown: int = Field(default=3, ge=0, le=20)
     reflect_every: int = Field(
