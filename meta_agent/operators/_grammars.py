@@ -195,7 +195,7 @@ def changed_lines_grammar(old: str) -> str:
     Why: asked to rewrite named lines, qwen2.5-coder-1.5b wrote them again unchanged in 21 of 269 `lines` and
     `knob` draws of the suite's seed-0 rows at c997abb (strip packing: 14 draws, 15% of its FM time), and the
     redraw of such a copy copied them again in 8 of 13 (docs/results/generality.md, "Line edits that must
-    change the lines").
+    change the lines, and ideas for whole programs only").
 
     Line j of the old code is matched by `same-j` (its indentation, then `same-j-0`); `same-j-i` has matched
     its first i characters and may go on with the next one or leave the line there, after which the reply is

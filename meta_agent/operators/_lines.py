@@ -51,7 +51,7 @@ class LinesOperator(FMOperator):
     max_reply_tokens: ClassVar[int | None] = 384
     #: A benchmark's ideas are moves of a whole program ("place circles one at a time"); asked to make one in
     #: the few lines named, qwen2.5-coder-1.5b wrote lines that broke the program (docs/results/generality.md,
-    #: "Ideas for whole-program operators only").
+    #: "Line edits that must change the lines, and ideas for whole programs only").
     takes_idea: ClassVar[bool] = False
     limits: PromptLimits = field(default_factory=PromptLimits)
 
