@@ -123,11 +123,13 @@ def search_replace_grammar(
     )
 
 
-def _lead_alternatives(first: str = "") -> list[str]:
+def _lead_alternatives(first: str = "", *, comment: bool = True) -> list[str]:
     """What may follow a line's indentation, blank lines aside (`_unmarked_line_rules`): a first character that
-    is neither blank nor `#` nor a backtick (nor one of `first`), a comment (`comment`: no marker), or one or
-    two backticks and more (no fence)."""
-    lead = [f'[^ \\t#`\\n{"".join(_class_char(char) for char in first)}] [^\\n]* "\\n"', '"#" [# \\t]* comment']
+    is neither blank nor `#` nor a backtick (nor one of `first`), a comment (`comment`: no marker; left out
+    with `comment=False`), or one or two backticks and more (no fence)."""
+    lead = [f'[^ \\t#`\\n{"".join(_class_char(char) for char in first)}] [^\\n]* "\\n"']
+    if comment:
+        lead.append('"#" [# \\t]* comment')
     for count in (1, 2):
         lead.append(f'{gbnf_literal("`" * count)} [^`\\n] [^\\n]* "\\n"')
         lead.append(f'{gbnf_literal("`" * count)} "\\n"')
@@ -205,7 +207,7 @@ def changed_lines_grammar(old: str) -> str:
         return code_grammar(markers=False)
     free = '"\\n" newline*'
     # Not a comment: a comment line, like a blank one, leaves the state as it was (it changes no code).
-    code_leads = [f"{lead} newline*" for lead in _lead_alternatives() if not lead.startswith('"#"')]
+    code_leads = [f"{lead} newline*" for lead in _lead_alternatives(comment=False)]
     rules = [f'root ::= {gbnf_literal("```python" + chr(10))} same-0 "```"', *_unmarked_line_rules()]
     for j, line in enumerate(lines + [""]):
         # The reply may stop before an old line (one line less), never after the last (the same again).
@@ -215,7 +217,7 @@ def changed_lines_grammar(old: str) -> str:
         if not line:  # every old line matched: a line of code more is the change
             rules.append(f"same-{j}-0 ::= " + " | ".join(kept + code_leads))
             break
-        other = [f"{lead} newline*" for lead in _lead_alternatives(first=line[0]) if not lead.startswith('"#"')]
+        other = [f"{lead} newline*" for lead in _lead_alternatives(first=line[0], comment=False)]
         rules.append(f"same-{j}-0 ::= " + " | ".join([f"{gbnf_literal(line[0])} same-{j}-1", *kept, *other]))
         for i in range(1, len(line)):
             rules.append(
